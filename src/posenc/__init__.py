@@ -1,0 +1,56 @@
+"""posenc: every positional encoding for transformers behind one interface.
+
+Public API (imported lazily, so ``posenc --help`` does not load torch):
+``names()``, ``build(name, **config)``, ``info(name)``, ``build_for_model``,
+``PositionalEncoding``, ``Attention``, ``KVCache``, ``TinyTransformer``, ``functional``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "names": "posenc.registry",
+    "build": "posenc.registry",
+    "build_for_model": "posenc.registry",
+    "info": "posenc.registry",
+    "register": "posenc.registry",
+    "PositionalEncoding": "posenc.encodings.base",
+    "Attention": "posenc.attention",
+    "KVCache": "posenc.attention",
+    "TinyTransformer": "posenc.attention",
+    "positions_from_padding": "posenc.attention",
+    "packed_positions": "posenc.attention",
+    "decode_positions": "posenc.attention",
+}
+_SUBMODULES = ("functional", "encodings", "attention", "registry")
+
+__all__ = [*_LAZY, *_SUBMODULES, "__version__"]
+
+if TYPE_CHECKING:
+    from . import attention, encodings, functional, registry
+    from .attention import (
+        Attention,
+        KVCache,
+        TinyTransformer,
+        decode_positions,
+        packed_positions,
+        positions_from_padding,
+    )
+    from .encodings.base import PositionalEncoding
+    from .registry import build, build_for_model, info, names, register
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"posenc.{name}")
+    raise AttributeError(f"module 'posenc' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

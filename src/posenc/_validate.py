@@ -1,0 +1,70 @@
+"""Input checks shared by every module: each raises ValueError/TypeError saying expected vs got."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+def check_even(value: int, what: str) -> None:
+    """Raise ValueError unless ``value`` is a positive even integer."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{what} must be an int, got {type(value).__name__}")
+    if value <= 0 or value % 2:
+        raise ValueError(f"{what} must be a positive even integer, got {value}")
+
+
+def check_positive_int(value: Any, what: str, *, minimum: int = 1) -> None:
+    """Raise unless ``value`` is an int >= ``minimum``."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{what} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{what} must be an integer >= {minimum}, got {value}")
+
+
+def check_positive_float(value: Any, what: str) -> None:
+    """Raise unless ``value`` is a finite real number > 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{what} must be a number, got {type(value).__name__}")
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"{what} must be a finite number > 0, got {value}")
+
+
+def check_positions(pos: Tensor, what: str = "positions") -> Tensor:
+    """Positions are integer tensors of shape (T,) or (B, T); returns them as int64.
+
+    Raises:
+        TypeError: not a tensor, or a floating/bool dtype (positions are counted, not measured).
+        ValueError: a rank other than 1 or 2.
+    """
+    if not isinstance(pos, Tensor):
+        raise TypeError(f"{what} must be a torch.Tensor of int64, got {type(pos).__name__}")
+    if pos.dtype.is_floating_point or pos.dtype.is_complex or pos.dtype == torch.bool:
+        raise TypeError(f"{what} must be an integer tensor (int64), got dtype {pos.dtype}")
+    if pos.ndim not in (1, 2):
+        raise ValueError(f"{what} must have shape (T,) or (B, T), got {tuple(pos.shape)}")
+    return pos.long()
+
+
+def check_nonnegative(pos: Tensor, what: str = "positions") -> None:
+    """Absolute encodings index a table: negative positions mean nothing there."""
+    if pos.numel() and int(pos.min()) < 0:
+        raise ValueError(f"{what} must be >= 0 for an absolute encoding, got min {int(pos.min())}")
+
+
+def check_positions_match(pos: Tensor, batch: int, length: int, what: str) -> None:
+    """``pos`` of shape (T,) or (B, T) must agree with a tensor of batch ``batch`` and length T."""
+    if pos.shape[-1] != length or (pos.ndim == 2 and pos.shape[0] not in (1, batch)):
+        raise ValueError(
+            f"{what} must have shape ({length},) or ({batch}, {length}), got {tuple(pos.shape)}"
+        )
+
+
+def check_ndim(x: Any, ndim: int, what: str, layout: str) -> None:
+    """Raise unless ``x`` is a tensor of rank ``ndim`` (``layout`` names the axes)."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{what} must be a torch.Tensor {layout}, got {type(x).__name__}")
+    if x.ndim != ndim:
+        raise ValueError(f"{what} must have shape {layout}, got {tuple(x.shape)}")

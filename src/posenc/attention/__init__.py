@@ -1,0 +1,16 @@
+"""Attention with explicit positions, its KV cache, position helpers and TinyTransformer."""
+
+from .attention import Attention
+from .kv_cache import CachedKeys, KVCache
+from .model import TinyTransformer
+from .positions import decode_positions, packed_positions, positions_from_padding
+
+__all__ = [
+    "Attention",
+    "CachedKeys",
+    "KVCache",
+    "TinyTransformer",
+    "decode_positions",
+    "packed_positions",
+    "positions_from_padding",
+]

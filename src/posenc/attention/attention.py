@@ -1,0 +1,195 @@
+"""Multi-head attention that calls the positional-encoding hooks, with explicit positions."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .._validate import check_ndim, check_positions, check_positions_match, check_positive_int
+from ..encodings.base import PositionalEncoding, batch_positions, default_positions
+from .kv_cache import CachedKeys, KVCache
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention with grouped-query heads and a pluggable positional encoding.
+
+    scores = (rotate(q) · rotate(k)) / sqrt(D) + bias(q_pos, k_pos), then the encoding's relative
+    terms; softmax over allowed keys; output projection. Runs through
+    ``F.scaled_dot_product_attention`` (bias as ``attn_mask``) unless the encoding rewrites
+    logits or values, where an explicit path is used.
+
+    Args:
+        d_model: model width C; must be divisible by ``n_heads``.
+        n_heads: query heads H. ``n_kv_heads`` (default H) key/value heads, dividing H.
+        pe: the encoding whose hooks are called (shared across layers if the caller wishes).
+        causal: mask keys after the query (by order in the sequence/cache, not by position id).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        pe: PositionalEncoding,
+        causal: bool,
+        n_kv_heads: int | None = None,
+        dropout: float = 0.0,
+        bias: bool = False,
+    ) -> None:
+        super().__init__()
+        check_positive_int(d_model, "d_model")
+        check_positive_int(n_heads, "n_heads")
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        check_positive_int(n_kv_heads, "n_kv_heads")
+        if d_model % n_heads:
+            raise ValueError(f"d_model must be divisible by n_heads, got {d_model} and {n_heads}")
+        if n_heads % n_kv_heads:
+            raise ValueError(f"n_heads must be divisible by n_kv_heads, got {n_heads}, {n_kv_heads}")
+        if not isinstance(pe, PositionalEncoding):
+            raise TypeError(f"pe must be a PositionalEncoding, got {type(pe).__name__}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
+        self.head_dim = d_model // n_heads
+        self.causal, self.dropout, self.pe = causal, dropout, pe
+        kv_width = n_kv_heads * self.head_dim
+        self.qkv = nn.Linear(d_model, d_model + 2 * kv_width, bias=bias)
+        self.proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(
+        self,
+        x: Tensor,
+        pos: Tensor | None = None,
+        *,
+        padding_mask: Tensor | None = None,
+        segment_ids: Tensor | None = None,
+        cache: KVCache | None = None,
+    ) -> Tensor:
+        """x (B, T, C) at positions ``pos`` (T,) or (B, T) (default: cache length + 0..T-1).
+
+        ``padding_mask`` (B, T) bool, True for real tokens; ``segment_ids`` (B, T) int, tokens
+        attend only within their segment (packed sequences). Returns (B, T, C).
+        """
+        check_ndim(x, 3, "x", "(B, T, C)")
+        B, T, C = x.shape
+        if C != self.d_model:
+            raise ValueError(f"x must have C = d_model = {self.d_model} features, got {C}")
+        offset = 0 if cache is None else len(cache)
+        pos = default_positions(T, offset=offset, device=x.device) if pos is None else pos
+        pos = check_positions(pos, "pos")
+        check_positions_match(pos, B, T, "pos")
+        q, k, v = self._project(x)  # (B, H, T, D), (B, Hkv, T, D) x2
+        q, k = self.pe.rotate(q, k, pos, pos)
+        new = CachedKeys(k, v, batch_positions(pos, B), *_mask_inputs(B, T, x, padding_mask, segment_ids))
+        keys = new if cache is None else cache.append(new)
+        k_pos = pos if cache is None else keys.pos  # (T,) | (B, T) or (B, L)
+        allowed = self._allowed(new, keys, offset, plain=padding_mask is None and segment_ids is None)
+        bias = self.pe.bias(pos, k_pos)  # (B|1, H|1, T, L) or None
+        if self.pe.needs_explicit_attention:
+            out = self._explicit(q, keys.k, keys.v, pos, k_pos, bias, allowed)
+        else:
+            out = self._sdpa(q, keys.k, keys.v, bias, allowed)
+        return self.proj(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
+
+    def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        B, T, _ = x.shape
+        D, Hkv = self.head_dim, self.n_kv_heads
+        q, k, v = self.qkv(x).split([self.d_model, Hkv * D, Hkv * D], dim=-1)
+        q = q.view(B, T, self.n_heads, D).transpose(1, 2)  # (B, H, T, D)
+        k = k.view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)
+        v = v.view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)
+        return q, k, v
+
+    def _allowed(self, new: CachedKeys, keys: CachedKeys, offset: int, *, plain: bool) -> Tensor | None:
+        """Boolean (B, 1, T, L) mask of keys each query may see; None when nothing is masked
+        beyond what ``is_causal`` expresses (no padding, no segments, no cache offset)."""
+        T, L = new.pos.shape[1], keys.pos.shape[1]
+        if plain and offset == 0:
+            return None
+        allowed = keys.valid[:, None, None, :] & (
+            new.segment[:, None, :, None] == keys.segment[:, None, None, :]
+        )  # (B, 1, T, L)
+        if self.causal:
+            q_idx = torch.arange(offset, offset + T, device=keys.pos.device)
+            k_idx = torch.arange(L, device=keys.pos.device)
+            allowed = allowed & (k_idx[None, :] <= q_idx[:, None])  # (T, L) by cache order
+        # A query with no visible key (e.g. a padding query) attends everywhere instead of NaN.
+        return allowed | ~allowed.any(dim=-1, keepdim=True)
+
+    def _sdpa(
+        self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, allowed: Tensor | None
+    ) -> Tensor:
+        mask: Tensor | None = allowed
+        is_causal = self.causal and allowed is None
+        if bias is not None:
+            bias = bias.to(q.dtype)
+            if is_causal:
+                T, L = q.shape[2], k.shape[2]
+                allowed = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(L - T)
+            mask = bias if allowed is None else bias.masked_fill(~allowed, float("-inf"))
+            is_causal = False
+        return F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=mask,
+            dropout_p=self.dropout if self.training else 0.0,
+            is_causal=is_causal,
+            enable_gqa=self.n_kv_heads != self.n_heads,
+        )
+
+    def _explicit(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        bias: Tensor | None,
+        allowed: Tensor | None,
+    ) -> Tensor:
+        groups = self.n_heads // self.n_kv_heads
+        k = k.repeat_interleave(groups, dim=1) if groups > 1 else k  # (B, H, L, D)
+        v = v.repeat_interleave(groups, dim=1) if groups > 1 else v
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)  # (B, H, T, L)
+        if bias is not None:
+            scores = scores + bias
+        if allowed is None and self.causal:
+            T, L = q.shape[2], k.shape[2]
+            allowed = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(L - T)
+        if allowed is not None:
+            scores = scores.masked_fill(~allowed, float("-inf"))
+        scores = self.pe.relative_logits(scores, q, k, q_pos, k_pos)
+        probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+        probs = F.dropout(probs, self.dropout, self.training)
+        out = probs @ v  # (B, H, T, D)
+        extra = self.pe.relative_values(probs, q_pos, k_pos)
+        return out if extra is None else out + extra
+
+
+def _mask_inputs(
+    B: int, T: int, x: Tensor, padding_mask: Tensor | None, segment_ids: Tensor | None
+) -> tuple[Tensor, Tensor]:
+    """Validity (B, T) bool and segment ids (B, T) int64, defaults all-valid / one segment."""
+    if padding_mask is None:
+        valid = torch.ones(B, T, dtype=torch.bool, device=x.device)
+    else:
+        if padding_mask.shape != (B, T) or padding_mask.dtype != torch.bool:
+            raise ValueError(
+                f"padding_mask must be a bool tensor of shape ({B}, {T}), got "
+                f"{padding_mask.dtype} {tuple(padding_mask.shape)}"
+            )
+        valid = padding_mask
+    if segment_ids is None:
+        segment = torch.zeros(B, T, dtype=torch.long, device=x.device)
+    else:
+        if segment_ids.shape != (B, T) or segment_ids.dtype.is_floating_point:
+            raise ValueError(
+                f"segment_ids must be an integer tensor of shape ({B}, {T}), got "
+                f"{segment_ids.dtype} {tuple(segment_ids.shape)}"
+            )
+        segment = segment_ids.long()
+    return valid, segment

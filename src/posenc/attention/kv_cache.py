@@ -1,0 +1,78 @@
+"""Key/value cache that keeps each key's position (and padding/segment ids) beside it."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+
+class CachedKeys(NamedTuple):
+    """Everything attention needs about the keys seen so far (L cached entries)."""
+
+    k: Tensor  # (B, Hkv, L, D), as the encoding left them (rotated for rotary encodings)
+    v: Tensor  # (B, Hkv, L, Dv)
+    pos: Tensor  # (B, L) int64, the position each key was encoded at
+    valid: Tensor  # (B, L) bool, False for padding
+    segment: Tensor  # (B, L) int64, packed-sequence id
+
+
+_TIME_DIM = CachedKeys(k=2, v=2, pos=1, valid=1, segment=1)  # type: ignore[arg-type]
+
+
+class KVCache:
+    """Per-layer cache of keys, values and their positions for incremental decoding.
+
+    Storage is preallocated and doubled when full (amortised O(1) appends per token).
+    """
+
+    def __init__(self) -> None:
+        self.length = 0
+        self._store: CachedKeys | None = None
+
+    def __len__(self) -> int:
+        return self.length
+
+    @property
+    def capacity(self) -> int:
+        return 0 if self._store is None else self._store.pos.shape[1]
+
+    def append(self, new: CachedKeys) -> CachedKeys:
+        """Append T new entries and return views of all L = length + T cached entries.
+
+        Raises: ValueError if batch size, key heads or head dim differ from earlier appends.
+        """
+        T = new.pos.shape[1]
+        if self._store is None:
+            self._store = _allocate(new, max(T, 16))
+        elif self._store.k.shape[:2] != new.k.shape[:2] or self._store.k.shape[3] != new.k.shape[3]:
+            have = tuple(self._store.k.shape)
+            raise ValueError(
+                f"KVCache holds keys (B, Hkv, L, D) = {have}; new keys must match B, Hkv, D, "
+                f"got {tuple(new.k.shape)}"
+            )
+        end = self.length + T
+        if end > self.capacity:
+            self._store = _copy_into(_allocate(new, max(2 * self.capacity, end)), self._store, self.length)
+        for buf, x, dim in zip(self._store, new, _TIME_DIM, strict=True):
+            buf.narrow(dim, self.length, T).copy_(x)
+        self.length = end
+        return CachedKeys(
+            *(buf.narrow(dim, 0, end) for buf, dim in zip(self._store, _TIME_DIM, strict=True))
+        )
+
+
+def _allocate(like: CachedKeys, capacity: int) -> CachedKeys:
+    def empty(x: Tensor, dim: int) -> Tensor:
+        shape = list(x.shape)
+        shape[dim] = capacity
+        return torch.empty(shape, dtype=x.dtype, device=x.device)
+
+    return CachedKeys(*(empty(x, d) for x, d in zip(like, _TIME_DIM, strict=True)))
+
+
+def _copy_into(dst: CachedKeys, src: CachedKeys, length: int) -> CachedKeys:
+    for d, s, dim in zip(dst, src, _TIME_DIM, strict=True):
+        d.narrow(dim, 0, length).copy_(s.narrow(dim, 0, length))
+    return dst

@@ -1,0 +1,135 @@
+"""TinyTransformer: a small pre-norm encoder or decoder with an injected positional encoding."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .._validate import check_ndim, check_positive_int
+from ..encodings.base import PositionalEncoding, default_positions
+from .attention import Attention
+from .kv_cache import KVCache
+
+
+class Block(nn.Module):
+    """Pre-norm block: x + attn(norm(x)), then x + mlp(norm(x)) (GPT-2 style)."""
+
+    def __init__(self, attn: Attention, d_ff: int, dropout: float) -> None:
+        super().__init__()
+        d = attn.d_model
+        self.norm1, self.attn = nn.LayerNorm(d), attn
+        self.norm2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, d_ff), nn.GELU(), nn.Linear(d_ff, d))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, pos: Tensor, cache: KVCache | None, **masks: Any) -> Tensor:
+        x = x + self.drop(self.attn(self.norm1(x), pos, cache=cache, **masks))
+        return x + self.drop(self.mlp(self.norm2(x)))
+
+
+class TinyTransformer(nn.Module):
+    """Token embedding -> encoding.embed -> n_layers blocks -> final norm -> vocabulary logits.
+
+    ``pe`` is a built encoding, or a registered name built for this model's size with
+    ``pe_config`` extra keys. The one encoding instance is shared by every layer (its cos/sin
+    are computed once per forward). ``causal=True`` is a decoder, ``False`` an encoder.
+    """
+
+    def __init__(
+        self,
+        *,
+        vocab_size: int,
+        pe: PositionalEncoding | str,
+        d_model: int = 64,
+        n_layers: int = 2,
+        n_heads: int = 4,
+        n_kv_heads: int | None = None,
+        d_ff: int | None = None,
+        causal: bool = True,
+        dropout: float = 0.0,
+        max_len: int = 1024,
+        pe_config: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        for value, what in ((vocab_size, "vocab_size"), (n_layers, "n_layers")):
+            check_positive_int(value, what)
+        if isinstance(pe, str):
+            from ..registry import build_for_model
+
+            pe = build_for_model(
+                pe, dim=d_model, n_heads=n_heads, max_len=max_len, **(pe_config or {})
+            )
+        elif pe_config:
+            raise ValueError("pe_config applies only when pe is given by name")
+        self.pe, self.causal = pe, causal
+        self.tok = nn.Embedding(vocab_size, d_model)
+        self.blocks = nn.ModuleList(
+            Block(
+                Attention(d_model, n_heads, pe=pe, causal=causal, n_kv_heads=n_kv_heads,
+                          dropout=dropout),
+                d_ff or 4 * d_model,
+                dropout,
+            )
+            for _ in range(n_layers)
+        )
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        owned_by_pe = {id(m) for m in pe.modules()}  # encodings initialise themselves
+        for m in self.modules():
+            if id(m) not in owned_by_pe:
+                _init_weights(m)
+
+    def new_cache(self) -> list[KVCache]:
+        """One empty KV cache per layer, for incremental decoding."""
+        return [KVCache() for _ in self.blocks]
+
+    def features(
+        self,
+        idx: Tensor,
+        pos: Tensor | None = None,
+        *,
+        padding_mask: Tensor | None = None,
+        segment_ids: Tensor | None = None,
+        cache: list[KVCache] | None = None,
+    ) -> Tensor:
+        """Hidden states (B, T, C) for tokens idx (B, T) at positions pos (T,) or (B, T)."""
+        check_ndim(idx, 2, "idx", "(B, T)")
+        if cache is not None and len(cache) != len(self.blocks):
+            raise ValueError(f"cache must hold {len(self.blocks)} layers, got {len(cache)}")
+        if pos is None:
+            offset = 0 if cache is None else len(cache[0])
+            pos = default_positions(idx.shape[1], offset=offset, device=idx.device)
+        x = self.pe.embed(self.tok(idx), pos)  # (B, T, C)
+        for i, block in enumerate(self.blocks):
+            x = block(x, pos, None if cache is None else cache[i],
+                      padding_mask=padding_mask, segment_ids=segment_ids)
+        return self.norm(x)
+
+    def forward(
+        self,
+        idx: Tensor,
+        pos: Tensor | None = None,
+        *,
+        padding_mask: Tensor | None = None,
+        segment_ids: Tensor | None = None,
+        cache: list[KVCache] | None = None,
+    ) -> Tensor:
+        """Logits (B, T, V)."""
+        h = self.features(idx, pos, padding_mask=padding_mask, segment_ids=segment_ids, cache=cache)
+        return self.head(h)
+
+    def loss(self, idx: Tensor, targets: Tensor, **kwargs: Any) -> Tensor:
+        """Mean cross-entropy of next-token ``targets`` (B, T); -100 entries are ignored."""
+        logits = self(idx, **kwargs)
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+
+
+def _init_weights(m: nn.Module) -> None:
+    if isinstance(m, nn.Linear):
+        nn.init.normal_(m.weight, std=0.02)
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+    elif isinstance(m, nn.Embedding):
+        nn.init.normal_(m.weight, std=0.02)

@@ -1,0 +1,45 @@
+"""Position ids for the layouts attention meets: padding, packing, decoding."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def positions_from_padding(padding_mask: Tensor) -> Tensor:
+    """Positions counting only real tokens: left padding does not shift them.
+
+    padding_mask (B, T) bool, True for real tokens -> (B, T) int64; padding gets position 0.
+    Example: [F, F, T, T, T] -> [0, 0, 0, 1, 2].
+    """
+    if padding_mask.dtype != torch.bool or padding_mask.ndim != 2:
+        raise ValueError(
+            f"padding_mask must be a bool tensor (B, T), got {padding_mask.dtype} "
+            f"{tuple(padding_mask.shape)}"
+        )
+    return (padding_mask.long().cumsum(-1) - 1).clamp_min(0)
+
+
+def packed_positions(segment_ids: Tensor) -> Tensor:
+    """Positions restarting at 0 at each new segment of a packed row.
+
+    segment_ids (B, T) int, constant within a segment -> (B, T) int64.
+    Example: [0, 0, 0, 1, 1, 2] -> [0, 1, 2, 0, 1, 0].
+    """
+    if segment_ids.ndim != 2 or segment_ids.dtype.is_floating_point:
+        raise ValueError(
+            f"segment_ids must be an integer tensor (B, T), got {segment_ids.dtype} "
+            f"{tuple(segment_ids.shape)}"
+        )
+    B, T = segment_ids.shape
+    idx = torch.arange(T, device=segment_ids.device).expand(B, T)
+    starts = torch.ones_like(segment_ids, dtype=torch.bool)
+    starts[:, 1:] = segment_ids[:, 1:] != segment_ids[:, :-1]
+    start_idx = torch.where(starts, idx, torch.zeros_like(idx)).cummax(dim=-1).values
+    return idx - start_idx
+
+
+def decode_positions(prefix_len: int, n_new: int, *, device: torch.device | None = None) -> Tensor:
+    """Positions of ``n_new`` tokens decoded after a prefix of ``prefix_len``: they advance by
+    one from the prefix length. Returns (n_new,) int64."""
+    return torch.arange(prefix_len, prefix_len + n_new, dtype=torch.long, device=device)

@@ -1,0 +1,22 @@
+"""The ``posenc`` command. Heavy imports live inside each command so ``--help`` is instant."""
+
+from __future__ import annotations
+
+import typer
+
+from .demo import demo
+from .listing import list_encodings
+
+app = typer.Typer(
+    name="posenc",
+    help="Positional encodings for transformers: list, verify, plot, compare.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+app.command("list")(list_encodings)
+app.command("demo")(demo)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

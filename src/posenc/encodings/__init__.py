@@ -1,0 +1,9 @@
+"""Encoding modules, one per family. ``posenc.registry`` imports each of ``MODULES`` on first
+use, which registers its encodings (kept lazy here to avoid an import cycle)."""
+
+from .base import PositionalEncoding
+
+#: Modules of ``posenc.encodings`` whose import registers encodings.
+MODULES: tuple[str, ...] = ("nope", "absolute", "rotary")
+
+__all__ = ["MODULES", "PositionalEncoding"]

@@ -1,0 +1,86 @@
+"""Absolute additive encodings: a vector per position added to the token embedding."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from .. import functional as PF
+from .._validate import (
+    check_even,
+    check_ndim,
+    check_nonnegative,
+    check_positions,
+    check_positions_match,
+    check_positive_float,
+    check_positive_int,
+)
+from ..registry import register
+from .base import PositionalEncoding
+
+
+def _check_embed_inputs(x: Tensor, pos: Tensor, dim: int) -> Tensor:
+    check_ndim(x, 3, "x", "(B, T, C)")
+    if x.shape[-1] != dim:
+        raise ValueError(f"x must have C = dim = {dim} features, got {x.shape[-1]}")
+    pos = check_positions(pos)
+    check_positions_match(pos, x.shape[0], x.shape[1], "pos")
+    check_nonnegative(pos)
+    return pos
+
+
+@register("sinusoidal", family="additive", paper="Vaswani et al., arXiv:1706.03762", year=2017)
+class Sinusoidal(PositionalEncoding):
+    """Fixed sinusoidal table added to embeddings (Vaswani et al. 2017, sec. 3.5):
+
+    x_p + PE[p],  PE[p, 2i] = sin(p / base^(2i/C)),  PE[p, 2i+1] = cos(p / base^(2i/C)).
+    The table is computed in float64 for the positions given and cast to x's dtype.
+    """
+
+    def __init__(self, *, dim: int, base: float = 10000.0) -> None:
+        super().__init__()
+        check_even(dim, "dim")
+        check_positive_float(base, "base")
+        self.dim, self.base = dim, float(base)
+
+    def table(self, pos: Tensor) -> Tensor:
+        """PE rows for positions (...,) -> (..., C), float64."""
+        return PF.sinusoidal_table(pos, self.dim, base=self.base)
+
+    def embed(self, x: Tensor, pos: Tensor) -> Tensor:
+        pos = _check_embed_inputs(x, pos, self.dim)
+        return x + self.table(pos).to(x.dtype)  # (B, T, C) + (B or T, ..., C)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, base={self.base}"
+
+
+@register("learned", family="additive", paper="Gehring et al., arXiv:1705.03122", year=2017)
+class Learned(PositionalEncoding):
+    """Learned absolute table (Gehring et al. 2017; GPT/BERT): x_p + W[p], W (max_len, C).
+
+    Initialised N(0, 0.02²) as in GPT-2. Positions >= max_len have no row and raise.
+    """
+
+    def __init__(self, *, dim: int, max_len: int = 512) -> None:
+        super().__init__()
+        check_positive_int(dim, "dim")
+        check_positive_int(max_len, "max_len")
+        self.dim, self.max_len = dim, max_len
+        self.weight = nn.Parameter(torch.empty(max_len, dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.weight, std=0.02)
+
+    def embed(self, x: Tensor, pos: Tensor) -> Tensor:
+        pos = _check_embed_inputs(x, pos, self.dim)
+        if pos.numel() and int(pos.max()) >= self.max_len:
+            raise ValueError(
+                f"position {int(pos.max())} is past the learned table (max_len={self.max_len}, "
+                f"valid positions 0..{self.max_len - 1})"
+            )
+        return x + self.weight[pos].to(x.dtype)  # (B, T, C)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, max_len={self.max_len}"

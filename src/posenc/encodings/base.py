@@ -1,0 +1,96 @@
+"""The one interface every positional encoding implements, with identity defaults.
+
+An attention layer calls the hooks in this order (see ``posenc.attention.Attention``):
+
+1. ``embed(x, pos)`` on token embeddings, before the first layer (additive encodings);
+2. ``rotate(q, k, q_pos, k_pos)`` on projected heads (rotary encodings);
+3. ``bias(q_pos, k_pos)`` added to the scaled logits (score-bias encodings). A function of
+   positions only, so a kernel can build it one query block at a time and never hold
+   (B, H, Tq, Tk); attention with only this hook runs through SDPA (bias as ``attn_mask``);
+4. ``relative_logits(scores, q, k, q_pos, k_pos)`` rewrites the masked, scaled logits with
+   content-dependent terms (Shaw keys, Transformer-XL, CoPE);
+5. ``relative_values(probs, q_pos, k_pos)`` adds a term to the attention output (Shaw values).
+
+Hooks 4-5 force the explicit attention path. Positions are always explicit int64 tensors of
+shape (T,) or (B, T), so KV-cache decoding, offsets, left padding and packing are right.
+
+Shapes: B batch, H query heads, Hkv key/value heads, T length (Tq, Tk), D head dim, C width.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+import torch
+from torch import Tensor, nn
+
+
+class PositionalEncoding(nn.Module):
+    """Base class: every hook is the identity (no position information), as in NoPE."""
+
+    name: ClassVar[str] = ""
+    family: ClassVar[str] = ""
+    #: float buffers that ``model.to(torch.bfloat16)`` / ``.half()`` must move but never cast:
+    #: low-precision frequencies ruin rotations at large positions (HF #25681).
+    keep_dtype_buffers: ClassVar[tuple[str, ...]] = ()
+
+    def embed(self, x: Tensor, pos: Tensor) -> Tensor:
+        """Add position information to token embeddings. x (B, T, C), pos (B, T) or (T,)."""
+        return x
+
+    def rotate(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
+        """Rotate queries (B, H, Tq, D) and keys (B, Hkv, Tk, D) by their positions."""
+        return q, k
+
+    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
+        """Additive logit bias (B or 1, H or 1, Tq, Tk) from positions alone, or None."""
+        return None
+
+    def relative_logits(
+        self, scores: Tensor, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor
+    ) -> Tensor:
+        """Rewrite scaled logits (B, H, Tq, Tk), masked entries already -inf. q (B, H, Tq, D),
+        k (B, H, Tk, D) with key heads repeated to H."""
+        return scores
+
+    def relative_values(self, probs: Tensor, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
+        """Term added to the attention output (B, H, Tq, D) from probs (B, H, Tq, Tk), or None."""
+        return None
+
+    @property
+    def needs_explicit_attention(self) -> bool:
+        """True when the encoding rewrites logits or values, so SDPA cannot be used."""
+        cls = type(self)
+        return (
+            cls.relative_logits is not PositionalEncoding.relative_logits
+            or cls.relative_values is not PositionalEncoding.relative_values
+        )
+
+    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> PositionalEncoding:
+        # Move ``keep_dtype_buffers`` with the module but keep their dtype: casting them to
+        # bf16 and back would already have lost the digits.
+        saved = {n: self._buffers[n] for n in self.keep_dtype_buffers if n in self._buffers}
+        super()._apply(fn, recurse)
+        for n, original in saved.items():
+            moved = self._buffers[n]
+            if original is not None and moved is not None:
+                self._buffers[n] = original.to(device=moved.device)
+        self.clear_cache()
+        return self
+
+    def clear_cache(self) -> None:
+        """Drop derived tables (called after device moves). Subclasses with caches override."""
+
+    def extra_repr(self) -> str:
+        return f"name={self.name!r}, family={self.family!r}"
+
+
+def batch_positions(pos: Tensor, batch: int) -> Tensor:
+    """Positions (T,) or (1|B, T) as (B, T) (a view, no copy)."""
+    return pos.expand(batch, pos.shape[-1]) if pos.ndim == 1 or pos.shape[0] == 1 else pos
+
+
+def default_positions(length: int, *, offset: int = 0, device: torch.device | None = None) -> Tensor:
+    """0-based positions offset .. offset + length - 1, int64, shape (T,)."""
+    return torch.arange(offset, offset + length, dtype=torch.long, device=device)

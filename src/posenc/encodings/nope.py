@@ -1,0 +1,18 @@
+"""NoPE: no positional encoding (Kazemnejad et al. 2023, arXiv:2305.19466)."""
+
+from __future__ import annotations
+
+from ..registry import register
+from .base import PositionalEncoding
+
+
+@register("nope", family="none", paper="Kazemnejad et al., arXiv:2305.19466", year=2023)
+class NoPE(PositionalEncoding):
+    """No position information: every hook is the identity.
+
+    A causal decoder still infers position from its mask (Kazemnejad et al. 2023); an encoder
+    is permutation-equivariant.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()

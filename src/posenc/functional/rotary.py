@@ -1,0 +1,66 @@
+"""Rotary position embedding, RoPE (Su et al. 2021, arXiv:2104.09864)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from ._xp import namespace
+from .frequencies import angles
+
+Layout = Literal["half", "interleaved"]
+LAYOUTS: tuple[Layout, ...] = ("half", "interleaved")
+
+
+def rope_cos_sin(pos: Any, inv_freq: Any) -> tuple[Any, Any]:
+    """cos(pos·θ_i), sin(pos·θ_i) from float64 angles (error vs exact < 1e-15 before casting).
+
+    Shapes: pos (...,) integer, inv_freq (P,) -> cos, sin (..., P) float64.
+    """
+    xp = namespace(pos, inv_freq)
+    ang = angles(pos, inv_freq)
+    return xp.cos(ang), xp.sin(ang)
+
+
+def apply_rope(x: Any, cos: Any, sin: Any, *, layout: Layout = "half") -> Any:
+    """Rotate each feature pair (a, b) of x by its angle: (a cos θ - b sin θ, a sin θ + b cos θ).
+
+    "half" pairs feature i with i + P (GPT-NeoX, Hugging Face); "interleaved" pairs 2i with
+    2i + 1 (RoFormer, Meta Llama, GPT-J). Features past 2P (partial rotary) pass through.
+    Arithmetic runs in the wider of x's and cos's dtypes; the result has x's dtype.
+    Shapes: x (..., T, D); cos, sin broadcastable to (..., T, P) with 2P <= D. Returns x's shape.
+    Raises: ValueError for a layout other than "half"/"interleaved" or 2P > D.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    xp = namespace(x, cos, sin)
+    P, D = cos.shape[-1], x.shape[-1]
+    if 2 * P > D:
+        raise ValueError(f"cos/sin have {P} pairs but x has only {D} features (need >= {2 * P})")
+    work = xp.result_type(x.dtype, cos.dtype)
+    rot, rest = xp.astype(x[..., : 2 * P], work), x[..., 2 * P :]
+    if layout == "half":
+        a, b = rot[..., :P], rot[..., P:]  # (..., T, P) each
+        out = xp.concat([a * cos - b * sin, a * sin + b * cos], axis=-1)
+    else:
+        a, b = rot[..., 0::2], rot[..., 1::2]  # (..., T, P) each
+        out = xp.stack([a * cos - b * sin, a * sin + b * cos], axis=-1)  # (..., T, P, 2)
+        out = xp.reshape(out, rot.shape)
+    out = xp.astype(out, x.dtype)
+    return out if rest.shape[-1] == 0 else xp.concat([out, rest], axis=-1)
+
+
+def rotary_dim(head_dim: int, partial: float) -> int:
+    """Number of rotated features for a rotary fraction ``partial`` in (0, 1] (must be even).
+
+    Follows GPT-NeoX / Hugging Face: ``int(head_dim * partial)``.
+    Raises: ValueError for ``partial`` outside (0, 1] or an odd rotated width.
+    """
+    if not 0.0 < partial <= 1.0:
+        raise ValueError(f"partial (rotary fraction) must be in (0, 1], got {partial}")
+    dim = int(head_dim * partial)
+    if dim == 0 or dim % 2:
+        raise ValueError(
+            f"partial={partial} rotates {dim} of head_dim={head_dim} features; "
+            "the rotated width must be a positive even number"
+        )
+    return dim
