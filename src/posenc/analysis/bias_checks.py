@@ -1,0 +1,1 @@
+"""Checks on score-bias encodings."""

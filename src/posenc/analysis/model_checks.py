@@ -1,0 +1,91 @@
+"""Checks through a model: order sensitivity, offset-only dependence, KV-cache decoding."""
+
+from __future__ import annotations
+
+import torch
+
+from ..attention import decode_positions
+from ..encodings.base import PositionalEncoding
+from .result import check
+from .subjects import D_MODEL, VOCAB, is_additive, tiny_attention, tiny_model
+
+#: Encodings whose scores depend on absolute positions on purpose, with the reason.
+NOT_SHIFT_INVARIANT = {
+    "fire": "FIRE divides the offset by the query position (Li et al. 2023, eq. 6)",
+}
+
+
+def _order_gap(pe: PositionalEncoding) -> float:
+    """max |f(P x) - P f(x)| of a bidirectional encoder (float64) for one permutation P."""
+    model = tiny_model(pe, causal=False)
+    gen = torch.Generator().manual_seed(0)
+    idx = torch.randint(0, VOCAB, (1, 16), generator=gen)  # (B, T)
+    perm = torch.randperm(16, generator=gen)
+    with torch.no_grad():
+        return float((model.features(idx[:, perm]) - model.features(idx)[:, perm]).abs().max())
+
+
+@check("permutation_equivariant", applies=lambda pe: pe.family == "none", tolerance=1e-10)
+def permutation_equivariant(pe: PositionalEncoding) -> tuple[float, str]:
+    """Without positions, self-attention is permutation-equivariant: f(P x) = P f(x)."""
+    gap = _order_gap(pe)
+    return gap, f"encoder of 16 tokens, one shuffle: max |f(Px) - P f(x)| = {gap:.2e}"
+
+
+@check("order_sensitive", applies=lambda pe: pe.family != "none", tolerance=1e-3, comparison=">=")
+def order_sensitive(pe: PositionalEncoding) -> tuple[float, str]:
+    """With the encoding, shuffling tokens changes more than their order: f(P x) != P f(x)."""
+    gap = _order_gap(pe)
+    return gap, f"encoder of 16 tokens, one shuffle: max |f(Px) - P f(x)| = {gap:.2e}"
+
+
+def _shift_applies(pe: PositionalEncoding) -> bool:
+    return not is_additive(pe) and pe.family != "none" and pe.name not in NOT_SHIFT_INVARIANT
+
+
+@check("shift_invariant", applies=_shift_applies, tolerance=1e-9)
+def shift_invariant(pe: PositionalEncoding) -> tuple[float, str]:
+    """Relative encodings see only offsets: outputs unchanged when all positions shift."""
+    attn = tiny_attention(pe)
+    x = torch.randn(2, 12, D_MODEL, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    pos = torch.arange(12)
+    errs = []
+    with torch.no_grad():
+        ref = attn(x, pos)
+        for shift in (1, 37, 1000):
+            errs.append(float((attn(x, pos + shift) - ref).abs().max()))
+    return max(errs), "shifts 1, 37, 1000 of 12 positions: max |out| change " + ", ".join(
+        f"{e:.1e}" for e in errs
+    )
+
+
+@check("kv_cache_decode", applies=lambda pe: True, tolerance=1e-9)
+def kv_cache_decode(pe: PositionalEncoding) -> tuple[float, str]:
+    """Decoding token by token through the KV cache gives the full forward's logits."""
+    model = tiny_model(pe, causal=True)
+    idx = torch.randint(0, VOCAB, (2, 12), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        full = model(idx)  # (B, T, V)
+        cache = model.new_cache()
+        steps = [model(idx[:, :5], cache=cache)]
+        for t in range(5, 12):
+            steps.append(model(idx[:, t : t + 1], cache=cache))
+    err = float((torch.cat(steps, dim=1) - full).abs().max())
+    return err, f"prefix 5 + 7 single-token steps vs one forward of 12: max |logit diff| {err:.1e}"
+
+
+@check("decode_positions", applies=lambda pe: True, tolerance=0.0)
+def decode_position_ids(pe: PositionalEncoding) -> tuple[float, str]:
+    """Decoded tokens get positions advancing by one from the prefix length (explicit ids
+    equal the cache's defaults)."""
+    model = tiny_model(pe, causal=True)
+    idx = torch.randint(0, VOCAB, (1, 9), generator=torch.Generator().manual_seed(3))
+    ids = decode_positions(6, 3)
+    step_err = float((ids - torch.arange(6, 9)).abs().max())
+    with torch.no_grad():
+        implicit, explicit = model.new_cache(), model.new_cache()
+        model(idx[:, :6], cache=implicit), model(idx[:, :6], cache=explicit)
+        a = model(idx[:, 6:], cache=implicit)
+        b = model(idx[:, 6:], ids, cache=explicit)
+    err = max(step_err, float((a - b).abs().max()))
+    return err, f"decode_positions(6, 3) = {ids.tolist()}; default vs explicit ids diff {err:.1e}"

@@ -1,0 +1,81 @@
+"""Check results and the registry of checks: each check knows which encodings it applies to."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from ..encodings.base import PositionalEncoding
+
+Comparison = Literal["<=", ">="]
+#: A check body: measure something on an encoding, return (measured error, detail).
+Measure = Callable[[PositionalEncoding], tuple[float, str]]
+Applies = Callable[[PositionalEncoding], bool]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check on one encoding: passed when ``error`` <= ``tolerance`` (or >= for
+    ``comparison=">="``, checks that demand an effect, e.g. order sensitivity)."""
+
+    name: str
+    encoding: str
+    passed: bool
+    error: float
+    tolerance: float
+    detail: str
+    comparison: Comparison = "<="
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready view (``posenc check --json``)."""
+        return {
+            "name": self.name,
+            "encoding": self.encoding,
+            "passed": self.passed,
+            "error": self.error,
+            "tolerance": self.tolerance,
+            "comparison": self.comparison,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True)
+class Check:
+    """A named property with the predicate choosing the encodings it applies to."""
+
+    name: str
+    description: str
+    applies: Applies
+    measure: Measure
+    tolerance: float
+    comparison: Comparison = "<="
+
+    def __call__(self, pe: PositionalEncoding) -> CheckResult:
+        """Run on ``pe``. Raises ValueError when the check does not apply to it."""
+        if not self.applies(pe):
+            raise ValueError(f"check {self.name!r} does not apply to encoding {pe.name!r}")
+        error, detail = self.measure(pe)
+        ok = error <= self.tolerance if self.comparison == "<=" else error >= self.tolerance
+        return CheckResult(
+            self.name, pe.name, bool(ok), float(error), self.tolerance, detail, self.comparison
+        )
+
+
+CHECKS: dict[str, Check] = {}
+
+
+def check(
+    name: str, *, applies: Applies, tolerance: float, comparison: Comparison = "<="
+) -> Callable[[Measure], Check]:
+    """Decorator registering a measurement as check ``name`` (its docstring's first line is
+    the description shown in tables and the report)."""
+
+    def decorate(fn: Measure) -> Check:
+        if name in CHECKS:
+            raise ValueError(f"check {name!r} is already registered")
+        doc = (fn.__doc__ or name).strip().splitlines()[0]
+        CHECKS[name] = Check(name, doc, applies, fn, tolerance, comparison)
+        return CHECKS[name]
+
+    return decorate

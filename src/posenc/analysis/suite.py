@@ -1,0 +1,55 @@
+"""Run every applicable check on every registered encoding (``posenc check``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import torch
+
+from ..encodings.base import PositionalEncoding
+from ..registry import names
+from .result import CHECKS, Check, CheckResult
+from .subjects import resolve
+
+
+def _load() -> None:
+    """Import the modules whose ``@check`` decorators fill ``CHECKS``."""
+    from . import bias_checks, extension_checks, model_checks, rotary_checks, table_checks
+
+    del bias_checks, extension_checks, model_checks, rotary_checks, table_checks
+
+
+def all_checks() -> list[Check]:
+    """Every registered check, in registration order."""
+    _load()
+    return list(CHECKS.values())
+
+
+def applicable(pe: PositionalEncoding | str) -> list[Check]:
+    """The checks that apply to ``pe`` (an instance or a registered name)."""
+    pe = resolve(pe)
+    return [c for c in all_checks() if c.applies(pe)]
+
+
+def run_checks(
+    encodings: Iterable[PositionalEncoding | str] | None = None,
+    *,
+    only: Sequence[str] | None = None,
+) -> list[CheckResult]:
+    """Results of every applicable check on each encoding (default: all registered names).
+
+    ``only`` restricts to the named checks. Runs in float64 under ``torch.no_grad``.
+    Raises: ValueError for an unknown encoding or check name (listing the valid ones).
+    """
+    known = {c.name for c in all_checks()}
+    unknown = sorted(set(only or ()) - known)
+    if unknown:
+        raise ValueError(f"unknown check(s) {unknown}; choose from {sorted(known)}")
+    results = []
+    for item in names() if encodings is None else encodings:
+        pe = resolve(item)
+        for c in applicable(pe):
+            if only is None or c.name in only:
+                with torch.no_grad():
+                    results.append(c(pe))
+    return results

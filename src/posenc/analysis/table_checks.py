@@ -1,0 +1,83 @@
+"""Checks on additive tables PE (N, C): bounded, unique, shifted by a block rotation, decaying
+similarity (Vaswani et al. 2017, arXiv:1706.03762, sec. 3.5; seed tutorial 003)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .. import functional as PF
+from ..encodings.base import PositionalEncoding
+from .result import check
+from .subjects import D_MODEL, is_additive, is_parameter_free
+
+
+def additive_table(pe: PositionalEncoding, n_positions: int = 1024) -> Tensor:
+    """The vectors ``pe.embed`` adds at positions 0..N-1 (capped at ``pe.max_len``): (N, C)."""
+    n = min(n_positions, getattr(pe, "max_len", n_positions))
+    dim = getattr(pe, "dim", D_MODEL)
+    zeros = torch.zeros(1, n, dim, dtype=torch.float64)
+    with torch.no_grad():
+        return pe.embed(zeros, torch.arange(n))[0].double()  # (N, C)
+
+
+def _fixed_table(pe: PositionalEncoding) -> bool:
+    return is_additive(pe) and is_parameter_free(pe)
+
+
+def _sinusoid_like(pe: PositionalEncoding) -> bool:
+    return _fixed_table(pe) and hasattr(pe, "base") and hasattr(pe, "dim")
+
+
+@check("table_bounded", applies=_fixed_table, tolerance=1.0 + 1e-12)
+def table_bounded(pe: PositionalEncoding) -> tuple[float, str]:
+    """Every entry of the table stays in [-1, 1], however far the position."""
+    table = additive_table(pe, 8192)
+    peak = float(table.abs().max())
+    return peak, f"max |PE[p, c]| over {table.shape[0]} positions = {peak:.6f}"
+
+
+@check("table_unique_rows", applies=is_additive, tolerance=1e-3, comparison=">=")
+def table_unique_rows(pe: PositionalEncoding) -> tuple[float, str]:
+    """Every position gets its own vector: min ||PE[p] - PE[q]|| over p != q is well above 0."""
+    table = additive_table(pe)
+    dist = torch.cdist(table, table)  # (N, N)
+    dist.fill_diagonal_(float("inf"))
+    closest = float(dist.min())
+    return closest, f"{table.shape[0]} rows; closest pair at distance {closest:.3e}"
+
+
+def shift_matrix(k: int, dim: int, *, base: float = 10000.0) -> Tensor:
+    """M_k (dim, dim): block-diagonal 2x2 rotations by k·θ_i acting on (sin, cos) pairs, so
+    that PE[p + k] = M_k PE[p] for Vaswani's interleaved table (float64)."""
+    inv_freq = PF.rope_inv_freq(dim, base=base, xp=PF.torch_xp)  # (P,)
+    cos, sin = PF.rope_cos_sin(torch.tensor(k), inv_freq)  # (P,) each
+    blocks = torch.stack([torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2)
+    return torch.block_diag(*blocks)  # (P, 2, 2) -> (dim, dim)
+
+
+@check("table_shift_is_rotation", applies=_sinusoid_like, tolerance=1e-12)
+def table_shift_is_rotation(pe: PositionalEncoding) -> tuple[float, str]:
+    """PE[p + k] = M_k PE[p] with M_k the block rotation by k·θ_i (seed 003: ~1e-15)."""
+    table = additive_table(pe)  # (N, C)
+    errs = []
+    for k in (1, 5, 100):
+        M = shift_matrix(k, pe.dim, base=pe.base)  # type: ignore[arg-type]
+        errs.append(float((table[:-k] @ M.T - table[k:]).abs().max()))
+    return max(errs), "k = 1, 5, 100: max |M_k PE[p] - PE[p+k]| " + ", ".join(
+        f"{e:.1e}" for e in errs
+    )
+
+
+@check("table_dot_decays", applies=_sinusoid_like, tolerance=1e-12)
+def table_dot_decays(pe: PositionalEncoding) -> tuple[float, str]:
+    """PE[0]·PE[d] decays with d on average: octave-bin means never rise and the last bin is
+    below half of PE[0]·PE[0]. Error = largest rise + how far the last bin misses the half."""
+    table = additive_table(pe, 4096)
+    dots = table @ table[0]  # (N,)
+    edges = [0, *(2**j for j in range(dots.shape[0].bit_length()))]
+    means = [float(dots[lo:hi].mean()) for lo, hi in zip(edges, edges[1:]) if hi <= len(dots)]
+    rise = max(0.0, *(b - a for a, b in zip(means, means[1:]))) / means[0]
+    miss = max(0.0, means[-1] / means[0] - 0.5)
+    detail = "octave means / PE0·PE0: " + " ".join(f"{m / means[0]:.2f}" for m in means)
+    return rise + miss, detail
