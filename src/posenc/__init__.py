@@ -28,7 +28,25 @@ _LAZY = {
 }
 _SUBMODULES = ("functional", "encodings", "attention", "registry")
 
-__all__ = [*_LAZY, *_SUBMODULES, "__version__"]
+__all__ = [
+    "Attention",
+    "KVCache",
+    "PositionalEncoding",
+    "TinyTransformer",
+    "__version__",
+    "attention",
+    "build",
+    "build_for_model",
+    "decode_positions",
+    "encodings",
+    "functional",
+    "info",
+    "names",
+    "packed_positions",
+    "positions_from_padding",
+    "register",
+    "registry",
+]
 
 if TYPE_CHECKING:
     from . import attention, encodings, functional, registry

@@ -32,9 +32,7 @@ class EncodingInfo:
     def parameters(self) -> dict[str, inspect.Parameter]:
         """Keyword-only constructor parameters, in declaration order."""
         sig = inspect.signature(self.cls.__init__)
-        return {
-            n: p for n, p in sig.parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY
-        }
+        return {n: p for n, p in sig.parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
 
     def signature(self) -> str:
         """``head_dim, base=10000.0, ...`` for tables and error messages."""

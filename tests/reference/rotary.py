@@ -7,8 +7,14 @@ import math
 import numpy as np
 
 
-def rope_vector(x: np.ndarray, position: int, *, base: float = 10000.0, layout: str = "half",
-                rotary_dim: int | None = None) -> np.ndarray:
+def rope_vector(
+    x: np.ndarray,
+    position: int,
+    *,
+    base: float = 10000.0,
+    layout: str = "half",
+    rotary_dim: int | None = None,
+) -> np.ndarray:
     """Rotate one vector x (D,) at ``position``: pair i turned by position * base^(-2i/d)."""
     D = x.shape[0]
     d = D if rotary_dim is None else rotary_dim

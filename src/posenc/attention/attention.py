@@ -47,7 +47,9 @@ class Attention(nn.Module):
         if d_model % n_heads:
             raise ValueError(f"d_model must be divisible by n_heads, got {d_model} and {n_heads}")
         if n_heads % n_kv_heads:
-            raise ValueError(f"n_heads must be divisible by n_kv_heads, got {n_heads}, {n_kv_heads}")
+            raise ValueError(
+                f"n_heads must be divisible by n_kv_heads, got {n_heads}, {n_kv_heads}"
+            )
         if not isinstance(pe, PositionalEncoding):
             raise TypeError(f"pe must be a PositionalEncoding, got {type(pe).__name__}")
         if not 0.0 <= dropout < 1.0:
@@ -75,7 +77,7 @@ class Attention(nn.Module):
         """
         check_ndim(x, 3, "x", "(B, T, C)")
         B, T, C = x.shape
-        if C != self.d_model:
+        if self.d_model != C:
             raise ValueError(f"x must have C = d_model = {self.d_model} features, got {C}")
         offset = 0 if cache is None else len(cache)
         pos = default_positions(T, offset=offset, device=x.device) if pos is None else pos
@@ -83,10 +85,14 @@ class Attention(nn.Module):
         check_positions_match(pos, B, T, "pos")
         q, k, v = self._project(x)  # (B, H, T, D), (B, Hkv, T, D) x2
         q, k = self.pe.rotate(q, k, pos, pos)
-        new = CachedKeys(k, v, batch_positions(pos, B), *_mask_inputs(B, T, x, padding_mask, segment_ids))
+        new = CachedKeys(
+            k, v, batch_positions(pos, B), *_mask_inputs(B, T, x, padding_mask, segment_ids)
+        )
         keys = new if cache is None else cache.append(new)
         k_pos = pos if cache is None else keys.pos  # (T,) | (B, T) or (B, L)
-        allowed = self._allowed(new, keys, offset, plain=padding_mask is None and segment_ids is None)
+        allowed = self._allowed(
+            new, keys, offset, plain=padding_mask is None and segment_ids is None
+        )
         bias = self.pe.bias(pos, k_pos)  # (B|1, H|1, T, L) or None
         if self.pe.needs_explicit_attention:
             out = self._explicit(q, keys.k, keys.v, pos, k_pos, bias, allowed)
@@ -103,7 +109,9 @@ class Attention(nn.Module):
         v = v.view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)
         return q, k, v
 
-    def _allowed(self, new: CachedKeys, keys: CachedKeys, offset: int, *, plain: bool) -> Tensor | None:
+    def _allowed(
+        self, new: CachedKeys, keys: CachedKeys, offset: int, *, plain: bool
+    ) -> Tensor | None:
         """Boolean (B, 1, T, L) mask of keys each query may see; None when nothing is masked
         beyond what ``is_causal`` expresses (no padding, no segments, no cache offset)."""
         T, L = new.pos.shape[1], keys.pos.shape[1]

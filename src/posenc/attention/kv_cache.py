@@ -18,7 +18,7 @@ class CachedKeys(NamedTuple):
     segment: Tensor  # (B, L) int64, packed-sequence id
 
 
-_TIME_DIM = CachedKeys(k=2, v=2, pos=1, valid=1, segment=1)  # type: ignore[arg-type]
+_TIME_DIM: tuple[int, ...] = (2, 2, 1, 1, 1)  # time axis of each CachedKeys field
 
 
 class KVCache:
@@ -54,7 +54,9 @@ class KVCache:
             )
         end = self.length + T
         if end > self.capacity:
-            self._store = _copy_into(_allocate(new, max(2 * self.capacity, end)), self._store, self.length)
+            self._store = _copy_into(
+                _allocate(new, max(2 * self.capacity, end)), self._store, self.length
+            )
         for buf, x, dim in zip(self._store, new, _TIME_DIM, strict=True):
             buf.narrow(dim, self.length, T).copy_(x)
         self.length = end

@@ -67,8 +67,9 @@ class TinyTransformer(nn.Module):
         self.tok = nn.Embedding(vocab_size, d_model)
         self.blocks = nn.ModuleList(
             Block(
-                Attention(d_model, n_heads, pe=pe, causal=causal, n_kv_heads=n_kv_heads,
-                          dropout=dropout),
+                Attention(
+                    d_model, n_heads, pe=pe, causal=causal, n_kv_heads=n_kv_heads, dropout=dropout
+                ),
                 d_ff or 4 * d_model,
                 dropout,
             )
@@ -103,8 +104,13 @@ class TinyTransformer(nn.Module):
             pos = default_positions(idx.shape[1], offset=offset, device=idx.device)
         x = self.pe.embed(self.tok(idx), pos)  # (B, T, C)
         for i, block in enumerate(self.blocks):
-            x = block(x, pos, None if cache is None else cache[i],
-                      padding_mask=padding_mask, segment_ids=segment_ids)
+            x = block(
+                x,
+                pos,
+                None if cache is None else cache[i],
+                padding_mask=padding_mask,
+                segment_ids=segment_ids,
+            )
         return self.norm(x)
 
     def forward(

@@ -35,7 +35,10 @@ def demo(
     console.print(table)
 
     rope = build("rope", head_dim=8)
-    q, k = torch.randn(1, 1, 1, 8, dtype=torch.float64), torch.randn(1, 1, 1, 8, dtype=torch.float64)
+    q, k = (
+        torch.randn(1, 1, 1, 8, dtype=torch.float64),
+        torch.randn(1, 1, 1, 8, dtype=torch.float64),
+    )
     rows = []
     for m, n in ((3, 7), (103, 107), (10003, 10007)):
         qm, kn = rope.rotate(q, k, torch.tensor([m]), torch.tensor([n]))

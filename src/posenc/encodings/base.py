@@ -91,6 +91,8 @@ def batch_positions(pos: Tensor, batch: int) -> Tensor:
     return pos.expand(batch, pos.shape[-1]) if pos.ndim == 1 or pos.shape[0] == 1 else pos
 
 
-def default_positions(length: int, *, offset: int = 0, device: torch.device | None = None) -> Tensor:
+def default_positions(
+    length: int, *, offset: int = 0, device: torch.device | None = None
+) -> Tensor:
     """0-based positions offset .. offset + length - 1, int64, shape (T,)."""
     return torch.arange(offset, offset + length, dtype=torch.long, device=device)

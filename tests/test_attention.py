@@ -1,0 +1,235 @@
+"""Attention and TinyTransformer with every registered encoding: positions, cache, padding."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import posenc
+from posenc.attention import KVCache, packed_positions, positions_from_padding
+
+ALL = posenc.names()
+ORDERED = [n for n in ALL if n != "nope"]
+
+
+def _model(
+    name: str, *, causal: bool = True, n_kv_heads: int | None = None, **kw
+) -> posenc.TinyTransformer:  # type: ignore[no-untyped-def]
+    torch.manual_seed(0)
+    model = posenc.TinyTransformer(
+        vocab_size=23,
+        pe=name,
+        d_model=32,
+        n_heads=4,
+        n_kv_heads=n_kv_heads,
+        causal=causal,
+        max_len=64,
+        **kw,
+    ).double()
+    # larger weights than the 0.02 init so position effects are far above rounding
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(10.0 if p.ndim > 1 else 1.0)
+    return model.eval()
+
+
+def _tokens(B: int = 2, T: int = 12) -> torch.Tensor:
+    return torch.randint(0, 23, (B, T), generator=torch.Generator().manual_seed(5))
+
+
+def test_encoder_without_positions_is_permutation_equivariant() -> None:
+    model, idx = _model("nope", causal=False), _tokens()
+    perm = torch.randperm(idx.shape[1], generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx[:, perm]), model(idx)[:, perm])
+
+
+@pytest.mark.parametrize("name", ORDERED)
+def test_encoder_with_positions_is_not_permutation_equivariant(name: str) -> None:
+    model, idx = _model(name, causal=False), _tokens()
+    perm = torch.randperm(idx.shape[1], generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        err = (model(idx[:, perm]) - model(idx)[:, perm]).abs().max().item()
+    assert err > 1e-3, f"{name}: output unchanged by permutation ({err:.2e})"
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("n_kv_heads", [None, 2])
+def test_kv_cache_decoding_equals_full_forward(name: str, n_kv_heads: int | None) -> None:
+    model, idx = _model(name, n_kv_heads=n_kv_heads), _tokens()
+    with torch.no_grad():
+        full = model(idx)
+        cache = model.new_cache()
+        steps = [model(idx[:, :5], cache=cache)]
+        steps += [model(idx[:, t : t + 1], cache=cache) for t in range(5, idx.shape[1])]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-10, rtol=1e-10)
+    assert len(cache[0]) == idx.shape[1]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_explicit_default_positions_equal_none(name: str) -> None:
+    model, idx = _model(name), _tokens()
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx, torch.arange(12)), model(idx))
+        torch.testing.assert_close(model(idx, torch.arange(12).expand(2, 12)), model(idx))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_left_padded_batch_equals_unpadded_rows(name: str) -> None:
+    model, idx = _model(name), _tokens()
+    lengths = [12, 7]
+    padded = torch.zeros(2, 12, dtype=torch.long)
+    mask = torch.zeros(2, 12, dtype=torch.bool)
+    for b, n in enumerate(lengths):
+        padded[b, 12 - n :], mask[b, 12 - n :] = idx[b, :n], True
+    pos = positions_from_padding(mask)
+    with torch.no_grad():
+        out = model(padded, pos, padding_mask=mask)
+        for b, n in enumerate(lengths):
+            torch.testing.assert_close(out[b, 12 - n :], model(idx[b : b + 1, :n])[0])
+    assert torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_packed_sequences_equal_separate_sequences(name: str) -> None:
+    model, idx = _model(name), _tokens(B=1, T=12)
+    segments = torch.tensor([[0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2]])
+    pos = packed_positions(segments)
+    assert pos.tolist() == [[0, 1, 2, 3, 4, 0, 1, 2, 0, 1, 2, 3]]
+    with torch.no_grad():
+        packed = model(idx, pos, segment_ids=segments)
+        for lo, hi in [(0, 5), (5, 8), (8, 12)]:
+            torch.testing.assert_close(packed[:, lo:hi], model(idx[:, lo:hi]))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_offset_positions_decode_like_a_continuation(name: str) -> None:
+    """Decoding after a prefix: position ids advance by one from the prefix length (seed 002)."""
+    model, idx = _model(name), _tokens(B=1, T=10)
+    cache = model.new_cache()
+    with torch.no_grad():
+        model(idx[:, :6], cache=cache)
+        step = model(idx[:, 6:7], posenc.decode_positions(6, 1), cache=cache)
+        torch.testing.assert_close(step, model(idx[:, :7])[:, 6:7])
+
+
+def test_attention_sdpa_path_equals_explicit_formula_with_gqa() -> None:
+    torch.manual_seed(0)
+    rope = posenc.build("rope", head_dim=8)
+    attn = posenc.Attention(32, 4, pe=rope, causal=True, n_kv_heads=2).double()
+    x = torch.randn(2, 6, 32, dtype=torch.float64)
+    pos = torch.arange(6)
+    q, k, v = attn.qkv(x).split([32, 16, 16], dim=-1)
+    q = q.view(2, 6, 4, 8).transpose(1, 2)
+    k = k.view(2, 6, 2, 8).transpose(1, 2).repeat_interleave(2, dim=1)
+    v = v.view(2, 6, 2, 8).transpose(1, 2).repeat_interleave(2, dim=1)
+    q, k = rope.rotate(q, k, pos, pos)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(8)
+    scores = scores.masked_fill(torch.ones(6, 6, dtype=torch.bool).triu(1), float("-inf"))
+    expected = attn.proj((scores.softmax(-1) @ v).transpose(1, 2).reshape(2, 6, 32))
+    torch.testing.assert_close(attn(x, pos), expected)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_gradients_reach_every_parameter(name: str) -> None:
+    model = posenc.TinyTransformer(vocab_size=23, pe=name, d_model=32, n_heads=4, max_len=64)
+    model.train()
+    idx = _tokens()
+    model.loss(idx[:, :-1], idx[:, 1:]).backward()
+    for pname, p in model.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, f"{name}: no gradient for {pname}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ALL)
+def test_torch_compile_runs(name: str) -> None:
+    model = _model(name).float()
+    idx = _tokens()
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(idx), model(idx), atol=1e-4, rtol=1e-4)
+
+
+def test_torch_compile_runs_rope_quick() -> None:
+    """One compiled forward+backward in the default suite (the per-encoding sweep is slow)."""
+    model = posenc.TinyTransformer(vocab_size=23, pe="rope", d_model=32, n_heads=4, n_layers=1)
+    idx = _tokens()
+    compiled = torch.compile(model)
+    out = compiled(idx)
+    out.sum().backward()
+    torch.testing.assert_close(out, model(idx))
+
+
+def test_attention_bad_inputs() -> None:
+    rope = posenc.build("rope", head_dim=8)
+    with pytest.raises(ValueError, match="d_model must be divisible by n_heads, got 30 and 4"):
+        posenc.Attention(30, 4, pe=rope, causal=True)
+    with pytest.raises(ValueError, match="n_heads must be divisible by n_kv_heads"):
+        posenc.Attention(32, 4, pe=rope, causal=True, n_kv_heads=3)
+    with pytest.raises(TypeError, match="pe must be a PositionalEncoding, got str"):
+        posenc.Attention(32, 4, pe="rope", causal=True)  # type: ignore[arg-type]
+    attn = posenc.Attention(32, 4, pe=rope, causal=True)
+    x = torch.randn(2, 5, 32)
+    with pytest.raises(ValueError, match=r"x must have shape \(B, T, C\)"):
+        attn(x[0])
+    with pytest.raises(ValueError, match="x must have C = d_model = 32 features, got 16"):
+        attn(x[..., :16])
+    with pytest.raises(TypeError, match="pos must be an integer tensor"):
+        attn(x, torch.arange(5.0))
+    with pytest.raises(ValueError, match=r"pos must have shape \(5,\) or \(2, 5\), got \(4,\)"):
+        attn(x, torch.arange(4))
+    with pytest.raises(ValueError, match="padding_mask must be a bool tensor of shape"):
+        attn(x, padding_mask=torch.ones(2, 5))
+
+
+def test_absolute_encodings_bad_inputs() -> None:
+    learned = posenc.build("learned", dim=8, max_len=16)
+    x = torch.zeros(1, 4, 8)
+    with pytest.raises(ValueError, match=r"position 16 is past the learned table \(max_len=16"):
+        learned.embed(x, torch.arange(13, 17))
+    with pytest.raises(ValueError, match="must be >= 0 for an absolute encoding, got min -1"):
+        learned.embed(x, torch.arange(-1, 3))
+    sinus = posenc.build("sinusoidal", dim=8)
+    with pytest.raises(ValueError, match="must be >= 0 for an absolute encoding"):
+        sinus.embed(x, torch.arange(-2, 2))
+    with pytest.raises(ValueError, match="x must have C = dim = 8 features, got 6"):
+        sinus.embed(torch.zeros(1, 4, 6), torch.arange(4))
+    with pytest.raises(ValueError, match="dim must be a positive even integer, got 7"):
+        posenc.build("sinusoidal", dim=7)
+
+
+def test_absolute_encodings_match_reference() -> None:
+    from tests.reference.absolute import sinusoidal as ref
+
+    x = torch.zeros(2, 5, 16, dtype=torch.float64)
+    pos = torch.tensor([[0, 1, 2, 3, 4], [10, 20, 30, 40, 50]])
+    out = posenc.build("sinusoidal", dim=16, base=100.0).embed(x, pos)
+    table = torch.from_numpy(ref(51, 16, 100.0))
+    torch.testing.assert_close(out, table[pos])
+    learned = posenc.build("learned", dim=16, max_len=64).double()
+    torch.testing.assert_close(learned.embed(x, pos), learned.weight[pos])
+    assert 0.01 < learned.weight.std().item() < 0.03  # GPT-2 init N(0, 0.02^2)
+
+
+def test_kv_cache_rejects_shape_changes() -> None:
+    from posenc.attention import CachedKeys
+
+    cache = KVCache()
+
+    def entry(B: int, H: int) -> CachedKeys:
+        return CachedKeys(
+            torch.zeros(B, H, 3, 4),
+            torch.zeros(B, H, 3, 4),
+            torch.zeros(B, 3, dtype=torch.long),
+            torch.ones(B, 3, dtype=torch.bool),
+            torch.zeros(B, 3, dtype=torch.long),
+        )
+
+    cache.append(entry(1, 2))
+    with pytest.raises(ValueError, match="new keys must match B, Hkv, D"):
+        cache.append(entry(1, 3))
+    for _ in range(10):  # grows past its initial capacity
+        keys = cache.append(entry(1, 2))
+    assert keys.k.shape == (1, 2, 33, 4) and len(cache) == 33

@@ -1,0 +1,45 @@
+"""The posenc command: list, demo, and a fast --help."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from typer.testing import CliRunner
+
+import posenc
+from posenc.cli import app
+
+runner = CliRunner()
+
+
+def test_list_shows_every_encoding_with_family_and_paper() -> None:
+    result = runner.invoke(app, ["list"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    for name in posenc.names():
+        entry = posenc.info(name)
+        assert name in result.output and entry.family in result.output
+    assert "Vaswani et al." in result.output and "head_dim" in result.output
+
+
+def test_demo_shows_equivariance_and_rope_identity() -> None:
+    result = runner.invoke(app, ["demo"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "no (a set, not a sequence)" in result.output  # nope row
+    dots = [line.split("dot=")[1] for line in result.output.splitlines() if "dot=" in line]
+    assert len(dots) == 3 and len(set(dots)) == 1  # same <R_m q, R_n k> for every shift
+
+
+def test_help_is_fast_and_does_not_import_torch() -> None:
+    code = (
+        "import sys, time; t = time.perf_counter(); from posenc.cli import app; "
+        "import typer.testing as tt; r = tt.CliRunner().invoke(app, ['--help']); "
+        "print(time.perf_counter() - t, 'torch' in sys.modules, r.exit_code)"
+    )
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    seconds, torch_loaded, exit_code = out.stdout.split()
+    assert torch_loaded == "False" and exit_code == "0"
+    assert time.perf_counter() - start < 10  # generous on a loaded CI box; typically ~0.2 s
+    assert float(seconds) < 2.0

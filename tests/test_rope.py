@@ -1,0 +1,182 @@
+"""RoPE module: reference, properties, Hugging Face parity, precision under low-precision dtypes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import posenc
+from tests.reference.rotary import rope as ref_rope
+
+
+def _qk(B: int = 2, H: int = 4, Hkv: int = 2, T: int = 9, D: int = 16, dtype=torch.float64):  # type: ignore[no-untyped-def]
+    g = torch.Generator().manual_seed(7)
+    return (
+        torch.randn(B, H, T, D, generator=g, dtype=dtype),
+        torch.randn(B, Hkv, T, D, generator=g, dtype=dtype),
+    )
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("partial", [1.0, 0.5])
+def test_rope_matches_float64_reference(layout: str, partial: float) -> None:
+    rope = posenc.build("rope", head_dim=16, base=500.0, layout=layout, partial=partial)
+    q, k = _qk()
+    pos = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 8], [3, 9, 27, 81, 243, 729, 2187, 6561, 19683]])
+    rq, rk = rope.rotate(q, k, pos, pos)
+    kw = {"base": 500.0, "layout": layout, "rotary_dim": int(16 * partial)}
+    torch.testing.assert_close(rq, torch.from_numpy(ref_rope(q.numpy(), pos.numpy(), **kw)))
+    torch.testing.assert_close(rk, torch.from_numpy(ref_rope(k.numpy(), pos.numpy(), **kw)))
+    rq32, _ = rope.rotate(q.float(), k.float(), pos, pos)
+    torch.testing.assert_close(rq32, rq.float(), atol=2e-5, rtol=1e-5)
+
+
+def test_rope_preserves_norm_and_relative_identity() -> None:
+    rope = posenc.build("rope", head_dim=32)
+    q, k = _qk(B=1, H=1, Hkv=1, T=1, D=32)
+    torch.testing.assert_close(
+        rope.rotate(q, k, torch.tensor([123]), torch.tensor([77]))[0].norm(), q.norm()
+    )
+    for m, n in [(0, 5), (10, 15), (1000, 1005), (50_000, 50_005)]:
+        rq, rk = rope.rotate(q, k, torch.tensor([m]), torch.tensor([n]))
+        _, k_rel = rope.rotate(q, k, torch.tensor([0]), torch.tensor([n - m]))
+        torch.testing.assert_close((rq * rk).sum(), (q * k_rel).sum(), atol=1e-10, rtol=1e-10)
+
+
+def test_layouts_agree_after_permuting_features() -> None:
+    """Interleaved pairs (2i, 2i+1) are half pairs (i, i+P) after a fixed feature permutation."""
+    D = 16
+    perm = torch.tensor([j for i in range(D // 2) for j in (i, i + D // 2)])  # half -> interleaved
+    q, k = _qk(D=D)
+    pos = torch.arange(q.shape[2])
+    hq, hk = posenc.build("rope", head_dim=D, layout="half").rotate(q, k, pos, pos)
+    iq, ik = posenc.build("rope", head_dim=D, layout="interleaved").rotate(
+        q[..., perm], k[..., perm], pos, pos
+    )
+    torch.testing.assert_close(iq, hq[..., perm])
+    torch.testing.assert_close(ik, hk[..., perm])
+
+
+@pytest.mark.anchor
+@pytest.mark.parametrize("partial", [1.0, 0.5])
+def test_rope_equals_hugging_face_apply_rotary_pos_emb(partial: float) -> None:
+    llama = pytest.importorskip("transformers.models.llama.modeling_llama")
+    D = 64
+    rot = int(D * partial)
+    q, k = _qk(B=2, H=4, Hkv=4, T=33, D=D, dtype=torch.float32)
+    pos = torch.randint(0, 4096, (2, 33))
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, rot, 2, dtype=torch.float64) / rot))
+    freqs = pos[..., None].double() * inv_freq  # (B, T, rot/2), float64 angles
+    emb = torch.cat([freqs, freqs], dim=-1)
+    cos, sin = emb.cos().float(), emb.sin().float()
+    hq_rot, hk_rot = llama.apply_rotary_pos_emb(q[..., :rot], k[..., :rot], cos, sin)
+    hq = torch.cat([hq_rot, q[..., rot:]], dim=-1)  # Phi / GPT-NeoX partial rotary
+    hk = torch.cat([hk_rot, k[..., rot:]], dim=-1)
+    ours = posenc.build("rope", head_dim=D, partial=partial)
+    oq, ok = ours.rotate(q, k, pos, pos)
+    torch.testing.assert_close(oq, hq, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ok, hk, atol=1e-5, rtol=1e-5)
+
+
+def _rotation_error(rope: posenc.PositionalEncoding, dtype: torch.dtype) -> tuple[float, float]:
+    """Max error of rotating a low-precision q at positions up to 8192, and of rounding alone."""
+    T, D = 8192, 64
+    q = torch.randn(1, 1, T, D, dtype=torch.float64)
+    pos = torch.arange(T)
+    exact = torch.from_numpy(ref_rope_fast(q.numpy(), pos.numpy()))
+    low = q.to(dtype)
+    out, _ = rope.rotate(low, low, pos, pos)
+    assert out.dtype == dtype
+    rounding = (exact.to(dtype).double() - exact).abs().max().item()
+    return (out.double() - exact).abs().max().item(), rounding
+
+
+def ref_rope_fast(x: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Vectorised float64 half-layout RoPE, checked against the loop reference in a test below."""
+    D = x.shape[-1]
+    theta = pos[:, None] * 10000.0 ** (-np.arange(0, D, 2) / D)
+    a, b = x[..., : D // 2], x[..., D // 2 :]
+    return np.concatenate(
+        [a * np.cos(theta) - b * np.sin(theta), a * np.sin(theta) + b * np.cos(theta)], -1
+    )
+
+
+def test_fast_reference_equals_loop_reference() -> None:
+    x = np.random.default_rng(3).standard_normal((1, 1, 5, 8))
+    pos = np.array([0, 7, 100, 5000, 8191])
+    np.testing.assert_allclose(ref_rope_fast(x, pos), ref_rope(x, pos), atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_rotation_error_is_rounding_only_up_to_8192(dtype: torch.dtype) -> None:
+    """bf16/fp16 q and a model cast with .to(dtype): error stays at the output dtype's rounding
+    (anchors get 2-7 here: frequencies or positions in bf16)."""
+    rope = posenc.build("rope", head_dim=64)
+    model = torch.nn.Sequential(rope).to(dtype)  # must not cast inv_freq
+    assert rope.inv_freq.dtype == torch.float64
+    err, rounding = _rotation_error(model[0], dtype)
+    # input rounding + output rounding: at most ~2 ulps of the values (|x| < ~6)
+    assert err <= 3 * rounding, (err, rounding)
+
+
+def test_half_and_bfloat16_methods_keep_frequencies() -> None:
+    for cast in ("half", "bfloat16"):
+        model = posenc.TinyTransformer(vocab_size=10, pe="rope", d_model=32)
+        getattr(model, cast)()
+        assert model.pe.inv_freq.dtype == torch.float64
+        assert model.tok.weight.dtype != torch.float32
+
+
+def test_autocast_bf16_forward_is_close_to_float32() -> None:
+    model = posenc.TinyTransformer(vocab_size=50, pe="rope", d_model=64, max_len=4096)
+    idx = torch.randint(0, 50, (1, 64))
+    pos = torch.arange(4000, 4064)
+    ref = model(idx, pos)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = model(idx, pos)
+    assert (low.float() - ref).abs().max() < 0.05 * ref.abs().max()
+
+
+def test_cos_sin_shared_across_layers_of_one_forward() -> None:
+    rope = posenc.build("rope", head_dim=16)
+    pos = torch.arange(10)
+    c1, _ = rope.cos_sin(pos)
+    c2, _ = rope.cos_sin(pos)
+    assert c1 is c2  # memoised: not recomputed per layer
+    c3, _ = rope.cos_sin(torch.arange(10))
+    assert c3 is not c1
+    torch.testing.assert_close(c3, c1)
+
+
+@pytest.mark.parametrize(
+    ("config", "error", "message"),
+    [
+        ({"head_dim": 63}, ValueError, "head_dim must be a positive even integer, got 63"),
+        ({"head_dim": 64, "partial": 0.0}, ValueError, r"partial .* must be in \(0, 1\], got 0.0"),
+        ({"head_dim": 64, "partial": 1.2}, ValueError, r"must be in \(0, 1\], got 1.2"),
+        ({"head_dim": 64, "partial": 0.3}, ValueError, "rotates 19 of head_dim=64"),
+        ({"head_dim": 64, "layout": "complex"}, ValueError, "layout must be one of"),
+        ({"head_dim": 64, "base": -1.0}, ValueError, "base must be a finite number > 0"),
+        ({"head_dim": 64.0}, TypeError, "head_dim must be an int, got float"),
+    ],
+)
+def test_rope_bad_config(config: dict, error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        posenc.build("rope", **config)
+
+
+def test_rope_bad_inputs() -> None:
+    rope = posenc.build("rope", head_dim=16)
+    q, k = _qk(D=16)
+    pos = torch.arange(9)
+    with pytest.raises(ValueError, match="head_dim=16"):
+        rope.rotate(q[..., :8], k[..., :8], pos, pos)
+    with pytest.raises(ValueError, match="agree on B and D"):
+        rope.rotate(q, k[:1], pos, pos)
+    with pytest.raises(ValueError, match=r"q must have shape \(B, H, Tq, D\)"):
+        rope.rotate(q[0], k, pos, pos)
+    with pytest.raises(TypeError, match="integer tensor"):
+        rope.rotate(q, k, pos.float(), pos)
+    with pytest.raises(ValueError, match=r"k_pos must have shape \(9,\) or \(2, 9\)"):
+        rope.rotate(q, k, pos, torch.arange(5))
