@@ -1,0 +1,241 @@
+"""Lab configuration: frozen dataclasses validated by pydantic, loaded from TOML or YAML.
+
+A sweep file names the grid (encodings x tasks x seeds x train lengths) and the shared model
+and training settings; ``expand`` turns it into one ``RunConfig`` per training run, whose
+``key()`` (a hash of the whole run config) is what the result store uses to skip finished runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+
+_FORBID = ConfigDict(extra="forbid")
+
+
+def _positive(obj: object, *names: str) -> None:
+    for n in names:
+        value = getattr(obj, n)
+        if value is not None and not value > 0:
+            raise ValueError(f"{n} must be > 0, got {value}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """TinyTransformer size: a decoder, or an encoder for classification tasks."""
+
+    __pydantic_config__ = _FORBID
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    d_ff: int | None = None
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        _positive(self, "d_model", "n_layers", "n_heads", "d_ff")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model must be divisible by n_heads, got {self.d_model}, {self.n_heads}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """AdamW with linear warm-up then cosine decay to 10% of ``lr``; gradient clipping."""
+
+    __pydantic_config__ = _FORBID
+    steps: int = 600
+    batch_size: int = 64
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    warmup: int = 50
+    grad_clip: float = 1.0
+    eval_samples: int = 256
+
+    def __post_init__(self) -> None:
+        _positive(self, "steps", "batch_size", "lr", "grad_clip", "eval_samples")
+        if self.weight_decay < 0 or self.warmup < 0:
+            raise ValueError(f"weight_decay and warmup must be >= 0, got {self.weight_decay}, {self.warmup}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskConfig:
+    """A task by name with its ``posenc.lab.tasks`` settings (None: the task's default)."""
+
+    __pydantic_config__ = _FORBID
+    name: str
+    train_len: tuple[int, int] | None = None
+    eval_lens: tuple[int, ...] | None = None
+    n_symbols: int | None = None
+
+    def build(self) -> Any:
+        from .tasks import make_task
+
+        kw = {k: v for k, v in asdict(self).items() if k != "name" and v is not None}
+        return make_task(self.name, **kw)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """One training run. ``device`` is where it runs, not what it is: not part of ``key()``."""
+
+    __pydantic_config__ = _FORBID
+    encoding: str
+    task: TaskConfig
+    seed: int = 0
+    pe_config: dict[str, Any] = field(default_factory=dict)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    device: str = "cpu"
+
+    def key(self) -> str:
+        """Hex digest of the canonical JSON of everything but ``device``."""
+        data = asdict(self)
+        data.pop("device")
+        blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepConfig:
+    """A grid: every encoding x task x seed x longest training length (None: the task's own)."""
+
+    __pydantic_config__ = _FORBID
+    name: str = "sweep"
+    encodings: tuple[str, ...] = ("all",)
+    tasks: tuple[TaskConfig, ...] = ()
+    seeds: tuple[int, ...] = (0,)
+    train_max_lens: tuple[int | None, ...] = (None,)
+    pe_config: dict[str, dict[str, Any]] = field(default_factory=dict)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        for what in ("encodings", "tasks", "seeds", "train_max_lens"):
+            if not getattr(self, what):
+                raise ValueError(f"{what} must not be empty")
+        if self.device != "cpu" and not self.device.startswith("cuda"):
+            raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {self.device!r}")
+
+
+def parse_sweep(data: dict[str, Any]) -> SweepConfig:
+    """Validate a config mapping. Raises ValueError naming the bad key and what was expected."""
+    data = dict(data)
+    if isinstance(data.get("tasks"), list | tuple):  # "copy" is short for {name = "copy"}
+        data["tasks"] = [{"name": t} if isinstance(t, str) else t for t in data["tasks"]]
+    if isinstance(data.get("encodings"), str):
+        data["encodings"] = [data["encodings"]]
+    try:
+        return TypeAdapter(SweepConfig).validate_python(data)
+    except ValidationError as err:
+        raise ValueError(_describe(err)) from None
+
+
+def _describe(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        key = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in e["loc"]) or "config"
+        key = key.replace(".[", "[")
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "unexpected_keyword_argument":
+            msg = "unknown key"
+        lines.append(f"config key {key!r}: {msg} (got {e['input']!r})")
+    return "invalid lab config:\n  " + "\n  ".join(lines)
+
+
+def load_sweep(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> SweepConfig:
+    """Read a .toml/.yaml/.yml sweep file, apply ``key.sub=value`` overrides, validate."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"config file {str(path)!r} does not exist")
+    return parse_sweep(apply_overrides(read_mapping(path), overrides))
+
+
+def read_mapping(path: Path) -> dict[str, Any]:
+    text = path.read_text()
+    if path.suffix == ".toml":
+        import tomllib
+
+        return tomllib.loads(text)
+    if path.suffix in (".yaml", ".yml"):
+        import yaml
+
+        data = yaml.safe_load(text) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+        return data
+    raise ValueError(f"config file must end in .toml, .yaml or .yml, got {path.name!r}")
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``model.n_layers=4`` sets data["model"]["n_layers"] = 4 (values parsed as YAML)."""
+    import yaml
+
+    out = json.loads(json.dumps(data))  # deep copy of plain data
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"override must look like key.sub=value, got {item!r}")
+        *parents, leaf = key.strip().split(".")
+        node = out
+        for p in parents:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"override {item!r}: {p!r} is not a table")
+        node[leaf] = yaml.safe_load(raw)
+    return out
+
+
+def expand(sweep: SweepConfig) -> list[RunConfig]:
+    """One RunConfig per grid cell, in a fixed order. Raises ValueError for unknown encodings,
+    bad encoding config, or task settings a task refuses (naming the task)."""
+    from ..registry import names
+
+    encodings = names() if "all" in sweep.encodings else list(sweep.encodings)
+    runs = []
+    for i, task in enumerate(sweep.tasks):
+        for max_len in sweep.train_max_lens:
+            t = task if max_len is None else _with_max_len(task, max_len)
+            _check_task(t, f"tasks[{i}]")
+            for enc in encodings:
+                runs += [
+                    RunConfig(encoding=enc, task=t, seed=s, pe_config=sweep.pe_config.get(enc, {}),
+                              model=sweep.model, train=sweep.train, device=sweep.device)
+                    for s in sweep.seeds
+                ]
+    for enc in encodings:
+        _check_encoding(enc, sweep)
+    return runs
+
+
+def _with_max_len(task: TaskConfig, max_len: int) -> TaskConfig:
+    from .tasks import TASKS
+
+    if task.name not in TASKS:
+        return task  # _check_task reports the unknown name
+    lo = task.train_len[0] if task.train_len else TASKS[task.name]().train_len[0]
+    return replace(task, train_len=(min(lo, max_len), max_len))
+
+
+def _check_task(task: TaskConfig, where: str) -> None:
+    try:
+        task.build()
+    except ValueError as err:
+        raise ValueError(f"config key {where!r} ({task.name}): {err}") from None
+
+
+def _check_encoding(name: str, sweep: SweepConfig) -> None:
+    from ..registry import build_for_model
+
+    m = sweep.model
+    try:
+        build_for_model(name, dim=m.d_model, n_heads=m.n_heads, max_len=64,
+                        **sweep.pe_config.get(name, {}))
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"config key 'encodings' ({name}): {err}") from None

@@ -1,0 +1,112 @@
+"""What every lab task shares: the token layout, length checks and the ``Batch`` it returns.
+
+Token ids: 0 = SEP (prompt/answer separator), 1 = EOS (end of answer), 2 = MARK (a marked
+position), then task symbols from ``FIRST`` on. A *length* n is the size of the task's input
+(items to copy, digits per operand, key-value pairs); ``seq_len(n)`` is the tokens it takes.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import numpy as np
+
+SEP, EOS, MARK, FIRST = 0, 1, 2, 3
+Kind = Literal["decoder", "classify", "lm"]
+Split = Literal["train", "eval"]
+#: Evaluation lengths as multiples of the longest training length (1x, 1.5x, 2x, 4x).
+EVAL_FACTORS: tuple[float, ...] = (1.0, 1.5, 2.0, 4.0)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """tokens (B, T) int64. Decoder tasks: prompt, SEP, answer, EOS with the answer span starting
+    at ``n_prompt``. Classification: the input and ``labels`` (B,). LM: a text window."""
+
+    tokens: np.ndarray
+    n_prompt: int = 0
+    labels: np.ndarray | None = None
+
+
+class Task(ABC):
+    """A seeded generator of samples of a given length, with its vocabulary and checks.
+
+    Args:
+        train_len: (min, max) input lengths drawn uniformly during training (default
+            ``default_train_len``: (min_len, 8); (64, 64) for ``lm``).
+        eval_lens: evaluation lengths; default ``EVAL_FACTORS`` times the longest training one.
+        n_symbols: task symbols in the vocabulary (default per task).
+    Raises: ValueError for lengths or vocabularies the task cannot produce.
+    """
+
+    name: ClassVar[str]
+    kind: ClassVar[Kind] = "decoder"
+    min_len: ClassVar[int] = 1
+    default_symbols: ClassVar[int] = 10
+    eval_factors: ClassVar[tuple[float, ...]] = EVAL_FACTORS
+
+    @property
+    def default_train_len(self) -> tuple[int, int]:
+        return (self.min_len, 8)
+
+    def __init__(
+        self,
+        *,
+        train_len: tuple[int, int] | None = None,
+        eval_lens: tuple[int, ...] | None = None,
+        n_symbols: int | None = None,
+    ) -> None:
+        self.n_symbols = self.default_symbols if n_symbols is None else n_symbols
+        if not isinstance(self.n_symbols, int) or self.n_symbols < 1:
+            raise ValueError(f"{self.name}: n_symbols must be an int >= 1, got {n_symbols!r}")
+        train_len = self.default_train_len if train_len is None else tuple(train_len)  # type: ignore[assignment]
+        lo, hi = _check_train_len(self.name, train_len, self.min_len)
+        self.train_len = (lo, hi)
+        factors = self.eval_factors
+        self.eval_lens = tuple(eval_lens or sorted({max(1, round(f * hi)) for f in factors}))
+        for n in (*range(lo, hi + 1), *self.eval_lens):
+            self.check_length(n)
+
+    @property
+    def vocab_size(self) -> int:
+        return FIRST + self.n_symbols
+
+    @property
+    def n_classes(self) -> int:
+        """Output classes of a classification task (0 for generative tasks)."""
+        return 0
+
+    def check_length(self, n: int) -> None:
+        """Raise ValueError if the task cannot make a sample of length ``n``."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < self.min_len:
+            raise ValueError(f"{self.name}: lengths must be ints >= {self.min_len}, got {n!r}")
+
+    @abstractmethod
+    def seq_len(self, n: int) -> int:
+        """Tokens in a sample of length ``n`` (the model's max_len must cover it)."""
+
+    def sample(self, rng: np.random.Generator, batch: int, n: int, split: Split = "train") -> Batch:
+        """``batch`` samples of length ``n`` drawn from ``rng``."""
+        self.check_length(n)
+        return self._sample(rng, batch, n, split)
+
+    @abstractmethod
+    def _sample(self, rng: np.random.Generator, batch: int, n: int, split: Split) -> Batch: ...
+
+
+def _check_train_len(name: str, train_len: tuple[int, int], min_len: int) -> tuple[int, int]:
+    ok = isinstance(train_len, tuple | list) and len(train_len) == 2
+    ok = ok and all(isinstance(v, int) and not isinstance(v, bool) for v in train_len)
+    if not ok:
+        raise ValueError(f"{name}: train_len must be (min, max) ints, got {train_len!r}")
+    lo, hi = train_len
+    if not min_len <= lo <= hi:
+        raise ValueError(f"{name}: train_len must satisfy {min_len} <= min <= max, got {train_len}")
+    return lo, hi
+
+
+def distinct_symbols(rng: np.random.Generator, batch: int, n: int, n_symbols: int) -> np.ndarray:
+    """(B, n) rows of n distinct symbol ids, each row a uniform draw without replacement."""
+    return np.argsort(rng.random((batch, n_symbols)), axis=1)[:, :n] + FIRST

@@ -1,0 +1,73 @@
+"""Classification tasks for an encoder (bidirectional attention, mean-pooled features)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import FIRST, MARK, Batch, Split, Task, distinct_symbols
+
+
+class Ascending(Task):
+    """Are n distinct symbols in ascending order? Label 1 for sorted rows; label 0 rows are
+    sorted with one adjacent pair swapped, so only neighbour order tells them apart.
+
+    n=4:  s1 s3 s5 s8 -> 1;   s1 s5 s3 s8 -> 0
+    """
+
+    name = "ascending"
+    kind = "classify"
+    min_len = 2
+    default_symbols = 64
+
+    @property
+    def n_classes(self) -> int:
+        return 2
+
+    def seq_len(self, n: int) -> int:
+        return n
+
+    def check_length(self, n: int) -> None:
+        super().check_length(n)
+        if n > self.n_symbols:
+            raise ValueError(
+                f"ascending: length {n} needs {n} distinct tokens but n_symbols is {self.n_symbols}"
+            )
+
+    def _sample(self, rng: np.random.Generator, batch: int, n: int, split: Split) -> Batch:
+        x = np.sort(distinct_symbols(rng, batch, n, self.n_symbols), axis=1)  # (B, n)
+        labels = rng.integers(0, 2, size=batch)
+        i = rng.integers(0, n - 1, size=batch)  # swap i, i + 1 in negative rows
+        rows = np.flatnonzero(labels == 0)
+        a, b = x[rows, i[rows]].copy(), x[rows, i[rows] + 1].copy()
+        x[rows, i[rows]], x[rows, i[rows] + 1] = b, a
+        return Batch(x.astype(np.int64), labels=labels.astype(np.int64))
+
+
+class Offset(Task):
+    """Two MARK tokens among n random symbols: predict their distance j - i.
+
+    Distances are drawn from 1..min(n, max train length) - 1 at every length, so longer inputs
+    ask for the same distances at absolute positions never seen in training.
+
+    n=6, d=3:  s4 MARK s9 s0 MARK s2 -> 3
+    """
+
+    name = "offset"
+    kind = "classify"
+    min_len = 2
+
+    @property
+    def n_classes(self) -> int:
+        return self.train_len[1]
+
+    def seq_len(self, n: int) -> int:
+        return n
+
+    def _sample(self, rng: np.random.Generator, batch: int, n: int, split: Split) -> Batch:
+        x = rng.integers(FIRST, FIRST + self.n_symbols, size=(batch, n))
+        d = rng.integers(1, min(n, self.train_len[1]), size=batch)  # distance >= 1
+        i = (rng.random(batch) * (n - d)).astype(np.int64)  # first mark in 0..n-d-1
+        rows = np.arange(batch)
+        x[rows, i] = MARK
+        x[rows, i + d] = MARK
+        return Batch(x.astype(np.int64), labels=d.astype(np.int64))

@@ -1,0 +1,103 @@
+"""Train one run: AdamW, warm-up + cosine schedule, gradient clipping, fixed seeds.
+
+On CPU a run is deterministic: the same ``RunConfig`` gives the same weights and metrics
+(one torch thread per worker process, numpy and torch generators seeded from ``seed``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .config import RunConfig
+from .evaluate import Metric, evaluate
+from .model import LabModel
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a finished run hands to the store (plain data: it crosses process boundaries)."""
+
+    key: str
+    config: dict
+    metrics: list[Metric]
+    loss_curve: list[tuple[int, float]] = field(default_factory=list)
+    seconds: float = 0.0
+    checkpoint: str | None = None
+
+
+def lr_factor(step: int, *, warmup: int, steps: int, floor: float = 0.1) -> float:
+    """Linear warm-up over ``warmup`` steps, then cosine decay from 1 to ``floor``."""
+    if step < warmup:
+        return (step + 1) / warmup
+    t = (step - warmup) / max(1, steps - warmup)
+    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(t, 1.0)))
+
+
+def build_model(cfg: RunConfig) -> tuple[LabModel, object]:
+    """The seeded model for ``cfg`` and its task."""
+    task = cfg.task.build()
+    torch.manual_seed(cfg.seed)
+    return LabModel(task, cfg.model, cfg.encoding, cfg.pe_config), task
+
+
+def train_run(
+    cfg: RunConfig,
+    *,
+    checkpoint_dir: str | Path | None = None,
+    on_step: Callable[[int, float], None] | None = None,
+) -> RunResult:
+    """Train ``cfg`` and evaluate it; save ``<key>.pt`` (a state dict) in ``checkpoint_dir``."""
+    start = time.perf_counter()
+    device = torch.device(cfg.device)
+    model, task = build_model(cfg)
+    model.to(device).train()
+    t = cfg.train
+    opt = torch.optim.AdamW(model.parameters(), lr=t.lr, weight_decay=t.weight_decay,
+                            betas=(0.9, 0.98))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: lr_factor(s, warmup=t.warmup, steps=t.steps)
+    )
+    rng = np.random.default_rng(cfg.seed)
+    lo, hi = task.train_len  # type: ignore[attr-defined]
+    curve = []
+    for step in range(t.steps):
+        batch = task.sample(rng, t.batch_size, int(rng.integers(lo, hi + 1)))  # type: ignore[attr-defined]
+        loss = model.loss(batch, device)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+        opt.step()
+        sched.step()
+        value = loss.item()
+        if step % 10 == 0 or step == t.steps - 1:
+            curve.append((step, value))
+        if on_step is not None:
+            on_step(step, value)
+    metrics = evaluate(model, task, n_samples=t.eval_samples, device=device)  # type: ignore[arg-type]
+    path = _save(model, checkpoint_dir, cfg.key())
+    return RunResult(cfg.key(), asdict(cfg), metrics, curve, time.perf_counter() - start, path)
+
+
+def _save(model: LabModel, directory: str | Path | None, key: str) -> str | None:
+    if directory is None:
+        return None
+    path = Path(directory) / f"{key}.pt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save({k: v.cpu() for k, v in model.state_dict().items()}, tmp)
+    tmp.replace(path)  # a kill mid-write never leaves a truncated checkpoint
+    return str(path)
+
+
+def load_model(cfg: RunConfig, path: str | Path) -> LabModel:
+    """Rebuild ``cfg``'s model and load its checkpoint (``weights_only=True``: no pickle code)."""
+    model, _ = build_model(cfg)
+    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    return model.eval()
