@@ -1,0 +1,280 @@
+"""Score-bias encodings: a function of query and key positions added to the attention logits.
+
+Each builds ``bias(q_pos, k_pos)`` (B or 1, H, Tq, Tk) in float32 (or wider) from positions
+alone, finite on every pair; causal attention masks future keys itself. The formulas live in
+``posenc.functional`` (alibi, t5, kerple, fire); these modules hold their parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .. import functional as PF
+from .._validate import check_positions, check_positive_float, check_positive_int
+from ..functional import KERPLE_VARIANTS, KerpleVariant
+from ..registry import register
+from .base import PositionalEncoding
+
+
+def check_bias_positions(q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
+    """q_pos (Tq,) or (B, Tq) and k_pos (Tk,) or (B, Tk), batches 1 or equal; returns int64."""
+    q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
+    Bq, Bk = q_pos.shape[0] if q_pos.ndim == 2 else 1, k_pos.shape[0] if k_pos.ndim == 2 else 1
+    if 1 not in (Bq, Bk) and Bq != Bk:
+        raise ValueError(
+            f"q_pos (B, Tq) and k_pos (B, Tk) must agree on B, got {tuple(q_pos.shape)} "
+            f"and {tuple(k_pos.shape)}"
+        )
+    return q_pos, k_pos
+
+
+def as_4d(bias: Tensor) -> Tensor:
+    """(H, Tq, Tk) -> (1, H, Tq, Tk); (B, H, Tq, Tk) unchanged."""
+    return bias if bias.ndim == 4 else bias[None]
+
+
+def work_dtype(*tensors: Tensor) -> torch.dtype:
+    """float32, or the widest dtype among ``tensors`` if wider (bias precision under bf16)."""
+    dtype = torch.float32
+    for t in tensors:
+        dtype = torch.promote_types(dtype, t.dtype)
+    return dtype
+
+
+@register("alibi", family="bias", paper="Press et al., arXiv:2108.12409", year=2022)
+class ALiBi(PositionalEncoding):
+    """Attention with linear biases (Press et al. 2022): logits_ij - m_h·(i - j), no embedding.
+
+    Slopes m_h = 2^(-8h/H) (``PF.alibi_slopes``, the official rule for H not a power of two) or
+    custom positive ``slopes``. ``symmetric=True`` is the encoder form -m_h·|i - j|. Slopes
+    are a float32 buffer kept out of ``model.to(bf16)``.
+    """
+
+    keep_dtype_buffers = ("slopes",)
+    slopes: Tensor
+
+    def __init__(
+        self, *, n_heads: int, symmetric: bool = False, slopes: Sequence[float] | None = None
+    ) -> None:
+        super().__init__()
+        check_positive_int(n_heads, "n_heads")
+        if not isinstance(symmetric, bool):
+            raise TypeError(f"symmetric must be a bool, got {type(symmetric).__name__}")
+        if slopes is None:
+            values = PF.alibi_slopes(n_heads, xp=PF.torch_xp)
+        else:
+            if len(slopes) != n_heads:
+                raise ValueError(f"slopes must hold n_heads={n_heads} values, got {len(slopes)}")
+            for m in slopes:
+                check_positive_float(m, "each ALiBi slope")
+            values = torch.tensor([float(m) for m in slopes], dtype=torch.float64)
+        self.n_heads, self.symmetric = n_heads, symmetric
+        self.register_buffer("slopes", values.float(), persistent=False)  # (H,)
+
+    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        q_pos, k_pos = check_bias_positions(q_pos, k_pos)
+        return as_4d(PF.alibi_bias(q_pos, k_pos, self.slopes, symmetric=self.symmetric))
+
+    def extra_repr(self) -> str:
+        return f"n_heads={self.n_heads}, symmetric={self.symmetric}"
+
+
+@register("t5", family="bias", paper="Raffel et al., arXiv:1910.10683", year=2020)
+class T5Bias(PositionalEncoding):
+    """T5 relative attention bias (Raffel et al. 2020): logits_ij + W[bucket(j - i), h].
+
+    ``PF.t5_relative_bucket`` maps key-minus-query offsets to ``num_buckets`` buckets, exact
+    below num_buckets/2 (/4 each way if ``bidirectional``), logarithmic up to ``max_distance``,
+    one shared bucket beyond. W (num_buckets, H) is laid out as Hugging Face's
+    ``relative_attention_bias.weight``. Init N(0, init_std²), small like the reference code
+    (HF: d_model^-0.5): buckets never reached in training stay near zero instead of adding
+    noise at long range (x-transformers' N(0, 1) default does).
+    """
+
+    def __init__(
+        self,
+        *,
+        n_heads: int,
+        num_buckets: int = 32,
+        max_distance: int = 128,
+        bidirectional: bool = False,
+        init_std: float = 0.02,
+    ) -> None:
+        super().__init__()
+        check_positive_int(n_heads, "n_heads")
+        PF.check_t5_buckets(
+            bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+        )
+        check_positive_float(init_std, "init_std")
+        self.n_heads, self.num_buckets, self.max_distance = n_heads, num_buckets, max_distance
+        self.bidirectional, self.init_std = bidirectional, float(init_std)
+        self.weight = nn.Parameter(torch.empty(num_buckets, n_heads))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.weight, std=self.init_std)
+
+    def buckets(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        """int64 bucket (..., Tq, Tk) of each key-minus-query offset."""
+        relative = -PF.relative_offsets(q_pos, k_pos)  # key - query, T5's sign
+        return PF.t5_relative_bucket(
+            relative,
+            bidirectional=self.bidirectional,
+            num_buckets=self.num_buckets,
+            max_distance=self.max_distance,
+        )
+
+    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        q_pos, k_pos = check_bias_positions(q_pos, k_pos)
+        table = self.weight.to(work_dtype(self.weight))
+        values = F.embedding(self.buckets(q_pos, k_pos), table)  # (..., Tq, Tk, H)
+        return as_4d(values.movedim(-1, -3))  # (B|1, H, Tq, Tk)
+
+    def extra_repr(self) -> str:
+        return (
+            f"n_heads={self.n_heads}, num_buckets={self.num_buckets}, "
+            f"max_distance={self.max_distance}, bidirectional={self.bidirectional}"
+        )
+
+
+def clamp_straight_through(x: Tensor, low: float, high: float | None = None) -> Tensor:
+    """clamp(x, low, high) in value, identity in gradient, so a clamped parameter can recover."""
+    return x + (x.clamp(low, high) - x).detach()
+
+
+@register("kerple", family="bias", paper="Chi et al., arXiv:2205.09921", year=2022)
+class Kerple(PositionalEncoding):
+    """Kernelized relative positional bias (Chi et al. 2022), d = |i - j|, per head h:
+
+    "log":   -r1·log(1 + r2·d),  r1, r2 >= eps;      "power": -r1·d^r2,  r1 >= eps, eps <= r2 <= 2.
+    As in the official code (chijames/KERPLE, gpt-neox): r1, r2 learned per head, initialised
+    uniform (log: r1 ~ U(0, 2), r2 ~ U(0, 1); power: r1 ~ U(0, 1), r2 ~ U(0, 2)) and clamped
+    to the ranges above with eps = 0.01. The official code clamps ``.data`` in place at every
+    forward; here the clamp is applied in the forward with a straight-through gradient
+    (same values, compile-friendly). ``init_r1``/``init_r2`` set every head to one value.
+    """
+
+    def __init__(
+        self,
+        *,
+        n_heads: int,
+        variant: KerpleVariant = "log",
+        eps: float = 1e-2,
+        init_r1: float | None = None,
+        init_r2: float | None = None,
+    ) -> None:
+        super().__init__()
+        check_positive_int(n_heads, "n_heads")
+        if variant not in KERPLE_VARIANTS:
+            raise ValueError(f"variant must be one of {KERPLE_VARIANTS}, got {variant!r}")
+        check_positive_float(eps, "eps")
+        if eps >= 1.0:
+            raise ValueError(f"eps (the floor of r1, r2) must be in (0, 1), got {eps}")
+        self.r2_max = 2.0 if variant == "power" else None
+        for value, what, high in ((init_r1, "init_r1", None), (init_r2, "init_r2", self.r2_max)):
+            if value is not None:
+                check_positive_float(value, what)
+                if high is not None and value > high:
+                    raise ValueError(f"{what} must be in (0, {high}] for {variant!r}, got {value}")
+        self.n_heads, self.variant, self.eps = n_heads, variant, float(eps)
+        self.init_r1, self.init_r2 = init_r1, init_r2
+        self.r1 = nn.Parameter(torch.empty(n_heads))
+        self.r2 = nn.Parameter(torch.empty(n_heads))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        scale_r1, scale_r2 = (2.0, 1.0) if self.variant == "log" else (1.0, 2.0)
+        pairs = ((self.r1, self.init_r1, scale_r1), (self.r2, self.init_r2, scale_r2))
+        with torch.no_grad():
+            for p, init, scale in pairs:
+                if init is None:
+                    p.uniform_(0.0, scale)
+                else:
+                    p.fill_(init)
+
+    def kernel_parameters(self) -> tuple[Tensor, Tensor]:
+        """r1, r2 (H,) clamped to their ranges, in float32 or wider."""
+        dtype = work_dtype(self.r1)
+        r1 = clamp_straight_through(self.r1.to(dtype), self.eps)
+        r2 = clamp_straight_through(self.r2.to(dtype), self.eps, self.r2_max)
+        return r1, r2
+
+    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        q_pos, k_pos = check_bias_positions(q_pos, k_pos)
+        r1, r2 = self.kernel_parameters()
+        return as_4d(PF.kerple_bias(q_pos, k_pos, r1, r2, variant=self.variant))
+
+    def extra_repr(self) -> str:
+        return f"n_heads={self.n_heads}, variant={self.variant!r}, eps={self.eps}"
+
+
+@register("fire", family="bias", paper="Li et al., arXiv:2310.04418", year=2023)
+class FIRE(PositionalEncoding):
+    """Functional interpolation for relative positions (Li et al. 2023):
+
+    b_h(i, j) = f_θ(ψ(i - j) / ψ(max(L, i)))_h,  ψ(x) = log(c·|x| + 1),
+    f_θ an MLP 1 -> ``hidden`` (ReLU) -> H (``mlp_in``, ``mlp_out``). As in the paper's
+    pseudocode: c learned (init ``init_c`` = 0.1), L = |s·``init_threshold``| with s learned
+    (init 1, so L starts at 512), eps = 1e-6 added to the normaliser, PyTorch's default Linear
+    init. i is the query's own position, so a decoded token is normalised exactly as in the
+    full forward. The MLP runs in float32 (or wider) whatever the module dtype.
+    """
+
+    def __init__(
+        self,
+        *,
+        n_heads: int,
+        hidden: int = 32,
+        init_c: float = 0.1,
+        init_threshold: float = 512.0,
+        eps: float = 1e-6,
+    ) -> None:
+        super().__init__()
+        check_positive_int(n_heads, "n_heads")
+        check_positive_int(hidden, "hidden")
+        for value, what in ((init_c, "init_c"), (init_threshold, "init_threshold"), (eps, "eps")):
+            check_positive_float(value, what)
+        self.n_heads, self.hidden = n_heads, hidden
+        self.init_c, self.init_threshold, self.eps = float(init_c), float(init_threshold), eps
+        self.mlp_in, self.mlp_out = nn.Linear(1, hidden), nn.Linear(hidden, n_heads)
+        self.c = nn.Parameter(torch.tensor(self.init_c))
+        self.threshold_scale = nn.Parameter(torch.tensor(1.0))
+
+    def reset_parameters(self) -> None:
+        with torch.no_grad():
+            self.c.fill_(self.init_c)
+            self.threshold_scale.fill_(1.0)
+        self.mlp_in.reset_parameters()
+        self.mlp_out.reset_parameters()
+
+    @property
+    def threshold(self) -> Tensor:
+        """The learned threshold L = |s·init_threshold| (0-d)."""
+        return (self.threshold_scale * self.init_threshold).abs()
+
+    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        q_pos, k_pos = check_bias_positions(q_pos, k_pos)
+        dtype = work_dtype(self.c, self.mlp_in.weight)
+        c, threshold = self.c.to(dtype), self.threshold.to(dtype)
+        x = PF.fire_distance(q_pos, k_pos, c, threshold, eps=self.eps)  # (..., Tq, Tk)
+        x = x[..., None]  # (..., Tq, Tk, 1)
+        h = F.relu(_linear(x, self.mlp_in, dtype))  # (..., Tq, Tk, hidden)
+        out = _linear(h, self.mlp_out, dtype)  # (..., Tq, Tk, H)
+        return as_4d(out.movedim(-1, -3))  # (B|1, H, Tq, Tk)
+
+    def extra_repr(self) -> str:
+        return (
+            f"n_heads={self.n_heads}, hidden={self.hidden}, init_c={self.init_c}, "
+            f"init_threshold={self.init_threshold}"
+        )
+
+
+
+def _linear(x: Tensor, layer: nn.Linear, dtype: torch.dtype) -> Tensor:
+    """``layer(x)`` with its weights cast to ``dtype`` (FIRE's MLP stays float32 under bf16)."""
+    bias = None if layer.bias is None else layer.bias.to(dtype)
+    return F.linear(x, layer.weight.to(dtype), bias)

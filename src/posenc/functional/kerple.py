@@ -1,0 +1,50 @@
+"""KERPLE: kernelized relative positional bias (Chi et al. 2022, arXiv:2205.09921)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from ._xp import namespace
+from .relative import relative_offsets
+
+KerpleVariant = Literal["log", "power"]
+KERPLE_VARIANTS: tuple[KerpleVariant, ...] = ("log", "power")
+
+
+def kerple_log(distance: Any, r1: Any, r2: Any) -> Any:
+    """Logarithmic kernel bias -r1·log(1 + r2·d), r1, r2 > 0 per head (Chi et al. 2022).
+
+    Shapes: distance (..., Tq, Tk) float, d = |i - j| >= 0; r1, r2 (H,) -> (..., H, Tq, Tk).
+    """
+    xp = namespace(distance, r1, r2)
+    d = distance[..., None, :, :]  # (..., 1, Tq, Tk)
+    return -r1[:, None, None] * xp.log1p(r2[:, None, None] * d)
+
+
+def kerple_power(distance: Any, r1: Any, r2: Any) -> Any:
+    """Power kernel bias -r1·d^r2, r1 > 0 and 0 < r2 <= 2 per head (Chi et al. 2022).
+
+    r2 = 1 with r1 = ALiBi's slopes is ALiBi.
+    Shapes: distance (..., Tq, Tk) float, d = |i - j| >= 0; r1, r2 (H,) -> (..., H, Tq, Tk).
+    """
+    xp = namespace(distance, r1, r2)
+    d = distance[..., None, :, :]  # (..., 1, Tq, Tk)
+    return -r1[:, None, None] * xp.pow(d, r2[:, None, None])
+
+
+def kerple_bias(
+    q_pos: Any, k_pos: Any, r1: Any, r2: Any, *, variant: KerpleVariant = "log"
+) -> Any:
+    """KERPLE bias of every query/key pair, d = |i - j| in r1's dtype (``kerple_log``/``_power``).
+
+    The official code (chijames/KERPLE) applies it to causal attention, where d = i - j; the
+    absolute value makes it finite and symmetric on every pair.
+    Shapes: q_pos (..., Tq), k_pos (..., Tk) integer; r1, r2 (H,) -> (..., H, Tq, Tk).
+    Raises: ValueError for a variant other than "log"/"power".
+    """
+    if variant not in KERPLE_VARIANTS:
+        raise ValueError(f"variant must be one of {KERPLE_VARIANTS}, got {variant!r}")
+    xp = namespace(q_pos, k_pos, r1, r2)
+    distance = xp.abs(xp.astype(relative_offsets(q_pos, k_pos), r1.dtype))  # (..., Tq, Tk)
+    kernel = kerple_log if variant == "log" else kerple_power
+    return kernel(distance, r1, r2)
