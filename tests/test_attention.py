@@ -233,3 +233,58 @@ def test_kv_cache_rejects_shape_changes() -> None:
     for _ in range(10):  # grows past its initial capacity
         keys = cache.append(entry(1, 2))
     assert keys.k.shape == (1, 2, 33, 4) and len(cache) == 33
+
+
+class _DistanceBias(posenc.PositionalEncoding):
+    """A test-only score bias, -slope_h * |i - j| + 0.1 * j, to exercise the bias path."""
+
+    def __init__(self, n_heads: int) -> None:
+        super().__init__()
+        self.slopes = torch.linspace(0.1, 1.0, n_heads, dtype=torch.float64)
+
+    def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+        dist = (q_pos[..., :, None] - k_pos[..., None, :]).abs().double().unsqueeze(-3)
+        out = -self.slopes[:, None, None] * dist + 0.1 * k_pos[..., None, None, :]
+        return out if out.ndim == 4 else out[None]  # (B|1, H, Tq, Tk)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_blockwise_bias_equals_whole_bias(causal: bool) -> None:
+    torch.manual_seed(0)
+    pe = _DistanceBias(4)
+    whole = posenc.Attention(32, 4, pe=pe, causal=causal, n_kv_heads=2, block_size=1024).double()
+    blocks = posenc.Attention(32, 4, pe=pe, causal=causal, n_kv_heads=2, block_size=3).double()
+    blocks.load_state_dict(whole.state_dict())
+    x = torch.randn(2, 11, 32, dtype=torch.float64)
+    pos = torch.tensor(
+        [[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]]
+    )
+    torch.testing.assert_close(blocks(x, pos), whole(x, pos))
+    mask = torch.ones(2, 11, dtype=torch.bool)
+    mask[1, :4] = False
+    torch.testing.assert_close(blocks(x, pos, padding_mask=mask), whole(x, pos, padding_mask=mask))
+    # explicit formula: softmax(q k^T / sqrt(d) + bias) over allowed keys
+    q, k, v = whole.qkv(x).split([32, 16, 16], dim=-1)
+    q = q.view(2, 11, 4, 8).transpose(1, 2)
+    k = k.view(2, 11, 2, 8).transpose(1, 2).repeat_interleave(2, dim=1)
+    v = v.view(2, 11, 2, 8).transpose(1, 2).repeat_interleave(2, dim=1)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(8) + pe.bias(pos, pos)
+    if causal:
+        scores = scores.masked_fill(torch.ones(11, 11, dtype=torch.bool).triu(1), float("-inf"))
+    expected = whole.proj((scores.softmax(-1) @ v).transpose(1, 2).reshape(2, 11, 32))
+    torch.testing.assert_close(blocks(x, pos), expected)
+
+
+def test_blockwise_bias_with_kv_cache_prefill_and_decode() -> None:
+    torch.manual_seed(0)
+    attn = posenc.Attention(32, 4, pe=_DistanceBias(4), causal=True, block_size=4).double()
+    x = torch.randn(1, 13, 32, dtype=torch.float64)
+    full = attn(x)
+    cache = KVCache()
+    parts = [attn(x[:, :9], cache=cache)] + [
+        attn(x[:, t : t + 1], cache=cache) for t in range(9, 13)
+    ]
+    torch.testing.assert_close(torch.cat(parts, dim=1), full)
+    cache = KVCache()
+    attn(x[:, :2], cache=cache)
+    torch.testing.assert_close(attn(x[:, 2:], cache=cache), full[:, 2:])  # 11 queries, offset 2

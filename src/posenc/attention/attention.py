@@ -26,6 +26,8 @@ class Attention(nn.Module):
         n_heads: query heads H. ``n_kv_heads`` (default H) key/value heads, dividing H.
         pe: the encoding whose hooks are called (shared across layers if the caller wishes).
         causal: mask keys after the query (by order in the sequence/cache, not by position id).
+        block_size: queries per block when the encoding has a ``bias``; the (Tq, Tk) bias is
+            never materialised whole.
     """
 
     def __init__(
@@ -38,6 +40,7 @@ class Attention(nn.Module):
         n_kv_heads: int | None = None,
         dropout: float = 0.0,
         bias: bool = False,
+        block_size: int = 512,
     ) -> None:
         super().__init__()
         check_positive_int(d_model, "d_model")
@@ -56,7 +59,9 @@ class Attention(nn.Module):
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
         self.head_dim = d_model // n_heads
+        check_positive_int(block_size, "block_size")
         self.causal, self.dropout, self.pe = causal, dropout, pe
+        self.block_size = block_size  # query block for score-bias encodings (memory O(H·block·T))
         kv_width = n_kv_heads * self.head_dim
         self.qkv = nn.Linear(d_model, d_model + 2 * kv_width, bias=bias)
         self.proj = nn.Linear(d_model, d_model, bias=bias)
@@ -93,11 +98,11 @@ class Attention(nn.Module):
         allowed = self._allowed(
             new, keys, offset, plain=padding_mask is None and segment_ids is None
         )
-        bias = self.pe.bias(pos, k_pos)  # (B|1, H|1, T, L) or None
         if self.pe.needs_explicit_attention:
+            bias = self.pe.bias(pos, k_pos)  # (B|1, H|1, T, L) or None
             out = self._explicit(q, keys.k, keys.v, pos, k_pos, bias, allowed)
         else:
-            out = self._sdpa(q, keys.k, keys.v, bias, allowed)
+            out = self._sdpa_blocks(q, keys, pos, k_pos, allowed, offset)
         return self.proj(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -127,6 +132,32 @@ class Attention(nn.Module):
         # A query with no visible key (e.g. a padding query) attends everywhere instead of NaN.
         return allowed | ~allowed.any(dim=-1, keepdim=True)
 
+    def _sdpa_blocks(
+        self,
+        q: Tensor,
+        keys: CachedKeys,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        allowed: Tensor | None,
+        offset: int,
+    ) -> Tensor:
+        """SDPA one query block at a time when the encoding has a bias: only one block's bias
+        (B|1, H|1, block, L_b) exists at once, and a causal block reads only the keys up to its
+        last query (L_b = offset + block end), so masked blocks cost nothing."""
+        T, L = q.shape[2], keys.k.shape[2]
+        has_bias = type(self.pe).bias is not PositionalEncoding.bias
+        if not has_bias or T <= self.block_size:
+            return self._sdpa(q, keys.k, keys.v, self.pe.bias(q_pos, k_pos), allowed)
+        outs = []
+        for s in range(0, T, self.block_size):
+            e = min(s + self.block_size, T)
+            Lb = offset + e if self.causal else L
+            bias = self.pe.bias(q_pos[..., s:e], k_pos[..., :Lb])  # (B|1, H|1, e - s, Lb)
+            blk_allowed = None if allowed is None else allowed[..., s:e, :Lb]
+            k, v = keys.k[:, :, :Lb], keys.v[:, :, :Lb]
+            outs.append(self._sdpa(q[:, :, s:e], k, v, bias, blk_allowed))
+        return torch.cat(outs, dim=2)  # (B, H, T, D)
+
     def _sdpa(
         self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, allowed: Tensor | None
     ) -> Tensor:
@@ -147,6 +178,7 @@ class Attention(nn.Module):
             dropout_p=self.dropout if self.training else 0.0,
             is_causal=is_causal,
             enable_gqa=self.n_kv_heads != self.n_heads,
+            scale=1.0 / math.sqrt(self.head_dim),  # not 1/sqrt(q's width): PoPE doubles it
         )
 
     def _explicit(
