@@ -4,6 +4,9 @@ use, which registers its encodings (kept lazy here to avoid an import cycle)."""
 from .base import PositionalEncoding
 
 #: Modules of ``posenc.encodings`` whose import registers encodings.
-MODULES: tuple[str, ...] = ("nope", "absolute", "rotary", "bias")
+MODULES: tuple[str, ...] = (
+    "nope", "absolute", "rotary", "bias",
+    "relative", "xpos", "pope", "randomized", "contextual",
+)
 
 __all__ = ["MODULES", "PositionalEncoding"]

@@ -6,13 +6,23 @@ same call computes on NumPy arrays and torch tensors.
 
 from ._xp import namespace, np_xp, torch_xp
 from .alibi import alibi_bias, alibi_slopes
+from .cope import cope_interpolate, cope_positions
 from .fire import fire_distance, fire_psi
 from .frequencies import angles, rope_inv_freq, wavelengths
 from .kerple import KERPLE_VARIANTS, KerpleVariant, kerple_bias, kerple_log, kerple_power
+from .pope import pope_polar, softplus
 from .relative import relative_offsets
 from .rotary import LAYOUTS, Layout, apply_rope, rope_cos_sin, rotary_dim
+from .shaw import (
+    gather_relative,
+    relative_key_logits,
+    relative_value_output,
+    shaw_relative_index,
+)
 from .sinusoidal import sinusoidal_table
 from .t5 import check_t5_buckets, t5_relative_bucket
+from .transformer_xl import transformer_xl_terms
+from .xpos import xpos_scale
 
 __all__ = [
     "KERPLE_VARIANTS",
@@ -24,19 +34,29 @@ __all__ = [
     "angles",
     "apply_rope",
     "check_t5_buckets",
+    "cope_interpolate",
+    "cope_positions",
     "fire_distance",
     "fire_psi",
+    "gather_relative",
     "kerple_bias",
     "kerple_log",
     "kerple_power",
     "namespace",
     "np_xp",
+    "pope_polar",
+    "relative_key_logits",
     "relative_offsets",
+    "relative_value_output",
     "rope_cos_sin",
     "rope_inv_freq",
     "rotary_dim",
+    "shaw_relative_index",
     "sinusoidal_table",
+    "softplus",
     "t5_relative_bucket",
     "torch_xp",
+    "transformer_xl_terms",
     "wavelengths",
+    "xpos_scale",
 ]

@@ -1,0 +1,73 @@
+"""PoPE: polar-coordinate position embedding (Gopalakrishnan et al. 2025, arXiv:2509.10534)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from .. import functional as PF
+from .._validate import check_positive_float, check_positive_int
+from ..registry import register
+from .base import PositionalEncoding
+from .rotary import check_qk
+
+
+@register("pope", family="rotary", paper="Gopalakrishnan et al., arXiv:2509.10534", year=2025)
+class PoPE(PositionalEncoding):
+    """Polar coordinates decouple content ("what") from position ("where") (PoPE, sec. 3):
+
+    q̃_tc = softplus(q_tc) e^(i t θ_c),  k̃_sc = softplus(k_sc) e^(i (s θ_c + δ_c)),
+    a_ts = Re[q̃_t^H k̃_s] = Σ_c μ_qc μ_kc cos((s - t) θ_c + δ_c),  θ_c = base^(-c/D), c < D.
+    Each of the D features is one complex component (D frequencies, not D/2), returned as 2D
+    real features [μ cos φ, μ sin φ]; attention still scales by 1/sqrt(D).
+    Choices where the paper is open (following x-transformers' ``PolarEmbedding``): the phase
+    bias δ is learned per head and frequency, starts at 0 and is clamped to [-2π, 0]; we apply
+    it as -δ on the query, which gives the same a_ts and works with grouped key heads.
+    ``phase_bias=False`` drops δ. Phases are computed in float64, magnitudes in float32.
+    """
+
+    keep_dtype_buffers = ("inv_freq",)
+    inv_freq: Tensor
+
+    def __init__(
+        self, *, head_dim: int, n_heads: int, base: float = 10000.0, phase_bias: bool = True
+    ) -> None:
+        super().__init__()
+        check_positive_int(head_dim, "head_dim")
+        check_positive_int(n_heads, "n_heads")
+        check_positive_float(base, "base")
+        if not isinstance(phase_bias, bool):
+            raise TypeError(f"phase_bias must be a bool, got {type(phase_bias).__name__}")
+        self.head_dim, self.n_heads, self.base = head_dim, n_heads, float(base)
+        inv_freq = PF.rope_inv_freq(2 * head_dim, base=self.base, xp=PF.torch_xp)  # base^(-c/D)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)  # (D,) float64
+        self.delta = nn.Parameter(torch.zeros(n_heads, head_dim)) if phase_bias else None
+
+    def phase_bias(self) -> Tensor | None:
+        """δ clamped to [-2π, 0], (H, D), or None."""
+        return None if self.delta is None else self.delta.clamp(-2 * math.pi, 0.0)
+
+    def polar(self, x: Tensor, pos: Tensor, shift: Tensor | None) -> Tensor:
+        """x (B, H, T, D) at positions (T,) or (B, T) -> (B, H, T, 2D), phases pos·θ - shift."""
+        phase = PF.angles(pos, self.inv_freq)  # (T, D) or (B, T, D) float64
+        phase = phase[:, None] if phase.ndim == 3 else phase  # (B, 1, T, D)
+        if shift is not None:
+            phase = phase - shift.to(phase.dtype)[:, None, :]  # (B|1, H, T, D)
+        work = torch.promote_types(x.dtype, torch.float32)
+        return PF.pope_polar(x, phase.cos().to(work), phase.sin().to(work))
+
+    def rotate(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
+        if q.shape[-1] != self.head_dim:
+            raise ValueError(f"q/k must have head_dim={self.head_dim} features, got {q.shape[-1]}")
+        if q.shape[1] != self.n_heads:
+            raise ValueError(f"q must have n_heads={self.n_heads} heads, got {q.shape[1]}")
+        q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
+        return self.polar(q, q_pos, self.phase_bias()), self.polar(k, k_pos, None)
+
+    def extra_repr(self) -> str:
+        return (
+            f"head_dim={self.head_dim}, n_heads={self.n_heads}, base={self.base}, "
+            f"phase_bias={self.delta is not None}"
+        )

@@ -1,0 +1,112 @@
+"""Randomized positional encodings (Ruoss et al. 2023, arXiv:2305.16843)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .._validate import check_nonnegative, check_positions, check_positive_int
+from ..registry import register
+from .base import PositionalEncoding, batch_positions
+
+#: Encodings whose positions can be drawn from a larger range (they read absolute positions).
+BASES: tuple[str, ...] = ("sinusoidal", "learned", "rope")
+
+
+@register("randomized", family="randomized", paper="Ruoss et al., arXiv:2305.16843", year=2023)
+class Randomized(PositionalEncoding):
+    """Train on random positions from a larger range, so test lengths meet seen positions:
+
+    training: pos' = S[pos], S a sorted uniform random subset of {0, ..., L - 1} of size
+    max(pos) + 1, drawn per batch row (L = ``max_len``, e.g. the longest test length);
+    evaluation: pos' = pos (or sampled too, with ``sample_in_eval=True``).
+    The base encoding (``base_encoding``, built with ``dim``/``head_dim``, ``max_len`` = L and
+    ``base_config``) receives pos' in every hook. A fresh S is drawn at each ``embed`` call
+    (once per TinyTransformer forward) or when the position tensor changes, so all layers of one
+    forward share it. ``seed`` gives the sampler its own generator (reproducible draws).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_len: int,
+        base_encoding: str = "rope",
+        dim: int | None = None,
+        head_dim: int | None = None,
+        base_config: dict[str, Any] | None = None,
+        sample_in_eval: bool = False,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__()
+        check_positive_int(max_len, "max_len")
+        if base_encoding not in BASES:
+            raise ValueError(f"base_encoding must be one of {BASES}, got {base_encoding!r}")
+        self.max_len, self.sample_in_eval = max_len, bool(sample_in_eval)
+        self.base = _build_base(base_encoding, max_len=max_len, dim=dim, head_dim=head_dim,
+                                config=base_config or {})
+        self.generator = None if seed is None else torch.Generator().manual_seed(seed)
+        self._memo: tuple[Tensor, int, Tensor] | None = None
+
+    @property
+    def sampling(self) -> bool:
+        """True when positions are drawn at random (training, or ``sample_in_eval``)."""
+        return self.training or self.sample_in_eval
+
+    def sample(self, batch: int, n: int, device: torch.device | None = None) -> Tensor:
+        """(batch, n) int64: per row a sorted uniform random n-subset of range(max_len).
+
+        Raises: ValueError when n > max_len (the range cannot hold n distinct positions).
+        """
+        if n > self.max_len:
+            raise ValueError(
+                f"randomized positions need max_len >= sequence length, got max_len="
+                f"{self.max_len} for {n} positions; raise max_len (the random range)"
+            )
+        gen_device = None if self.generator is None else self.generator.device
+        noise = torch.rand(batch, self.max_len, generator=self.generator,
+                           device=gen_device or device)  # (B, L)
+        subset = noise.argsort(dim=-1)[:, :n]  # (B, n), uniform random n-subset
+        return subset.sort(dim=-1).values.to(device)
+
+    def transform(self, pos: Tensor, batch: int, *, fresh: bool = False) -> Tensor:
+        """Positions (T,) or (B, T) -> sampled positions (B, T) (or ``pos`` when not sampling)."""
+        pos = check_positions(pos)
+        if not self.sampling:
+            return pos
+        memo = self._memo
+        if not fresh and memo is not None and memo[0] is pos and memo[1] == pos._version:
+            return memo[2]
+        check_nonnegative(pos)
+        rows = batch_positions(pos, batch)  # (B, T)
+        n = int(rows.max()) + 1 if rows.numel() else 0
+        out = self.sample(batch, n, pos.device).gather(1, rows)  # (B, T)
+        if not torch.compiler.is_compiling():
+            self._memo = (pos, pos._version, out)
+        return out
+
+    def clear_cache(self) -> None:
+        self._memo = None
+
+    def embed(self, x: Tensor, pos: Tensor) -> Tensor:
+        return self.base.embed(x, self.transform(pos, x.shape[0], fresh=True))
+
+    def rotate(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
+        new_q = self.transform(q_pos, q.shape[0])
+        new_k = new_q if k_pos is q_pos else self.transform(k_pos, k.shape[0])
+        return self.base.rotate(q, k, new_q, new_k)
+
+    def extra_repr(self) -> str:
+        return f"max_len={self.max_len}, sample_in_eval={self.sample_in_eval}"
+
+
+def _build_base(
+    name: str, *, max_len: int, dim: int | None, head_dim: int | None, config: dict[str, Any]
+) -> PositionalEncoding:
+    from ..registry import build, info
+
+    accepted = info(name).parameters
+    shared = {"dim": dim, "head_dim": head_dim, "max_len": max_len}
+    given = {k: v for k, v in shared.items() if k in accepted and v is not None}
+    return build(name, **(given | config))

@@ -1,0 +1,114 @@
+"""Relative encodings that rewrite attention logits: Shaw et al. 2018 and Transformer-XL."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from .. import functional as PF
+from .._validate import check_positive_float, check_positive_int
+from ..registry import register
+from .base import PositionalEncoding
+from .rotary import check_qk
+
+
+def _check_head_dim(q: Tensor, head_dim: int) -> None:
+    if q.shape[-1] != head_dim:
+        raise ValueError(f"q/k must have head_dim={head_dim} features, got {q.shape[-1]}")
+
+
+@register("shaw", family="relative", paper="Shaw et al., arXiv:1803.02155", year=2018)
+class Shaw(PositionalEncoding):
+    """Learned relative embeddings for keys and values (Shaw et al. 2018, eq. 3-6):
+
+    e_ij = q_i·(k_j + a^K_ij) / sqrt(D),  z_i = Σ_j α_ij (v_j + a^V_ij),
+    a_ij = w[clip(j - i, -K, K)] with K = ``max_distance``: distances past K share the edge row.
+    One (2K+1, D) table per term, shared by heads (as in the paper); ``values=False`` drops a^V.
+    Tables start N(0, 0.02²). Indices come from positions, so cached decoding is exact.
+    """
+
+    def __init__(self, *, head_dim: int, max_distance: int = 16, values: bool = True) -> None:
+        super().__init__()
+        check_positive_int(head_dim, "head_dim")
+        check_positive_int(max_distance, "max_distance")
+        if not isinstance(values, bool):
+            raise TypeError(f"values must be a bool, got {type(values).__name__}")
+        self.head_dim, self.max_distance = head_dim, max_distance
+        rows = 2 * max_distance + 1
+        self.key_table = nn.Parameter(torch.empty(rows, head_dim))  # (2K+1, D)
+        self.value_table = nn.Parameter(torch.empty(rows, head_dim)) if values else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for table in (self.key_table, self.value_table):
+            if table is not None:
+                nn.init.normal_(table, std=0.02)
+
+    def index(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        """Table rows clip(j - i, -K, K) + K: (Tq, Tk) or (B, Tq, Tk)."""
+        return PF.shaw_relative_index(q_pos, k_pos, max_distance=self.max_distance)
+
+    def relative_logits(
+        self, scores: Tensor, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor
+    ) -> Tensor:
+        _check_head_dim(q, self.head_dim)
+        q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
+        extra = PF.relative_key_logits(q, self.key_table.to(q.dtype), self.index(q_pos, k_pos))
+        return scores + extra / math.sqrt(self.head_dim)  # (B, H, Tq, Tk)
+
+    def relative_values(self, probs: Tensor, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
+        if self.value_table is None:
+            return None
+        return PF.relative_value_output(probs, self.value_table, self.index(q_pos, k_pos))
+
+    def extra_repr(self) -> str:
+        values = self.value_table is not None
+        return f"head_dim={self.head_dim}, max_distance={self.max_distance}, values={values}"
+
+
+@register("transformer_xl", family="relative", paper="Dai et al., arXiv:1901.02860", year=2019)
+class TransformerXL(PositionalEncoding):
+    """Transformer-XL relative attention (Dai et al. 2019, sec. 3.3):
+
+    A_ij = q_i·k_j + q_i·W_R R_(i-j) + u·k_j + v·W_R R_(i-j), all divided by sqrt(D),
+    R_p the sinusoidal row (width C = ``dim``) of offset p = i - j, W_R (H·D, C) shared by the
+    layers using this encoding, u, v (H, D) the global content and position biases. Parameters
+    start N(0, 0.02²) as in the paper's code. Offsets come from positions (cached decoding works).
+    """
+
+    def __init__(
+        self, *, dim: int, n_heads: int, head_dim: int | None = None, base: float = 10000.0
+    ) -> None:
+        super().__init__()
+        check_positive_int(n_heads, "n_heads")
+        PF.rope_inv_freq(dim, base=base)  # validates dim (even, > 0) and base
+        head_dim = dim // n_heads if head_dim is None else head_dim
+        check_positive_int(head_dim, "head_dim")
+        check_positive_float(base, "base")
+        self.dim, self.n_heads, self.head_dim, self.base = dim, n_heads, head_dim, float(base)
+        self.r_proj = nn.Parameter(torch.empty(n_heads * head_dim, dim))  # W_R (H*D, C)
+        self.u = nn.Parameter(torch.empty(n_heads, head_dim))  # (H, D)
+        self.v = nn.Parameter(torch.empty(n_heads, head_dim))  # (H, D)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for p in (self.r_proj, self.u, self.v):
+            nn.init.normal_(p, std=0.02)
+
+    def relative_logits(
+        self, scores: Tensor, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor
+    ) -> Tensor:
+        _check_head_dim(q, self.head_dim)
+        if q.shape[1] != self.n_heads:
+            raise ValueError(f"q must have n_heads={self.n_heads} heads, got {q.shape[1]}")
+        q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
+        terms = PF.transformer_xl_terms(
+            q, k, q_pos, k_pos, r_proj=self.r_proj.to(q.dtype), u=self.u.to(q.dtype),
+            v=self.v.to(q.dtype), base=self.base,
+        )  # (B, H, Tq, Tk)
+        return scores + terms / math.sqrt(self.head_dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, n_heads={self.n_heads}, head_dim={self.head_dim}, base={self.base}"

@@ -1,0 +1,74 @@
+"""xPos: extrapolatable rotary embedding (Sun et al. 2022, arXiv:2212.10554)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .. import functional as PF
+from .._validate import check_even, check_positive_float
+from ..functional import LAYOUTS, Layout
+from ..registry import register
+from .base import PositionalEncoding
+from .rotary import check_qk
+
+
+@register("xpos", family="rotary", paper="Sun et al., arXiv:2212.10554", year=2022)
+class XPos(PositionalEncoding):
+    """RoPE with exponential decay (Sun et al. 2022, eq. 11; torchscale ``XPOS``):
+
+    q_n -> ζ^(n/γ_s) ⊙ R_n q_n,  k_m -> ζ^(-m/γ_s) ⊙ R_m k_m,  ζ_i = (2i/d + γ)/(1 + γ),
+    so q·k decays as ζ^((n - m)/γ_s) with distance; γ_s = ``scale_base`` (512), γ = ``gamma``
+    (0.4), R_n the RoPE rotation (θ_i = base^(-2i/d), ``layout``, ``partial`` as in ``rope``).
+    The scale multiplies cos/sin (pairs share it); unrotated features are not scaled.
+    Meant for causal attention (n >= m): for keys after the query the factor grows.
+    Positions are not centred, so cached keys stay valid; float32 overflows past ~36k positions.
+    """
+
+    keep_dtype_buffers = ("inv_freq",)
+    inv_freq: Tensor
+
+    def __init__(
+        self,
+        *,
+        head_dim: int,
+        base: float = 10000.0,
+        layout: Layout = "half",
+        partial: float = 1.0,
+        scale_base: float = 512.0,
+        gamma: float = 0.4,
+    ) -> None:
+        super().__init__()
+        check_even(head_dim, "head_dim")
+        for value, what in ((base, "base"), (scale_base, "scale_base"), (gamma, "gamma")):
+            check_positive_float(value, what)
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        self.head_dim, self.base, self.layout = head_dim, float(base), layout
+        self.partial, self.scale_base, self.gamma = float(partial), float(scale_base), float(gamma)
+        self.rotary_dim = PF.rotary_dim(head_dim, self.partial)
+        inv_freq = PF.rope_inv_freq(self.rotary_dim, base=self.base, xp=PF.torch_xp)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)  # (P,) float64
+
+    def rotate_scaled(self, x: Tensor, pos: Tensor, sign: float) -> Tensor:
+        """Rotate x (B, H, T, D) at positions (T,) or (B, T) and scale by ζ^(sign·pos/γ_s)."""
+        cos, sin = PF.rope_cos_sin(pos, self.inv_freq)  # (T, P) or (B, T, P) float64
+        scale = PF.xpos_scale(sign * pos, self.rotary_dim, scale_base=self.scale_base,
+                              gamma=self.gamma)
+        work = torch.promote_types(x.dtype, torch.float32)
+        cos, sin = (cos * scale).to(work), (sin * scale).to(work)
+        if cos.ndim == 3:
+            cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, P)
+        return PF.apply_rope(x, cos, sin, layout=self.layout)
+
+    def rotate(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
+        if q.shape[-1] != self.head_dim:
+            raise ValueError(f"q/k must have head_dim={self.head_dim} features, got {q.shape[-1]}")
+        q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
+        return self.rotate_scaled(q, q_pos, 1.0), self.rotate_scaled(k, k_pos, -1.0)
+
+    def extra_repr(self) -> str:
+        return (
+            f"head_dim={self.head_dim}, base={self.base}, layout={self.layout!r}, "
+            f"partial={self.partial}, scale_base={self.scale_base}, gamma={self.gamma}"
+        )

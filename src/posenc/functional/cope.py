@@ -1,0 +1,49 @@
+"""CoPE: contextual position encoding (Golovneva et al. 2024, arXiv:2405.18719)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._validate import check_positive_int
+from ._xp import namespace
+
+
+def cope_positions(logits: Any, *, n_positions: int) -> Any:
+    """Contextual positions p_ij = Σ_(t=j..i) σ(z_it), clamped to n_positions - 1 (eq. 3-4).
+
+    z are the masked attention logits: a masked key has z = -inf, so its gate σ(z) is 0 and
+    keys after the query add nothing. The sum over t >= j is a cumulative sum of the flipped
+    row, as in the paper's code.
+    Shapes: logits (..., Tq, Tk) -> (..., Tq, Tk) in [0, n_positions - 1].
+    Raises: ValueError for n_positions < 2.
+    """
+    check_positive_int(n_positions, "n_positions", minimum=2)
+    xp = namespace(logits)
+    gates = _sigmoid(logits, xp)  # σ(z), 0 where z = -inf
+    from_j = xp.flip(xp.cumulative_sum(xp.flip(gates, axis=-1), axis=-1), axis=-1)
+    return xp.clip(from_j, max=float(n_positions - 1))
+
+
+def cope_interpolate(positions: Any, per_position: Any) -> Any:
+    """Linear interpolation of integer-position values at fractional positions (eq. 5):
+
+    out_ij = (1 - w) e[floor p_ij] + w e[ceil p_ij], w = p_ij - floor p_ij, with
+    e = ``per_position`` (q_i · e[p] for every integer p).
+    Shapes: positions (..., Tq, Tk); per_position (..., Tq, P) -> (..., Tq, Tk).
+    """
+    xp = namespace(positions, per_position)
+    floor = xp.floor(positions)
+    w = positions - floor  # (..., Tq, Tk)
+    lo = xp.astype(floor, xp.int64)
+    hi = xp.astype(xp.ceil(positions), xp.int64)
+    e_lo = xp.take_along_axis(per_position, lo, axis=-1)
+    e_hi = xp.take_along_axis(per_position, hi, axis=-1)
+    return e_lo * (1.0 - w) + e_hi * w
+
+
+def _sigmoid(z: Any, xp: Any) -> Any:
+    """σ(z) without overflow, with finite gradients at z = -inf (each branch sees safe inputs)."""
+    nonneg = z >= 0
+    z_pos, z_neg = xp.where(nonneg, z, 0.0), xp.where(nonneg, 0.0, z)
+    e = xp.exp(z_neg)  # in [0, 1]
+    return xp.where(nonneg, 1.0 / (1.0 + xp.exp(-z_pos)), e / (1.0 + e))

@@ -1,0 +1,33 @@
+"""PoPE: polar-coordinate position embedding (Gopalakrishnan et al. 2025, arXiv:2509.10534)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._xp import namespace
+
+
+def softplus(x: Any) -> Any:
+    """log(1 + e^x), computed stably as logaddexp(0, x). Shapes: any -> same."""
+    xp = namespace(x)
+    return xp.logaddexp(xp.zeros_like(x), x)
+
+
+def pope_polar(x: Any, cos: Any, sin: Any) -> Any:
+    """Polar features of x: magnitude μ_c = softplus(x_c), phase φ_c (the "what" and the "where").
+
+    Component c becomes the complex number μ_c e^(iφ_c), stored as real parts then imaginary
+    parts, so that for a query at phase tθ_c and a key at sθ_c + δ_c the dot product of the
+    outputs is Re[q̃^H k̃] = Σ_c μ_qc μ_kc cos((s - t)θ_c + δ_c). Runs in the wider of x's and
+    cos's dtypes; the result has x's dtype.
+    Shapes: x (..., T, D); cos, sin broadcastable to (..., T, D) -> (..., T, 2D).
+    Raises: ValueError when the phases do not have D components.
+    """
+    xp = namespace(x, cos, sin)
+    if cos.shape[-1] != x.shape[-1]:
+        raise ValueError(
+            f"PoPE needs one phase per feature: x has {x.shape[-1]}, cos has {cos.shape[-1]}"
+        )
+    work = xp.result_type(x.dtype, cos.dtype)
+    mag = softplus(xp.astype(x, work))  # (..., T, D)
+    return xp.astype(xp.concat([mag * cos, mag * sin], axis=-1), x.dtype)  # (..., T, 2D)

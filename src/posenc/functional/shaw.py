@@ -1,0 +1,68 @@
+"""Shaw et al. 2018 (arXiv:1803.02155): clipped relative-position embeddings for keys/values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._validate import check_positive_int
+from ._xp import namespace
+from .relative import relative_offsets
+
+
+def shaw_relative_index(q_pos: Any, k_pos: Any, *, max_distance: int) -> Any:
+    """Table row of each (query i, key j): clip(j - i, -K, K) + K with K = ``max_distance``.
+
+    Keys further than K on either side share the edge rows (Shaw et al. 2018, eq. 5-6).
+    Shapes: q_pos (..., Tq), k_pos (..., Tk) integer -> (..., Tq, Tk) in [0, 2K].
+    Raises: ValueError for max_distance < 1.
+    """
+    check_positive_int(max_distance, "max_distance")
+    xp = namespace(q_pos, k_pos)
+    key_minus_query = -relative_offsets(q_pos, k_pos)  # (..., Tq, Tk), j - i
+    return xp.clip(key_minus_query, -max_distance, max_distance) + max_distance
+
+
+def gather_relative(per_offset: Any, index: Any) -> Any:
+    """Entry of each pair's relative row: out[..., i, j] = per_offset[..., i, index[i, j]].
+
+    The gather equivalent of Transformer-XL's relative shift, valid for any positions.
+    Shapes: per_offset (B, H, Tq, R); index (Tq, Tk) or (B, Tq, Tk) in [0, R) -> (B, H, Tq, Tk).
+    """
+    xp = namespace(per_offset, index)
+    B, H, Tq, _ = per_offset.shape
+    if index.ndim == 3:
+        index = index[:, None]  # (B, 1, Tq, Tk)
+    index = xp.broadcast_to(index, (B, H, Tq, index.shape[-1]))
+    return xp.take_along_axis(per_offset, index, axis=-1)
+
+
+def relative_key_logits(q: Any, table: Any, index: Any) -> Any:
+    """q_i · a^K_ij with a^K_ij = table[index_ij] (Shaw et al. 2018, eq. 5), unscaled.
+
+    Shapes: q (B, H, Tq, D); table (R, D); index (Tq, Tk) or (B, Tq, Tk) -> (B, H, Tq, Tk).
+    """
+    xp = namespace(q, table)
+    per_row = xp.matmul(q, xp.matrix_transpose(table))  # (B, H, Tq, R)
+    return gather_relative(per_row, index)
+
+
+def relative_value_output(probs: Any, table: Any, index: Any) -> Any:
+    """Σ_j α_ij a^V_ij with a^V_ij = table[index_ij] (Shaw et al. 2018, eq. 3).
+
+    Attention mass is summed per table row (a one-hot of the index), then mixed by the table.
+    Shapes: probs (B, H, Tq, Tk); table (R, D); index (Tq, Tk) or (B, Tq, Tk) -> (B, H, Tq, D).
+    """
+    xp = namespace(probs, table, index)
+    R = table.shape[0]
+    rows = xp.arange(R, dtype=index.dtype, device=_device(index))
+    one_hot = xp.astype(index[..., None] == rows, probs.dtype)  # (B?, Tq, Tk, R)
+    if one_hot.ndim == 4:
+        one_hot = one_hot[:, None]  # (B, 1, Tq, Tk, R)
+    per_row = xp.matmul(probs[..., None, :], one_hot)[..., 0, :]  # (B, H, Tq, R)
+    return xp.matmul(per_row, xp.astype(table, probs.dtype))  # (B, H, Tq, D)
+
+
+def _device(x: Any) -> Any:
+    import array_api_compat
+
+    return array_api_compat.device(x)

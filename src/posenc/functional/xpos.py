@@ -1,0 +1,30 @@
+"""xPos: RoPE with an exponential decay (Sun et al. 2022, arXiv:2212.10554, sec. 3.2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._validate import check_even, check_positive_float
+from ._xp import namespace
+
+
+def xpos_scale(pos: Any, rotary_dim: int, *, scale_base: float = 512.0, gamma: float = 0.4) -> Any:
+    """Per-pair scale ζ_i^(n / scale_base), ζ_i = (2i/d + γ) / (1 + γ), i = 0 .. d/2 - 1.
+
+    Queries at n are scaled by ζ^(n/scale_base) and keys at m by ζ^(-m/scale_base), so
+    q·k carries ζ^((n - m)/scale_base): a decay with distance that RoPE alone lacks. The
+    torchscale code centres n and m on the sequence middle; the product is the same, and
+    uncentred positions keep cached keys valid. float32 overflows past ~36k positions.
+    Shapes: pos (...,) integer -> (..., d/2) float64.
+    Raises: ValueError for an odd rotary_dim, scale_base <= 0 or gamma <= 0.
+    """
+    check_even(rotary_dim, "rotary_dim")
+    check_positive_float(scale_base, "scale_base")
+    check_positive_float(gamma, "gamma")
+    xp = namespace(pos)
+    import array_api_compat
+
+    i2 = xp.arange(0, rotary_dim, 2, dtype=xp.float64, device=array_api_compat.device(pos))
+    zeta = (i2 / rotary_dim + gamma) / (1.0 + gamma)  # (P,)
+    power = xp.astype(pos, xp.float64)[..., None] / float(scale_base)  # (..., 1)
+    return zeta**power  # (..., P)
