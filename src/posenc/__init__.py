@@ -25,6 +25,8 @@ _LAZY = {
     "positions_from_padding": "posenc.attention",
     "packed_positions": "posenc.attention",
     "decode_positions": "posenc.attention",
+    "rope_from_hf": "posenc.extension.hf",
+    "rope_to_hf": "posenc.extension.hf",
 }
 _SUBMODULES = ("functional", "encodings", "attention", "registry")
 
@@ -46,6 +48,8 @@ __all__ = [
     "positions_from_padding",
     "register",
     "registry",
+    "rope_from_hf",
+    "rope_to_hf",
 ]
 
 if TYPE_CHECKING:
@@ -59,6 +63,7 @@ if TYPE_CHECKING:
         positions_from_padding,
     )
     from .encodings.base import PositionalEncoding
+    from .extension.hf import rope_from_hf, rope_to_hf
     from .registry import build, build_for_model, info, names, register
 
 

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
 
 from .. import functional as PF
 from .._validate import check_even, check_ndim, check_positions, check_positive_float
+from ..extension.config import ScalingConfig, scaling_config
 from ..functional import LAYOUTS, Layout
 from ..registry import register
 from .base import PositionalEncoding
+
+KVPolicy = Literal["reference", "rerotate"]
+KV_POLICIES: tuple[KVPolicy, ...] = ("reference", "rerotate")
 
 
 def check_qk(q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
@@ -38,12 +43,22 @@ class RoPE(PositionalEncoding):
     R_m rotating pair i by m·θ_i, θ_i = base^(-2i/d), so <R_m q, R_n k> = <q, R_(n-m) k>.
     ``layout``: "half" (GPT-NeoX/HF) or "interleaved" (RoFormer/Meta); ``partial``: fraction
     of head_dim rotated (the rest passes through, GPT-NeoX). Angles are computed in float64
-    from int64 positions and cos/sin shared by every layer of one forward; ``inv_freq`` stays
-    float64 under ``model.to(bf16)``. Rotation runs in float32 (or q's dtype if wider).
+    from int64 positions and cos/sin shared by every layer of one forward; the frequencies
+    ``inv_freq64`` stay float64 under ``model.to(bf16)`` (``inv_freq`` is their float32 copy, as
+    Hugging Face stores it). Rotation runs in float32 (or q's dtype if wider).
+
+    ``scaling``: a context-extension method (``posenc.extension``), a dict such as
+    ``{"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}`` or a
+    ScalingConfig; cos and sin are multiplied by its ``attention_scaling``. Dynamic methods
+    (``dynamic``, ``longrope``) follow the current length max(positions) + 1 of each call.
+    ``kv_policy``: "reference" caches keys rotated once (as transformers does: with dynamic
+    methods earlier keys keep stale frequencies); "rerotate" caches unrotated keys and rotates
+    them all with the current frequencies, so cached decoding equals a fresh forward.
     """
 
-    keep_dtype_buffers = ("inv_freq",)
-    inv_freq: Tensor
+    keep_dtype_buffers = ("inv_freq64", "default_inv_freq64")
+    inv_freq64: Tensor
+    default_inv_freq64: Tensor
 
     def __init__(
         self,
@@ -52,42 +67,75 @@ class RoPE(PositionalEncoding):
         base: float = 10000.0,
         layout: Layout = "half",
         partial: float = 1.0,
+        scaling: ScalingConfig | Mapping[str, Any] | None = None,
+        kv_policy: KVPolicy = "reference",
     ) -> None:
         super().__init__()
         check_even(head_dim, "head_dim")
         check_positive_float(base, "base")
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        if kv_policy not in KV_POLICIES:
+            raise ValueError(f"kv_policy must be one of {KV_POLICIES}, got {kv_policy!r}")
         self.head_dim, self.base, self.layout = head_dim, float(base), layout
-        self.partial = float(partial)
+        self.partial, self.kv_policy = float(partial), kv_policy
         self.rotary_dim = PF.rotary_dim(head_dim, self.partial)
-        inv_freq = PF.rope_inv_freq(self.rotary_dim, base=self.base, xp=PF.torch_xp)
-        self.register_buffer("inv_freq", inv_freq, persistent=False)  # (P,) float64
+        default = PF.rope_inv_freq(self.rotary_dim, base=self.base, xp=PF.torch_xp)  # (P,)
+        self.scaling = None if scaling is None else scaling_config(scaling)
+        inv_freq, self.attention_scaling = (
+            (default, 1.0) if self.scaling is None else self.scaling.apply(default)
+        )
+        self.register_buffer("default_inv_freq64", default, persistent=False)  # (P,) float64
+        self.register_buffer("inv_freq64", inv_freq, persistent=False)  # (P,) float64
         self._memo: tuple[Tensor, Any, Tensor, Tensor] | None = None
+
+    @property
+    def inv_freq(self) -> Tensor:
+        """Frequencies (P,) in float32, before any dynamic adjustment (Hugging Face's buffer)."""
+        return self.inv_freq64.float()
+
+    def frequencies(self, seq_len: int | None = None) -> tuple[Tensor, float]:
+        """(inv_freq (P,) float64, attention_scaling) at the current length ``seq_len``."""
+        if self.scaling is None or not self.scaling.dynamic or seq_len is None:
+            return self.inv_freq64, self.attention_scaling
+        return self.scaling.apply(self.default_inv_freq64, seq_len)
+
+    def seq_len(self, *positions: Tensor) -> int | None:
+        """max(positions) + 1 for dynamic scaling (what transformers uses), else None."""
+        if self.scaling is None or not self.scaling.dynamic:
+            return None
+        return max(int(p.max()) for p in positions if p.numel()) + 1
 
     def clear_cache(self) -> None:
         self._memo = None
 
-    def cos_sin(self, pos: Tensor, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
-        """cos, sin (..., P) in ``dtype`` for int64 positions (...,), from float64 angles.
+    def cos_sin(
+        self, pos: Tensor, dtype: torch.dtype = torch.float32, seq_len: int | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """cos, sin (..., P) in ``dtype`` for int64 positions (...,), from float64 angles, times
+        the scaling's attention factor. ``seq_len`` (dynamic scaling) defaults to max(pos) + 1.
 
         The last result is memoised on the position tensor itself, so all layers of a forward
         share one computation.
         """
-        key = (pos._version, dtype)
+        seq_len = self.seq_len(pos) if seq_len is None else seq_len
+        key = (pos._version, dtype, seq_len)
         memo = self._memo
         if memo is not None and memo[0] is pos and memo[1] == key:
             return memo[2], memo[3]
-        cos, sin = PF.rope_cos_sin(pos, self.inv_freq)
+        inv_freq, scale = self.frequencies(seq_len)
+        cos, sin = PF.rope_cos_sin(pos, inv_freq)  # float64
+        if scale != 1.0:
+            cos, sin = cos * scale, sin * scale
         cos, sin = cos.to(dtype), sin.to(dtype)
         if not torch.compiler.is_compiling():
             self._memo = (pos, key, cos, sin)
         return cos, sin
 
-    def rotate_one(self, x: Tensor, pos: Tensor) -> Tensor:
-        """Rotate x (B, H, T, D) at positions (T,) or (B, T)."""
+    def rotate_one(self, x: Tensor, pos: Tensor, seq_len: int | None = None) -> Tensor:
+        """Rotate x (B, H, T, D) at positions (T,) or (B, T) (dynamic scaling at ``seq_len``)."""
         work = torch.promote_types(x.dtype, torch.float32)
-        cos, sin = self.cos_sin(pos, work)  # (T, P) or (B, T, P)
+        cos, sin = self.cos_sin(pos, work, seq_len)  # (T, P) or (B, T, P)
         if cos.ndim == 3:
             cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, P)
         return PF.apply_rope(x, cos, sin, layout=self.layout)
@@ -96,10 +144,12 @@ class RoPE(PositionalEncoding):
         if q.shape[-1] != self.head_dim:
             raise ValueError(f"q/k must have head_dim={self.head_dim} features, got {q.shape[-1]}")
         q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
-        return self.rotate_one(q, q_pos), self.rotate_one(k, k_pos)
+        seq_len = self.seq_len(q_pos, k_pos)
+        return self.rotate_one(q, q_pos, seq_len), self.rotate_one(k, k_pos, seq_len)
 
     def extra_repr(self) -> str:
+        scaling = "" if self.scaling is None else f", scaling={self.scaling}"
         return (
             f"head_dim={self.head_dim}, base={self.base}, layout={self.layout!r}, "
-            f"partial={self.partial}"
+            f"partial={self.partial}{scaling}, kv_policy={self.kv_policy!r}"
         )

@@ -1,0 +1,244 @@
+"""Validated, frozen configurations of the context-extension methods, and their registry.
+
+``scaling_config({"rope_type": "yarn", "factor": 4, ...})`` builds the matching config (the
+keys are those of a Hugging Face ``rope_scaling`` / ``rope_parameters`` dict); every invalid
+value raises ValueError/TypeError naming the key. ``config.apply(inv_freq, seq_len)`` returns
+``Scaled(inv_freq, attention_scaling)`` from the pure functions in ``scaling.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from . import scaling as S
+
+__all__ = [
+    "SCALINGS",
+    "DynamicNTKScaling",
+    "LinearScaling",
+    "Llama3Scaling",
+    "LongRoPEScaling",
+    "NTKScaling",
+    "ScalingConfig",
+    "YaRNScaling",
+    "scaling_config",
+]
+
+
+def _number(value: Any, key: str, *, minimum: float = 0.0, inclusive: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"scaling key {key!r} must be a number, got {type(value).__name__}")
+    ok = value >= minimum if inclusive else value > minimum
+    if not ok or not math.isfinite(value):
+        bound = ">=" if inclusive else ">"
+        raise ValueError(
+            f"scaling key {key!r} must be a finite number {bound} {minimum}, got {value}"
+        )
+
+
+def _factor(value: Any, key: str = "factor") -> None:
+    """Context extension stretches: a factor < 1 would shrink the context (never intended)."""
+    _number(value, key, minimum=1.0, inclusive=True)
+
+
+def _length(value: Any, key: str = "original_max_position_embeddings") -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"scaling key {key!r} must be a positive integer length, got {value!r}")
+
+
+def _optional(value: Any, key: str) -> None:
+    if value is not None:
+        _number(value, key)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScalingConfig:
+    """Base of the method configs: ``apply`` returns the scaled frequencies."""
+
+    method: ClassVar[str] = ""
+    #: True when the frequencies depend on the current sequence length.
+    dynamic: ClassVar[bool] = False
+
+    def apply(self, inv_freq: Any, seq_len: int | None = None) -> S.Scaled:
+        """Scaled frequencies for default ``inv_freq`` (P,) at the current length ``seq_len``."""
+        return S.METHODS[self.method](inv_freq, **self._kwargs(seq_len))
+
+    def _kwargs(self, seq_len: int | None) -> dict[str, Any]:
+        kwargs = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return kwargs | ({"seq_len": seq_len} if self.dynamic else {})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The Hugging Face ``rope_parameters`` form: ``{"rope_type": method, **fields}``."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        values = {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+        return {"rope_type": self.method, **{k: v for k, v in values.items() if v is not None}}
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinearScaling(ScalingConfig):
+    """Position interpolation: every frequency divided by ``factor``."""
+
+    method: ClassVar[str] = "linear"
+    factor: float
+
+    def __post_init__(self) -> None:
+        _factor(self.factor)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NTKScaling(ScalingConfig):
+    """NTK-aware: base multiplied by ``factor`` ** (d / (d - 2))."""
+
+    method: ClassVar[str] = "ntk"
+    factor: float
+
+    def __post_init__(self) -> None:
+        _factor(self.factor)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DynamicNTKScaling(ScalingConfig):
+    """Dynamic NTK: the NTK factor follows the current length past the original one."""
+
+    method: ClassVar[str] = "dynamic"
+    dynamic: ClassVar[bool] = True
+    factor: float
+    original_max_position_embeddings: int
+
+    def __post_init__(self) -> None:
+        _factor(self.factor)
+        _length(self.original_max_position_embeddings)
+
+
+@dataclass(frozen=True, kw_only=True)
+class YaRNScaling(ScalingConfig):
+    """YaRN: NTK-by-parts ramp between ``beta_fast`` and ``beta_slow`` turns, plus temperature."""
+
+    method: ClassVar[str] = "yarn"
+    factor: float
+    original_max_position_embeddings: int
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    mscale: float | None = None
+    mscale_all_dim: float | None = None
+    attention_factor: float | None = None
+    truncate: bool = True
+
+    def __post_init__(self) -> None:
+        _factor(self.factor)
+        _length(self.original_max_position_embeddings)
+        _number(self.beta_slow, "beta_slow")
+        _number(self.beta_fast, "beta_fast")
+        if self.beta_fast <= self.beta_slow:
+            raise ValueError(
+                "scaling key 'beta_fast' must be > 'beta_slow' (turns where the ramp ends/starts), "
+                f"got beta_fast={self.beta_fast}, beta_slow={self.beta_slow}"
+            )
+        for key in ("mscale", "mscale_all_dim", "attention_factor"):
+            _optional(getattr(self, key), key)
+        if not isinstance(self.truncate, bool):
+            raise TypeError(f"scaling key 'truncate' must be a bool, got {self.truncate!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LongRoPEScaling(ScalingConfig):
+    """LongRoPE: per-pair factors, short or long by the current length."""
+
+    method: ClassVar[str] = "longrope"
+    dynamic: ClassVar[bool] = True
+    short_factor: tuple[float, ...]
+    long_factor: tuple[float, ...]
+    original_max_position_embeddings: int
+    factor: float
+    attention_factor: float | None = None
+
+    def __post_init__(self) -> None:
+        for key in ("short_factor", "long_factor"):
+            values = getattr(self, key)
+            if isinstance(values, str | bytes) or not hasattr(values, "__len__"):
+                raise TypeError(f"scaling key {key!r} must be a list of numbers, got {values!r}")
+            for v in values:
+                _number(v, key)
+            object.__setattr__(self, key, tuple(float(v) for v in values))
+        if len(self.short_factor) != len(self.long_factor):
+            raise ValueError(
+                f"scaling keys 'short_factor' and 'long_factor' must have the same length, got "
+                f"{len(self.short_factor)} and {len(self.long_factor)}"
+            )
+        _length(self.original_max_position_embeddings)
+        _factor(self.factor)
+        _optional(self.attention_factor, "attention_factor")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Llama3Scaling(ScalingConfig):
+    """Llama 3.1: keep short wavelengths, divide long ones by ``factor``, ramp in between."""
+
+    method: ClassVar[str] = "llama3"
+    factor: float
+    low_freq_factor: float
+    high_freq_factor: float
+    original_max_position_embeddings: int
+
+    def __post_init__(self) -> None:
+        _factor(self.factor)
+        _number(self.low_freq_factor, "low_freq_factor")
+        _number(self.high_freq_factor, "high_freq_factor")
+        if self.low_freq_factor >= self.high_freq_factor:
+            raise ValueError(
+                "scaling key 'low_freq_factor' must be < 'high_freq_factor', got "
+                f"low_freq_factor={self.low_freq_factor}, high_freq_factor={self.high_freq_factor}"
+            )
+        _length(self.original_max_position_embeddings)
+
+
+#: Method name -> config class (the names of ``posenc list --scaling``).
+SCALINGS: dict[str, type[ScalingConfig]] = {
+    cls.method: cls
+    for cls in (
+        LinearScaling, NTKScaling, DynamicNTKScaling, YaRNScaling, LongRoPEScaling, Llama3Scaling
+    )
+}
+
+
+def _fields(cls: type[ScalingConfig]) -> tuple[list[str], list[str]]:
+    """(required, optional) keys of a config class."""
+    required: list[str] = []
+    optional: list[str] = []
+    for f in dataclasses.fields(cls):
+        no_default = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        (required if no_default else optional).append(f.name)
+    return required, optional
+
+
+def scaling_config(spec: ScalingConfig | Mapping[str, Any]) -> ScalingConfig:
+    """A config from a dict like ``{"rope_type": "llama3", "factor": 8.0, ...}`` (``type`` also
+    accepted, as in older ``rope_scaling`` dicts); a ScalingConfig is returned as is.
+
+    Raises: ValueError for a missing/unknown method, an unknown key, a missing required key or
+    an invalid value (each naming the key); TypeError for a spec that is not a dict.
+    """
+    if isinstance(spec, ScalingConfig):
+        return spec
+    if not isinstance(spec, Mapping):
+        raise TypeError(f"scaling must be a dict or a ScalingConfig, got {type(spec).__name__}")
+    params = dict(spec)
+    method = params.pop("rope_type", None) or params.pop("type", None)
+    params.pop("type", None)
+    if method not in SCALINGS:
+        raise ValueError(f"scaling 'rope_type' must be one of {sorted(SCALINGS)}, got {method!r}")
+    cls = SCALINGS[method]
+    required, optional = _fields(cls)
+    unknown = sorted(set(params) - set(required) - set(optional))
+    if unknown:
+        raise ValueError(
+            f"unknown key(s) {unknown} for {method!r} scaling; valid keys: {required + optional}"
+        )
+    missing = [k for k in required if params.get(k) is None]
+    if missing:
+        raise ValueError(f"{method!r} scaling needs key(s) {missing} (required: {required})")
+    return cls(**{k: v for k, v in params.items() if v is not None})

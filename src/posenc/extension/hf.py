@@ -1,0 +1,168 @@
+"""Read and write the RoPE settings of a Hugging Face ``config.json`` (or config object).
+
+``rope_from_hf(config)`` returns a ``rope`` encoding whose ``rotate`` equals the model's rotary
+embedding + ``apply_rotary_pos_emb``. Both schemas are read: the older top-level ``rope_theta``
++ ``rope_scaling`` ({"type" | "rope_type", ...}) and the transformers >= 5 ``rope_parameters``
+(theta and ``partial_rotary_factor`` inside). Defaults follow transformers 5.23: a missing
+``original_max_position_embeddings`` is ``max_position_embeddings`` (a top-level
+``original_max_position_embeddings`` wins, as for Phi-3), dynamic NTK's original length is
+``max_position_embeddings``, and LongRoPE's missing ``factor`` is their ratio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..encodings.rotary import KVPolicy, RoPE
+from ..functional import LAYOUTS, Layout
+from .config import NTKScaling
+
+__all__ = ["INTERLEAVED_MODEL_TYPES", "rope_from_hf", "rope_to_hf"]
+
+#: Architectures whose rotary pairs are adjacent features (2i, 2i + 1) rather than (i, i + P).
+INTERLEAVED_MODEL_TYPES = frozenset({
+    "gptj", "codegen", "cohere", "cohere2", "cohere2_moe", "glm", "glm4", "helium",
+    "ernie4_5", "ernie4_5_moe", "deepseek_v2", "deepseek_v3", "llama4",
+})
+#: transformers' defaults for ``partial_rotary_factor`` when a config omits it.
+_DEFAULT_PARTIAL = {"gpt_neox": 0.25, "stablelm": 0.25, "phi": 0.5, "glm": 0.5, "glm4": 0.5,
+                    "persimmon": 0.5}
+_SUPPORTED = frozenset({"linear", "dynamic", "yarn", "longrope", "llama3"})
+_TYPE_ALIASES = {"su": "longrope"}  # Phi-3's early name
+#: Keys of a rope dict that describe the plain rotation rather than its scaling.
+_ROPE_KEYS = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
+
+
+def _as_dict(config: Any) -> dict[str, Any]:
+    if isinstance(config, Mapping):
+        return dict(config)
+    if hasattr(config, "to_dict"):
+        return dict(config.to_dict())
+    raise TypeError(
+        f"config must be a dict (config.json) or a transformers config, got {type(config).__name__}"
+    )
+
+
+def _first(cfg: Mapping[str, Any], *keys: str) -> Any:
+    return next((cfg[k] for k in keys if cfg.get(k) is not None), None)
+
+
+def _head_dim(cfg: Mapping[str, Any]) -> int:
+    """Rotary head width: MLA's ``qk_rope_head_dim``, else ``head_dim``, else width / heads."""
+    explicit = _first(cfg, "qk_rope_head_dim", "head_dim")
+    if explicit is not None:
+        return int(explicit)
+    width = _first(cfg, "hidden_size", "n_embd", "d_model")
+    heads = _first(cfg, "num_attention_heads", "n_head")
+    if width is None or heads is None:
+        raise ValueError(
+            "config needs 'head_dim', or 'hidden_size' and 'num_attention_heads', to size RoPE"
+        )
+    return int(width) // int(heads)
+
+
+def _rope_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """One flat dict: rope_type, rope_theta, partial_rotary_factor and the scaling keys."""
+    params = dict(cfg.get("rope_scaling") or cfg.get("rope_parameters") or {})
+    if any(isinstance(v, Mapping) for v in params.values()):
+        raise ValueError("per-layer rope_parameters (nested by layer type) are not supported")
+    rope_type = params.pop("rope_type", None) or params.pop("type", None) or "default"
+    params.pop("type", None)
+    rope_type = _TYPE_ALIASES.get(rope_type, rope_type)
+    if cfg.get("model_type") == "phi3" and rope_type == "yarn":
+        rope_type = "longrope"  # Phi-3 reads its short/long factor lists under either name
+    params["rope_type"] = rope_type
+    theta = _first(cfg, "rope_theta", "rotary_emb_base")
+    params.setdefault("rope_theta", 10000.0 if theta is None else theta)
+    partial = _first(cfg, "partial_rotary_factor", "rotary_pct")
+    if partial is None:
+        partial = _DEFAULT_PARTIAL.get(cfg.get("model_type", ""), 1.0)
+    params.setdefault("partial_rotary_factor", partial)
+    return params
+
+
+def _scaling(cfg: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The posenc scaling dict for HF rope params (None for plain RoPE)."""
+    rope_type = params["rope_type"]
+    if rope_type == "default":
+        return None
+    spec = {k: v for k, v in params.items() if k not in _ROPE_KEYS}
+    max_len = cfg.get("max_position_embeddings")
+    if rope_type == "dynamic":
+        spec["original_max_position_embeddings"] = max_len  # transformers' dynamic reference
+    elif rope_type in ("yarn", "longrope", "llama3"):
+        original = _first(cfg, "original_max_position_embeddings")
+        original = original or spec.get("original_max_position_embeddings") or max_len
+        spec["original_max_position_embeddings"] = original
+        if rope_type in ("yarn", "longrope") and spec.get("factor") is None and original:
+            spec["factor"] = max_len / original if max_len else None
+    if spec.get("original_max_position_embeddings") is None and rope_type != "linear":
+        raise ValueError(
+            f"{rope_type!r} scaling needs 'original_max_position_embeddings' (or "
+            "'max_position_embeddings') in the config"
+        )
+    return {"rope_type": rope_type, **spec}
+
+
+def _layout(cfg: Mapping[str, Any]) -> Layout:
+    if cfg.get("rope_interleave") is not None:
+        return "interleaved" if cfg["rope_interleave"] else "half"
+    return "interleaved" if cfg.get("model_type") in INTERLEAVED_MODEL_TYPES else "half"
+
+
+def rope_from_hf(
+    config: Any, *, layout: Layout | None = None, kv_policy: KVPolicy = "reference"
+) -> RoPE:
+    """The ``rope`` encoding of a Hugging Face model config (``config.json`` dict or object).
+
+    ``rotate(q, k, pos, pos)`` equals the model's rotary embedding + ``apply_rotary_pos_emb``
+    at ``position_ids = pos`` (dynamic methods at length max(pos) + 1), within transformers' own
+    float32 rounding of pos·θ, which posenc avoids (angles in float64). ``layout`` defaults to
+    the architecture's pairing (interleaved for GPT-J, CodeGen, Cohere, GLM, DeepSeek-V2/V3...;
+    DeepSeek-V3 rotates in interleaved pairs and then stores the features de-interleaved).
+    Raises: ValueError for a rope type posenc lacks (e.g. mrope, proportional) or missing sizes.
+    """
+    cfg = _as_dict(config)
+    params = _rope_params(cfg)
+    head_dim = _head_dim(cfg)
+    partial = float(params["partial_rotary_factor"])
+    if cfg.get("rotary_dim") is not None:  # GPT-J / CodeGen give the rotated width itself
+        partial = int(cfg["rotary_dim"]) / head_dim
+    if params["rope_type"] != "default" and params["rope_type"] not in _SUPPORTED:
+        raise ValueError(
+            f"rope_type {params['rope_type']!r} is not supported; posenc reads 'default' and "
+            f"{sorted(_SUPPORTED)}"
+        )
+    if layout is not None and layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    return RoPE(
+        head_dim=head_dim, base=float(params["rope_theta"]), layout=layout or _layout(cfg),
+        partial=partial, scaling=_scaling(cfg, params), kv_policy=kv_policy,
+    )
+
+
+def rope_to_hf(pe: RoPE) -> dict[str, Any]:
+    """The config.json fields (transformers >= 5 ``rope_parameters`` schema) for ``pe``.
+
+    Static NTK has no transformers rope type: it is written as plain RoPE with the enlarged
+    ``rope_theta`` = base·s^(d/(d-2)), which has the same frequencies.
+    Raises: TypeError when ``pe`` is not a RoPE encoding.
+    """
+    if not isinstance(pe, RoPE):
+        raise TypeError(f"rope_to_hf needs a RoPE encoding, got {type(pe).__name__}")
+    theta, d = pe.base, pe.rotary_dim
+    params: dict[str, Any] = {"rope_type": "default"}
+    out: dict[str, Any] = {"head_dim": pe.head_dim}
+    if isinstance(pe.scaling, NTKScaling):
+        theta = pe.base * pe.scaling.factor ** (d / (d - 2))
+    elif pe.scaling is not None:
+        params = pe.scaling.to_dict()
+        if params["rope_type"] == "dynamic":  # transformers measures from max_position_embeddings
+            out["max_position_embeddings"] = params.pop("original_max_position_embeddings")
+    params["rope_theta"] = theta
+    if pe.partial != 1.0:
+        params["partial_rotary_factor"] = pe.partial
+    if pe.layout == "interleaved":
+        out["rope_interleave"] = True
+    return {**out, "rope_parameters": params}
