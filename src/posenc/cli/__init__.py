@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from .demo import demo
+from .lab import app as lab_app
 from .listing import list_encodings
 
 app = typer.Typer(
@@ -15,6 +16,7 @@ app = typer.Typer(
 )
 app.command("list")(list_encodings)
 app.command("demo")(demo)
+app.add_typer(lab_app, name="lab")
 
 
 def main() -> None:

@@ -1,0 +1,122 @@
+"""``posenc lab``: train tiny transformers with every encoding, measure length generalisation.
+
+``posenc lab`` runs the quick preset; ``posenc lab sweep CONFIG`` runs a TOML/YAML grid;
+``posenc lab export`` writes the results as CSV or Parquet. Imports stay inside the commands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, TypeVar
+
+import typer
+
+if TYPE_CHECKING:
+    from ..lab.config import SweepConfig
+
+T = TypeVar("T")
+
+app = typer.Typer(help="Train tiny transformers per encoding and measure length generalisation.",
+                  invoke_without_command=True)
+
+Out = Annotated[Path, typer.Option("--out", help="Output folder (results.sqlite, report.html).")]
+Sets = Annotated[list[str] | None, typer.Option(
+    "--set", help="Override a config key, e.g. --set model.n_layers=4 (repeatable).")]
+ExecutorName = Annotated[str, typer.Option(help="Where runs execute: local or ray.")]
+Address = Annotated[str | None, typer.Option(help="Ray cluster address (ray executor).")]
+Workers = Annotated[int | None, typer.Option(help="Parallel runs (default: CPU count).")]
+Device = Annotated[str | None, typer.Option(help="cpu or cuda (overrides the config).")]
+GpusPerRun = Annotated[float, typer.Option(help="Fractional GPUs per run (ray executor).")]
+
+
+@app.callback()
+def lab(
+    ctx: typer.Context,
+    preset: Annotated[str, typer.Option(help="Built-in sweep: quick or full.")] = "quick",
+    out: Out = Path("posenc-results"),
+    set_: Sets = None,
+    executor: ExecutorName = "local",
+    address: Address = None,
+    workers: Workers = None,
+    device: Device = None,
+    gpus_per_run: GpusPerRun = 0.0,
+) -> None:
+    """With no command: run the PRESET sweep (default quick) and write its report."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from ..lab.config import apply_overrides, parse_sweep
+    from ..lab.presets import preset_data
+
+    data = _guard(lambda: apply_overrides(preset_data(preset), _sets(set_, device)))
+    sweep = _guard(lambda: parse_sweep(data))
+    _run(sweep, out, executor, address, workers, gpus_per_run)
+
+
+@app.command("sweep")
+def sweep_command(
+    config: Annotated[Path, typer.Argument(help="Sweep config (.toml, .yaml).")],
+    out: Out = Path("posenc-results"),
+    set_: Sets = None,
+    executor: ExecutorName = "local",
+    address: Address = None,
+    workers: Workers = None,
+    device: Device = None,
+    gpus_per_run: GpusPerRun = 0.0,
+) -> None:
+    """Run (or resume) the grid in CONFIG; finished runs are skipped."""
+    from ..lab.config import load_sweep
+
+    sweep = _guard(lambda: load_sweep(config, _sets(set_, device)))
+    _run(sweep, out, executor, address, workers, gpus_per_run)
+
+
+@app.command("export")
+def export(
+    out: Out = Path("posenc-results"),
+    csv: Annotated[Path | None, typer.Option("--csv", help="Write rows to this CSV file.")] = None,
+    parquet: Annotated[Path | None, typer.Option("--parquet", help="Write Parquet.")] = None,
+) -> None:
+    """Export the metric rows of OUT/results.sqlite (one row per run, length and metric)."""
+    from ..lab.store import ResultStore
+    from ..lab.sweep import STORE_NAME
+
+    path = out / STORE_NAME if out.is_dir() else out
+    if not path.is_file():
+        raise typer.BadParameter(f"no result store at {path}", param_hint="--out")
+    if csv is None and parquet is None:
+        raise typer.BadParameter("give --csv PATH and/or --parquet PATH")
+    with ResultStore(path) as store:
+        if csv is not None:
+            typer.echo(f"wrote {store.export_csv(csv)} rows to {csv}")
+        if parquet is not None:
+            typer.echo(f"wrote {_guard(lambda: store.export_parquet(parquet))} rows to {parquet}")
+
+
+def _sets(sets: list[str] | None, device: str | None) -> list[str]:
+    return [*(sets or []), *([f"device={device}"] if device else [])]
+
+
+def _guard(fn: Callable[[], T]) -> T:
+    """Show a config/usage error as one clean message and exit 2 (no traceback)."""
+    try:
+        return fn()
+    except (ValueError, ImportError) as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _run(
+    sweep: SweepConfig, out: Path, executor: str, address: str | None, workers: int | None,
+    gpus_per_run: float,
+) -> None:
+    from ..lab.executors import make_executor
+    from ..lab.report import write_report
+    from ..lab.sweep import run_sweep
+
+    ex = _guard(lambda: make_executor(executor, workers=workers, address=address,
+                                      gpus_per_run=gpus_per_run))
+    outcome = run_sweep(sweep, out, executor=ex)
+    report = write_report(outcome.runs, out, title=f"posenc lab: {sweep.name}")
+    typer.echo(f"results: {outcome.store}  ({outcome.ran} run, {outcome.skipped} reused)")
+    typer.echo(f"report:  {report.resolve()}")

@@ -1,0 +1,97 @@
+"""Where runs execute, behind one small interface: ``executor.map(runs)`` yields results as
+runs finish. ``local`` is a process pool with one torch thread per process (or the calling
+process when ``workers=1``); ``ray`` sends each run to a Ray cluster (``pip install posenc[ray]``)
+with fractional GPU requests, so several tiny models share one GPU.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Protocol
+
+from .config import RunConfig
+from .train import RunResult, train_run
+
+
+class Executor(Protocol):
+    def map(self, runs: Sequence[RunConfig], checkpoint_dir: Path | None) -> Iterator[RunResult]:
+        """Run every config; yield each result when its run finishes (any order)."""
+        ...
+
+
+def execute(cfg: RunConfig, checkpoint_dir: Path | None) -> RunResult:
+    """Worker entry point: one torch thread, then train and evaluate ``cfg``."""
+    import torch
+
+    torch.set_num_threads(1)
+    return train_run(cfg, checkpoint_dir=checkpoint_dir)
+
+
+class LocalExecutor:
+    """``workers`` processes (default: the CPU count); ``workers=1`` runs in this process and
+    reports each training step to ``on_step`` (step bars are only shown there)."""
+
+    def __init__(
+        self, workers: int | None = None, on_step: Callable[[int, float], None] | None = None
+    ) -> None:
+        self.workers = workers or os.cpu_count() or 1
+        if self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self.on_step = on_step
+
+    def map(self, runs: Sequence[RunConfig], checkpoint_dir: Path | None) -> Iterator[RunResult]:
+        if self.workers == 1 or len(runs) <= 1:
+            for cfg in runs:
+                yield train_run(cfg, checkpoint_dir=checkpoint_dir, on_step=self.on_step)
+            return
+        ctx = mp.get_context("spawn")  # no forked torch state; workers import posenc afresh
+        with ProcessPoolExecutor(min(self.workers, len(runs)), mp_context=ctx) as pool:
+            futures = [pool.submit(execute, cfg, checkpoint_dir) for cfg in runs]
+            try:
+                for fut in as_completed(futures):
+                    yield fut.result()
+            finally:
+                for fut in futures:
+                    fut.cancel()
+
+
+class RayExecutor:
+    """Runs on Ray: an existing cluster at ``address`` (or ``RAY_ADDRESS``), else a local
+    instance. Each run asks for 1 CPU and ``gpus_per_run`` GPUs (e.g. 0.25 packs 4 per GPU)."""
+
+    def __init__(
+        self, address: str | None = None, *, num_cpus: int | None = None, gpus_per_run: float = 0.0
+    ) -> None:
+        if not 0.0 <= gpus_per_run <= 1.0:
+            raise ValueError(f"gpus_per_run must be in [0, 1], got {gpus_per_run}")
+        self.address, self.num_cpus, self.gpus_per_run = address, num_cpus, gpus_per_run
+
+    def map(self, runs: Sequence[RunConfig], checkpoint_dir: Path | None) -> Iterator[RunResult]:
+        try:
+            import ray
+        except ImportError:
+            raise ImportError("the ray executor needs Ray: pip install 'posenc[ray]'") from None
+        if not ray.is_initialized():
+            ray.init(address=self.address, num_cpus=self.num_cpus, include_dashboard=False,
+                     log_to_driver=False)
+        remote = ray.remote(num_cpus=1, num_gpus=self.gpus_per_run)(execute)
+        pending = [remote.remote(cfg, checkpoint_dir) for cfg in runs]
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            yield ray.get(done[0])
+
+
+def make_executor(
+    name: str, *, workers: int | None = None, address: str | None = None,
+    gpus_per_run: float = 0.0, on_step: Callable[[int, float], None] | None = None,
+) -> Executor:
+    """``"local"`` or ``"ray"``; raises ValueError naming the choices."""
+    if name == "local":
+        return LocalExecutor(workers, on_step=on_step)
+    if name == "ray":
+        return RayExecutor(address, num_cpus=workers, gpus_per_run=gpus_per_run)
+    raise ValueError(f"executor must be 'local' or 'ray', got {name!r}")

@@ -1,0 +1,44 @@
+"""Built-in sweeps. ``quick``: the encodings and tasks that separate at laptop scale, in
+minutes; ``full``: every registered encoding on every task, 3 seeds. Encodings registered
+later join automatically (``quick`` takes those of ``QUICK_ENCODINGS`` that exist)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from .config import SweepConfig, parse_sweep
+
+#: In display order; names not registered (yet) are skipped, names starting "randomized" join.
+QUICK_ENCODINGS = ("nope", "sinusoidal", "learned", "rope", "alibi", "t5", "kerple", "fire")
+QUICK_TASKS = ("copy_rep", "sort", "ascending")
+FULL_TASKS = ("copy_rep", "copy", "reverse", "sort", "addition", "parity", "induction",
+              "ascending", "offset", "lm")
+
+
+def quick_encodings() -> list[str]:
+    from ..registry import names
+
+    registered = names()
+    return [e for e in QUICK_ENCODINGS if e in registered] + [
+        e for e in registered if e.startswith("randomized")
+    ]
+
+
+def preset_data(name: str) -> dict[str, Any]:
+    """The preset as a plain mapping (what a config file would hold)."""
+    if name == "quick":
+        return {"name": "quick", "encodings": quick_encodings(), "tasks": list(QUICK_TASKS),
+                "seeds": [0, 1], "train": {"steps": 600, "eval_samples": 256}}
+    if name == "full":
+        return {"name": "full", "encodings": ["all"], "tasks": list(FULL_TASKS),
+                "seeds": [0, 1, 2], "train": {"steps": 2000, "eval_samples": 512}}
+    raise ValueError(f"unknown preset {name!r}; choose 'quick' or 'full'")
+
+
+def preset(name: str) -> SweepConfig:
+    return parse_sweep(preset_data(name))
+
+
+def as_data(sweep: SweepConfig) -> dict[str, Any]:
+    return asdict(sweep)

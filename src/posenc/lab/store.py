@@ -1,0 +1,148 @@
+"""SQLite result store: one transaction per finished run, WAL mode, versioned schema.
+
+A run is written whole (its row, metrics and loss curve) in one transaction, so a sweep killed
+at any moment leaves only complete runs; ``finished_keys()`` is what a resumed sweep skips.
+Metrics are long rows (run, length, name, value): exact_match, token_acc, loss per length.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sqlite3
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from .train import RunResult
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    key TEXT PRIMARY KEY, sweep TEXT NOT NULL, encoding TEXT NOT NULL, task TEXT NOT NULL,
+    seed INTEGER NOT NULL, train_min INTEGER NOT NULL, train_max INTEGER NOT NULL,
+    config TEXT NOT NULL, seconds REAL NOT NULL, final_loss REAL, checkpoint TEXT,
+    finished_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS metrics (
+    run_key TEXT NOT NULL REFERENCES runs(key), length INTEGER NOT NULL, name TEXT NOT NULL,
+    value REAL NOT NULL, PRIMARY KEY (run_key, length, name));
+CREATE TABLE IF NOT EXISTS curves (
+    run_key TEXT NOT NULL REFERENCES runs(key), step INTEGER NOT NULL, loss REAL NOT NULL,
+    PRIMARY KEY (run_key, step));
+"""
+#: Columns of ``rows()`` and of the CSV/Parquet export, in order.
+COLUMNS = ("run_key", "encoding", "task", "seed", "train_min", "train_max", "length", "metric",
+           "value")
+
+
+class ResultStore:
+    """``ResultStore(path)`` opens or creates the database; use as a context manager.
+
+    Raises: ValueError if the file holds another schema version.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(self.path, timeout=30)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        with self.conn:
+            self.conn.executescript(_SCHEMA)
+            self.conn.execute(
+                "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
+        found = self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if int(found[0]) != SCHEMA_VERSION:
+            raise ValueError(
+                f"{self.path}: result store schema version {found[0]}, this posenc reads "
+                f"version {SCHEMA_VERSION}; export it with the posenc that wrote it"
+            )
+
+    def __enter__(self) -> ResultStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def finished_keys(self) -> set[str]:
+        return {k for (k,) in self.conn.execute("SELECT key FROM runs")}
+
+    def add(self, result: RunResult, *, sweep: str) -> bool:
+        """Write a finished run in one transaction; False (and no change) if already stored."""
+        cfg = result.config
+        lo, hi = _train_len(cfg)
+        final = result.loss_curve[-1][1] if result.loss_curve else None
+        with self.conn:  # one transaction: all of the run or none of it
+            cur = self.conn.execute(
+                "INSERT OR IGNORE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (result.key, sweep, cfg["encoding"], cfg["task"]["name"], cfg["seed"], lo, hi,
+                 json.dumps(cfg, sort_keys=True), result.seconds, final, result.checkpoint,
+                 time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
+            )
+            if cur.rowcount == 0:
+                return False
+            self.conn.executemany("INSERT INTO metrics VALUES (?,?,?,?)",
+                                  [(result.key, n, name, v) for n, name, v in result.metrics])
+            self.conn.executemany("INSERT INTO curves VALUES (?,?,?)",
+                                  [(result.key, s, v) for s, v in result.loss_curve])
+        return True
+
+    def runs(self, keys: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Run rows (config parsed back to a dict), optionally only ``keys``."""
+        cur = self.conn.execute("SELECT * FROM runs ORDER BY encoding, task, seed, train_max")
+        names = [d[0] for d in cur.description]
+        rows = [dict(zip(names, r)) for r in cur]
+        wanted = None if keys is None else set(keys)
+        out = [r | {"config": json.loads(r["config"])} for r in rows]
+        return out if wanted is None else [r for r in out if r["key"] in wanted]
+
+    def rows(self, keys: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Long metric rows with their run's encoding, task, seed and training lengths."""
+        cur = self.conn.execute(
+            "SELECT m.run_key, r.encoding, r.task, r.seed, r.train_min, r.train_max, m.length, "
+            "m.name, m.value FROM metrics m JOIN runs r ON r.key = m.run_key "
+            "ORDER BY r.encoding, r.task, r.seed, r.train_max, m.length, m.name"
+        )
+        wanted = None if keys is None else set(keys)
+        return [dict(zip(COLUMNS, r)) for r in cur if wanted is None or r[0] in wanted]
+
+    def export_csv(self, path: str | Path) -> int:
+        """Write ``rows()`` as CSV; returns the number of rows."""
+        rows = self.rows()
+        with Path(path).open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=COLUMNS)
+            writer.writeheader()
+            writer.writerows(rows)
+        return len(rows)
+
+    def export_parquet(self, path: str | Path) -> int:
+        """Write ``rows()`` as Parquet (needs ``pip install posenc[parquet]``)."""
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise ImportError("Parquet export needs pyarrow: pip install 'posenc[parquet]'") from None
+        rows = self.rows()
+        pq.write_table(pa.Table.from_pylist(rows, schema=_arrow_schema(pa)), str(path))
+        return len(rows)
+
+
+def _arrow_schema(pa: Any) -> Any:
+    ints = ("seed", "train_min", "train_max", "length")
+    kinds = {c: pa.int64() if c in ints else pa.float64() if c == "value" else pa.string()
+             for c in COLUMNS}
+    return pa.schema([(c, kinds[c]) for c in COLUMNS])
+
+
+def _train_len(cfg: dict[str, Any]) -> tuple[int, int]:
+    from .config import TaskConfig
+
+    task = TaskConfig(**{k: tuple(v) if isinstance(v, list) else v
+                         for k, v in cfg["task"].items()}).build()
+    return task.train_len[0], task.train_len[1]

@@ -1,0 +1,62 @@
+"""Run a sweep: expand the grid, skip runs already in the store, store each run as it ends.
+
+Resumable by construction: a run is keyed by the hash of its full config and written in one
+transaction when it finishes, so re-running a sweep killed at any moment (even ``kill -9``)
+loses only the runs that were in flight and never duplicates a finished one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import RunConfig, SweepConfig, expand
+from .executors import Executor, LocalExecutor
+from .progress import SweepProgress
+from .store import ResultStore
+
+STORE_NAME = "results.sqlite"
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    """The sweep's run configs (all of them, finished earlier or now) and where they are."""
+
+    runs: list[RunConfig]
+    store: Path
+    ran: int
+    skipped: int
+
+
+def run_sweep(
+    sweep: SweepConfig,
+    out_dir: str | Path,
+    *,
+    executor: Executor | None = None,
+    live: bool | None = None,
+) -> SweepOutcome:
+    """Run every unfinished cell of ``sweep`` into ``out_dir/results.sqlite`` (checkpoints in
+    ``out_dir/checkpoints``). ``executor`` defaults to a local process pool."""
+    out = Path(out_dir)
+    runs = _unique(expand(sweep))
+    with ResultStore(out / STORE_NAME) as store:
+        finished = store.finished_keys()
+        todo = [r for r in runs if r.key() not in finished]
+        progress = SweepProgress(len(todo), len(runs) - len(todo), steps=sweep.train.steps,
+                                 live=live)
+        if executor is None:
+            executor = LocalExecutor()
+        if isinstance(executor, LocalExecutor) and executor.on_step is None:
+            executor.on_step = progress.step
+        with progress:
+            for result in executor.map(todo, out / "checkpoints"):
+                store.add(result, sweep=sweep.name)
+                progress.run_done(result)
+    return SweepOutcome(runs, out / STORE_NAME, len(todo), len(runs) - len(todo))
+
+
+def _unique(runs: list[RunConfig]) -> list[RunConfig]:
+    seen: dict[str, RunConfig] = {}
+    for r in runs:
+        seen.setdefault(r.key(), r)
+    return list(seen.values())
