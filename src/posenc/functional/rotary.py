@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import torch
+
+from ._rope_torch import apply_rope_torch
 from ._xp import namespace
 from .frequencies import angles
 
@@ -21,13 +24,17 @@ def rope_cos_sin(pos: Any, inv_freq: Any) -> tuple[Any, Any]:
     return xp.cos(ang), xp.sin(ang)
 
 
-def apply_rope(x: Any, cos: Any, sin: Any, *, layout: Layout = "half") -> Any:
+def apply_rope(
+    x: Any, cos: Any, sin: Any, *, layout: Layout = "half", inplace: bool = False
+) -> Any:
     """Rotate each feature pair (a, b) of x by its angle: (a cos θ - b sin θ, a sin θ + b cos θ).
 
     "half" pairs feature i with i + P (GPT-NeoX, Hugging Face); "interleaved" pairs 2i with
     2i + 1 (RoFormer, Meta Llama, GPT-J). Features past 2P (partial rotary) pass through.
     Arithmetic runs in the wider of x's and cos's dtypes; the result has x's dtype.
     Shapes: x (..., T, D); cos, sin broadcastable to (..., T, P) with 2P <= D. Returns x's shape.
+    Torch tensors take a fast eager kernel (``_rope_torch``: no concatenation copies, backward
+    as the inverse rotation); ``inplace=True`` (torch, inference only) overwrites x.
     Raises: ValueError for a layout other than "half"/"interleaved" or 2P > D.
     """
     if layout not in LAYOUTS:
@@ -36,6 +43,10 @@ def apply_rope(x: Any, cos: Any, sin: Any, *, layout: Layout = "half") -> Any:
     P, D = cos.shape[-1], x.shape[-1]
     if 2 * P > D:
         raise ValueError(f"cos/sin have {P} pairs but x has only {D} features (need >= {2 * P})")
+    if isinstance(x, torch.Tensor):
+        return apply_rope_torch(x, cos, sin, layout, inplace)
+    if inplace:
+        raise ValueError(f"inplace=True needs torch tensors, got {type(x).__name__}")
     work = xp.result_type(x.dtype, cos.dtype)
     rot, rest = xp.astype(x[..., : 2 * P], work), x[..., 2 * P :]
     if layout == "half":
