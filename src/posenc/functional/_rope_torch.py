@@ -72,4 +72,5 @@ def apply_rope_torch(x: Tensor, cos: Tensor, sin: Tensor, layout: str, inplace: 
         out = out if layout == "interleaved" else out.transpose(-1, -2)
         out = out.flatten(-2).to(x.dtype)
         return out if x.shape[-1] == 2 * P else torch.cat([out, x[..., 2 * P :]], dim=-1)
-    return _RopeFunction.apply(x, cos, sin, layout)  # type: ignore[no-any-return]
+    out: Tensor = _RopeFunction.apply(x, cos, sin, layout)
+    return out
