@@ -34,7 +34,7 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor, layout: str, sign: float = 1.0) 
     ob.addcmul_(a, sin, value=sign)  # + a sin θ
     if x.shape[-1] > 2 * P:
         out[..., 2 * P :] = x[..., 2 * P :]  # partial rotary: the rest passes through
-    return out
+    return rotated
 
 
 def rotate_(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> Tensor:
@@ -72,5 +72,5 @@ def apply_rope_torch(x: Tensor, cos: Tensor, sin: Tensor, layout: str, inplace: 
         out = out if layout == "interleaved" else out.transpose(-1, -2)
         out = out.flatten(-2).to(x.dtype)
         return out if x.shape[-1] == 2 * P else torch.cat([out, x[..., 2 * P :]], dim=-1)
-    out: Tensor = _RopeFunction.apply(x, cos, sin, layout)
-    return out
+    rotated: Tensor = _RopeFunction.apply(x, cos, sin, layout)
+    return rotated
