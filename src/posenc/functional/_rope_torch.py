@@ -34,7 +34,7 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor, layout: str, sign: float = 1.0) 
     ob.addcmul_(a, sin, value=sign)  # + a sin θ
     if x.shape[-1] > 2 * P:
         out[..., 2 * P :] = x[..., 2 * P :]  # partial rotary: the rest passes through
-    return rotated
+    return out
 
 
 def rotate_(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> Tensor:
