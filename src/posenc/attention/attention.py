@@ -203,7 +203,8 @@ class Attention(nn.Module):
         if allowed is not None:
             scores = scores.masked_fill(~allowed, float("-inf"))
         scores = self.pe.relative_logits(scores, q, k, q_pos, k_pos)
-        probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+        work = torch.promote_types(scores.dtype, torch.float32)  # float64 stays float64
+        probs = torch.softmax(scores.to(work), dim=-1).to(q.dtype)
         probs = F.dropout(probs, self.dropout, self.training)
         out = probs @ v  # (B, H, T, D)
         extra = self.pe.relative_values(probs, q_pos, k_pos)

@@ -18,9 +18,10 @@ class CoPE(PositionalEncoding):
 
     g_ij = σ(z_ij),  p_ij = min(Σ_(t=j..i) g_it, n_positions - 1),
     z_ij += (1 - w) q_i·e[⌊p_ij⌋] + w q_i·e[⌈p_ij⌉],  w = p_ij - ⌊p_ij⌋,
-    z the scaled, masked logits (masked gates are 0) and e (n_positions, D) learned, zero at
-    init and shared by heads, as in the paper's code (Appendix B). Meant for causal attention;
-    positions ignore the position ids, so cached decoding equals the full forward.
+    z the scaled, masked logits (masked gates are 0) and e (n_positions, D) learned and shared
+    by heads, as in the paper's code (Appendix B). e starts N(0, 0.02²), not at the code's
+    zeros, so positions matter from the first step. Meant for causal attention; positions ignore
+    the position ids, so cached decoding equals the full forward.
     """
 
     def __init__(self, *, head_dim: int, n_positions: int = 64) -> None:
@@ -28,7 +29,11 @@ class CoPE(PositionalEncoding):
         check_positive_int(head_dim, "head_dim")
         check_positive_int(n_positions, "n_positions", minimum=2)
         self.head_dim, self.n_positions = head_dim, n_positions
-        self.pos_emb = nn.Parameter(torch.zeros(n_positions, head_dim))  # e (P, D)
+        self.pos_emb = nn.Parameter(torch.empty(n_positions, head_dim))  # e (P, D)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.pos_emb, std=0.02)
 
     def relative_logits(
         self, scores: Tensor, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor
