@@ -114,7 +114,7 @@ def test_low_precision_rotation_error_is_rounding_only_up_to_8192(dtype: torch.d
     (anchors get 2-7 here: frequencies or positions in bf16)."""
     rope = posenc.build("rope", head_dim=64)
     model = torch.nn.Sequential(rope).to(dtype)  # must not cast inv_freq
-    assert rope.inv_freq.dtype == torch.float64
+    assert rope.inv_freq64.dtype == torch.float64
     err, rounding = _rotation_error(model[0], dtype)
     # input rounding + output rounding: at most ~2 ulps of the values (|x| < ~6)
     assert err <= 3 * rounding, (err, rounding)
@@ -124,7 +124,7 @@ def test_half_and_bfloat16_methods_keep_frequencies() -> None:
     for cast in ("half", "bfloat16"):
         model = posenc.TinyTransformer(vocab_size=10, pe="rope", d_model=32)
         getattr(model, cast)()
-        assert model.pe.inv_freq.dtype == torch.float64
+        assert model.pe.inv_freq64.dtype == torch.float64
         assert model.tok.weight.dtype != torch.float32
 
 
