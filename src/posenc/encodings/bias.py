@@ -273,7 +273,6 @@ class FIRE(PositionalEncoding):
         )
 
 
-
 def _linear(x: Tensor, layer: nn.Linear, dtype: torch.dtype) -> Tensor:
     """``layer(x)`` with its weights cast to ``dtype`` (FIRE's MLP stays float32 under bf16)."""
     bias = None if layer.bias is None else layer.bias.to(dtype)

@@ -32,9 +32,7 @@ def kerple_power(distance: Any, r1: Any, r2: Any) -> Any:
     return -r1[:, None, None] * xp.pow(d, r2[:, None, None])
 
 
-def kerple_bias(
-    q_pos: Any, k_pos: Any, r1: Any, r2: Any, *, variant: KerpleVariant = "log"
-) -> Any:
+def kerple_bias(q_pos: Any, k_pos: Any, r1: Any, r2: Any, *, variant: KerpleVariant = "log") -> Any:
     """KERPLE bias of every query/key pair, d = |i - j| in r1's dtype (``kerple_log``/``_power``).
 
     The official code (chijames/KERPLE) applies it to causal attention, where d = i - j; the

@@ -36,8 +36,9 @@ def t5_relative_bucket(
     n = |r| (bidirectional; keys after the query, r > 0, use the upper half of the buckets) or
     n = max(-r, 0) (causal). With N buckets per direction and E = N/2 exact ones:
     bucket = n for n < E, else min(E + floor(log(n/E) / log(max_distance/E) · (N - E)), N - 1).
-    The log is taken in float32, like mesh-tensorflow and Hugging Face, so buckets match T5
-    checkpoints exactly (float64 moves rare boundary cases, e.g. N=320, max_distance=20, n=3914).
+    The log is taken in float32 like mesh-tensorflow and Hugging Face, so torch buckets equal
+    HF's exactly; float64 would move rare cases on a bucket boundary (N=32, max_distance=939,
+    n=728: 31 in float32, 30 in float64), and other backends' float32 log may round them too.
     Shapes: relative_position (...,) integer -> (...,) int64 in [0, num_buckets).
     Raises: TypeError for a non-integer input; ValueError as in ``check_t5_buckets``.
     """
