@@ -11,7 +11,7 @@ from torch import Tensor
 
 from ..encodings.base import PositionalEncoding
 from .result import check
-from .subjects import HEAD_DIM, N_HEADS, is_rotary
+from .subjects import HEAD_DIM, N_HEADS, is_rotary, length_dependent
 
 #: Rotary encodings that rescale on purpose, with the reason (no norm check for them).
 NOT_ORTHOGONAL = {"xpos": "xPos scales q by ζ^m and k by ζ^-n (Sun et al. 2022)"}
@@ -33,17 +33,22 @@ def _positions(T: int, seed: int, high: int = 10_000) -> Tensor:
     tolerance=1e-12,
 )
 def rotation_norm_preserved(pe: PositionalEncoding) -> tuple[float, str]:
-    """A rotation keeps lengths: ||R_m q|| = ||q|| at every position m."""
+    """A rotation keeps lengths: ||R_m q|| = ||R_0 q|| (= ||q|| for RoPE) at every m."""
     q, k = _qk(64, 0)
     pos = _positions(64, 1)
     with torch.no_grad():
         rq, rk = pe.rotate(q, k, pos, pos)
-    rel = torch.cat([rq.norm(dim=-1) / q.norm(dim=-1), rk.norm(dim=-1) / k.norm(dim=-1)]) - 1
+        q0, k0 = pe.rotate(q, k, torch.zeros_like(pos), torch.zeros_like(pos))
+    rel = torch.cat([rq.norm(dim=-1) / q0.norm(dim=-1), rk.norm(dim=-1) / k0.norm(dim=-1)]) - 1
     err = float(rel.abs().max())
-    return err, f"64 positions < 10^4: max | ||R_m x|| / ||x|| - 1 | = {err:.1e}"
+    return err, f"64 positions < 10^4: max | ||R_m x|| / ||R_0 x|| - 1 | = {err:.1e}"
 
 
-@check("rotary_relative", applies=is_rotary, tolerance=1e-9)
+@check(
+    "rotary_relative",
+    applies=lambda pe: is_rotary(pe) and not length_dependent(pe),
+    tolerance=1e-9,
+)
 def rotary_relative(pe: PositionalEncoding) -> tuple[float, str]:
     """<R_m q, R_n k> = <q, R_(n-m) k>: the score depends on the offset only."""
     q, k = _qk(64, 2)

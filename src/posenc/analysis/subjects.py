@@ -13,24 +13,62 @@ from torch import Tensor, nn
 
 from ..attention import Attention, TinyTransformer
 from ..encodings.base import PositionalEncoding
-from ..registry import build_for_model
+from ..registry import build_for_model, names
 
 #: The geometry every check and plot builds its encodings with.
 D_MODEL, N_HEADS, MAX_LEN, VOCAB = 32, 4, 256, 32
 HEAD_DIM = D_MODEL // N_HEADS
 
 
+#: Training length L of the context-extension examples, extended SCALE times.
+TRAIN_LEN, SCALE = 64, 4.0
+#: One example configuration per context-extension method (``posenc.extension``), for the
+#: subjects "rope:<method>" (rotated width 8: pairs i = 2, 3 make < 1 turn in L = 64).
+EXAMPLE_SCALINGS: dict[str, dict[str, object]] = {
+    "linear": {"factor": SCALE},
+    "ntk": {"factor": SCALE},
+    "dynamic": {"factor": SCALE, "original_max_position_embeddings": TRAIN_LEN},
+    "yarn": {"factor": SCALE, "original_max_position_embeddings": TRAIN_LEN},
+    "llama3": {"factor": SCALE, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": TRAIN_LEN},
+    "longrope": {"factor": SCALE, "original_max_position_embeddings": TRAIN_LEN,
+                 "short_factor": [1.0, 1.0, 1.0, 1.0], "long_factor": [1.0, 1.5, 3.0, SCALE]},
+}
+
+
 def subject(name: str, **config: object) -> PositionalEncoding:
-    """Encoding ``name`` built for the shared geometry (extra ``config`` keys passed through)."""
-    return build_for_model(name, dim=D_MODEL, n_heads=N_HEADS, max_len=MAX_LEN, **config)
+    """Encoding ``name`` built for the shared geometry (extra ``config`` keys passed through),
+    in eval mode (randomized positions sample only in training). "rope:<method>" is RoPE with
+    the example ``EXAMPLE_SCALINGS[method]`` context extension.
+    """
+    base, _, method = name.partition(":")
+    if method:
+        if method not in EXAMPLE_SCALINGS:
+            raise ValueError(
+                f"unknown context extension {method!r} in {name!r}; choose one of "
+                f"{sorted(EXAMPLE_SCALINGS)}"
+            )
+        config = {"scaling": {"rope_type": method, **EXAMPLE_SCALINGS[method]}, **config}
+    pe = build_for_model(base, dim=D_MODEL, n_heads=N_HEADS, max_len=MAX_LEN, **config)
+    pe = pe.eval()
+    if method:
+        pe.name = name  # type: ignore[misc]  # an instance label, the class keeps "rope"
+    return pe
+
+
+def subject_names() -> list[str]:
+    """Every registered encoding, then "rope:<method>" for each context extension."""
+    return [*names(), *(f"rope:{m}" for m in EXAMPLE_SCALINGS)]
 
 
 def resolve(pe: PositionalEncoding | str) -> PositionalEncoding:
-    """An encoding instance from an instance or a registered name."""
+    """An encoding instance from an instance or a subject name (see ``subject``)."""
     if isinstance(pe, str):
         return subject(pe)
     if not isinstance(pe, PositionalEncoding):
-        raise TypeError(f"expected a PositionalEncoding or a registered name, got {type(pe).__name__}")
+        raise TypeError(
+            f"expected a PositionalEncoding or a registered name, got {type(pe).__name__}"
+        )
     return pe
 
 
@@ -40,15 +78,45 @@ def overrides(pe: PositionalEncoding, hook: str) -> bool:
 
 
 def is_additive(pe: PositionalEncoding) -> bool:
-    return overrides(pe, "embed")
+    """True when ``embed`` adds something at positions 0..3 (probed, so wrappers such as
+    randomized positions count only when their base encoding adds)."""
+    if not overrides(pe, "embed"):
+        return False
+    zeros = torch.zeros(1, 4, getattr(pe, "dim", D_MODEL), dtype=torch.float64)
+    try:
+        with torch.no_grad():
+            return bool(pe.embed(zeros, torch.arange(4)).abs().max() > 0)
+    except (ValueError, TypeError):
+        return False
 
 
 def is_rotary(pe: PositionalEncoding) -> bool:
-    return overrides(pe, "rotate")
+    """True when ``rotate`` changes queries or keys at positions 1..4 (probed)."""
+    if not overrides(pe, "rotate"):
+        return False
+    x = torch.ones(1, N_HEADS, 4, HEAD_DIM, dtype=torch.float64)  # (B, H, T, D)
+    try:
+        with torch.no_grad():
+            q, k = pe.rotate(x, x, torch.arange(1, 5), torch.arange(1, 5))
+    except (ValueError, TypeError):
+        return False
+    if q.shape != x.shape or k.shape != x.shape:  # e.g. PoPE's (magnitude, phase) features
+        return True
+    return bool((q - x).abs().max() > 0 or (k - x).abs().max() > 0)
 
 
 def has_bias(pe: PositionalEncoding) -> bool:
-    return overrides(pe, "bias")
+    """True when ``bias`` returns a tensor for positions 0..3."""
+    if not overrides(pe, "bias"):
+        return False
+    with torch.no_grad():
+        return pe.bias(torch.arange(4), torch.arange(4)) is not None
+
+
+def length_dependent(pe: PositionalEncoding) -> bool:
+    """True for dynamic context extension: frequencies follow the current length max(pos) + 1,
+    so scores at one offset differ between lengths (dynamic NTK, LongRoPE)."""
+    return bool(getattr(getattr(pe, "scaling", None), "dynamic", False))
 
 
 def is_parameter_free(pe: PositionalEncoding) -> bool:

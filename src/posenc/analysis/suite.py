@@ -7,9 +7,8 @@ from collections.abc import Iterable, Sequence
 import torch
 
 from ..encodings.base import PositionalEncoding
-from ..registry import names
 from .result import CHECKS, Check, CheckResult
-from .subjects import resolve
+from .subjects import resolve, subject_names
 
 
 def _load() -> None:
@@ -36,7 +35,7 @@ def run_checks(
     *,
     only: Sequence[str] | None = None,
 ) -> list[CheckResult]:
-    """Results of every applicable check on each encoding (default: all registered names).
+    """Results of every applicable check on each encoding (default: ``subject_names()``).
 
     ``only`` restricts to the named checks. Runs in float64 under ``torch.no_grad``.
     Raises: ValueError for an unknown encoding or check name (listing the valid ones).
@@ -46,7 +45,7 @@ def run_checks(
     if unknown:
         raise ValueError(f"unknown check(s) {unknown}; choose from {sorted(known)}")
     results = []
-    for item in names() if encodings is None else encodings:
+    for item in subject_names() if encodings is None else encodings:
         pe = resolve(item)
         for c in applicable(pe):
             if only is None or c.name in only:

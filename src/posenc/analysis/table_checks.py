@@ -3,6 +3,9 @@ similarity (Vaswani et al. 2017, arXiv:1706.03762, sec. 3.5; seed tutorial 003).
 
 from __future__ import annotations
 
+import itertools
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -47,10 +50,9 @@ def table_unique_rows(pe: PositionalEncoding) -> tuple[float, str]:
     return closest, f"{table.shape[0]} rows; closest pair at distance {closest:.3e}"
 
 
-def shift_matrix(k: int, dim: int, *, base: float = 10000.0) -> Tensor:
-    """M_k (dim, dim): block-diagonal 2x2 rotations by k·θ_i acting on (sin, cos) pairs, so
-    that PE[p + k] = M_k PE[p] for Vaswani's interleaved table (float64)."""
-    inv_freq = PF.rope_inv_freq(dim, base=base, xp=PF.torch_xp)  # (P,)
+def shift_matrix(k: int, inv_freq: Tensor) -> Tensor:
+    """M_k (2P, 2P): block-diagonal 2x2 rotations by k·θ_i acting on (sin, cos) pairs, so
+    that PE[p + k] = M_k PE[p] for Vaswani's interleaved table. inv_freq (P,) float64."""
     cos, sin = PF.rope_cos_sin(torch.tensor(k), inv_freq)  # (P,) each
     blocks = torch.stack([torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2)
     return torch.block_diag(*blocks)  # (P, 2, 2) -> (dim, dim)
@@ -60,9 +62,11 @@ def shift_matrix(k: int, dim: int, *, base: float = 10000.0) -> Tensor:
 def table_shift_is_rotation(pe: PositionalEncoding) -> tuple[float, str]:
     """PE[p + k] = M_k PE[p] with M_k the block rotation by k·θ_i (seed 003: ~1e-15)."""
     table = additive_table(pe)  # (N, C)
+    table_pe: Any = pe
+    inv_freq = PF.rope_inv_freq(table_pe.dim, base=table_pe.base, xp=PF.torch_xp)  # (P,)
     errs = []
     for k in (1, 5, 100):
-        M = shift_matrix(k, pe.dim, base=pe.base)  # type: ignore[arg-type]
+        M = shift_matrix(k, inv_freq)
         errs.append(float((table[:-k] @ M.T - table[k:]).abs().max()))
     return max(errs), "k = 1, 5, 100: max |M_k PE[p] - PE[p+k]| " + ", ".join(
         f"{e:.1e}" for e in errs
@@ -76,8 +80,8 @@ def table_dot_decays(pe: PositionalEncoding) -> tuple[float, str]:
     table = additive_table(pe, 4096)
     dots = table @ table[0]  # (N,)
     edges = [0, *(2**j for j in range(dots.shape[0].bit_length()))]
-    means = [float(dots[lo:hi].mean()) for lo, hi in zip(edges, edges[1:]) if hi <= len(dots)]
-    rise = max(0.0, *(b - a for a, b in zip(means, means[1:]))) / means[0]
+    means = [float(dots[lo:hi].mean()) for lo, hi in itertools.pairwise(edges) if hi <= len(dots)]
+    rise = max(0.0, *(b - a for a, b in itertools.pairwise(means))) / means[0]
     miss = max(0.0, means[-1] / means[0] - 0.5)
     detail = "octave means / PE0·PE0: " + " ".join(f"{m / means[0]:.2f}" for m in means)
     return rise + miss, detail

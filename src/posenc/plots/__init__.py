@@ -1,0 +1,52 @@
+"""posenc.plots: the pictures people draw of positional encodings, for every encoding.
+
+Each function takes an encoding (instance or registered name) and an optional ``ax`` and
+returns the matplotlib ``Figure`` (never ``plt.show()``); all share one style. ``PLOTS`` maps
+the kind names of ``posenc plot KIND`` to functions and the encodings they apply to.
+"""
+
+from .attention import attention_heatmap, model_attention
+from .bias import bias_heatmaps, bias_matrix
+from .kinds import PLOTS, PlotKind, plot_kinds_for
+from .rotary import (
+    inv_freq_of,
+    qk_by_distance,
+    qk_vs_distance,
+    rotation_pair,
+    shift_matrix_blocks,
+    wavelengths,
+)
+from .tables import (
+    contamination,
+    contamination_stats,
+    cosine_similarity,
+    dimension_waveforms,
+    dot_vs_distance,
+    encoding_heatmap,
+    position_features,
+    similarity_matrix,
+)
+
+__all__ = [
+    "PLOTS",
+    "PlotKind",
+    "attention_heatmap",
+    "bias_heatmaps",
+    "bias_matrix",
+    "contamination",
+    "contamination_stats",
+    "cosine_similarity",
+    "dimension_waveforms",
+    "dot_vs_distance",
+    "encoding_heatmap",
+    "inv_freq_of",
+    "model_attention",
+    "plot_kinds_for",
+    "position_features",
+    "qk_by_distance",
+    "qk_vs_distance",
+    "rotation_pair",
+    "shift_matrix_blocks",
+    "similarity_matrix",
+    "wavelengths",
+]

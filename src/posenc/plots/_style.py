@@ -1,0 +1,83 @@
+"""One look for every posenc figure, and the ``ax``-or-new-figure convention.
+
+Figures are built with ``matplotlib.figure.Figure`` (no pyplot state, no GUI backend), so the
+functions run headless and never call ``plt.show()``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+import matplotlib as mpl
+from cycler import cycler
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+STYLE: dict[str, Any] = {
+    "figure.dpi": 100,
+    "savefig.dpi": 110,
+    "savefig.bbox": "tight",
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "image.cmap": "RdBu_r",
+    "axes.prop_cycle": cycler(
+        color=["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b"]
+    ),
+    "svg.fonttype": "none",
+}
+#: Colormaps: signed values diverge around 0, magnitudes are sequential.
+DIVERGING, SEQUENTIAL = "RdBu_r", "viridis"
+
+
+def styled(fn: Callable[P, R]) -> Callable[P, R]:
+    """Run a plotting function under ``STYLE`` (artists read rcParams when created)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        with mpl.rc_context(STYLE):  # type: ignore[arg-type]
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def figure_axes(ax: Axes | None, figsize: tuple[float, float] = (6.0, 4.0)) -> tuple[Figure, Axes]:
+    """``ax`` and its figure, or a new figure with one axes."""
+    if ax is None:
+        fig = Figure(figsize=figsize, layout="constrained")
+        return fig, fig.add_subplot()
+    return root_figure(ax), ax
+
+
+def root_figure(ax: Axes) -> Figure:
+    """The top-level figure ``ax`` is drawn on."""
+    fig = ax.get_figure(root=True)
+    if not isinstance(fig, Figure):
+        raise TypeError(f"ax must belong to a matplotlib Figure, got {type(fig).__name__}")
+    return fig
+
+
+def heatmap(
+    ax: Axes, data: Any, *, label: str, signed: bool = True, **kwargs: Any
+) -> mpl.image.AxesImage:
+    """imshow with a labelled colorbar; signed data gets a symmetric diverging scale."""
+    if signed:
+        vmax = float(abs(data).max()) or 1.0
+        kwargs.setdefault("vmin", -vmax)
+        kwargs.setdefault("vmax", vmax)
+    image = ax.imshow(
+        data, aspect="auto", interpolation="nearest",
+        cmap=DIVERGING if signed else SEQUENTIAL, **kwargs,
+    )
+    root_figure(ax).colorbar(image, ax=ax, label=label)
+    ax.grid(False)
+    return image

@@ -1,0 +1,50 @@
+"""Attention weights of a small model using an encoding (any family)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from ..analysis.subjects import VOCAB, attention_weights, resolve, tiny_model
+from ..encodings.base import PositionalEncoding
+from ._style import figure_axes, heatmap, styled
+
+
+def model_attention(
+    pe: PositionalEncoding | str, *, n_positions: int = 24, causal: bool = True, seed: int = 0
+) -> np.ndarray:
+    """First-layer attention weights (H, T, T) of a seeded float64 TinyTransformer on random
+    tokens (weights drawn at a scale where attention is not uniform)."""
+    model = tiny_model(resolve(pe), causal=causal, seed=seed)
+    idx = torch.randint(0, VOCAB, (1, n_positions), generator=torch.Generator().manual_seed(seed))
+    pos = torch.arange(n_positions)
+    block: Any = model.blocks[0]
+    with torch.no_grad():
+        x = model.pe.embed(model.tok(idx), pos)  # (B, T, C)
+        weights = attention_weights(block.attn, block.norm1(x), pos)  # (B, H, T, T)
+    return weights[0].numpy()
+
+
+@styled
+def attention_heatmap(
+    pe: PositionalEncoding | str,
+    *,
+    head: int = 0,
+    n_positions: int = 24,
+    causal: bool = True,
+    ax: Axes | None = None,
+) -> Figure:
+    """Softmax weights of one head: query position down, key position across."""
+    pe = resolve(pe)
+    weights = model_attention(pe, n_positions=n_positions, causal=causal)
+    if not 0 <= head < weights.shape[0]:
+        raise ValueError(f"head must lie in 0..{weights.shape[0] - 1}, got {head}")
+    fig, ax = figure_axes(ax, (5.0, 4.2))
+    heatmap(ax, weights[head], label="attention weight", signed=False, vmin=0.0)
+    ax.set(xlabel="key position", ylabel="query position",
+           title=f"{pe.name}: attention weights, layer 0 head {head}")
+    return fig

@@ -1,0 +1,78 @@
+"""Plot kinds by name, each with the encodings it applies to (``posenc plot KIND``, report)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from ..analysis.subjects import has_bias, is_additive, is_parameter_free, is_rotary, resolve
+from ..encodings.base import PositionalEncoding
+from . import attention, bias, rotary, tables
+
+
+def _has_frequencies(pe: PositionalEncoding) -> bool:
+    try:
+        rotary.inv_freq_of(pe)
+    except ValueError:
+        return False
+    return True
+
+
+def _features(pe: PositionalEncoding) -> bool:
+    return is_additive(pe) or is_rotary(pe)
+
+
+@dataclass(frozen=True)
+class PlotKind:
+    """A figure type: ``per_encoding`` kinds draw one encoding, others overlay a list
+    (``multi``) or take none (``applies`` is None)."""
+
+    name: str
+    draw: Callable[..., Figure]
+    applies: Callable[[PositionalEncoding], bool] | None
+    multi: bool = False
+
+    @property
+    def description(self) -> str:
+        return (self.draw.__doc__ or self.name).strip().splitlines()[0]
+
+    def __call__(self, encodings: Sequence[PositionalEncoding | str] = (), **kw: Any) -> Figure:
+        """Draw for ``encodings`` (one, several for overlays, none for global kinds)."""
+        if self.applies is None:
+            return self.draw(**kw)
+        pes = [resolve(e) for e in encodings]
+        if not pes or (not self.multi and len(pes) != 1):
+            want = "one or more encodings" if self.multi else "exactly one encoding"
+            raise ValueError(f"plot {self.name!r} needs {want}, got {len(pes)}")
+        skipped = [pe.name for pe in pes if not self.applies(pe)]
+        if skipped:
+            raise ValueError(f"plot {self.name!r} does not apply to {skipped}")
+        return self.draw(pes, **kw) if self.multi else self.draw(pes[0], **kw)
+
+
+PLOTS: dict[str, PlotKind] = {
+    k.name: k
+    for k in (
+        PlotKind("heatmap", tables.encoding_heatmap, _features),
+        PlotKind("similarity", tables.similarity_matrix, _features),
+        PlotKind("waveforms", tables.dimension_waveforms, _features),
+        PlotKind("dot-distance", tables.dot_vs_distance, is_additive),
+        PlotKind("contamination", tables.contamination, is_additive),
+        PlotKind("wavelengths", rotary.wavelengths, _has_frequencies, multi=True),
+        PlotKind("shift-matrix", rotary.shift_matrix_blocks,
+                 lambda pe: _has_frequencies(pe) and is_parameter_free(pe)),
+        PlotKind("rotation", rotary.rotation_pair, is_rotary),
+        PlotKind("qk-distance", rotary.qk_vs_distance, is_rotary, multi=True),
+        PlotKind("bias", bias.bias_heatmaps, has_bias),
+        PlotKind("attention", attention.attention_heatmap, lambda pe: True),
+    )
+}
+
+
+def plot_kinds_for(pe: PositionalEncoding | str) -> list[PlotKind]:
+    """The per-encoding plot kinds that apply to ``pe``."""
+    pe = resolve(pe)
+    return [k for k in PLOTS.values() if k.applies is not None and k.applies(pe)]

@@ -1,0 +1,125 @@
+"""Pictures of frequencies and rotations (Su et al. 2021, arXiv:2104.09864; seed 003):
+wavelength per pair, the M_k block structure, one pair's rotation, q·k vs distance."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from .. import functional as PF
+from ..analysis.subjects import HEAD_DIM, N_HEADS, resolve
+from ..analysis.table_checks import shift_matrix
+from ..encodings.base import PositionalEncoding
+from ._style import SEQUENTIAL, figure_axes, heatmap, styled
+from .tables import position_features
+
+
+def inv_freq_of(pe: PositionalEncoding | str) -> np.ndarray:
+    """θ_i of an encoding with frequencies: its ``inv_freq`` buffer, or base^(-2i/dim).
+
+    Raises: ValueError for encodings without frequencies (learned tables, biases).
+    """
+    pe = resolve(pe)
+    inv_freq = getattr(pe, "inv_freq", None)
+    if isinstance(inv_freq, torch.Tensor):
+        return inv_freq.double().cpu().numpy()
+    table_pe: Any = pe
+    if hasattr(table_pe, "base") and hasattr(table_pe, "dim"):
+        return np.asarray(PF.rope_inv_freq(table_pe.dim, base=table_pe.base))
+    raise ValueError(
+        f"encoding {pe.name!r} has no frequencies: expected an inv_freq buffer or base and dim"
+    )
+
+
+@styled
+def wavelengths(
+    encodings: Sequence[PositionalEncoding | str],
+    *,
+    train_len: int | None = 2048,
+    ax: Axes | None = None,
+) -> Figure:
+    """Wavelength 2π/θ_i of each dimension pair (log scale), with the training length marked:
+    pairs above the line never complete a turn within it."""
+    fig, ax = figure_axes(ax, (6.0, 3.8))
+    for item in encodings:
+        pe = resolve(item)
+        lam = np.asarray(PF.wavelengths(inv_freq_of(pe)))
+        ax.plot(np.arange(len(lam)), lam, marker="o", markersize=3, label=pe.name)
+    if train_len is not None:
+        ax.axhline(train_len, color="gray", linestyle=":", label=f"train length {train_len}")
+    ax.set_yscale("log")
+    ax.set(xlabel="pair index i", ylabel="wavelength 2π/θ_i (positions)",
+           title="Wavelength per dimension pair")
+    ax.legend(fontsize=8)
+    return fig
+
+
+@styled
+def shift_matrix_blocks(
+    pe: PositionalEncoding | str, *, k: int = 5, n_dims: int = 16, ax: Axes | None = None
+) -> Figure:
+    """M_k, the block-diagonal rotation with PE[p + k] = M_k PE[p] (first ``n_dims`` dims)."""
+    pe = resolve(pe)
+    M = shift_matrix(k, torch.from_numpy(inv_freq_of(pe))).numpy()[:n_dims, :n_dims]
+    fig, ax = figure_axes(ax, (5.0, 4.2))
+    heatmap(ax, M, label="entry of M_k")
+    ax.set(xlabel="input dimension", ylabel="output dimension",
+           title=f"{pe.name}: M_{k} is block-diagonal (2x2 rotations)")
+    return fig
+
+
+@styled
+def rotation_pair(
+    pe: PositionalEncoding | str, *, pair: int = 0, n_positions: int = 32, ax: Axes | None = None
+) -> Figure:
+    """Where pair ``pair`` of the unit vector lands at positions 0..N-1: points on a circle."""
+    pe = resolve(pe)
+    data = position_features(pe, n_positions)  # (N, D)
+    P = data.shape[1] // 2
+    if not 0 <= pair < P:
+        raise ValueError(f"pair must lie in 0..{P - 1}, got {pair}")
+    inter = getattr(pe, "layout", "half") == "interleaved"
+    first, second = (2 * pair, 2 * pair + 1) if inter else (pair, pair + P)
+    a, b = data[:, first], data[:, second]
+    fig, ax = figure_axes(ax, (4.6, 4.2))
+    ax.plot(a, b, color="lightgray", zorder=1)
+    points = ax.scatter(a, b, c=np.arange(n_positions), cmap=SEQUENTIAL, zorder=2)
+    fig.colorbar(points, ax=ax, label="position")
+    ax.set_aspect("equal")
+    ax.set(xlabel="first feature of the pair", ylabel="second feature of the pair",
+           title=f"{pe.name}: pair {pair} across positions")
+    return fig
+
+
+def qk_by_distance(pe: PositionalEncoding | str, n_distances: int = 256) -> np.ndarray:
+    """<R_0 q, R_d k> for q = k = all-ones (the long-range decay of Su et al., sec. 3.4.3) and
+    d = 0..N-1: (N,)."""
+    pe = resolve(pe)
+    ones = torch.ones(1, N_HEADS, n_distances, HEAD_DIM, dtype=torch.float64)  # (B, H, T, D)
+    with torch.no_grad():
+        q, k = pe.rotate(ones, ones, torch.zeros(n_distances, dtype=torch.long),
+                         torch.arange(n_distances))
+    return (q * k).sum(-1)[0, 0].numpy()
+
+
+@styled
+def qk_vs_distance(
+    encodings: Sequence[PositionalEncoding | str],
+    *,
+    n_distances: int = 256,
+    ax: Axes | None = None,
+) -> Figure:
+    """Score <R_0 q, R_d k> of all-ones q and k against the relative distance d."""
+    fig, ax = figure_axes(ax, (6.0, 3.6))
+    for item in encodings:
+        pe = resolve(item)
+        ax.plot(np.arange(n_distances), qk_by_distance(pe, n_distances), label=pe.name)
+    ax.set(xlabel="relative distance n - m", ylabel="<R_m q, R_n k>",
+           title="Rotary score vs distance (q = k = 1)")
+    ax.legend(fontsize=8)
+    return fig

@@ -1,0 +1,148 @@
+"""Pictures of what an encoding attaches to each position (seed tutorials 003/004):
+heatmap, cosine similarity, waveforms, dot product vs distance, embedding contamination.
+
+Additive encodings show their table PE[p]; rotary ones show R_p u, a unit vector u = (1, 0)
+in every pair rotated to position p, i.e. (cos pθ_i, sin pθ_i) in the encoding's layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from ..analysis.subjects import HEAD_DIM, N_HEADS, is_additive, is_rotary, resolve
+from ..analysis.table_checks import additive_table
+from ..encodings.base import PositionalEncoding
+from ._style import figure_axes, heatmap, styled
+
+
+def position_features(pe: PositionalEncoding | str, n_positions: int = 128) -> np.ndarray:
+    """What the encoding attaches to positions 0..N-1: (N, C) table or (N, D) rotated unit.
+
+    Raises: ValueError for encodings that neither add nor rotate (bias, relative, none).
+    """
+    pe = resolve(pe)
+    if is_additive(pe):
+        return additive_table(pe, n_positions).numpy()
+    if is_rotary(pe):
+        unit = torch.zeros(HEAD_DIM, dtype=torch.float64)  # (D,)
+        if getattr(pe, "layout", "half") == "interleaved":
+            unit[0::2] = 1.0
+        else:
+            unit[: HEAD_DIM // 2] = 1.0
+        x = unit.expand(1, N_HEADS, n_positions, HEAD_DIM)  # (B, H, T, D)
+        with torch.no_grad():
+            rotated, _ = pe.rotate(x, x, torch.arange(n_positions), torch.arange(n_positions))
+        return rotated[0, 0].numpy()
+    raise ValueError(
+        f"encoding {pe.name!r} (family {pe.family!r}) attaches nothing to a position by itself; "
+        "expected an additive or rotary encoding (see bias_heatmaps for score biases)"
+    )
+
+
+@styled
+def encoding_heatmap(
+    pe: PositionalEncoding | str, *, n_positions: int = 128, ax: Axes | None = None
+) -> Figure:
+    """Heatmap of the position features, positions down, dimensions across."""
+    pe = resolve(pe)
+    data = position_features(pe, n_positions)
+    fig, ax = figure_axes(ax)
+    heatmap(ax, data, label="value")
+    ax.set(xlabel="dimension", ylabel="position", title=f"{pe.name}: features per position")
+    return fig
+
+
+def cosine_similarity(features: np.ndarray) -> np.ndarray:
+    """(N, F) -> (N, N) cosine similarity between rows."""
+    unit = features / np.linalg.norm(features, axis=-1, keepdims=True)
+    return unit @ unit.T
+
+
+@styled
+def similarity_matrix(
+    pe: PositionalEncoding | str, *, n_positions: int = 64, ax: Axes | None = None
+) -> Figure:
+    """Cosine similarity between the features of every pair of positions."""
+    pe = resolve(pe)
+    sim = cosine_similarity(position_features(pe, n_positions))
+    fig, ax = figure_axes(ax, (5.0, 4.2))
+    heatmap(ax, sim, label="cosine similarity", vmin=-1.0, vmax=1.0)
+    ax.set(xlabel="position", ylabel="position", title=f"{pe.name}: cosine similarity")
+    return fig
+
+
+@styled
+def dimension_waveforms(
+    pe: PositionalEncoding | str,
+    *,
+    dims: Sequence[int] = (0, 1, 4, 5),
+    n_positions: int = 128,
+    ax: Axes | None = None,
+) -> Figure:
+    """Selected feature dimensions as functions of the position."""
+    pe = resolve(pe)
+    data = position_features(pe, n_positions)
+    bad = [d for d in dims if not 0 <= d < data.shape[1]]
+    if bad:
+        raise ValueError(f"dims must lie in 0..{data.shape[1] - 1}, got {bad}")
+    fig, ax = figure_axes(ax, (7.0, 3.6))
+    for d in dims:
+        ax.plot(np.arange(len(data)), data[:, d], label=f"dim {d}")
+    ax.set(xlabel="position", ylabel="value", title=f"{pe.name}: selected dimensions")
+    ax.legend(loc="upper right", fontsize=8)
+    return fig
+
+
+@styled
+def dot_vs_distance(
+    pe: PositionalEncoding | str, *, n_positions: int = 512, ax: Axes | None = None
+) -> Figure:
+    """Dot product of the features at position 0 and at distance d, against d."""
+    pe = resolve(pe)
+    data = position_features(pe, n_positions)
+    fig, ax = figure_axes(ax, (6.0, 3.6))
+    ax.plot(np.arange(len(data)), data @ data[0])
+    ax.set(xlabel="distance d", ylabel="PE[0] · PE[d]", title=f"{pe.name}: dot product vs distance")
+    return fig
+
+
+def contamination_stats(pe: PositionalEncoding | str, n_positions: int = 128, seed: int = 0
+                        ) -> dict[str, np.ndarray]:
+    """Norms of a token embedding e ~ N(0, 1), of PE[p], of e + PE[p], and the angle
+    (degrees) between e and e + PE[p], for p = 0..N-1 (seed 003, section 10)."""
+    table = additive_table(resolve(pe), n_positions).numpy()  # (N, C)
+    e = np.random.default_rng(seed).standard_normal(table.shape[1])  # (C,)
+    mixed = e + table
+    cos = mixed @ e / (np.linalg.norm(mixed, axis=-1) * np.linalg.norm(e))
+    return {
+        "token": np.full(len(table), np.linalg.norm(e)),
+        "position": np.linalg.norm(table, axis=-1),
+        "combined": np.linalg.norm(mixed, axis=-1),
+        "angle": np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))),
+    }
+
+
+@styled
+def contamination(
+    pe: PositionalEncoding | str, *, n_positions: int = 128, ax: Axes | None = None
+) -> Figure:
+    """How much adding PE[p] moves a token embedding: norms (left) and angle (right axis)."""
+    pe = resolve(pe)
+    stats = contamination_stats(pe, n_positions)
+    fig, ax = figure_axes(ax, (7.0, 3.6))
+    pos = np.arange(len(stats["angle"]))
+    for key in ("token", "position", "combined"):
+        ax.plot(pos, stats[key], label=f"||{key}||")
+    ax.set(xlabel="position", ylabel="norm", title=f"{pe.name}: token embedding + PE[p]")
+    twin = ax.twinx()
+    twin.plot(pos, stats["angle"], color="black", linestyle="--", label="angle(e, e + PE)")
+    twin.set_ylabel("angle (degrees)")
+    twin.grid(False)
+    ax.legend(loc="upper left", fontsize=8)
+    twin.legend(loc="upper right", fontsize=8)
+    return fig
