@@ -4,6 +4,7 @@ Pure functions, keyword-only hyperparameters, written against the Python array A
 same call computes on NumPy arrays and torch tensors.
 """
 
+from ._rope_compiled import enable_compiled_rope
 from ._xp import namespace, np_xp, torch_xp
 from .alibi import alibi_bias, alibi_slopes
 from .cope import cope_interpolate, cope_positions
@@ -12,7 +13,7 @@ from .frequencies import angles, rope_inv_freq, wavelengths
 from .kerple import KERPLE_VARIANTS, KerpleVariant, kerple_bias, kerple_log, kerple_power
 from .pope import pope_polar, softplus
 from .relative import relative_offsets
-from .rotary import LAYOUTS, Layout, apply_rope, rope_cos_sin, rotary_dim
+from .rotary import LAYOUTS, Layout, apply_rope, apply_rope_pair, rope_cos_sin, rotary_dim
 from .shaw import (
     gather_relative,
     relative_key_logits,
@@ -33,9 +34,11 @@ __all__ = [
     "alibi_slopes",
     "angles",
     "apply_rope",
+    "apply_rope_pair",
     "check_t5_buckets",
     "cope_interpolate",
     "cope_positions",
+    "enable_compiled_rope",
     "fire_distance",
     "fire_psi",
     "gather_relative",

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 import torch
 
+from ._rope_compiled import compiled_rope_enabled, compiled_rope_pair
 from ._rope_torch import apply_rope_torch
 from ._xp import namespace
 from .frequencies import angles
@@ -58,6 +59,29 @@ def apply_rope(
         out = xp.reshape(out, rot.shape)
     out = xp.astype(out, x.dtype)
     return out if rest.shape[-1] == 0 else xp.concat([out, rest], axis=-1)
+
+
+def apply_rope_pair(
+    q: Any,
+    k: Any,
+    cos_q: Any,
+    sin_q: Any,
+    cos_k: Any,
+    sin_k: Any,
+    *,
+    layout: Layout = "half",
+    inplace: bool = False,
+) -> tuple[Any, Any]:
+    """``apply_rope`` on queries and keys in one call (one compiled kernel when
+    ``enable_compiled_rope()`` is on and the inputs are torch tensors on the autograd-free or
+    custom-backward path). Shapes as ``apply_rope``; returns (q', k')."""
+    fast = isinstance(q, torch.Tensor) and not inplace and compiled_rope_enabled()
+    if fast and not (cos_q.requires_grad or cos_k.requires_grad):
+        return compiled_rope_pair(q, k, cos_q, sin_q, cos_k, sin_k, layout)
+    return (
+        apply_rope(q, cos_q, sin_q, layout=layout, inplace=inplace),
+        apply_rope(k, cos_k, sin_k, layout=layout, inplace=inplace),
+    )
 
 
 def rotary_dim(head_dim: int, partial: float) -> int:
