@@ -61,7 +61,8 @@ class Task(ABC):
         self.n_symbols = self.default_symbols if n_symbols is None else n_symbols
         if not isinstance(self.n_symbols, int) or self.n_symbols < 1:
             raise ValueError(f"{self.name}: n_symbols must be an int >= 1, got {n_symbols!r}")
-        train_len = self.default_train_len if train_len is None else tuple(train_len)  # type: ignore[assignment]
+        if train_len is None:
+            train_len = self.default_train_len
         lo, hi = _check_train_len(self.name, train_len, self.min_len)
         self.train_len = (lo, hi)
         factors = self.eval_factors

@@ -8,10 +8,12 @@ from .base import FIRST, MARK, Batch, Split, Task, distinct_symbols
 
 
 class Ascending(Task):
-    """Are n distinct symbols in ascending order? Label 1 for sorted rows; label 0 rows are
-    sorted with one adjacent pair swapped, so only neighbour order tells them apart.
+    """Are n distinct symbols in ascending order? Label 1 rows are sorted; label 0 rows are a
+    shuffle of them (one adjacent swap when the shuffle happens to be sorted). The two classes
+    hold the same set of symbols, so only order tells them apart: without positions (NoPE in
+    an encoder) the task is at chance.
 
-    n=4:  s1 s3 s5 s8 -> 1;   s1 s5 s3 s8 -> 0
+    n=4:  s1 s3 s5 s8 -> 1;   s5 s1 s8 s3 -> 0
     """
 
     name = "ascending"
@@ -36,11 +38,19 @@ class Ascending(Task):
     def _sample(self, rng: np.random.Generator, batch: int, n: int, split: Split) -> Batch:
         x = np.sort(distinct_symbols(rng, batch, n, self.n_symbols), axis=1)  # (B, n)
         labels = rng.integers(0, 2, size=batch)
-        i = rng.integers(0, n - 1, size=batch)  # swap i, i + 1 in negative rows
-        rows = np.flatnonzero(labels == 0)
-        a, b = x[rows, i[rows]].copy(), x[rows, i[rows] + 1].copy()
-        x[rows, i[rows]], x[rows, i[rows] + 1] = b, a
-        return Batch(x.astype(np.int64), labels=labels.astype(np.int64))
+        shuffled = np.take_along_axis(x, np.argsort(rng.random((batch, n)), axis=1), axis=1)
+        still_sorted = (np.diff(shuffled, axis=1) > 0).all(axis=1)
+        shuffled[still_sorted] = x[still_sorted][:, _adjacent_swap(n, rng)]
+        return Batch(np.where(labels[:, None] == 1, x, shuffled).astype(np.int64),
+                     labels=labels.astype(np.int64))
+
+
+def _adjacent_swap(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Index permutation of 0..n-1 swapping one random adjacent pair."""
+    order = np.arange(n)
+    i = int(rng.integers(0, n - 1))
+    order[i], order[i + 1] = i + 1, i
+    return order
 
 
 class Offset(Task):
