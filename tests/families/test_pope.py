@@ -1,0 +1,123 @@
+"""PoPE (Gopalakrishnan et al. 2025): polar scores vs the paper's formula and x-transformers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import posenc
+from posenc import Attention
+from tests.families._helpers import causal_mask, heads_of, merge_heads, qkv, softmax_attention
+from tests.reference import families as ref
+
+
+def _pope(head_dim: int = 8, n_heads: int = 3, **kw) -> posenc.PositionalEncoding:  # type: ignore[no-untyped-def]
+    pe = posenc.build("pope", head_dim=head_dim, n_heads=n_heads, **kw).double()
+    if pe.delta is not None:
+        with torch.no_grad():  # some values outside [-2π, 0] to exercise the clamp
+            pe.delta.uniform_(-8.0, 1.0, generator=torch.Generator().manual_seed(2))
+    return pe
+
+
+def _delta(pe: posenc.PositionalEncoding) -> np.ndarray | None:
+    return None if pe.delta is None else np.clip(pe.delta.detach().numpy(), -2 * math.pi, 0.0)
+
+
+@pytest.mark.parametrize("phase_bias", [True, False])
+@pytest.mark.parametrize("head_dim", [8, 5])  # D frequencies: an odd head_dim is fine
+def test_scores_equal_reference(phase_bias: bool, head_dim: int) -> None:
+    pe = _pope(head_dim, phase_bias=phase_bias)
+    q, k, _ = qkv(B=2, H=3, Tq=4, Tk=6, D=head_dim)
+    q_pos, k_pos = torch.tensor([[2, 3, 4, 5], [40, 41, 42, 43]]), torch.tensor([0, 1, 2, 3, 4, 5])
+    pq, pk = pe.rotate(q, k, q_pos, k_pos)
+    assert pq.shape == (2, 3, 4, 2 * head_dim) and pk.shape == (2, 3, 6, 2 * head_dim)
+    got = (pq @ pk.transpose(-2, -1)).detach().numpy()
+    delta = _delta(pe)
+    for b, h, i, j in np.ndindex(2, 3, 4, 6):
+        want = ref.pope_score(q[b, h, i].numpy(), k[b, h, j].numpy(), int(q_pos[b, i]),
+                              int(k_pos[j]), None if delta is None else delta[h])
+        assert got[b, h, i, j] == pytest.approx(want, rel=1e-12, abs=1e-12)
+
+
+def test_attention_layer_scales_by_head_dim() -> None:
+    """q and k widen to 2D, yet the logits are divided by sqrt(D) (as in the paper's code)."""
+    torch.manual_seed(0)
+    pe = _pope(head_dim=8, n_heads=3)
+    attn = Attention(24, 3, pe=pe, causal=True).double()
+    x = torch.randn(2, 5, 24, dtype=torch.float64)
+    q, k, v = heads_of(attn, x)
+    delta = _delta(pe)
+    logits = np.zeros((2, 3, 5, 5))
+    for b, h, i, j in np.ndindex(2, 3, 5, 5):
+        logits[b, h, i, j] = ref.pope_score(q[b, h, i], k[b, h, j], i, j, delta[h]) / math.sqrt(8)
+    want = merge_heads(attn, softmax_attention(logits + causal_mask(5, 5), v))
+    with torch.no_grad():
+        got = attn(x)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-10, atol=1e-12)
+
+
+def test_scores_depend_only_on_distance() -> None:
+    pe = _pope()
+    q, k, _ = qkv(H=3)
+    pos = torch.arange(5)
+    a = [(lambda x, y: x @ y.transpose(-2, -1))(*pe.rotate(q, k, pos + s, pos + s)) for s in (0, 777)]
+    torch.testing.assert_close(a[0], a[1], rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.anchor
+def test_matches_x_transformers() -> None:
+    xt = pytest.importorskip("x_transformers.x_transformers")
+    T, D, H = 7, 16, 4
+    theirs = xt.PolarEmbedding(D, H)
+    ours = posenc.build("pope", head_dim=D, n_heads=H)
+    with torch.no_grad():
+        theirs.learned_bias.uniform_(-7.0, 0.5)
+        ours.delta.copy_(theirs.learned_bias[:, 0])
+    freqs, bias = theirs(torch.arange(T))
+    q, k = torch.randn(2, H, T, D), torch.randn(2, H, T, D)
+    want_q = xt.apply_polar_pos_emb(q, freqs)
+    want_k = xt.apply_polar_pos_emb(k, freqs + bias)
+    got_q, got_k = ours.rotate(q, k, torch.arange(T), torch.arange(T))
+    torch.testing.assert_close(got_q @ got_k.transpose(-2, -1), want_q @ want_k.transpose(-2, -1),
+                               rtol=1e-4, atol=1e-4)
+    plain = posenc.build("pope", head_dim=D, n_heads=H, phase_bias=False)
+    got_q, got_k = plain.rotate(q, k, torch.arange(T), torch.arange(T))
+    torch.testing.assert_close(got_q, want_q, rtol=1e-5, atol=1e-5)  # same feature layout
+    torch.testing.assert_close(got_k, xt.apply_polar_pos_emb(k, freqs), rtol=1e-5, atol=1e-5)
+
+
+def test_grouped_key_heads() -> None:
+    """The bias sits on the query heads, so fewer key heads (GQA) need no repetition."""
+    pe = _pope(head_dim=8, n_heads=4)
+    q, k, _ = qkv(H=4)
+    pq, pk = pe.rotate(q, k[:, :2], torch.arange(5), torch.arange(5))
+    full_q, full_k = pe.rotate(q, k[:, :2].repeat_interleave(2, dim=1), torch.arange(5), torch.arange(5))
+    torch.testing.assert_close(pq, full_q)
+    torch.testing.assert_close(pk.repeat_interleave(2, dim=1), full_k)
+
+
+@pytest.mark.parametrize(
+    ("config", "error", "match"),
+    [
+        ({"head_dim": 0}, ValueError, "head_dim must be an integer >= 1, got 0"),
+        ({"n_heads": 0}, ValueError, "n_heads must be an integer >= 1, got 0"),
+        ({"base": 0.0}, ValueError, "base must be a finite number > 0, got 0.0"),
+        ({"phase_bias": 1}, TypeError, "phase_bias must be a bool, got int"),
+    ],
+)
+def test_bad_config_raises(config: dict, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        posenc.build("pope", **({"head_dim": 8, "n_heads": 2} | config))
+
+
+def test_wrong_shapes_raise() -> None:
+    pe = _pope(head_dim=8, n_heads=3)
+    q, k, _ = qkv(H=3, D=6)
+    with pytest.raises(ValueError, match="head_dim=8 features, got 6"):
+        pe.rotate(q, k, torch.arange(5), torch.arange(5))
+    q, k, _ = qkv(H=2, D=8)
+    with pytest.raises(ValueError, match="n_heads=3 heads, got 2"):
+        pe.rotate(q, k, torch.arange(5), torch.arange(5))
