@@ -21,8 +21,9 @@ def _default(dim: int = DIM, base: float = BASE) -> torch.Tensor:
 
 
 def _close(got: X.Scaled, want: tuple[list[float], float]) -> None:
-    torch.testing.assert_close(got.inv_freq, torch.tensor(want[0], dtype=torch.float64),
-                               rtol=1e-13, atol=0.0)
+    torch.testing.assert_close(
+        got.inv_freq, torch.tensor(want[0], dtype=torch.float64), rtol=1e-13, atol=0.0
+    )
     assert math.isclose(got.attention_scaling, want[1], rel_tol=1e-14)
 
 
@@ -52,7 +53,9 @@ YARN_CASES = [
 def test_yarn_matches_reference(case: dict, dim: int, base: float) -> None:
     kw = dict(case)
     factor, original = kw.pop("factor"), kw.pop("original")
-    got = X.yarn(_default(dim, base), factor=factor, original_max_position_embeddings=original, **kw)
+    got = X.yarn(
+        _default(dim, base), factor=factor, original_max_position_embeddings=original, **kw
+    )
     _close(got, ref.yarn(base, dim, factor, original, **kw))
 
 
@@ -60,22 +63,38 @@ def test_yarn_matches_reference(case: dict, dim: int, base: float) -> None:
 def test_longrope_matches_reference(seq_len: int | None) -> None:
     rng = np.random.default_rng(0)
     short, long = (1 + rng.random(DIM // 2)).tolist(), (1 + 30 * rng.random(DIM // 2)).tolist()
-    got = X.longrope(_default(), short_factor=short, long_factor=long, factor=32.0,
-                     original_max_position_embeddings=4096, seq_len=seq_len)
+    got = X.longrope(
+        _default(),
+        short_factor=short,
+        long_factor=long,
+        factor=32.0,
+        original_max_position_embeddings=4096,
+        seq_len=seq_len,
+    )
     _close(got, ref.longrope(BASE, DIM, short, long, 4096, 32.0, seq_len or 0))
 
 
 @pytest.mark.parametrize(("dim", "base"), [(128, 500000.0), (64, 10000.0)])
 def test_llama3_matches_reference(dim: int, base: float) -> None:
-    got = X.llama3(_default(dim, base), factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
-                   original_max_position_embeddings=8192)
+    got = X.llama3(
+        _default(dim, base),
+        factor=8.0,
+        low_freq_factor=1.0,
+        high_freq_factor=4.0,
+        original_max_position_embeddings=8192,
+    )
     _close(got, ref.llama3(base, dim, 8.0, 1.0, 4.0, 8192))
 
 
 def test_methods_run_on_numpy_arrays() -> None:
     inv = PF.rope_inv_freq(DIM)  # NumPy float64
-    got = X.llama3(inv, factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
-                   original_max_position_embeddings=8192)
+    got = X.llama3(
+        inv,
+        factor=8.0,
+        low_freq_factor=1.0,
+        high_freq_factor=4.0,
+        original_max_position_embeddings=8192,
+    )
     want = ref.llama3(BASE, DIM, 8.0, 1.0, 4.0, 8192)[0]
     np.testing.assert_allclose(np.asarray(got.inv_freq), want, rtol=1e-13)
 
@@ -107,8 +126,13 @@ def test_yarn_keeps_high_frequencies_and_divides_low_ones() -> None:
 
 def test_llama3_ramps_between_bands() -> None:
     default = _default(128, 500000.0)
-    got = X.llama3(default, factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
-                   original_max_position_embeddings=8192).inv_freq
+    got = X.llama3(
+        default,
+        factor=8.0,
+        low_freq_factor=1.0,
+        high_freq_factor=4.0,
+        original_max_position_embeddings=8192,
+    ).inv_freq
     wavelength = 2 * math.pi / default
     high, low = wavelength < 8192 / 4, wavelength > 8192
     torch.testing.assert_close(got[high], default[high], rtol=0, atol=0)
@@ -139,19 +163,57 @@ def test_dynamic_is_default_inside_and_ntk_outside_the_original_context() -> Non
     ("spec", "match"),
     [
         ({"rope_type": "linear", "factor": 0.5}, "'factor' must be a finite number >= 1"),
-        ({"rope_type": "yarn", "factor": 0.9, "original_max_position_embeddings": 4096}, "'factor'"),
-        ({"rope_type": "yarn", "factor": 4.0}, r"needs key\(s\) \['original_max_position_embeddings'\]"),
-        ({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0},
-         "original_max_position_embeddings"),
+        (
+            {"rope_type": "yarn", "factor": 0.9, "original_max_position_embeddings": 4096},
+            "'factor'",
+        ),
+        (
+            {"rope_type": "yarn", "factor": 4.0},
+            r"needs key\(s\) \['original_max_position_embeddings'\]",
+        ),
+        (
+            {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0},
+            "original_max_position_embeddings",
+        ),
         ({"rope_type": "dynamic", "factor": 2.0}, "original_max_position_embeddings"),
-        ({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0, "high_freq_factor": 4.0,
-          "original_max_position_embeddings": 8192}, "'low_freq_factor' must be < 'high_freq_factor'"),
-        ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096,
-          "beta_fast": 1, "beta_slow": 32}, "'beta_fast' must be > 'beta_slow'"),
-        ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 0}, "positive integer"),
-        ({"rope_type": "longrope", "short_factor": [1.0] * 3, "long_factor": [1.0] * 2,
-          "original_max_position_embeddings": 4096, "factor": 2.0}, "same length"),
-        ({"rope_type": "linear", "factor": 2.0, "beta_fast": 3}, r"unknown key\(s\) \['beta_fast'\]"),
+        (
+            {
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 4.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192,
+            },
+            "'low_freq_factor' must be < 'high_freq_factor'",
+        ),
+        (
+            {
+                "rope_type": "yarn",
+                "factor": 4.0,
+                "original_max_position_embeddings": 4096,
+                "beta_fast": 1,
+                "beta_slow": 32,
+            },
+            "'beta_fast' must be > 'beta_slow'",
+        ),
+        (
+            {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 0},
+            "positive integer",
+        ),
+        (
+            {
+                "rope_type": "longrope",
+                "short_factor": [1.0] * 3,
+                "long_factor": [1.0] * 2,
+                "original_max_position_embeddings": 4096,
+                "factor": 2.0,
+            },
+            "same length",
+        ),
+        (
+            {"rope_type": "linear", "factor": 2.0, "beta_fast": 3},
+            r"unknown key\(s\) \['beta_fast'\]",
+        ),
         ({"rope_type": "xyz", "factor": 2.0}, "'rope_type' must be one of"),
         ({"factor": 2.0}, "'rope_type' must be one of"),
     ],
@@ -162,9 +224,16 @@ def test_invalid_scaling_raises_naming_the_key(spec: dict, match: str) -> None:
 
 
 def test_factor_list_of_wrong_length_raises() -> None:
-    spec = {"rope_type": "longrope", "short_factor": [1.0] * 16, "long_factor": [2.0] * 16,
-            "original_max_position_embeddings": 4096, "factor": 2.0}
-    with pytest.raises(ValueError, match=r"short_factor must have one entry per rotated pair .* = 32\), got 16"):
+    spec = {
+        "rope_type": "longrope",
+        "short_factor": [1.0] * 16,
+        "long_factor": [2.0] * 16,
+        "original_max_position_embeddings": 4096,
+        "factor": 2.0,
+    }
+    with pytest.raises(
+        ValueError, match=r"short_factor must have one entry per rotated pair .* = 32\), got 16"
+    ):
         posenc.build("rope", head_dim=DIM, scaling=spec)
 
 

@@ -25,15 +25,26 @@ def ntk(base: float, dim: int, factor: float) -> tuple[list[float], float]:
     return default(base * factor ** (dim / (dim - 2)), dim), 1.0
 
 
-def dynamic(base: float, dim: int, factor: float, original: int, seq_len: int) -> tuple[list[float], float]:
+def dynamic(
+    base: float, dim: int, factor: float, original: int, seq_len: int
+) -> tuple[list[float], float]:
     """Dynamic NTK: NTK with s' = s·max(T, L)/L - (s - 1) at the current length T."""
     T = max(seq_len, original)
     return ntk(base, dim, factor * T / original - (factor - 1))[0], 1.0
 
 
-def yarn(base: float, dim: int, factor: float, original: int, *, beta_fast: float = 32,
-         beta_slow: float = 1, mscale: float | None = None, mscale_all_dim: float | None = None,
-         truncate: bool = True) -> tuple[list[float], float]:
+def yarn(
+    base: float,
+    dim: int,
+    factor: float,
+    original: int,
+    *,
+    beta_fast: float = 32,
+    beta_slow: float = 1,
+    mscale: float | None = None,
+    mscale_all_dim: float | None = None,
+    truncate: bool = True,
+) -> tuple[list[float], float]:
     """YaRN (Peng et al. 2023, sec. 3.2 and 3.4): pair i keeps θ_i when it turns more than
     beta_fast times over the original context, uses θ_i/s below beta_slow turns, and blends
     linearly in the (fractional, HF: floored/ceiled) pair index between the two."""
@@ -55,12 +66,21 @@ def yarn(base: float, dim: int, factor: float, original: int, *, beta_fast: floa
     def m(s: float, k: float = 1.0) -> float:  # sqrt(1/t) = 0.1·k·ln(s) + 1
         return 1.0 if s <= 1 else 0.1 * k * math.log(s) + 1.0
 
-    scale = m(factor, mscale) / m(factor, mscale_all_dim) if mscale and mscale_all_dim else m(factor)
+    scale = (
+        m(factor, mscale) / m(factor, mscale_all_dim) if mscale and mscale_all_dim else m(factor)
+    )
     return out, scale
 
 
-def longrope(base: float, dim: int, short: list[float], long: list[float], original: int,
-             factor: float, seq_len: int) -> tuple[list[float], float]:
+def longrope(
+    base: float,
+    dim: int,
+    short: list[float],
+    long: list[float],
+    original: int,
+    factor: float,
+    seq_len: int,
+) -> tuple[list[float], float]:
     """LongRoPE (Ding et al. 2024): θ_i / λ_i, λ long past the original length; attention
     scale √(1 + ln s / ln L) (Phi-3's choice)."""
     lam = long if seq_len > original else short
@@ -68,8 +88,9 @@ def longrope(base: float, dim: int, short: list[float], long: list[float], origi
     return [t / f for t, f in zip(default(base, dim), lam, strict=True)], scale
 
 
-def llama3(base: float, dim: int, factor: float, low: float, high: float,
-           original: int) -> tuple[list[float], float]:
+def llama3(
+    base: float, dim: int, factor: float, low: float, high: float, original: int
+) -> tuple[list[float], float]:
     """Llama 3.1 (Meta 2024): wavelength below L/high kept, above L/low divided by s, between
     blended with a = (L/λ - low)/(high - low)."""
     out = []

@@ -1,0 +1,328 @@
+"""rope_from_hf against transformers (pinned in constraints.txt): frequencies, attention
+scaling, and rotated q/k inside and far outside the original context."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import posenc
+from tests.extension._hf import hf_config, hf_rotary, hf_rotate, rotate64
+
+pytest.importorskip("transformers")
+pytestmark = pytest.mark.anchor
+
+_rng = np.random.default_rng(0)
+SHORT48, LONG48 = (
+    (1 + 0.1 * _rng.random(48)).round(4).tolist(),
+    (1 + 40 * _rng.random(48)).round(3).tolist(),
+)
+
+
+def _llama(**kw: Any) -> dict[str, Any]:
+    return {
+        "model_type": "llama",
+        "hidden_size": 256,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+    } | kw
+
+
+CONFIGS: dict[str, dict[str, Any]] = {
+    "plain": _llama(rope_theta=10000.0, max_position_embeddings=4096),
+    "linear": _llama(rope_scaling={"type": "linear", "factor": 4.0}, max_position_embeddings=4096),
+    "llama3.1": _llama(
+        rope_theta=500000.0,
+        max_position_embeddings=131072,
+        rope_scaling={
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+            "rope_type": "llama3",
+        },
+    ),
+    "yarn4-qwen": _llama(
+        rope_theta=1e6,
+        max_position_embeddings=131072,
+        rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
+    ),
+    "yarn40-deepseek": _llama(
+        head_dim=64,
+        rope_theta=10000.0,
+        max_position_embeddings=163840,
+        rope_scaling={
+            "type": "yarn",
+            "factor": 40.0,
+            "beta_fast": 32,
+            "beta_slow": 1,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "original_max_position_embeddings": 4096,
+        },
+    ),
+    "yarn40-mscale": _llama(
+        head_dim=64,
+        max_position_embeddings=163840,
+        rope_scaling={
+            "rope_type": "yarn",
+            "factor": 40.0,
+            "mscale": 0.707,
+            "mscale_all_dim": 1.0,
+            "original_max_position_embeddings": 4096,
+        },
+    ),
+    "yarn32-gptoss": _llama(
+        head_dim=64,
+        max_position_embeddings=131072,
+        rope_parameters={
+            "rope_type": "yarn",
+            "rope_theta": 150000.0,
+            "factor": 32.0,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "truncate": False,
+            "original_max_position_embeddings": 4096,
+        },
+    ),
+    "dynamic": _llama(
+        max_position_embeddings=2048, rope_scaling={"type": "dynamic", "factor": 2.0}
+    ),
+    "phi3-longrope": {
+        "model_type": "phi3",
+        "hidden_size": 192,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "max_position_embeddings": 131072,
+        "original_max_position_embeddings": 4096,
+        "rope_scaling": {"type": "longrope", "short_factor": SHORT48, "long_factor": LONG48},
+    },
+    "phi4-partial-longrope": {
+        "model_type": "phi3",
+        "hidden_size": 256,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "partial_rotary_factor": 0.75,
+        "max_position_embeddings": 131072,
+        "original_max_position_embeddings": 4096,
+        "rope_scaling": {"type": "longrope", "short_factor": SHORT48, "long_factor": LONG48},
+    },
+    "phi-partial": {
+        "model_type": "phi",
+        "hidden_size": 160,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "partial_rotary_factor": 0.4,
+        "max_position_embeddings": 2048,
+    },
+    "neox-partial-dynamic": {
+        "model_type": "gpt_neox",
+        "hidden_size": 128,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "rotary_pct": 0.25,
+        "max_position_embeddings": 2048,
+        "rope_scaling": {"type": "dynamic", "factor": 3.0},
+    },
+    "cohere-interleaved": {
+        "model_type": "cohere",
+        "hidden_size": 128,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "max_position_embeddings": 8192,
+        "rope_theta": 8e6,
+        "rope_scaling": {"type": "linear", "factor": 2.0},
+    },
+}
+ORIGINAL = {
+    "plain": 4096,
+    "linear": 4096,
+    "llama3.1": 8192,
+    "yarn4-qwen": 32768,
+    "yarn40-deepseek": 4096,
+    "yarn40-mscale": 4096,
+    "yarn32-gptoss": 4096,
+    "dynamic": 2048,
+    "phi3-longrope": 4096,
+    "phi4-partial-longrope": 4096,
+    "phi-partial": 2048,
+    "neox-partial-dynamic": 2048,
+    "cohere-interleaved": 8192,
+}
+
+
+def _qk(pe: Any, T: int, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(5)
+    return (
+        torch.randn(2, 2, T, pe.head_dim, generator=g).to(dtype),
+        torch.randn(2, 1, T, pe.head_dim, generator=g).to(dtype),
+    )
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_frequencies_and_attention_scaling_equal_transformers(name: str) -> None:
+    cfg = CONFIGS[name]
+    rotary, _ = hf_rotary(cfg)
+    for source in (cfg, hf_config(cfg)):  # config.json dict, and transformers' config object
+        pe = posenc.rope_from_hf(source)
+        assert pe.inv_freq.dtype == torch.float32
+        # transformers computes in float32 (a few ulps off); posenc rounds float64 once
+        torch.testing.assert_close(pe.inv_freq, rotary.inv_freq, rtol=1.3e-6, atol=0.0)
+        ours, theirs = (pe.inv_freq.double() - pe.inv_freq64), (rotary.inv_freq - pe.inv_freq64)
+        assert bool((ours.abs() <= theirs.abs()).all())
+        assert math.isclose(pe.attention_scaling, rotary.attention_scaling, rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+@pytest.mark.parametrize("where", ["inside", "far"])
+def test_rotated_qk_equal_transformers(name: str, where: str) -> None:
+    """Within transformers' float32 rounding of pos·θ, and never further from float64 truth."""
+    cfg, L = CONFIGS[name], ORIGINAL[name]
+    pe = posenc.rope_from_hf(cfg)
+    q, k = _qk(pe, T=6)
+    if where == "inside":
+        pos = torch.tensor([[0, 1, 2, 3, 17, L - 1], [5, 6, 7, 8, 9, 10]])
+    else:
+        pos = torch.tensor(
+            [[0, 1, L, 3 * L, 20 * L, 100_000], [8, L + 5, 4 * L, 7 * L, 9 * L, 10 * L]]
+        )
+    rotary, apply = hf_rotary(cfg)
+    hq, hk = hf_rotate(rotary, apply, q, k, pos)
+    oq, ok = pe.rotate(q, k, pos, pos)
+    inv64, scale = pe.frequencies(int(pos.max()) + 1)  # checked against the references
+    for ours, theirs, x in ((oq, hq, q), (ok, hk, k)):
+        truth = torch.from_numpy(rotate64(x, pos, inv64, scale, pe.layout))
+        err_ours = (ours.double() - truth).abs().max().item()
+        err_theirs = (theirs.double() - truth).abs().max().item()
+        assert err_ours <= 5e-6, err_ours
+        assert err_ours <= err_theirs + 1e-6, (err_ours, err_theirs)
+        assert (ours - theirs).abs().max().item() <= err_theirs + 5e-6
+        near = (pos < 64)[:, None, :, None].expand_as(ours)  # transformers' rounding is ~1e-6 here
+        torch.testing.assert_close(ours[near], theirs[near], atol=1e-5, rtol=1e-5)
+
+
+def test_dynamic_rotation_uses_the_current_length() -> None:
+    """Dynamic NTK at max(pos) + 1 differs from the default beyond the original context."""
+    pe = posenc.rope_from_hf(CONFIGS["dynamic"])
+    plain = posenc.rope_from_hf(CONFIGS["dynamic"] | {"rope_scaling": None})
+    q, k = _qk(pe, T=2)
+    inside, outside = torch.tensor([5, 2047]), torch.tensor([5, 4095])
+    torch.testing.assert_close(pe.rotate(q, k, inside, inside), plain.rotate(q, k, inside, inside))
+    assert not torch.allclose(
+        pe.rotate(q, k, outside, outside)[0], plain.rotate(q, k, outside, outside)[0]
+    )
+
+
+def test_gptj_interleaved_partial_equals_transformers() -> None:
+    gptj = pytest.importorskip("transformers.models.gptj.modeling_gptj")
+    cfg = {"model_type": "gptj", "n_embd": 256, "n_head": 4, "rotary_dim": 32, "n_positions": 2048}
+    pe = posenc.rope_from_hf(cfg)
+    assert (pe.layout, pe.rotary_dim) == ("interleaved", 32)
+    q, _ = _qk(pe, T=5)
+    pos = torch.tensor([0, 1, 100, 1000, 2047])
+    sincos = gptj.create_sinusoidal_positions(2048, 32)[pos][None]  # (1, T, 32)
+    sin, cos = sincos.chunk(2, dim=-1)
+    x = q.transpose(1, 2)  # GPT-J rotates (B, T, H, D)
+    rot = gptj.apply_rotary_pos_emb(x[..., :32], sin, cos)
+    theirs = torch.cat([rot, x[..., 32:]], dim=-1).transpose(1, 2)
+    torch.testing.assert_close(pe.rotate_one(q, pos), theirs, atol=5e-5, rtol=1e-5)
+
+
+def test_deepseek_v3_interleaved_pairs_then_deinterleaved_storage() -> None:
+    cfg = {
+        "model_type": "deepseek_v3",
+        "hidden_size": 256,
+        "num_attention_heads": 2,
+        "qk_rope_head_dim": 64,
+        "qk_nope_head_dim": 64,
+        "v_head_dim": 64,
+        "kv_lora_rank": 32,
+        "q_lora_rank": 32,
+        "intermediate_size": 64,
+        "moe_intermediate_size": 32,
+        "num_hidden_layers": 1,
+        "n_routed_experts": 4,
+        "num_experts_per_tok": 2,
+        "n_group": 1,
+        "topk_group": 1,
+        "max_position_embeddings": 163840,
+        "rope_scaling": {
+            "type": "yarn",
+            "factor": 40.0,
+            "beta_fast": 32,
+            "beta_slow": 1,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "original_max_position_embeddings": 4096,
+        },
+    }
+    pe = posenc.rope_from_hf(cfg)
+    assert (pe.layout, pe.head_dim) == ("interleaved", 64)
+    rotary, apply = hf_rotary(cfg)
+    q, k = _qk(pe, T=4)
+    pos = torch.tensor([0, 3, 50, 70])
+    hq, hk = hf_rotate(rotary, apply, q, k, pos)
+    deinterleave = torch.cat([torch.arange(0, 64, 2), torch.arange(1, 64, 2)])
+    oq, ok = pe.rotate(q, k, pos, pos)
+    torch.testing.assert_close(oq[..., deinterleave], hq, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ok[..., deinterleave], hk, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "linear",
+        "llama3.1",
+        "yarn40-mscale",
+        "yarn32-gptoss",
+        "dynamic",
+        "phi4-partial-longrope",
+        "cohere-interleaved",
+    ],
+)
+def test_rope_to_hf_roundtrips(name: str) -> None:
+    pe = posenc.rope_from_hf(CONFIGS[name])
+    written = posenc.rope_to_hf(pe)
+    again = posenc.rope_from_hf(written)
+    assert (again.scaling, again.layout, again.partial, again.base) == (
+        pe.scaling,
+        pe.layout,
+        pe.partial,
+        pe.base,
+    )
+    hf = hf_rotary(_llama(**({"max_position_embeddings": 131072} | written)))[0]
+    torch.testing.assert_close(hf.inv_freq, pe.inv_freq, rtol=1.3e-6, atol=0.0)
+
+
+def test_static_ntk_is_written_as_a_larger_base() -> None:
+    pe = posenc.build("rope", head_dim=64, scaling={"rope_type": "ntk", "factor": 4.0})
+    written = posenc.rope_to_hf(pe)
+    assert written["rope_parameters"]["rope_type"] == "default"
+    torch.testing.assert_close(posenc.rope_from_hf(written).inv_freq64, pe.inv_freq64)
+
+
+def test_layout_override_and_errors() -> None:
+    assert posenc.rope_from_hf(CONFIGS["plain"], layout="interleaved").layout == "interleaved"
+    with pytest.raises(ValueError, match="rope_type 'mrope' is not supported"):
+        posenc.rope_from_hf(CONFIGS["plain"] | {"rope_scaling": {"type": "mrope"}})
+    with pytest.raises(ValueError, match="'head_dim', or 'hidden_size' and 'num_attention_heads'"):
+        posenc.rope_from_hf({"rope_theta": 10000.0})
+    with pytest.raises(ValueError, match="needs 'original_max_position_embeddings'"):
+        posenc.rope_from_hf({"head_dim": 64, "rope_scaling": {"type": "dynamic", "factor": 2.0}})
+    with pytest.raises(TypeError, match="config must be a dict"):
+        posenc.rope_from_hf(42)
+    with pytest.raises(TypeError, match="needs a RoPE encoding"):
+        posenc.rope_to_hf(posenc.build("nope"))
