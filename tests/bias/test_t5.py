@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import array_api_strict as xps
 import numpy as np
 import pytest
@@ -15,7 +17,7 @@ from tests.reference import bias as ref
 CONFIGS = [(32, 128), (16, 64), (8, 16), (64, 256), (32, 939), (24, 2058), (6, 5)]
 
 
-def _buckets(rel: torch.Tensor, bidirectional: bool, num_buckets: int, max_distance: int):  # noqa: ANN202
+def _buckets(rel: Any, bidirectional: bool, num_buckets: int, max_distance: int) -> Any:
     return PF.t5_relative_bucket(
         rel, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
     )

@@ -9,6 +9,7 @@ FIRE: Li et al. 2023 (arXiv:2310.04418), progressive interpolation + MLP.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -19,7 +20,7 @@ def alibi_slopes(n_heads: int) -> list[float]:
     if n_heads & (n_heads - 1) == 0:
         start = 2.0 ** (-8.0 / n_heads)
         return [start * start**h for h in range(n_heads)]
-    closest = 2 ** int(math.floor(math.log2(n_heads)))
+    closest = 2 ** math.floor(math.log2(n_heads))
     return alibi_slopes(closest) + alibi_slopes(2 * closest)[0::2][: n_heads - closest]
 
 
@@ -30,7 +31,9 @@ def _rows(q_pos: np.ndarray, k_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     return np.broadcast_to(q, (B, q.shape[1])), np.broadcast_to(k, (B, k.shape[1])), B
 
 
-def pairwise(q_pos: np.ndarray, k_pos: np.ndarray, n_heads: int, entry) -> np.ndarray:  # noqa: ANN001
+def pairwise(
+    q_pos: np.ndarray, k_pos: np.ndarray, n_heads: int, entry: Callable[[int, int, int], float]
+) -> np.ndarray:
     """(B, H, Tq, Tk) array of ``entry(h, i, j)`` for query position i and key position j."""
     q, k, B = _rows(q_pos, k_pos)
     out = np.zeros((B, n_heads, q.shape[1], k.shape[1]))

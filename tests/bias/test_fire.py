@@ -1,0 +1,108 @@
+"""FIRE: progressive interpolation and the MLP bias against the float64 reference."""
+
+from __future__ import annotations
+
+import math
+
+import array_api_strict as xps
+import numpy as np
+import pytest
+import torch
+
+import posenc
+from posenc import functional as PF
+from tests.bias.test_kerple import BiasCall
+from tests.reference import bias as ref
+
+
+def _reference(pe: torch.nn.Module, q_pos: torch.Tensor, k_pos: torch.Tensor) -> np.ndarray:
+    w = {n: p.detach().double().numpy() for n, p in pe.named_parameters()}
+    threshold = abs(float(w["threshold_scale"]) * pe.init_threshold)
+    return ref.fire(
+        q_pos.numpy(), k_pos.numpy(), float(w["c"]), threshold, pe.eps,
+        w["mlp_in.weight"], w["mlp_in.bias"], w["mlp_out.weight"], w["mlp_out.bias"],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("init_threshold", [512.0, 3.5])
+def test_bias_matches_reference(init_threshold: float) -> None:
+    pe = posenc.build("fire", n_heads=3, hidden=8, init_threshold=init_threshold, init_c=0.3)
+    q_pos = torch.tensor([[5, 6, 7], [0, 1, 2]])
+    k_pos = torch.tensor([[0, 1, 2, 3, 5, 6, 7], [0, 0, 0, 0, 0, 1, 2]])
+    got = pe.bias(q_pos, k_pos)
+    assert got.shape == (2, 3, 3, 7) and got.dtype == torch.float32
+    torch.testing.assert_close(got, torch.from_numpy(_reference(pe, q_pos, k_pos)).float())
+
+
+def test_distance_is_progressively_interpolated() -> None:
+    """ψ(i - j) / ψ(max(L, i)): the normaliser is ψ(L) before L and ψ(i) after, so every key of a
+    query at i >= L maps into [0, 1], the farthest (j = 0) to 1."""
+    c, L = torch.tensor(0.1, dtype=torch.float64), torch.tensor(16.0, dtype=torch.float64)
+    pos = torch.arange(200)
+    x = PF.fire_distance(pos, pos, c, L, eps=0.0)  # (T, T)
+    psi = lambda v: math.log(0.1 * v + 1)  # noqa: E731
+    torch.testing.assert_close(x[10, 0].item(), psi(10) / psi(16))  # before L: fixed normaliser
+    torch.testing.assert_close(x[100, 0].item(), 1.0)  # after L: the farthest key is at 1
+    torch.testing.assert_close(x[150, 75].item(), psi(75) / psi(150))
+    causal = torch.ones(200, 200, dtype=torch.bool).tril()
+    assert x[causal].min() >= 0 and x[causal].max() <= 1 + 1e-12
+    assert not torch.equal(x, x.T)  # normalised by the query's position, not symmetric
+    np_x = PF.fire_distance(pos.numpy(), pos.numpy(), c.numpy(), L.numpy(), eps=0.0)
+    np.testing.assert_allclose(np_x, x.numpy(), rtol=1e-14)
+
+
+def test_functional_runs_on_array_api_strict() -> None:
+    pos = xps.arange(6, dtype=xps.int64)
+    c, L = xps.asarray(0.2, dtype=xps.float64), xps.asarray(4.0, dtype=xps.float64)
+    got = PF.fire_distance(pos, pos, c, L)
+    psi = lambda v: math.log(abs(0.2 * v) + 1)  # noqa: E731
+    expected = [[psi(i - j) / (psi(max(4.0, i)) + 1e-6) for j in range(6)] for i in range(6)]
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-14)
+
+
+def test_init_follows_the_paper_pseudocode() -> None:
+    pe = posenc.build("fire", n_heads=4)
+    assert pe.mlp_in.weight.shape == (32, 1) and pe.mlp_out.weight.shape == (4, 32)
+    assert pe.c.item() == pytest.approx(0.1) and pe.threshold.item() == 512.0
+    assert pe.eps == 1e-6
+
+
+def test_bias_stays_float32_under_bf16() -> None:
+    pe = posenc.build("fire", n_heads=2)
+    pos = torch.arange(40)
+    expected = pe.bias(pos, pos)
+    pe = pe.to(torch.bfloat16)
+    got = pe.bias(pos, pos)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, expected, atol=0.05, rtol=0.05)
+
+
+def test_gradcheck_float64() -> None:
+    """Every learned parameter (c, threshold scale, both MLP layers) in float64 gradcheck; the
+    threshold L = 6.5 lies inside the positions so both branches of max(L, i) are used."""
+    pe = BiasCall(posenc.build("fire", n_heads=2, hidden=4, init_threshold=6.5).double())
+    names = [n for n, _ in pe.named_parameters()]
+    params = tuple(p.detach().clone().requires_grad_() for p in pe.parameters())
+    q_pos, k_pos = torch.tensor([2, 5, 9]), torch.tensor([0, 1, 2, 4, 5, 8, 9])
+
+    def bias(*values: torch.Tensor) -> torch.Tensor:
+        return torch.func.functional_call(pe, dict(zip(names, values, strict=True)), (q_pos, k_pos))
+
+    assert len(params) == 6
+    assert torch.autograd.gradcheck(bias, params)
+
+
+@pytest.mark.parametrize(
+    ("config", "error", "match"),
+    [
+        ({"n_heads": 0}, ValueError, "n_heads must be an integer >= 1, got 0"),
+        ({"hidden": 0}, ValueError, "hidden must be an integer >= 1, got 0"),
+        ({"hidden": 3.0}, TypeError, "hidden must be an int"),
+        ({"init_c": 0.0}, ValueError, "init_c must be a finite number > 0, got 0.0"),
+        ({"init_threshold": -5.0}, ValueError, "init_threshold must be a finite number > 0"),
+        ({"eps": -1e-6}, ValueError, "eps must be a finite number > 0"),
+    ],
+)
+def test_bad_config_raises(config: dict, error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        posenc.build("fire", **{"n_heads": 2, **config})
