@@ -6,7 +6,7 @@ from types import ModuleType
 from typing import Any
 
 from .._validate import check_positive_int
-from ._xp import namespace, np_xp
+from ._xp import namespace, np_xp, widest_float
 from .relative import relative_offsets
 
 
@@ -23,8 +23,9 @@ def alibi_slopes(n_heads: int, *, xp: ModuleType | None = None, device: Any = No
     check_positive_int(n_heads, "n_heads")
     xp = np_xp if xp is None else xp
     m = 1 << (n_heads.bit_length() - 1)  # closest power of two <= H
-    main = xp.arange(1, m + 1, dtype=xp.float64, device=device) * (8.0 / m)  # (M,)
-    extra = xp.arange(0, n_heads - m, dtype=xp.float64, device=device) * (8.0 / m) + 4.0 / m
+    wide = widest_float(xp)  # float64 (float32 on JAX without x64)
+    main = xp.arange(1, m + 1, dtype=wide, device=device) * (8.0 / m)  # (M,)
+    extra = xp.arange(0, n_heads - m, dtype=wide, device=device) * (8.0 / m) + 4.0 / m
     return 2.0 ** -xp.concat([main, extra])  # (H,)
 
 

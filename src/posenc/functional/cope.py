@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._validate import check_positive_int
-from ._xp import namespace
+from ._xp import namespace, widest_int
 
 
 def cope_positions(logits: Any, *, n_positions: int) -> Any:
@@ -34,8 +34,8 @@ def cope_interpolate(positions: Any, per_position: Any) -> Any:
     xp = namespace(positions, per_position)
     floor = xp.floor(positions)
     w = positions - floor  # (..., Tq, Tk)
-    lo = xp.astype(floor, xp.int64)
-    hi = xp.astype(xp.ceil(positions), xp.int64)
+    lo = xp.astype(floor, widest_int(xp))
+    hi = xp.astype(xp.ceil(positions), widest_int(xp))
     e_lo = xp.take_along_axis(per_position, lo, axis=-1)
     e_hi = xp.take_along_axis(per_position, hi, axis=-1)
     return e_lo * (1.0 - w) + e_hi * w

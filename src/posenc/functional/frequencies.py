@@ -6,7 +6,7 @@ from types import ModuleType
 from typing import Any
 
 from .._validate import check_even, check_positive_float
-from ._xp import namespace, np_xp
+from ._xp import namespace, np_xp, widest_float
 
 
 def rope_inv_freq(
@@ -15,14 +15,14 @@ def rope_inv_freq(
     """Inverse frequencies θ_i = base^(-2i/dim), i = 0 .. dim/2 - 1 (Su et al. 2021, eq. 15).
 
     The same series sets the sinusoidal table's wavelengths (Vaswani et al. 2017, sec. 3.5).
-    Computed in float64 (cast down by the caller), in namespace ``xp`` (default NumPy).
+    Computed in float64 (float32 on JAX without x64; cast down by the caller), in namespace ``xp`` (default NumPy).
     Shapes: returns (dim/2,).
     Raises: ValueError for an odd/non-positive ``dim`` or a ``base`` <= 0.
     """
     check_even(dim, "dim")
     check_positive_float(base, "base")
     xp = np_xp if xp is None else xp
-    exponent = xp.arange(0, dim, 2, dtype=xp.float64, device=device) / dim  # (P,)
+    exponent = xp.arange(0, dim, 2, dtype=widest_float(xp), device=device) / dim  # (P,)
     return 1.0 / (float(base) ** exponent)
 
 
@@ -35,8 +35,8 @@ def angles(pos: Any, inv_freq: Any) -> Any:
     """Rotation angles pos·θ_i, computed in float64 so large positions keep their digits.
 
     float32 ``pos * inv_freq`` loses ~pos·2^-24 rad (0.06 rad at pos 1e6); float64 keeps 1e-10.
-    Shapes: pos (...,) integer, inv_freq (P,) -> (..., P) float64.
+    Shapes: pos (...,) integer, inv_freq (P,) -> (..., P) float64 (float32: JAX without x64).
     """
     xp = namespace(pos, inv_freq)
-    pos64 = xp.astype(pos, xp.float64)
-    return pos64[..., None] * xp.astype(inv_freq, xp.float64)
+    wide = widest_float(xp)
+    return xp.astype(pos, wide)[..., None] * xp.astype(inv_freq, wide)

@@ -6,7 +6,7 @@ from types import ModuleType
 from typing import Any
 
 from .._validate import check_even
-from ._xp import namespace, np_xp
+from ._xp import namespace, np_xp, widest_int
 from .frequencies import angles, rope_inv_freq
 
 
@@ -27,7 +27,7 @@ def sinusoidal_table(
         if n_positions < 0:
             raise ValueError(f"n_positions must be >= 0, got {n_positions}")
         xp = np_xp if xp is None else xp
-        pos = xp.arange(n_positions, dtype=xp.int64)
+        pos = xp.arange(n_positions, dtype=widest_int(xp))
     else:
         pos = n_positions
         xp = namespace(pos)

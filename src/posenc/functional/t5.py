@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from .._validate import check_positive_int
-from ._xp import namespace
+from ._xp import namespace, widest_int
 
 
 def check_t5_buckets(*, bidirectional: bool, num_buckets: int, max_distance: int) -> int:
@@ -48,7 +48,8 @@ def t5_relative_bucket(
     xp = namespace(relative_position)
     if not xp.isdtype(relative_position.dtype, "integral"):
         raise TypeError(f"relative_position must be integer, got {relative_position.dtype}")
-    rel = xp.astype(relative_position, xp.int64)
+    wide = widest_int(xp)  # int64 (int32 on JAX without x64)
+    rel = xp.astype(relative_position, wide)
     zero = xp.zeros_like(rel)
     n_buckets = num_buckets // 2 if bidirectional else num_buckets
     if bidirectional:
@@ -63,6 +64,6 @@ def t5_relative_bucket(
         / math.log(max_distance / max_exact)
         * (n_buckets - max_exact)
     )
-    large = xp.astype(scaled, xp.int64) + max_exact  # truncation = floor: scaled >= 0
+    large = xp.astype(scaled, wide) + max_exact  # truncation = floor: scaled >= 0
     large = xp.where(large < n_buckets - 1, large, xp.full_like(large, n_buckets - 1))
     return upper + xp.where(dist < max_exact, dist, large)
