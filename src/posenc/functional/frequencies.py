@@ -15,7 +15,8 @@ def rope_inv_freq(
     """Inverse frequencies θ_i = base^(-2i/dim), i = 0 .. dim/2 - 1 (Su et al. 2021, eq. 15).
 
     The same series sets the sinusoidal table's wavelengths (Vaswani et al. 2017, sec. 3.5).
-    Computed in float64 (float32 on JAX without x64; cast down by the caller), in namespace ``xp`` (default NumPy).
+    Computed in float64 (float32 on JAX without x64; cast down by the caller), in namespace
+    ``xp`` (default NumPy).
     Shapes: returns (dim/2,).
     Raises: ValueError for an odd/non-positive ``dim`` or a ``base`` <= 0.
     """
