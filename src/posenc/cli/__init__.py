@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import typer
 
+from .check import check
 from .demo import demo
 from .lab import app as lab_app
 from .listing import list_encodings
+from .plot import plot
+from .report import report
 
 app = typer.Typer(
     name="posenc",
@@ -16,6 +19,9 @@ app = typer.Typer(
 )
 app.command("list")(list_encodings)
 app.command("demo")(demo)
+app.command("check")(check)
+app.command("plot")(plot)
+app.command("report")(report)
 app.add_typer(lab_app, name="lab")
 
 

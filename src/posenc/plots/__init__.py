@@ -5,8 +5,9 @@ returns the matplotlib ``Figure`` (never ``plt.show()``); all share one style. `
 the kind names of ``posenc plot KIND`` to functions and the encodings they apply to.
 """
 
-from .attention import attention_heatmap, model_attention
+from .attention import attention_grid, attention_heatmap, model_attention
 from .bias import bias_heatmaps, bias_matrix
+from .extension import alibi_slopes, extension_scales, frequency_scales
 from .kinds import PLOTS, PlotKind, plot_kinds_for
 from .rotary import (
     inv_freq_of,
@@ -30,6 +31,8 @@ from .tables import (
 __all__ = [
     "PLOTS",
     "PlotKind",
+    "alibi_slopes",
+    "attention_grid",
     "attention_heatmap",
     "bias_heatmaps",
     "bias_matrix",
@@ -39,6 +42,8 @@ __all__ = [
     "dimension_waveforms",
     "dot_vs_distance",
     "encoding_heatmap",
+    "extension_scales",
+    "frequency_scales",
     "inv_freq_of",
     "model_attention",
     "plot_kinds_for",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ from matplotlib.figure import Figure
 
 from ..analysis.subjects import VOCAB, attention_weights, resolve, tiny_model
 from ..encodings.base import PositionalEncoding
-from ._style import figure_axes, heatmap, styled
+from ._style import SEQUENTIAL, figure_axes, heatmap, styled
 
 
 def model_attention(
@@ -47,4 +48,29 @@ def attention_heatmap(
     heatmap(ax, weights[head], label="attention weight", signed=False, vmin=0.0)
     ax.set(xlabel="key position", ylabel="query position",
            title=f"{pe.name}: attention weights, layer 0 head {head}")
+    return fig
+
+
+@styled
+def attention_grid(
+    encodings: Sequence[PositionalEncoding | str], *, head: int = 0, n_positions: int = 24
+) -> Figure:
+    """Side by side: one head's first-layer attention weights for each encoding, same model
+    weights (seed 0) and tokens, shared 0..1 colour scale."""
+    pes = [resolve(e) for e in encodings]
+    if not pes:
+        raise ValueError("attention_grid needs at least one encoding, got none")
+    cols = min(5, len(pes))
+    rows = -(-len(pes) // cols)
+    fig = Figure(figsize=(2.5 * cols + 0.8, 2.6 * rows), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax, pe in zip(axes, pes, strict=False):
+        image = ax.imshow(model_attention(pe, n_positions=n_positions)[head], vmin=0.0, vmax=1.0,
+                          cmap=SEQUENTIAL, interpolation="nearest")
+        ax.set(title=pe.name, xlabel="key", ylabel="query")
+        ax.grid(False)
+    for ax in axes[len(pes):]:
+        ax.set_axis_off()
+    fig.colorbar(image, ax=list(axes), label="attention weight")
+    fig.suptitle(f"Attention weights, layer 0 head {head}, causal, same weights and tokens")
     return fig

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from ..analysis.subjects import has_bias, is_additive, is_parameter_free, is_rotary, resolve
 from ..encodings.base import PositionalEncoding
-from . import attention, bias, rotary, tables
+from . import attention, bias, extension, rotary, tables
 
 
 def _has_frequencies(pe: PositionalEncoding) -> bool:
@@ -68,6 +68,8 @@ PLOTS: dict[str, PlotKind] = {
         PlotKind("qk-distance", rotary.qk_vs_distance, is_rotary, multi=True),
         PlotKind("bias", bias.bias_heatmaps, has_bias),
         PlotKind("attention", attention.attention_heatmap, lambda pe: True),
+        PlotKind("extension", extension.extension_scales, None),
+        PlotKind("alibi-slopes", extension.alibi_slopes, None),
     )
 }
 

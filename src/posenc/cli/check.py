@@ -1,0 +1,44 @@
+"""``posenc check [NAME...] [--json]``: property checks as a PASS/FAIL table."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+
+def check(
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(help="Encodings to check, e.g. rope alibi rope:yarn (default: all)."),
+    ] = None,
+    only: Annotated[
+        list[str] | None, typer.Option("--only", help="Run only this check (repeatable).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """Verify the math of each encoding; exit status 1 if any check fails."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..analysis import run_checks
+
+    try:
+        results = run_checks(names or None, only=only or None)
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from err
+    failed = sum(not r.passed for r in results)
+    if as_json:
+        typer.echo(json.dumps([r.as_dict() for r in results], indent=2))
+    else:
+        table = Table(title=f"posenc check: {len(results) - failed} passed, {failed} failed")
+        for column in ("encoding", "check", "measured", "needs", "result", "detail"):
+            table.add_column(column, overflow="fold")
+        for r in results:
+            verdict = "[green]PASS[/]" if r.passed else "[bold red]FAIL[/]"
+            table.add_row(r.encoding, r.name, f"{r.error:.3g}",
+                          f"{r.comparison} {r.tolerance:.3g}", verdict, r.detail)
+        Console(width=160).print(table)
+    if failed:
+        raise typer.Exit(code=1)
