@@ -31,7 +31,7 @@ def gather_relative(per_offset: Any, index: Any) -> Any:
     xp = namespace(per_offset, index)
     B, H, Tq, _ = per_offset.shape
     if index.ndim == 3:
-        index = index[:, None]  # (B, 1, Tq, Tk)
+        index = index[:, None, ...]  # (B, 1, Tq, Tk)
     index = xp.broadcast_to(index, (B, H, Tq, index.shape[-1]))
     return xp.take_along_axis(per_offset, index, axis=-1)
 
@@ -57,7 +57,7 @@ def relative_value_output(probs: Any, table: Any, index: Any) -> Any:
     rows = xp.arange(R, dtype=index.dtype, device=_device(index))
     one_hot = xp.astype(index[..., None] == rows, probs.dtype)  # (B?, Tq, Tk, R)
     if one_hot.ndim == 4:
-        one_hot = one_hot[:, None]  # (B, 1, Tq, Tk, R)
+        one_hot = one_hot[:, None, ...]  # (B, 1, Tq, Tk, R)
     per_row = xp.matmul(probs[..., None, :], one_hot)[..., 0, :]  # (B, H, Tq, R)
     return xp.matmul(per_row, xp.astype(table, probs.dtype))  # (B, H, Tq, D)
 
