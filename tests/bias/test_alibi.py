@@ -107,12 +107,15 @@ def test_functional_runs_on_array_api_strict() -> None:
     np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-14)
 
 
-def test_custom_slopes_and_bf16_keep_float32() -> None:
+def test_custom_slopes_and_bias_dtype_under_bf16_and_double() -> None:
     pe = posenc.build("alibi", n_heads=2, slopes=[0.3, 1.7]).to(torch.bfloat16)
-    assert pe.slopes.dtype == torch.float32
+    assert pe.slopes64.dtype == torch.float64
     bias = pe.bias(torch.arange(3), torch.arange(3))
     assert bias.dtype == torch.float32
     torch.testing.assert_close(bias[0, :, 2, 0], torch.tensor([-0.6, -3.4]))
+    bias64 = pe.double().bias(torch.tensor([10**6]), torch.tensor([0]))
+    assert bias64.dtype == torch.float64
+    torch.testing.assert_close(bias64[0, :, 0, 0], torch.tensor([-0.3e6, -1.7e6]).double())
 
 
 @pytest.mark.parametrize(

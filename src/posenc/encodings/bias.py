@@ -50,12 +50,14 @@ class ALiBi(PositionalEncoding):
     """Attention with linear biases (Press et al. 2022): logits_ij - m_h·(i - j), no embedding.
 
     Slopes m_h = 2^(-8h/H) (``PF.alibi_slopes``, the official rule for H not a power of two) or
-    custom positive ``slopes``. ``symmetric=True`` is the encoder form -m_h·|i - j|. Slopes
-    are a float32 buffer kept out of ``model.to(bf16)``.
+    custom positive ``slopes``. ``symmetric=True`` is the encoder form -m_h·|i - j|. The
+    float64 ``slopes64`` stay out of ``model.to(bf16)``; ``slopes`` follows the module dtype
+    and sets the bias dtype: float32, or float64 after ``.double()``.
     """
 
-    keep_dtype_buffers = ("slopes",)
+    keep_dtype_buffers = ("slopes64",)
     slopes: Tensor
+    slopes64: Tensor
 
     def __init__(
         self, *, n_heads: int, symmetric: bool = False, slopes: Sequence[float] | None = None
@@ -73,11 +75,13 @@ class ALiBi(PositionalEncoding):
                 check_positive_float(m, "each ALiBi slope")
             values = torch.tensor([float(m) for m in slopes], dtype=torch.float64)
         self.n_heads, self.symmetric = n_heads, symmetric
-        self.register_buffer("slopes", values.float(), persistent=False)  # (H,)
+        self.register_buffer("slopes64", values, persistent=False)  # (H,) float64
+        self.register_buffer("slopes", values.float(), persistent=False)  # (H,) module dtype
 
     def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         q_pos, k_pos = check_bias_positions(q_pos, k_pos)
-        return as_4d(PF.alibi_bias(q_pos, k_pos, self.slopes, symmetric=self.symmetric))
+        slopes = self.slopes64.to(work_dtype(self.slopes))
+        return as_4d(PF.alibi_bias(q_pos, k_pos, slopes, symmetric=self.symmetric))
 
     def extra_repr(self) -> str:
         return f"n_heads={self.n_heads}, symmetric={self.symmetric}"

@@ -21,8 +21,9 @@ def fire_psi(x: Any, c: Any) -> Any:
 def fire_distance(q_pos: Any, k_pos: Any, c: Any, threshold: Any, *, eps: float = 1e-6) -> Any:
     """Progressively interpolated distance ψ(i - j) / (ψ(max(L, i)) + eps), FIRE's MLP input.
 
-    i is the query's position, j the key's, L the learnable ``threshold`` below which short
-    sequences are not normalised further (Li et al. 2023, and its appendix pseudocode).
+    i is the query's position, j the key's, L the learnable ``threshold``: queries before L
+    share the normaliser ψ(L), later ones map all their keys into [0, 1] (Li et al. 2023,
+    progressive interpolation, as in the paper's appendix pseudocode).
     ``c`` and ``threshold`` are 0-d float arrays (the arithmetic runs in their dtype).
     Shapes: q_pos (..., Tq), k_pos (..., Tk) integer -> (..., Tq, Tk) in [0, 1] for |i - j| <= i.
     """
