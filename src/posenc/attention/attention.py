@@ -89,11 +89,16 @@ class Attention(nn.Module):
         pos = check_positions(pos, "pos")
         check_positions_match(pos, B, T, "pos")
         q, k, v = self._project(x)  # (B, H, T, D), (B, Hkv, T, D) x2
-        q, k = self.pe.rotate(q, k, pos, pos)
+        rerotate = cache is not None and self.pe.kv_policy == "rerotate"
+        if not rerotate:
+            q, k = self.pe.rotate(q, k, pos, pos)
         new = CachedKeys(
             k, v, batch_positions(pos, B), *_mask_inputs(B, T, x, padding_mask, segment_ids)
         )
         keys = new if cache is None else cache.append(new)
+        if rerotate:  # the cache holds unrotated keys: rotate all with the current frequencies
+            q, k_all = self.pe.rotate(q, keys.k, pos, keys.pos)  # k_all (B, Hkv, L, D)
+            keys = keys._replace(k=k_all)
         k_pos = pos if cache is None else keys.pos  # (T,) | (B, T) or (B, L)
         allowed = self._allowed(
             new, keys, offset, plain=padding_mask is None and segment_ids is None

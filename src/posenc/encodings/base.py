@@ -34,6 +34,9 @@ class PositionalEncoding(nn.Module):
     #: float buffers that ``model.to(torch.bfloat16)`` / ``.half()`` must move but never cast:
     #: low-precision frequencies ruin rotations at large positions (HF #25681).
     keep_dtype_buffers: ClassVar[tuple[str, ...]] = ()
+    #: KV-cache policy read by ``Attention``: "reference" caches keys as ``rotate`` left them;
+    #: "rerotate" caches unrotated keys and rotates all of them at every step (dynamic RoPE).
+    kv_policy: str = "reference"
 
     def embed(self, x: Tensor, pos: Tensor) -> Tensor:
         """Add position information to token embeddings. x (B, T, C), pos (B, T) or (T,)."""
