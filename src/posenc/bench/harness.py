@@ -1,0 +1,103 @@
+"""Interleaved timing: every implementation of a case runs in the same round, medians reported.
+
+This box is shared and noisy: absolute times drift 2x between minutes, so implementations are
+timed round-robin in one process and compared by ratios of medians (gpt-fast / perf.md habits:
+warm up first, synchronise before stopping the clock, report min-max as well as the median).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass
+class Timing:
+    """Seconds per call of one implementation on one case."""
+
+    name: str
+    median: float
+    low: float
+    high: float
+    samples: list[float] = field(default_factory=list)
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _calls_per_sample(fn: Callable[[], Any], device: str, target: float) -> int:
+    """Calls per timed sample so one sample lasts about ``target`` seconds."""
+    _sync(device)
+    start = time.perf_counter()
+    fn()
+    _sync(device)
+    once = max(time.perf_counter() - start, 1e-7)
+    return max(1, min(1000, int(target / once)))
+
+
+def interleaved(
+    impls: dict[str, Callable[[], Any]],
+    *,
+    rounds: int = 15,
+    warmup: int = 2,
+    device: str = "cpu",
+    target: float = 0.02,
+) -> dict[str, Timing]:
+    """Time each callable ``rounds`` times, round-robin; returns seconds per call."""
+    for fn in impls.values():
+        for _ in range(warmup):
+            fn()
+    reps = {name: _calls_per_sample(fn, device, target) for name, fn in impls.items()}
+    samples: dict[str, list[float]] = {name: [] for name in impls}
+    for _ in range(rounds):
+        for name, fn in impls.items():
+            _sync(device)
+            start = time.perf_counter()
+            for _ in range(reps[name]):
+                fn()
+            _sync(device)
+            samples[name].append((time.perf_counter() - start) / reps[name])
+    return {n: Timing(n, statistics.median(s), min(s), max(s), s) for n, s in samples.items()}
+
+
+def machine() -> dict[str, Any]:
+    """Where and under what load the numbers were taken."""
+    info: dict[str, Any] = {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "cpu": _cpu_name(),
+        "threads": torch.get_num_threads(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        "loadavg": os.getloadavg(),
+        "time": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name()
+    return info
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def as_json(t: Timing) -> dict[str, Any]:
+    """A Timing without its raw samples, in microseconds."""
+    d = asdict(t)
+    d.pop("samples")
+    return {k: (v * 1e6 if isinstance(v, float) else v) for k, v in d.items()}

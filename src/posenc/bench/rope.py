@@ -1,0 +1,158 @@
+"""RoPE benchmark: posenc's eager, compiled and in-place paths against the anchors and floors.
+
+Cases: (B, H, T, D) x dtype x {forward, forward+backward}; q and k rotated per call. Anchors
+(each skipped, and said so, when not installed): Hugging Face ``apply_rotary_pos_emb`` with
+cos/sin given in the input dtype (what ``LlamaRotaryEmbedding`` returns),
+rotary-embedding-torch, x-transformers. Floors: ``clone`` of q and k (out of place) and
+``copy_`` into preallocated buffers (in place).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .. import functional as PF
+from .harness import as_json, interleaved
+
+SHAPES = [(1, 32, 2048, 128), (4, 8, 1024, 64), (1, 8, 8192, 64)]
+QUICK_SHAPES = [(1, 8, 512, 64)]
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+Impl = Callable[[], Any]
+
+
+def _tables(T: int, D: int) -> tuple[torch.Tensor, torch.Tensor]:
+    cos, sin = PF.rope_cos_sin(torch.arange(T), PF.rope_inv_freq(D, xp=PF.torch_xp))
+    return cos.float(), sin.float()  # (T, D/2)
+
+
+def _posenc(q: torch.Tensor, k: torch.Tensor) -> dict[str, Impl]:
+    T, D = q.shape[-2:]
+    cos, sin = _tables(T, D)
+    qb, kb = q.detach().clone(), k.detach().clone()
+
+    def eager() -> Any:
+        PF.enable_compiled_rope(False)
+        return PF.apply_rope_pair(q, k, cos, sin, cos, sin)
+
+    def compiled() -> Any:
+        PF.enable_compiled_rope(True)
+        try:
+            return PF.apply_rope_pair(q, k, cos, sin, cos, sin)
+        finally:
+            PF.enable_compiled_rope(False)
+
+    def inplace() -> Any:
+        with torch.no_grad():
+            return PF.apply_rope_pair(qb, kb, cos, sin, cos, sin, inplace=True)
+
+    return {"posenc_eager": eager, "posenc_compiled": compiled, "posenc_inplace": inplace}
+
+
+def _anchors(q: torch.Tensor, k: torch.Tensor) -> tuple[dict[str, Impl], list[str]]:
+    impls: dict[str, Impl] = {}
+    skipped: list[str] = []
+    T, D = q.shape[-2:]
+    try:
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+        cos, sin = _tables(T, D)
+        hc = torch.cat([cos, cos], -1)[None].to(q.dtype)  # (1, T, D) as HF's rotary returns
+        hs = torch.cat([sin, sin], -1)[None].to(q.dtype)
+        impls["hf_apply_rotary_pos_emb"] = lambda: apply_rotary_pos_emb(q, k, hc, hs)
+    except ImportError:
+        skipped.append("transformers")
+    try:
+        from rotary_embedding_torch import RotaryEmbedding
+
+        ret = RotaryEmbedding(D)
+        impls["rotary_embedding_torch"] = lambda: (
+            ret.rotate_queries_or_keys(q),
+            ret.rotate_queries_or_keys(k),
+        )
+    except ImportError:
+        skipped.append("rotary-embedding-torch")
+    try:
+        from x_transformers.x_transformers import RotaryEmbedding as XRot
+        from x_transformers.x_transformers import apply_rotary_pos_emb as x_apply
+
+        xrot = XRot(D)
+        t = torch.arange(T)
+
+        def xt() -> Any:
+            freqs, scale = xrot(t)
+            return x_apply(q, freqs, scale), x_apply(k, freqs, scale)
+
+        impls["x_transformers"] = xt
+    except ImportError:
+        skipped.append("x-transformers")
+    return impls, skipped
+
+
+def _floors(q: torch.Tensor, k: torch.Tensor) -> dict[str, Impl]:
+    qb, kb = torch.empty_like(q), torch.empty_like(k)
+    return {
+        "floor_clone": lambda: (q.detach().clone(), k.detach().clone()),
+        "floor_copy_into": lambda: (qb.copy_(q.detach()), kb.copy_(k.detach())),
+    }
+
+
+def _with_backward(impls: dict[str, Impl], q: torch.Tensor, k: torch.Tensor) -> dict[str, Impl]:
+    gq, gk = torch.randn_like(q), torch.randn_like(k)
+
+    def wrap(fn: Impl) -> Impl:
+        def run() -> None:
+            oq, ok = fn()
+            torch.autograd.backward([oq, ok], [gq, gk])
+            q.grad = k.grad = None
+
+        return run
+
+    return {n: wrap(f) for n, f in impls.items() if not n.startswith(("floor", "posenc_inplace"))}
+
+
+def run_case(
+    shape: tuple[int, int, int, int], dtype: str, backward: bool, rounds: int
+) -> dict[str, Any]:
+    """Time every implementation on one case; ratios are to HF and to the copy floors."""
+    torch.manual_seed(0)
+    B, H, T, D = shape
+    q = torch.randn(B, H, T, D, dtype=DTYPES[dtype], requires_grad=backward)
+    k = torch.randn(B, H, T, D, dtype=DTYPES[dtype], requires_grad=backward)
+    anchors, skipped = _anchors(q, k)
+    impls = {**_posenc(q, k), **anchors}
+    impls = _with_backward(impls, q, k) if backward else {**impls, **_floors(q, k)}
+    timings = interleaved(impls, rounds=rounds)
+    result: dict[str, Any] = {
+        "shape": list(shape),
+        "dtype": dtype,
+        "mode": "fwd+bwd" if backward else "fwd",
+        "skipped_anchors": skipped,
+        "us": {n: as_json(t) for n, t in timings.items()},
+    }
+    med = {n: t.median for n, t in timings.items()}
+    ref = {
+        "hf": med.get("hf_apply_rotary_pos_emb"),
+        "clone": med.get("floor_clone"),
+        "copy_into": med.get("floor_copy_into"),
+    }
+    result["speedup_vs_hf"] = {n: ref["hf"] / m for n, m in med.items()} if ref["hf"] else {}
+    if ref["clone"]:
+        result["x_clone_floor"] = {n: m / ref["clone"] for n, m in med.items()}
+    if ref["copy_into"]:
+        result["inplace_x_copy_floor"] = med["posenc_inplace"] / ref["copy_into"]
+    return result
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    """All RoPE cases (``quick``: one small shape, few rounds, for CI smoke runs)."""
+    shapes = QUICK_SHAPES if quick else SHAPES
+    rounds = 3 if quick else 11
+    return [
+        run_case(shape, dtype, backward, rounds)
+        for shape in shapes
+        for dtype in DTYPES
+        for backward in (False, True)
+    ]

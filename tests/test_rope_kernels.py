@@ -1,0 +1,96 @@
+"""The torch paths behind apply_rope: eager kernel, custom backward, in place, compiled."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from posenc import functional as PF
+from tests.reference.rotary import rope as ref_rope
+
+POS = torch.tensor([0, 3, 100, 2000, 8191])
+
+
+def _tables(rot: int, dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
+    cos, sin = PF.rope_cos_sin(POS, PF.rope_inv_freq(rot, xp=PF.torch_xp))
+    return cos.to(dtype), sin.to(dtype)
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("rot", [16, 8])
+def test_eager_kernel_matches_reference_and_gradcheck(layout: str, rot: int) -> None:
+    x = torch.randn(2, 3, 5, 16, dtype=torch.float64, requires_grad=True)
+    cos, sin = _tables(rot)
+    expected = ref_rope(x.detach().numpy(), POS.numpy(), layout=layout, rotary_dim=rot)
+    out = PF.apply_rope(x, cos, sin, layout=layout)
+    torch.testing.assert_close(out, torch.from_numpy(expected))
+    assert torch.autograd.gradcheck(lambda t: PF.apply_rope(t, cos, sin, layout=layout), (x,))
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_backward_is_the_inverse_rotation(layout: str) -> None:
+    x = torch.randn(1, 2, 5, 8, dtype=torch.float64, requires_grad=True)
+    cos, sin = _tables(8)
+    g = torch.randn(1, 2, 5, 8, dtype=torch.float64)
+    PF.apply_rope(x, cos, sin, layout=layout).backward(g)
+    assert x.grad is not None
+    # R(-θ) g: rotate by the negated angle through the public function
+    torch.testing.assert_close(x.grad, PF.apply_rope(g, cos, -sin, layout=layout))
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_learnable_tables_get_gradients(layout: str) -> None:
+    x = torch.randn(1, 1, 5, 8, dtype=torch.float64)
+    cos, sin = (t.clone().requires_grad_() for t in _tables(8))
+    out = PF.apply_rope(x, cos, sin, layout=layout)
+    torch.testing.assert_close(
+        out, torch.from_numpy(ref_rope(x.numpy(), POS.numpy(), layout=layout))
+    )
+    out.sum().backward()
+    assert cos.grad is not None and sin.grad is not None and cos.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_inplace_equals_out_of_place(layout: str, dtype: torch.dtype) -> None:
+    x = torch.randn(2, 2, 5, 16).to(dtype)
+    cos, sin = _tables(12, torch.float32 if dtype != torch.float64 else dtype)
+    expected = PF.apply_rope(x, cos, sin, layout=layout)
+    buf = x.clone()
+    assert PF.apply_rope(buf, cos, sin, layout=layout, inplace=True) is buf
+    tol = {"atol": 0.02, "rtol": 0} if dtype == torch.bfloat16 else {}
+    torch.testing.assert_close(buf, expected, **tol)
+
+
+def test_inplace_refuses_autograd_and_numpy() -> None:
+    cos, sin = _tables(8)
+    x = torch.randn(1, 1, 5, 8, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(ValueError, match="inplace=True is for inference"):
+        PF.apply_rope(x, cos, sin, inplace=True)
+    with pytest.raises(ValueError, match="inplace=True needs torch tensors, got ndarray"):
+        PF.apply_rope(x.detach().numpy(), cos.numpy(), sin.numpy(), inplace=True)
+
+
+def test_bf16_eager_error_is_rounding_level() -> None:
+    x64 = torch.randn(1, 4, 5, 64, dtype=torch.float64)
+    cos, sin = _tables(64)
+    exact = torch.from_numpy(ref_rope(x64.numpy(), POS.numpy()))
+    out = PF.apply_rope(x64.bfloat16(), cos.float(), sin.float())
+    rounding = (exact.bfloat16().double() - exact).abs().max()
+    assert out.dtype == torch.bfloat16
+    assert (out.double() - exact).abs().max() <= 3 * rounding
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_compiled_pair_matches_eager(layout: str) -> None:
+    q, k = torch.randn(1, 4, 5, 16), torch.randn(1, 2, 5, 16)
+    cos, sin = _tables(12, torch.float32)
+    expected = PF.apply_rope_pair(q, k, cos, sin, cos, sin, layout=layout)
+    PF.enable_compiled_rope(True)
+    try:
+        got = PF.apply_rope_pair(q, k, cos, sin, cos, sin, layout=layout)
+    finally:
+        PF.enable_compiled_rope(False)
+    for a, b in zip(got, expected, strict=True):
+        torch.testing.assert_close(a, b)
