@@ -11,7 +11,7 @@ import torch
 
 import posenc
 from posenc import functional as PF
-from tests.bias.test_kerple import BiasCall
+from tests.bias.helpers import BiasCall
 from tests.reference import bias as ref
 
 

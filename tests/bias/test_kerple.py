@@ -8,6 +8,7 @@ import torch
 
 import posenc
 from posenc import functional as PF
+from tests.bias.helpers import BiasCall
 from tests.reference import bias as ref
 
 Q_POS = torch.tensor([[4, 5, 6], [0, 1, 2]])
@@ -81,19 +82,6 @@ def test_gradcheck_float64(variant: str) -> None:
         return torch.func.functional_call(pe, {"pe.r1": r1, "pe.r2": r2}, (pos_q, pos_k))
 
     assert torch.autograd.gradcheck(module, (r1, r2))
-
-
-class BiasCall(torch.nn.Module):
-    """forward = the wrapped encoding's bias, so ``functional_call`` can swap its parameters."""
-
-    def __init__(self, pe: posenc.PositionalEncoding) -> None:
-        super().__init__()
-        self.pe = pe
-
-    def forward(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
-        bias = self.pe.bias(q_pos, k_pos)
-        assert bias is not None
-        return bias
 
 
 @pytest.mark.parametrize(
