@@ -58,7 +58,7 @@ class SweepProgress:
         elapsed = time.perf_counter() - self.start
         eta = elapsed / self.done * (self.total - self.done)
         self.log(f"[{self.done}/{self.total}] {cfg['encoding']:<12} {cfg['task']['name']:<10} "
-                 f"seed {cfg['seed']}  {result.seconds:5.1f}s  exact match by length {accs}  "
+                 f"seed {cfg['seed']}  {result.seconds:5.1f}s ({result.cpu_seconds:.1f}s cpu)  exact match by length {accs}  "
                  f"(eta {eta:.0f}s)")
         if self._bar is not None:
             self._bar.update(self._runs, advance=1)

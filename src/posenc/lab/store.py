@@ -23,7 +23,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
     key TEXT PRIMARY KEY, sweep TEXT NOT NULL, encoding TEXT NOT NULL, task TEXT NOT NULL,
     seed INTEGER NOT NULL, train_min INTEGER NOT NULL, train_max INTEGER NOT NULL,
-    config TEXT NOT NULL, seconds REAL NOT NULL, final_loss REAL, checkpoint TEXT,
+    config TEXT NOT NULL, seconds REAL NOT NULL, cpu_seconds REAL NOT NULL, final_loss REAL, checkpoint TEXT,
     finished_at TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS metrics (
     run_key TEXT NOT NULL REFERENCES runs(key), length INTEGER NOT NULL, name TEXT NOT NULL,
@@ -80,9 +80,9 @@ class ResultStore:
         final = result.loss_curve[-1][1] if result.loss_curve else None
         with self.conn:  # one transaction: all of the run or none of it
             cur = self.conn.execute(
-                "INSERT OR IGNORE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT OR IGNORE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (result.key, sweep, cfg["encoding"], cfg["task"]["name"], cfg["seed"], lo, hi,
-                 json.dumps(cfg, sort_keys=True), result.seconds, final, result.checkpoint,
+                 json.dumps(cfg, sort_keys=True), result.seconds, result.cpu_seconds, final, result.checkpoint,
                  time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
             )
             if cur.rowcount == 0:

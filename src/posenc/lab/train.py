@@ -29,6 +29,7 @@ class RunResult:
     metrics: list[Metric]
     loss_curve: list[tuple[int, float]] = field(default_factory=list)
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
     checkpoint: str | None = None
 
 
@@ -54,7 +55,7 @@ def train_run(
     on_step: Callable[[int, float], None] | None = None,
 ) -> RunResult:
     """Train ``cfg`` and evaluate it; save ``<key>.pt`` (a state dict) in ``checkpoint_dir``."""
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     device = torch.device(cfg.device)
     model, task = build_model(cfg)
     model.to(device).train()
@@ -82,7 +83,8 @@ def train_run(
             on_step(step, value)
     metrics = evaluate(model, task, n_samples=t.eval_samples, device=device)  # type: ignore[arg-type]
     path = _save(model, checkpoint_dir, cfg.key())
-    return RunResult(cfg.key(), asdict(cfg), metrics, curve, time.perf_counter() - start, path)
+    return RunResult(cfg.key(), asdict(cfg), metrics, curve, time.perf_counter() - start,
+                     time.process_time() - cpu_start, path)
 
 
 def _save(model: LabModel, directory: str | Path | None, key: str) -> str | None:

@@ -1,0 +1,112 @@
+"""Lab configs: TOML/YAML loading, overrides, grid expansion, errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from posenc.lab.config import RunConfig, TaskConfig, apply_overrides, expand, load_sweep, parse_sweep
+from posenc.lab.presets import preset, quick_encodings
+
+TOML = """
+name = "t"
+encodings = ["nope", "rope"]
+tasks = ["copy_rep", {name = "sort", n_symbols = 40}]
+seeds = [0, 1]
+train_max_lens = [6, 8]
+[model]
+n_layers = 3
+[train]
+steps = 50
+"""
+
+
+def test_toml_and_yaml_give_the_same_sweep(tmp_path: Path) -> None:
+    (tmp_path / "s.toml").write_text(TOML)
+    (tmp_path / "s.yaml").write_text(
+        "name: t\nencodings: [nope, rope]\ntasks: [copy_rep, {name: sort, n_symbols: 40}]\n"
+        "seeds: [0, 1]\ntrain_max_lens: [6, 8]\nmodel: {n_layers: 3}\ntrain: {steps: 50}\n"
+    )
+    a, b = load_sweep(tmp_path / "s.toml"), load_sweep(tmp_path / "s.yaml")
+    assert a == b
+    assert a.model.n_layers == 3 and a.train.steps == 50 and a.tasks[1].n_symbols == 40
+
+
+def test_expand_is_the_full_grid_with_distinct_keys(tmp_path: Path) -> None:
+    (tmp_path / "s.toml").write_text(TOML)
+    runs = expand(load_sweep(tmp_path / "s.toml"))
+    assert len(runs) == 2 * 2 * 2 * 2  # encodings x tasks x seeds x train lengths
+    assert len({r.key() for r in runs}) == len(runs)
+    assert {r.task.train_len for r in runs} == {(1, 6), (1, 8)}
+
+
+def test_key_ignores_device_but_not_settings() -> None:
+    base = RunConfig(encoding="rope", task=TaskConfig(name="copy"))
+    assert base.key() == RunConfig(encoding="rope", task=TaskConfig(name="copy"),
+                                   device="cuda").key()
+    assert base.key() != RunConfig(encoding="rope", task=TaskConfig(name="copy"), seed=1).key()
+
+
+def test_overrides_set_nested_keys_with_parsed_values(tmp_path: Path) -> None:
+    (tmp_path / "s.toml").write_text(TOML)
+    s = load_sweep(tmp_path / "s.toml", ["model.n_layers=4", "train.lr=0.01", "seeds=[5]"])
+    assert s.model.n_layers == 4 and s.train.lr == 0.01 and s.seeds == (5,)
+    assert apply_overrides({}, ["model.d_model=32"]) == {"model": {"d_model": 32}}
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        ({"tasks": ["copy"], "model": {"n_layerz": 2}}, r"'model\.n_layerz': unknown key"),
+        ({"tasks": ["copy"], "model": {"n_layers": "two"}}, r"'model\.n_layers': Input should be"),
+        ({"tasks": ["copy"], "train": {"lr": -1}}, r"'train'.*lr must be > 0"),
+        ({"tasks": ["copy"], "model": {"d_model": 30, "n_heads": 4}}, "divisible by n_heads"),
+        ({"tasks": [{"name": "copy", "train_len": [1, 2, 3]}]}, r"'tasks\[0\]\.train_len'"),
+        ({"tasks": []}, "tasks must not be empty"),
+        ({"tasks": ["copy"], "device": "tpu"}, "device must be 'cpu' or 'cuda"),
+        ({"tasks": ["copy"], "colour": 1}, r"'colour': unknown key"),
+    ],
+)
+def test_bad_configs_name_the_key(data: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        parse_sweep(data)
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        ({"tasks": [{"name": "sort", "n_symbols": 8}]}, r"'tasks\[0\]' \(sort\): sort: length"),
+        ({"tasks": ["copyy"]}, r"'tasks\[0\]'.*unknown task 'copyy'"),
+        ({"tasks": ["copy"], "encodings": ["ropee"]}, r"'encodings' \(ropee\).*unknown positional"),
+        ({"tasks": ["copy"], "encodings": ["rope"], "pe_config": {"rope": {"bse": 2}}},
+         r"'encodings' \(rope\).*unknown config key"),
+    ],
+)
+def test_expand_rejects_what_tasks_and_registry_refuse(data: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        expand(parse_sweep(data))
+
+
+def test_load_errors(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="does not exist"):
+        load_sweep(tmp_path / "missing.toml")
+    (tmp_path / "s.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"must end in \.toml, \.yaml or \.yml"):
+        load_sweep(tmp_path / "s.json")
+    (tmp_path / "s.toml").write_text(TOML)
+    with pytest.raises(ValueError, match="override must look like key.sub=value"):
+        load_sweep(tmp_path / "s.toml", ["model.n_layers"])
+
+
+def test_quick_preset_covers_the_required_encodings_and_tasks() -> None:
+    q = preset("quick")
+    assert {"nope", "sinusoidal", "learned", "rope"} <= set(q.encodings)
+    assert set(q.encodings) == set(quick_encodings())
+    assert [t.name for t in q.tasks] == ["copy_rep", "sort", "ascending"]
+    assert len(q.seeds) >= 2
+    assert all(t.build().eval_lens == (8, 12, 16, 32) for t in q.tasks)
+    full = preset("full")
+    assert len(full.seeds) >= 3 and len(expand(full)) > len(expand(q))
+    with pytest.raises(ValueError, match="unknown preset 'fast'"):
+        preset("fast")

@@ -1,0 +1,73 @@
+"""Result store: schema, one transaction per run, idempotent adds, export round trips."""
+
+from __future__ import annotations
+
+import csv
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from posenc.lab.store import COLUMNS, SCHEMA_VERSION, ResultStore
+from posenc.lab.train import RunResult
+
+
+def _result(key: str, enc: str = "rope", seed: int = 0) -> RunResult:
+    cfg = {"encoding": enc, "seed": seed, "task": {"name": "copy", "train_len": [1, 8],
+                                                   "eval_lens": None, "n_symbols": None}}
+    metrics = [(n, m, 0.5 + 0.01 * n) for n in (8, 16) for m in ("exact_match", "loss")]
+    return RunResult(key, cfg, metrics, [(0, 2.5), (10, 1.0)], 1.5, 1.2, None)
+
+
+def test_schema_wal_and_version(tmp_path: Path) -> None:
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        mode = store.conn.execute("PRAGMA journal_mode").fetchone()[0]
+        assert mode == "wal"
+        version = store.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        assert int(version[0]) == SCHEMA_VERSION
+        tables = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master")}
+        assert {"meta", "runs", "metrics", "curves"} <= tables
+
+
+def test_other_schema_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite"
+    ResultStore(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    with pytest.raises(ValueError, match="schema version 99"):
+        ResultStore(path)
+
+
+def test_add_is_idempotent_and_rows_join_runs(tmp_path: Path) -> None:
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        assert store.add(_result("a"), sweep="s")
+        assert not store.add(_result("a"), sweep="s")  # already stored: no duplicate
+        assert store.add(_result("b", "alibi", 1), sweep="s")
+        assert store.finished_keys() == {"a", "b"}
+        rows = store.rows()
+        assert len(rows) == 8 and set(rows[0]) == set(COLUMNS)
+        assert {(r["encoding"], r["train_min"], r["train_max"]) for r in rows} == {
+            ("rope", 1, 8), ("alibi", 1, 8)}
+        assert [r["key"] for r in store.runs(["b"])] == ["b"]
+        assert store.runs(["a"])[0]["final_loss"] == 1.0
+
+
+def test_csv_export_round_trip(tmp_path: Path) -> None:
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        store.add(_result("a"), sweep="s")
+        n = store.export_csv(tmp_path / "r.csv")
+        expected = store.rows()
+    with (tmp_path / "r.csv").open() as f:
+        back = list(csv.DictReader(f))
+    assert n == len(back) == len(expected)
+    for got, want in zip(back, expected):
+        assert {k: str(v) for k, v in want.items()} == got
+
+
+def test_parquet_export_round_trip(tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        store.add(_result("a"), sweep="s")
+        store.export_parquet(tmp_path / "r.parquet")
+        expected = store.rows()
+    assert pq.read_table(tmp_path / "r.parquet").to_pylist() == expected

@@ -1,0 +1,83 @@
+"""Sweeps: resume after ``kill -9`` loses no finished run and duplicates none."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from posenc.lab.config import expand, parse_sweep
+from posenc.lab.executors import LocalExecutor
+from posenc.lab.sweep import STORE_NAME, run_sweep
+
+SWEEP = {
+    "name": "resume",
+    "encodings": ["nope", "rope", "alibi"],
+    "tasks": [{"name": "copy_rep", "train_len": [1, 4]}],
+    "seeds": [0, 1],
+    "model": {"d_model": 16, "n_layers": 1, "n_heads": 2},
+    "train": {"steps": 25, "batch_size": 8, "warmup": 2, "eval_samples": 8},
+}
+CHILD = """
+import sys, torch
+torch.set_num_threads(1)
+from posenc.lab.config import parse_sweep
+from posenc.lab.executors import LocalExecutor
+from posenc.lab.sweep import run_sweep
+run_sweep(parse_sweep({sweep!r}), sys.argv[1], executor=LocalExecutor(1), live=False)
+"""
+
+
+def _stored(path: Path) -> list[tuple[str, str]]:
+    if not path.exists():
+        return []
+    try:
+        with sqlite3.connect(path) as conn:
+            return conn.execute("SELECT key, finished_at FROM runs ORDER BY key").fetchall()
+    except sqlite3.OperationalError:  # created, schema not yet written
+        return []
+
+
+def _metrics_per_run(path: Path) -> dict[str, int]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT run_key, COUNT(*) FROM metrics GROUP BY run_key").fetchall()
+    return dict(rows)
+
+
+def test_sweep_killed_mid_run_resumes_without_loss_or_duplicates(tmp_path: Path) -> None:
+    store = tmp_path / STORE_NAME
+    child = subprocess.Popen([sys.executable, "-c", CHILD.format(sweep=SWEEP), str(tmp_path)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while len(_stored(store)) < 2 and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(child.pid, signal.SIGKILL)  # mid-sweep, possibly mid-run or mid-write
+    child.wait()
+    before = _stored(store)
+    assert 2 <= len(before) < 6, child.stderr.read().decode() if child.stderr else ""
+    assert all(n == 12 for n in _metrics_per_run(store).values())  # every stored run is whole
+
+    outcome = run_sweep(parse_sweep(SWEEP), tmp_path, executor=LocalExecutor(1), live=False)
+    after = _stored(store)
+    assert outcome.skipped == len(before) and outcome.ran == 6 - len(before)
+    assert len(after) == 6 and {k for k, _ in after} == {r.key() for r in expand(parse_sweep(SWEEP))}
+    assert set(before) <= set(after)  # finished runs kept as they were (same finished_at)
+    assert all(n == 12 for n in _metrics_per_run(store).values())
+    again = run_sweep(parse_sweep(SWEEP), tmp_path, executor=LocalExecutor(1), live=False)
+    assert again.ran == 0 and _stored(store) == after
+
+
+def test_process_pool_matches_in_process_results(tmp_path: Path) -> None:
+    sweep = parse_sweep(SWEEP | {"encodings": ["rope"]})
+    run_sweep(sweep, tmp_path / "one", executor=LocalExecutor(1), live=False)
+    run_sweep(sweep, tmp_path / "pool", executor=LocalExecutor(2), live=False)
+    rows = []
+    for sub in ("one", "pool"):
+        with sqlite3.connect(tmp_path / sub / STORE_NAME) as conn:
+            rows.append(conn.execute("SELECT * FROM metrics ORDER BY run_key, length, name")
+                        .fetchall())
+    assert rows[0] == rows[1] and len(rows[0]) == 2 * 12

@@ -1,0 +1,107 @@
+"""One run: every encoding learns in 30 steps, runs are deterministic, checkpoints reload,
+greedy decoding with a KV cache matches decoding without, attention maps match the layer."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import posenc
+from posenc.lab.attention_maps import attention_maps, layer_probs, mean_distance
+from posenc.lab.config import ModelConfig, RunConfig, TaskConfig, TrainConfig
+from posenc.lab.evaluate import evaluate
+from posenc.lab.model import greedy_decode
+from posenc.lab.train import build_model, load_model, lr_factor, train_run
+
+TINY = ModelConfig(d_model=32, n_layers=2, n_heads=4)
+FAST = TrainConfig(steps=30, batch_size=16, lr=3e-3, warmup=5, eval_samples=16)
+
+
+def _cfg(encoding: str, task: str = "copy", **kw: object) -> RunConfig:
+    t = TaskConfig(name=task, train_len=(2, 5) if task != "lm" else (16, 16))
+    return RunConfig(encoding=encoding, task=t, model=TINY, train=FAST, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("encoding", posenc.names())
+def test_thirty_steps_lower_the_loss(encoding: str) -> None:
+    curve = train_run(_cfg(encoding)).loss_curve
+    first, last = curve[0][1], curve[-1][1]
+    assert last < first - 0.1, f"{encoding}: loss {first:.3f} -> {last:.3f}"
+
+
+@pytest.mark.parametrize("task", ["ascending", "lm"])
+def test_encoder_classification_and_lm_learn(task: str) -> None:
+    curve = train_run(_cfg("rope", task)).loss_curve
+    assert curve[-1][1] < curve[0][1] - 0.05
+
+
+def test_runs_are_deterministic_and_checkpoints_reload(tmp_path: Path) -> None:
+    cfg = _cfg("learned")
+    a = train_run(cfg, checkpoint_dir=tmp_path)
+    b = train_run(cfg)
+    assert a.loss_curve == b.loss_curve and a.metrics == b.metrics
+    assert a.checkpoint == str(tmp_path / f"{cfg.key()}.pt")
+    model = load_model(cfg, a.checkpoint)
+    task = cfg.task.build()
+    again = evaluate(model, task, n_samples=FAST.eval_samples, device=torch.device("cpu"))
+    assert again == a.metrics
+
+
+def test_metrics_cover_every_eval_length() -> None:
+    result = train_run(_cfg("rope"))
+    lengths = {n for n, _, _ in result.metrics}
+    assert lengths == {5, 8, 10, 20}  # 1x, 1.5x, 2x, 4x of train max 5
+    assert {name for _, name, _ in result.metrics} == {"exact_match", "token_acc", "loss"}
+    assert all(0 <= v <= 1 for _, name, v in result.metrics if name != "loss")
+
+
+@pytest.mark.parametrize("encoding", ["rope", "alibi", "learned", "shaw"])
+def test_greedy_with_cache_equals_greedy_without(encoding: str) -> None:
+    model, task = build_model(_cfg(encoding))
+    model.eval()
+    batch = task.sample(np.random.default_rng(0), 8, 6)
+    prompt = torch.from_numpy(batch.tokens[:, : batch.n_prompt])
+    cached = greedy_decode(model.net, prompt, 7)
+    seq = prompt
+    with torch.no_grad():
+        for _ in range(7):
+            seq = torch.cat([seq, model.net(seq)[:, -1:].argmax(-1)], dim=1)
+    torch.testing.assert_close(cached, seq[:, prompt.shape[1] :])
+
+
+@pytest.mark.parametrize("encoding", ["nope", "rope", "alibi", "t5", "shaw", "transformer_xl"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_attention_maps_reproduce_the_layer_output(encoding: str, causal: bool) -> None:
+    net = posenc.TinyTransformer(vocab_size=20, pe=encoding, d_model=32, n_heads=4,
+                                 causal=causal, max_len=32)
+    attn = net.blocks[0].attn
+    x, pos = torch.randn(2, 9, 32), torch.arange(9)
+    probs = layer_probs(attn, x, pos)  # (B, H, T, T)
+    torch.testing.assert_close(probs.sum(-1), torch.ones(2, 4, 9))
+    _, _, v = attn._project(x)
+    out = probs @ v
+    extra = attn.pe.relative_values(probs, pos, pos)
+    out = out if extra is None else out + extra
+    with torch.no_grad():
+        expected = attn(x, pos)
+    torch.testing.assert_close(attn.proj(out.transpose(1, 2).reshape(2, 9, 32)), expected,
+                               atol=1e-5, rtol=1e-4)
+    maps = attention_maps(net, torch.randint(0, 20, (2, 9)))
+    assert len(maps) == 2 and maps[0].shape == (2, 4, 9, 9)
+
+
+def test_mean_distance() -> None:
+    uniform_causal = torch.tril(torch.ones(3, 3)) / torch.arange(1, 4)[:, None]
+    # rows: [0], [1, 0] / 2, [2, 1, 0] / 3 -> (0 + 0.5 + 1) / 3
+    assert math.isclose(mean_distance(uniform_causal[None, None]), 0.5)
+
+
+def test_lr_schedule_warms_up_then_decays_to_floor() -> None:
+    f = [lr_factor(s, warmup=10, steps=100) for s in range(100)]
+    assert f[0] == pytest.approx(0.1) and f[9] == pytest.approx(1.0)
+    assert all(a >= b for a, b in zip(f[10:], f[11:]))
+    assert f[-1] == pytest.approx(0.1, abs=1e-3)
