@@ -19,16 +19,23 @@ def _close(got, want: torch.Tensor) -> None:  # type: ignore[no-untyped-def]
 
 def test_shaw_formulas() -> None:
     g = torch.Generator().manual_seed(0)
-    q, table = torch.randn(2, 3, 4, 8, generator=g, dtype=torch.float64), torch.randn(5, 8, generator=g, dtype=torch.float64)
+    q, table = (
+        torch.randn(2, 3, 4, 8, generator=g, dtype=torch.float64),
+        torch.randn(5, 8, generator=g, dtype=torch.float64),
+    )
     probs = torch.softmax(torch.randn(2, 3, 4, 6, generator=g, dtype=torch.float64), dim=-1)
     q_pos, k_pos = torch.tensor([[2, 3, 4, 5], [0, 1, 2, 3]]), torch.arange(6)
     index = PF.shaw_relative_index(q_pos, k_pos, max_distance=2)
     s_index = PF.shaw_relative_index(_strict(q_pos), _strict(k_pos), max_distance=2)
     _close(s_index, index)
-    _close(PF.relative_key_logits(_strict(q), _strict(table), s_index),
-           PF.relative_key_logits(q, table, index))
-    _close(PF.relative_value_output(_strict(probs), _strict(table), s_index),
-           PF.relative_value_output(probs, table, index))
+    _close(
+        PF.relative_key_logits(_strict(q), _strict(table), s_index),
+        PF.relative_key_logits(q, table, index),
+    )
+    _close(
+        PF.relative_value_output(_strict(probs), _strict(table), s_index),
+        PF.relative_value_output(probs, table, index),
+    )
 
 
 def test_transformer_xl_terms() -> None:
@@ -38,8 +45,9 @@ def test_transformer_xl_terms() -> None:
     u, v = (torch.randn(2, 4, generator=g, dtype=torch.float64) for _ in range(2))
     pos = torch.arange(5)
     want = PF.transformer_xl_terms(q, k, pos, pos, r_proj=r_proj, u=u, v=v)
-    got = PF.transformer_xl_terms(*(_strict(t) for t in (q, k, pos, pos)), r_proj=_strict(r_proj),
-                                  u=_strict(u), v=_strict(v))
+    got = PF.transformer_xl_terms(
+        *(_strict(t) for t in (q, k, pos, pos)), r_proj=_strict(r_proj), u=_strict(u), v=_strict(v)
+    )
     _close(got, want)
 
 
@@ -48,14 +56,17 @@ def test_xpos_and_pope() -> None:
     _close(PF.xpos_scale(_strict(pos), 8), PF.xpos_scale(pos, 8))
     x = torch.randn(2, 4, 6, dtype=torch.float64)
     ang = torch.randn(4, 6, dtype=torch.float64)
-    _close(PF.pope_polar(_strict(x), _strict(ang.cos()), _strict(ang.sin())),
-           PF.pope_polar(x, ang.cos(), ang.sin()))
+    _close(
+        PF.pope_polar(_strict(x), _strict(ang.cos()), _strict(ang.sin())),
+        PF.pope_polar(x, ang.cos(), ang.sin()),
+    )
     _close(PF.softplus(_strict(x)), torch.nn.functional.softplus(x))
 
 
 def test_cope_formulas() -> None:
     logits = torch.randn(2, 5, 5, dtype=torch.float64).masked_fill(
-        ~torch.ones(5, 5, dtype=torch.bool).tril(), float("-inf"))
+        ~torch.ones(5, 5, dtype=torch.bool).tril(), float("-inf")
+    )
     per_position = torch.randn(2, 5, 3, dtype=torch.float64)
     p = PF.cope_positions(logits, n_positions=3)
     s_p = PF.cope_positions(_strict(logits), n_positions=3)

@@ -49,7 +49,9 @@ def test_saturated_gates_count_tokens() -> None:
 
 
 def test_masked_gates_are_zero_with_finite_gradients() -> None:
-    logits = torch.tensor([[0.3, -1e4, float("-inf"), 80.0]], dtype=torch.float64, requires_grad=True)
+    logits = torch.tensor(
+        [[0.3, -1e4, float("-inf"), 80.0]], dtype=torch.float64, requires_grad=True
+    )
     p = PF.cope_positions(logits, n_positions=10)
     want = [sum(1 / (1 + math.exp(-z)) for z in (0.3, 80.0)), 1.0, 1.0, 1.0]
     torch.testing.assert_close(p[0], torch.tensor(want, dtype=torch.float64))

@@ -23,8 +23,16 @@ CONFIGS: dict[str, tuple[str, dict]] = {
 def _model(key: str, n_kv_heads: int | None = None) -> posenc.TinyTransformer:
     name, config = CONFIGS[key]
     torch.manual_seed(0)
-    model = posenc.TinyTransformer(vocab_size=17, pe=name, d_model=32, n_heads=4, n_layers=2,
-                                   n_kv_heads=n_kv_heads, max_len=40, pe_config=config)
+    model = posenc.TinyTransformer(
+        vocab_size=17,
+        pe=name,
+        d_model=32,
+        n_heads=4,
+        n_layers=2,
+        n_kv_heads=n_kv_heads,
+        max_len=40,
+        pe_config=config,
+    )
     with torch.no_grad():  # move learned position parameters off their near-zero init
         for p in model.pe.parameters():
             p.normal_(std=0.5)

@@ -37,8 +37,13 @@ def test_scores_equal_reference(phase_bias: bool, head_dim: int) -> None:
     got = (pq @ pk.transpose(-2, -1)).detach().numpy()
     delta = _delta(pe)
     for b, h, i, j in np.ndindex(2, 3, 4, 6):
-        want = ref.pope_score(q[b, h, i].numpy(), k[b, h, j].numpy(), int(q_pos[b, i]),
-                              int(k_pos[j]), None if delta is None else delta[h])
+        want = ref.pope_score(
+            q[b, h, i].numpy(),
+            k[b, h, j].numpy(),
+            int(q_pos[b, i]),
+            int(k_pos[j]),
+            None if delta is None else delta[h],
+        )
         assert got[b, h, i, j] == pytest.approx(want, rel=1e-12, abs=1e-12)
 
 
@@ -63,7 +68,9 @@ def test_scores_depend_only_on_distance() -> None:
     pe = _pope()
     q, k, _ = qkv(H=3)
     pos = torch.arange(5)
-    a = [(lambda x, y: x @ y.transpose(-2, -1))(*pe.rotate(q, k, pos + s, pos + s)) for s in (0, 777)]
+    a = [
+        (lambda x, y: x @ y.transpose(-2, -1))(*pe.rotate(q, k, pos + s, pos + s)) for s in (0, 777)
+    ]
     torch.testing.assert_close(a[0], a[1], rtol=1e-10, atol=1e-10)
 
 
@@ -81,8 +88,9 @@ def test_matches_x_transformers() -> None:
     want_q = xt.apply_polar_pos_emb(q, freqs)
     want_k = xt.apply_polar_pos_emb(k, freqs + bias)
     got_q, got_k = ours.rotate(q, k, torch.arange(T), torch.arange(T))
-    torch.testing.assert_close(got_q @ got_k.transpose(-2, -1), want_q @ want_k.transpose(-2, -1),
-                               rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(
+        got_q @ got_k.transpose(-2, -1), want_q @ want_k.transpose(-2, -1), rtol=1e-4, atol=1e-4
+    )
     plain = posenc.build("pope", head_dim=D, n_heads=H, phase_bias=False)
     got_q, got_k = plain.rotate(q, k, torch.arange(T), torch.arange(T))
     torch.testing.assert_close(got_q, want_q, rtol=1e-5, atol=1e-5)  # same feature layout
@@ -94,7 +102,9 @@ def test_grouped_key_heads() -> None:
     pe = _pope(head_dim=8, n_heads=4)
     q, k, _ = qkv(H=4)
     pq, pk = pe.rotate(q, k[:, :2], torch.arange(5), torch.arange(5))
-    full_q, full_k = pe.rotate(q, k[:, :2].repeat_interleave(2, dim=1), torch.arange(5), torch.arange(5))
+    full_q, full_k = pe.rotate(
+        q, k[:, :2].repeat_interleave(2, dim=1), torch.arange(5), torch.arange(5)
+    )
     torch.testing.assert_close(pq, full_q)
     torch.testing.assert_close(pk.repeat_interleave(2, dim=1), full_k)
 

@@ -73,20 +73,32 @@ def test_training_rotates_at_sampled_positions() -> None:
     pos = torch.arange(6)
     rq, rk = pe.rotate(q, k, pos, pos)
     sampled = pe.transform(pos, 2).numpy()
-    np.testing.assert_allclose(rq.numpy(), ref_rotary.rope(q.numpy(), sampled), rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(rk.numpy(), ref_rotary.rope(k.numpy(), sampled), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        rq.numpy(), ref_rotary.rope(q.numpy(), sampled), rtol=1e-10, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        rk.numpy(), ref_rotary.rope(k.numpy(), sampled), rtol=1e-10, atol=1e-12
+    )
 
 
 @pytest.mark.parametrize("base", ["sinusoidal", "learned", "rope"])
 def test_eval_mode_equals_the_base(base: str) -> None:
     pe = _randomized(base, max_len=64).eval()
-    plain = posenc.build(base, **{"sinusoidal": {"dim": 16}, "learned": {"dim": 16, "max_len": 64},
-                                  "rope": {"head_dim": 8}}[base])
+    plain = posenc.build(
+        base,
+        **{
+            "sinusoidal": {"dim": 16},
+            "learned": {"dim": 16, "max_len": 64},
+            "rope": {"head_dim": 8},
+        }[base],
+    )
     plain.load_state_dict(pe.base.state_dict())
     x, pos = torch.randn(2, 9, 16), torch.arange(9)
     torch.testing.assert_close(pe.embed(x, pos), plain.embed(x, pos))
     q, k, _ = qkv(D=8)
-    for a, b in zip(pe.rotate(q, k, pos[:5], pos[:5]), plain.rotate(q, k, pos[:5], pos[:5]), strict=True):
+    for a, b in zip(
+        pe.rotate(q, k, pos[:5], pos[:5]), plain.rotate(q, k, pos[:5], pos[:5]), strict=True
+    ):
         torch.testing.assert_close(a, b)
 
 

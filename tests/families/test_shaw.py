@@ -13,7 +13,9 @@ from tests.families._helpers import heads_of, merge_heads, qkv
 from tests.reference import families as ref
 
 
-def _shaw(max_distance: int = 2, values: bool = True, head_dim: int = 8) -> posenc.PositionalEncoding:
+def _shaw(
+    max_distance: int = 2, values: bool = True, head_dim: int = 8
+) -> posenc.PositionalEncoding:
     pe = posenc.build("shaw", head_dim=head_dim, max_distance=max_distance, values=values).double()
     with torch.no_grad():
         for p in pe.parameters():
@@ -42,7 +44,10 @@ def test_index_on_numpy_equals_torch() -> None:
 def test_hooks_equal_reference_attention(values: bool, max_distance: int) -> None:
     pe = _shaw(max_distance, values)
     q, k, v = qkv(Tq=4, Tk=7)
-    q_pos, k_pos = torch.tensor([[3, 4, 5, 6], [5, 6, 7, 8]]), torch.arange(7).expand(2, 7) + torch.tensor([[0], [2]])
+    q_pos, k_pos = (
+        torch.tensor([[3, 4, 5, 6], [5, 6, 7, 8]]),
+        torch.arange(7).expand(2, 7) + torch.tensor([[0], [2]]),
+    )
     scores = q @ k.transpose(-2, -1) / 8**0.5
     scores = scores.masked_fill(~torch.ones(4, 7, dtype=torch.bool).tril(3), float("-inf"))
     logits = pe.relative_logits(scores, q, k, q_pos, k_pos)
@@ -50,8 +55,16 @@ def test_hooks_equal_reference_attention(values: bool, max_distance: int) -> Non
     extra = pe.relative_values(probs, q_pos, k_pos)
     out = probs @ v + (0 if extra is None else extra)
     table_v = pe.value_table.detach().numpy() if values else None
-    want = ref.shaw_attention(q.numpy(), k.numpy(), v.numpy(), q_pos.numpy(), k_pos.numpy(),
-                              pe.key_table.detach().numpy(), table_v, max_distance)
+    want = ref.shaw_attention(
+        q.numpy(),
+        k.numpy(),
+        v.numpy(),
+        q_pos.numpy(),
+        k_pos.numpy(),
+        pe.key_table.detach().numpy(),
+        table_v,
+        max_distance,
+    )
     np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-12, atol=1e-12)
 
 
@@ -63,8 +76,17 @@ def test_attention_layer_equals_explicit_definition(causal: bool) -> None:
     x = torch.randn(2, 6, 24, dtype=torch.float64)
     q, k, v = heads_of(attn, x)
     pos = np.broadcast_to(np.arange(6), (2, 6))
-    heads = ref.shaw_attention(q, k, v, pos, pos, pe.key_table.detach().numpy(),
-                               pe.value_table.detach().numpy(), 2, causal=causal)
+    heads = ref.shaw_attention(
+        q,
+        k,
+        v,
+        pos,
+        pos,
+        pe.key_table.detach().numpy(),
+        pe.value_table.detach().numpy(),
+        2,
+        causal=causal,
+    )
     with torch.no_grad():
         got = attn(x)
     np.testing.assert_allclose(got.numpy(), merge_heads(attn, heads), rtol=1e-11, atol=1e-12)
@@ -76,7 +98,9 @@ def test_keys_beyond_max_distance_are_indistinguishable() -> None:
     q, k, _ = qkv(B=1, H=1, Tq=1, Tk=8)
     k = k[:, :, :1].expand(1, 1, 8, 8)  # same key content everywhere
     q_pos, k_pos = torch.tensor([7]), torch.arange(8)
-    logits = pe.relative_logits(torch.zeros(1, 1, 1, 8, dtype=torch.float64), q, k, q_pos, k_pos)[0, 0, 0]
+    logits = pe.relative_logits(torch.zeros(1, 1, 1, 8, dtype=torch.float64), q, k, q_pos, k_pos)[
+        0, 0, 0
+    ]
     torch.testing.assert_close(logits[:6], logits[:1].expand(6))  # offsets 7..2 share row 0
     assert (logits[5] - logits[6]).abs() > 1e-6 and (logits[6] - logits[7]).abs() > 1e-6
 

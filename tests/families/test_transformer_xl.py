@@ -80,8 +80,15 @@ def test_terms_on_numpy_equal_torch() -> None:
     pos = torch.arange(5)
     r_proj, u, v = (p.detach() for p in (pe.r_proj, pe.u, pe.v))
     want = PF.transformer_xl_terms(q, k, pos, pos, r_proj=r_proj, u=u, v=v)
-    got = PF.transformer_xl_terms(q.numpy(), k.numpy(), pos.numpy(), pos.numpy(),
-                                  r_proj=r_proj.numpy(), u=u.numpy(), v=v.numpy())
+    got = PF.transformer_xl_terms(
+        q.numpy(),
+        k.numpy(),
+        pos.numpy(),
+        pos.numpy(),
+        r_proj=r_proj.numpy(),
+        u=u.numpy(),
+        v=v.numpy(),
+    )
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-12, atol=1e-12)
 
 

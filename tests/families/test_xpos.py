@@ -1,4 +1,4 @@
-"""xPos (Sun et al. 2022): reference rotation + decay, torchscale-style anchors, shift invariance."""
+"""xPos (Sun et al. 2022): reference, torchscale-style anchors, shift invariance."""
 
 from __future__ import annotations
 
@@ -34,7 +34,9 @@ def test_logits_depend_only_on_distance_and_decay() -> None:
     pe = posenc.build("xpos", head_dim=16, scale_base=64.0)
     q, k, _ = qkv(B=1, H=1, Tq=6, Tk=6, D=16)
     pos = torch.arange(6)
-    logits = [(lambda a, b: a @ b.transpose(-2, -1))(*pe.rotate(q, k, pos + s, pos + s)) for s in (0, 300)]
+    logits = [
+        (lambda a, b: a @ b.transpose(-2, -1))(*pe.rotate(q, k, pos + s, pos + s)) for s in (0, 300)
+    ]
     torch.testing.assert_close(logits[0], logits[1], rtol=1e-9, atol=1e-12)
     rope = posenc.build("rope", head_dim=16)
     rq, rk = rope.rotate(q, k, pos, pos)

@@ -75,7 +75,7 @@ def transformer_xl_logits(q, k, q_pos, k_pos, r_proj, u, v, base=10000.0):
 
 
 def xpos_vector(x, position, sign, *, base=10000.0, scale_base=512.0, gamma=0.4, layout="half"):
-    """Rotate x (D,) by RoPE at ``position``, then scale pair i by ζ_i^(sign·position/scale_base)."""
+    """Rotate x (D,) by RoPE at ``position``; scale pair i by ζ_i^(sign·position/scale_base)."""
     D = x.shape[0]
     out = np.array(x, dtype=np.float64)
     for i in range(D // 2):

@@ -44,8 +44,9 @@ class Randomized(PositionalEncoding):
         if base_encoding not in BASES:
             raise ValueError(f"base_encoding must be one of {BASES}, got {base_encoding!r}")
         self.max_len, self.sample_in_eval = max_len, bool(sample_in_eval)
-        self.base = _build_base(base_encoding, max_len=max_len, dim=dim, head_dim=head_dim,
-                                config=base_config or {})
+        self.base = _build_base(
+            base_encoding, max_len=max_len, dim=dim, head_dim=head_dim, config=base_config or {}
+        )
         self.generator = None if seed is None else torch.Generator().manual_seed(seed)
         self._memo: tuple[Tensor, int, Tensor] | None = None
 
@@ -65,8 +66,9 @@ class Randomized(PositionalEncoding):
                 f"{self.max_len} for {n} positions; raise max_len (the random range)"
             )
         gen_device = None if self.generator is None else self.generator.device
-        noise = torch.rand(batch, self.max_len, generator=self.generator,
-                           device=gen_device or device)  # (B, L)
+        noise = torch.rand(
+            batch, self.max_len, generator=self.generator, device=gen_device or device
+        )  # (B, L)
         subset = noise.argsort(dim=-1)[:, :n]  # (B, n), uniform random n-subset
         return subset.sort(dim=-1).values.to(device)
 

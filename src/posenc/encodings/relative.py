@@ -105,8 +105,14 @@ class TransformerXL(PositionalEncoding):
             raise ValueError(f"q must have n_heads={self.n_heads} heads, got {q.shape[1]}")
         q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
         terms = PF.transformer_xl_terms(
-            q, k, q_pos, k_pos, r_proj=self.r_proj.to(q.dtype), u=self.u.to(q.dtype),
-            v=self.v.to(q.dtype), base=self.base,
+            q,
+            k,
+            q_pos,
+            k_pos,
+            r_proj=self.r_proj.to(q.dtype),
+            u=self.u.to(q.dtype),
+            v=self.v.to(q.dtype),
+            base=self.base,
         )  # (B, H, Tq, Tk)
         return scores + terms / math.sqrt(self.head_dim)
 

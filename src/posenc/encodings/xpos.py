@@ -53,8 +53,9 @@ class XPos(PositionalEncoding):
     def rotate_scaled(self, x: Tensor, pos: Tensor, sign: float) -> Tensor:
         """Rotate x (B, H, T, D) at positions (T,) or (B, T) and scale by ζ^(sign·pos/γ_s)."""
         cos, sin = PF.rope_cos_sin(pos, self.inv_freq)  # (T, P) or (B, T, P) float64
-        scale = PF.xpos_scale(sign * pos, self.rotary_dim, scale_base=self.scale_base,
-                              gamma=self.gamma)
+        scale = PF.xpos_scale(
+            sign * pos, self.rotary_dim, scale_base=self.scale_base, gamma=self.gamma
+        )
         work = torch.promote_types(x.dtype, torch.float32)
         cos, sin = (cos * scale).to(work), (sin * scale).to(work)
         if cos.ndim == 3:
