@@ -11,13 +11,26 @@ def list_encodings(
     family: Annotated[
         str | None, typer.Option(help="Only encodings of this family (e.g. rotary).")
     ] = None,
+    scaling: Annotated[
+        bool, typer.Option("--scaling", help="Only the RoPE context-extension methods.")
+    ] = False,
 ) -> None:
-    """Print every registered encoding: name, family, parameters and paper."""
+    """Print every registered encoding (name, family, parameters, paper), then the RoPE
+    context-extension methods usable as ``build("rope", scaling={"rope_type": name, ...})``."""
     from rich.console import Console
     from rich.table import Table
 
+    from ..extension import SCALINGS
     from ..registry import info, names
 
+    methods = Table(title='RoPE context extension: build("rope", scaling={"rope_type": ...})')
+    for column in ("rope_type", "parameters", "paper"):
+        methods.add_column(column, overflow="fold")
+    for cls in SCALINGS.values():
+        methods.add_row(cls.method, cls.signature(), cls.paper)
+    if scaling:
+        Console().print(methods)
+        return
     table = Table(title="posenc encodings")
     for column in ("name", "family", "parameters", "paper"):
         table.add_column(column, overflow="fold")
@@ -26,3 +39,5 @@ def list_encodings(
         if family is None or entry.family == family:
             table.add_row(name, entry.family, entry.signature() or "-", entry.paper)
     Console().print(table)
+    if family in (None, "rotary"):
+        Console().print(methods)

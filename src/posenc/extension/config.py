@@ -60,8 +60,17 @@ class ScalingConfig:
     """Base of the method configs: ``apply`` returns the scaled frequencies."""
 
     method: ClassVar[str] = ""
+    paper: ClassVar[str] = ""
     #: True when the frequencies depend on the current sequence length.
     dynamic: ClassVar[bool] = False
+
+    @classmethod
+    def signature(cls) -> str:
+        """``factor, original_max_position_embeddings, beta_fast=32.0, ...`` for tables."""
+        return ", ".join(
+            f.name if f.default is dataclasses.MISSING else f"{f.name}={f.default!r}"
+            for f in dataclasses.fields(cls)
+        )
 
     def apply(self, inv_freq: Any, seq_len: int | None = None) -> S.Scaled:
         """Scaled frequencies for default ``inv_freq`` (P,) at the current length ``seq_len``."""
@@ -83,6 +92,7 @@ class LinearScaling(ScalingConfig):
     """Position interpolation: every frequency divided by ``factor``."""
 
     method: ClassVar[str] = "linear"
+    paper: ClassVar[str] = "Chen et al. 2023 (position interpolation), arXiv:2306.15595"
     factor: float
 
     def __post_init__(self) -> None:
@@ -94,6 +104,7 @@ class NTKScaling(ScalingConfig):
     """NTK-aware: base multiplied by ``factor`` ** (d / (d - 2))."""
 
     method: ClassVar[str] = "ntk"
+    paper: ClassVar[str] = "bloc97 2023 (NTK-aware scaled RoPE)"
     factor: float
 
     def __post_init__(self) -> None:
@@ -105,6 +116,7 @@ class DynamicNTKScaling(ScalingConfig):
     """Dynamic NTK: the NTK factor follows the current length past the original one."""
 
     method: ClassVar[str] = "dynamic"
+    paper: ClassVar[str] = "emozilla 2023 (dynamic NTK); Peng et al., arXiv:2309.00071 sec. 3.3"
     dynamic: ClassVar[bool] = True
     factor: float
     original_max_position_embeddings: int
@@ -119,6 +131,7 @@ class YaRNScaling(ScalingConfig):
     """YaRN: NTK-by-parts ramp between ``beta_fast`` and ``beta_slow`` turns, plus temperature."""
 
     method: ClassVar[str] = "yarn"
+    paper: ClassVar[str] = "Peng et al. 2023 (YaRN), arXiv:2309.00071"
     factor: float
     original_max_position_embeddings: int
     beta_fast: float = 32.0
@@ -149,6 +162,7 @@ class LongRoPEScaling(ScalingConfig):
     """LongRoPE: per-pair factors, short or long by the current length."""
 
     method: ClassVar[str] = "longrope"
+    paper: ClassVar[str] = "Ding et al. 2024 (LongRoPE), arXiv:2402.13753"
     dynamic: ClassVar[bool] = True
     short_factor: tuple[float, ...]
     long_factor: tuple[float, ...]
@@ -179,6 +193,7 @@ class Llama3Scaling(ScalingConfig):
     """Llama 3.1: keep short wavelengths, divide long ones by ``factor``, ramp in between."""
 
     method: ClassVar[str] = "llama3"
+    paper: ClassVar[str] = "Meta 2024 (The Llama 3 Herd of Models), arXiv:2407.21783"
     factor: float
     low_freq_factor: float
     high_freq_factor: float
