@@ -1,0 +1,222 @@
+"""Each plot draws the right data with readable labels, for every encoding it applies to.
+
+Expected values come from tests/reference (float64, written from the papers) or from closed
+forms (cos sums, 2π·base^(2i/d)), never from posenc's own plotting helpers.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from posenc.analysis import subject
+from posenc.analysis.subjects import HEAD_DIM, N_HEADS, subject_names
+from posenc.plots import (
+    PLOTS,
+    alibi_slopes,
+    attention_heatmap,
+    bias_heatmaps,
+    contamination,
+    dimension_waveforms,
+    dot_vs_distance,
+    encoding_heatmap,
+    extension_scales,
+    qk_vs_distance,
+    rotation_pair,
+    shift_matrix_blocks,
+    similarity_matrix,
+    wavelengths,
+)
+from tests.reference import absolute as ref_absolute
+from tests.reference import bias as ref_bias
+
+PAIRS = [
+    (kind.name, name)
+    for kind in PLOTS.values() if kind.applies is not None
+    for name in subject_names() if kind.applies(subject(name))
+]
+
+
+def _labelled(fig: Figure) -> None:
+    """Every axes and colorbar names what it shows; some axes names both x and y (panels
+    in a row may share the y label, a twin axis shares x)."""
+    for ax in fig.axes:
+        if ax.get_label() == "<colorbar>":
+            assert ax.get_ylabel() or ax.get_xlabel(), "colorbar without a label"
+        elif ax.has_data():
+            assert ax.get_xlabel() or ax.get_ylabel(), f"unlabelled axes {ax.get_title()!r}"
+    assert any(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes)
+
+
+@pytest.mark.parametrize(("kind", "name"), PAIRS)
+def test_every_kind_draws_every_applicable_encoding(kind: str, name: str) -> None:
+    fig = PLOTS[kind]([name])
+    assert isinstance(fig, Figure)
+    _labelled(fig)
+    data = [np.asarray(im.get_array()) for ax in fig.axes for im in ax.images]
+    data += [np.asarray(line.get_ydata()) for ax in fig.axes for line in ax.lines]
+    data += [np.asarray(c.get_offsets()) for ax in fig.axes for c in ax.collections]
+    assert data and all(np.isfinite(d).all() for d in data if d.dtype.kind == "f")
+    assert any(np.ptp(d) > 0 for d in data if d.size > 1), "every plotted array is constant"
+
+
+def test_kinds_cover_every_encoding_with_attention() -> None:
+    covered = {name for kind, name in PAIRS if kind == "attention"}
+    assert covered == set(subject_names())
+
+
+def test_sinusoidal_heatmap_is_the_reference_table() -> None:
+    ax = encoding_heatmap("sinusoidal", n_positions=50).axes[0]
+    np.testing.assert_allclose(ax.images[0].get_array(), ref_absolute.sinusoidal(50, 32),
+                               atol=1e-12)
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("dimension", "position")
+
+
+def test_rope_heatmap_is_a_rotated_unit_vector() -> None:
+    got = np.asarray(encoding_heatmap("rope", n_positions=20).axes[0].images[0].get_array())
+    P = HEAD_DIM // 2
+    theta = 10000.0 ** (-np.arange(P) * 2 / HEAD_DIM)
+    angle = np.arange(20)[:, None] * theta
+    np.testing.assert_allclose(got, np.concatenate([np.cos(angle), np.sin(angle)], 1), atol=1e-12)
+
+
+def test_similarity_is_cosine_of_reference_rows() -> None:
+    got = np.asarray(similarity_matrix("sinusoidal", n_positions=30).axes[0].images[0].get_array())
+    table = ref_absolute.sinusoidal(30, 32)
+    cos = np.array([[a @ b / np.linalg.norm(a) / np.linalg.norm(b) for b in table] for a in table])
+    np.testing.assert_allclose(got, cos, atol=1e-12)
+    np.testing.assert_allclose(np.diag(got), 1.0, atol=1e-12)
+
+
+def test_waveforms_plot_the_chosen_columns() -> None:
+    ax = dimension_waveforms("sinusoidal", dims=(0, 3), n_positions=40).axes[0]
+    table = ref_absolute.sinusoidal(40, 32)
+    assert [line.get_label() for line in ax.lines] == ["dim 0", "dim 3"]
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), table[:, 0], atol=1e-12)
+    np.testing.assert_allclose(ax.lines[1].get_ydata(), table[:, 3], atol=1e-12)
+
+
+def test_dot_product_is_a_cosine_sum() -> None:
+    ax = dot_vs_distance("sinusoidal", n_positions=100).axes[0]
+    theta = 10000.0 ** (-np.arange(16) * 2 / 32)
+    expected = [sum(math.cos(d * t) for t in theta) for d in range(100)]  # sin·sin + cos·cos
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), expected, atol=1e-12)
+    assert "distance" in ax.get_xlabel()
+
+
+def test_contamination_norms_and_angle() -> None:
+    fig = contamination("sinusoidal", n_positions=64)
+    ax, twin = fig.axes[0], fig.axes[1]
+    token, position, combined = (np.asarray(line.get_ydata()) for line in ax.lines)
+    np.testing.assert_allclose(position, math.sqrt(16), atol=1e-12)  # sin² + cos² per pair
+    table = ref_absolute.sinusoidal(64, 32)
+    e_norm = token[0]
+    assert np.all(combined <= e_norm + position + 1e-12)  # triangle inequality
+    angle = np.asarray(twin.lines[0].get_ydata())
+    assert np.all((angle > 0) & (angle < 180)) and twin.get_ylabel() == "angle (degrees)"
+    # |e + PE|² = |e|² + |PE|² + 2 e·PE and cos(angle) = (|e|² + e·PE) / (|e| |e + PE|)
+    e_dot_pe = (combined**2 - e_norm**2 - position**2) / 2
+    np.testing.assert_allclose(np.cos(np.radians(angle)),
+                               (e_norm**2 + e_dot_pe) / (e_norm * combined), atol=1e-9)
+    assert table.shape == (64, 32)
+
+
+def test_wavelengths_follow_the_base() -> None:
+    ax = wavelengths(["sinusoidal", "rope"], train_len=100).axes[0]
+    sin_line, rope_line, train = ax.lines
+    np.testing.assert_allclose(sin_line.get_ydata(), 2 * np.pi * 10000.0 ** (np.arange(16) / 16))
+    np.testing.assert_allclose(rope_line.get_ydata(),
+                               2 * np.pi * 10000.0 ** (np.arange(4) * 2 / HEAD_DIM))
+    assert ax.get_yscale() == "log" and list(train.get_ydata()) == [100, 100]
+
+
+def test_shift_matrix_is_block_rotation() -> None:
+    M = np.asarray(shift_matrix_blocks("sinusoidal", k=3, n_dims=8).axes[0].images[0].get_array())
+    for i in range(4):
+        t = 3 * 10000.0 ** (-2 * i / 32)
+        np.testing.assert_allclose(M[2 * i : 2 * i + 2, 2 * i : 2 * i + 2],
+                                   [[math.cos(t), math.sin(t)], [-math.sin(t), math.cos(t)]],
+                                   atol=1e-12)
+    mask = np.kron(np.eye(4), np.ones((2, 2))) == 0
+    assert np.all(M[mask] == 0)
+    table = ref_absolute.sinusoidal(20, 32)[:, :8]
+    np.testing.assert_allclose(table[:-3] @ M.T, table[3:], atol=1e-12)  # PE[p+3] = M_3 PE[p]
+
+
+def test_rotation_pair_walks_the_unit_circle() -> None:
+    ax = rotation_pair("rope", pair=1, n_positions=16).axes[0]
+    points = np.asarray(ax.collections[0].get_offsets())
+    t = 10000.0 ** (-2 / HEAD_DIM)
+    expected = np.stack([np.cos(np.arange(16) * t), np.sin(np.arange(16) * t)], 1)
+    np.testing.assert_allclose(points, expected, atol=1e-12)
+
+
+def test_qk_vs_distance_is_the_rope_cosine_sum() -> None:
+    ax = qk_vs_distance(["rope"], n_distances=64).axes[0]
+    theta = 10000.0 ** (-np.arange(4) * 2 / HEAD_DIM)
+    expected = [2 * sum(math.cos(d * t) for t in theta) for d in range(64)]  # q = k = 1
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), expected, atol=1e-12)
+
+
+def test_alibi_heatmaps_are_the_reference_bias() -> None:
+    fig = bias_heatmaps("alibi", n_positions=12)
+    panels = [ax for ax in fig.axes if ax.images]
+    assert len(panels) == N_HEADS
+    pos = np.arange(12)
+    expected = ref_bias.alibi(pos, pos, ref_bias.alibi_slopes(N_HEADS), False)  # (H, T, T)
+    for h, ax in enumerate(panels):
+        np.testing.assert_allclose(ax.images[0].get_array(), np.asarray(expected)[0, h],
+                                   atol=1e-6)
+        assert ax.get_title() == f"head {h}"
+
+
+def test_alibi_slopes_plot() -> None:
+    ax = alibi_slopes((8, 16)).axes[0]
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), 2.0 ** (-np.arange(1, 9)))
+    np.testing.assert_allclose(ax.lines[1].get_ydata(), 2.0 ** (-np.arange(1, 17) / 2))
+
+
+def test_extension_scales_per_method() -> None:
+    ax = extension_scales(("linear", "ntk"), dim=16).axes[0]
+    linear, ntk = ax.lines[0].get_ydata(), ax.lines[1].get_ydata()
+    np.testing.assert_allclose(linear, 0.25)
+    np.testing.assert_allclose(ntk, 4.0 ** (-np.arange(8) / 7))  # base·s^(d/(d-2))
+    np.testing.assert_allclose(ax.lines[0].get_xdata(), 2 * np.pi * 10000 ** (np.arange(8) / 8))
+
+
+def test_attention_heatmap_rows_are_distributions() -> None:
+    weights = np.asarray(attention_heatmap("alibi", n_positions=10).axes[0].images[0].get_array())
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-12)
+    assert np.all(np.triu(weights, 1) == 0)
+
+
+def test_plot_draws_into_a_given_axes() -> None:
+    fig = Figure()
+    ax = fig.add_subplot()
+    assert wavelengths(["rope"], ax=ax) is fig and ax.lines
+
+
+def test_bad_requests_raise_clear_errors() -> None:
+    with pytest.raises(ValueError, match="additive or rotary"):
+        encoding_heatmap("alibi")
+    with pytest.raises(ValueError, match="no score bias"):
+        bias_heatmaps("rope")
+    with pytest.raises(ValueError, match="dims must lie in"):
+        dimension_waveforms("sinusoidal", dims=(99,))
+    with pytest.raises(ValueError, match="pair must lie in"):
+        rotation_pair("rope", pair=4)
+    with pytest.raises(ValueError, match="head must lie in"):
+        attention_heatmap("rope", head=9)
+    with pytest.raises(ValueError, match="no frequencies"):
+        wavelengths(["learned"])
+    with pytest.raises(ValueError, match="method must be one of"):
+        extension_scales(("bogus",))
+    with pytest.raises(ValueError, match="exactly one encoding"):
+        PLOTS["heatmap"](["rope", "sinusoidal"])
+    with pytest.raises(ValueError, match="does not apply"):
+        PLOTS["bias"](["rope"])
+    with pytest.raises(ValueError, match="one Axes per head"):
+        bias_heatmaps("alibi", axes=[Figure().add_subplot()])
