@@ -1,0 +1,73 @@
+"""``posenc lab`` end to end on a tiny sweep: results, report, export, resume, bad configs."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from posenc.cli import app
+
+TINY = """
+name = "tiny"
+encodings = ["nope", "learned"]
+tasks = ["copy_rep", "ascending"]
+seeds = [0]
+[model]
+d_model = 16
+n_layers = 1
+n_heads = 2
+[train]
+steps = 10
+batch_size = 8
+warmup = 2
+eval_samples = 8
+"""
+
+
+def test_sweep_report_export_and_resume(tmp_path: Path) -> None:
+    (tmp_path / "tiny.toml").write_text(TINY)
+    out = tmp_path / "out"
+    runner = CliRunner()
+    args = ["lab", "sweep", str(tmp_path / "tiny.toml"), "--out", str(out), "--workers", "1"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "(4 run, 0 reused)" in result.output and "report:" in result.output
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") >= 2 + 2  # 2 task curves, 2 attention figures
+    assert 'id="results"' in html and "learned" in html and "Published findings" in html
+    assert "http://" not in html and "https://" not in html  # self-contained, no network
+
+    again = runner.invoke(app, args)
+    assert "(0 run, 4 reused)" in again.output
+
+    result = runner.invoke(app, ["lab", "export", "--out", str(out), "--csv", str(tmp_path / "r.csv")])
+    assert result.exit_code == 0, result.output
+    with (tmp_path / "r.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2 * 2 * 4 * 3  # encodings x tasks x lengths x metrics
+    assert {r["encoding"] for r in rows} == {"nope", "learned"}
+
+
+def test_preset_with_overrides(tmp_path: Path) -> None:
+    sets = ["encodings=[rope]", "tasks=[copy_rep]", "seeds=[0]", "train.steps=5",
+            "train.eval_samples=4", "model.d_model=16", "model.n_heads=2", "model.n_layers=1"]
+    args = ["lab", "--out", str(tmp_path), "--workers", "1"]
+    for s in sets:
+        args += ["--set", s]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "report.html").is_file() and (tmp_path / "results.sqlite").is_file()
+
+
+def test_bad_config_exits_with_the_key_named(tmp_path: Path) -> None:
+    (tmp_path / "bad.toml").write_text(TINY.replace("n_layers = 1", "n_layers = 0"))
+    result = CliRunner().invoke(app, ["lab", "sweep", str(tmp_path / "bad.toml"),
+                                      "--out", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "n_layers must be > 0" in result.output
+    result = CliRunner().invoke(app, ["lab", "--set", "model.n_layerz=2", "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "'model.n_layerz': unknown key" in result.output
+    result = CliRunner().invoke(app, ["lab", "export", "--out", str(tmp_path / "none")])
+    assert result.exit_code != 0 and "no result store" in result.output
