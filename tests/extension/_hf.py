@@ -11,6 +11,7 @@ import torch
 #: model_type -> (modeling module, rotary class, q/k function) of transformers 5.23.
 ROTARY = {
     "llama": ("llama", "LlamaRotaryEmbedding", "apply_rotary_pos_emb"),
+    "qwen2": ("qwen2", "Qwen2RotaryEmbedding", "apply_rotary_pos_emb"),
     "phi": ("phi", "PhiRotaryEmbedding", None),  # partial: split in the attention layer
     "phi3": ("phi3", "Phi3RotaryEmbedding", "apply_rotary_pos_emb"),
     "gpt_neox": ("gpt_neox", "GPTNeoXRotaryEmbedding", "apply_rotary_pos_emb"),

@@ -49,6 +49,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
         },
     ),
     "yarn4-qwen": _llama(
+        model_type="qwen2",
         rope_theta=1e6,
         max_position_embeddings=131072,
         rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
