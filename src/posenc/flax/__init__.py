@@ -1,0 +1,46 @@
+"""posenc.flax: the encodings, attention and TinyTransformer as Flax nnx modules.
+
+Same names, hooks and parameters as the torch modules, the same ``posenc.functional`` formulas,
+and weight conversion both ways (``load_torch_state_dict`` / ``to_torch_state_dict``).
+Needs the optional extra: ``pip install "posenc[jax]"``. The core package never imports JAX.
+"""
+
+try:
+    import flax.nnx  # noqa: F401
+    import jax  # noqa: F401
+except ImportError as err:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "posenc.flax needs JAX and Flax: pip install 'posenc[jax]' "
+        f"(jax>=0.4.30, flax>=0.11); import failed with: {err}"
+    ) from err
+
+from .attention import Attention, CachedKeys, KVCache
+from .base import ENCODINGS, PositionalEncoding, build, build_for_model
+from .bias import FIRE, ALiBi, Kerple, T5Bias
+from .convert import load_torch_state_dict, to_torch_state_dict
+from .encodings import Learned, NoPE, RoPE, Sinusoidal
+from .model import Block, TinyTransformer
+from .train import train_decoder
+
+__all__ = [
+    "ENCODINGS",
+    "FIRE",
+    "ALiBi",
+    "Attention",
+    "Block",
+    "CachedKeys",
+    "KVCache",
+    "Kerple",
+    "Learned",
+    "NoPE",
+    "PositionalEncoding",
+    "RoPE",
+    "Sinusoidal",
+    "T5Bias",
+    "TinyTransformer",
+    "build",
+    "build_for_model",
+    "load_torch_state_dict",
+    "to_torch_state_dict",
+    "train_decoder",
+]

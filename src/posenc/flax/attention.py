@@ -1,0 +1,200 @@
+"""Flax nnx multi-head attention calling the encoding hooks, and its KV cache (positions kept).
+
+The same computation as ``posenc.attention.Attention``'s explicit path: scores =
+rotate(q)·rotate(k)/√D + bias(q_pos, k_pos), masked (causal by cache order, padding,
+segments), the encoding's relative terms, softmax in float32, relative values, projection.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from .._validate import check_positive_int
+from .base import (
+    PositionalEncoding,
+    batch_positions,
+    check_ndim,
+    check_positions,
+    check_positions_match,
+    default_positions,
+)
+
+Array = jax.Array
+
+
+class CachedKeys(NamedTuple):
+    """Everything attention needs about the L keys seen so far."""
+
+    k: Array  # (B, Hkv, L, D), as the encoding left them
+    v: Array  # (B, Hkv, L, D)
+    pos: Array  # (B, L) integer positions
+    valid: Array  # (B, L) bool, False for padding
+    segment: Array  # (B, L) integer packed-sequence id
+
+
+_TIME_AXIS = (2, 2, 1, 1, 1)  # time axis of each CachedKeys field
+
+
+class KVCache(nnx.Module):
+    """Per-layer cache for incremental decoding; an ``nnx.Cache`` variable, so ``nnx.jit``
+    carries its updates. Keys grow by concatenation (each new length compiles once)."""
+
+    def __init__(self) -> None:
+        self.store: nnx.Cache[CachedKeys | None] = nnx.Cache(None)
+
+    def __len__(self) -> int:
+        store = self.store.get_value()
+        return 0 if store is None else int(store.pos.shape[1])
+
+    def append(self, new: CachedKeys) -> CachedKeys:
+        """Append T entries; return all L cached ones. Raises: ValueError on B/Hkv/D change."""
+        old = self.store.get_value()
+        if old is None:
+            self.store.set_value(new)
+            return new
+        if (old.k.shape[:2], old.k.shape[3]) != (new.k.shape[:2], new.k.shape[3]):
+            raise ValueError(
+                f"KVCache holds keys (B, Hkv, L, D) = {tuple(old.k.shape)}; new keys must match "
+                f"B, Hkv, D, got {tuple(new.k.shape)}"
+            )
+        pairs = zip(old, new, _TIME_AXIS, strict=True)
+        keys = CachedKeys(*(jnp.concatenate([a, b], axis=t) for a, b, t in pairs))
+        self.store.set_value(keys)
+        return keys
+
+
+class Attention(nnx.Module):
+    """Grouped-query self-attention with a pluggable Flax ``PositionalEncoding``.
+
+    Parameters ``qkv`` (C -> C + 2·Hkv·D) and ``proj`` (C -> C) as in the torch module.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        pe: PositionalEncoding,
+        causal: bool,
+        n_kv_heads: int | None = None,
+        bias: bool = False,
+        rngs: nnx.Rngs,
+    ) -> None:
+        check_positive_int(d_model, "d_model")
+        check_positive_int(n_heads, "n_heads")
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        check_positive_int(n_kv_heads, "n_kv_heads")
+        if d_model % n_heads:
+            raise ValueError(f"d_model must be divisible by n_heads, got {d_model} and {n_heads}")
+        if n_heads % n_kv_heads:
+            raise ValueError(
+                f"n_heads must be divisible by n_kv_heads, got {n_heads}, {n_kv_heads}"
+            )
+        if not isinstance(pe, PositionalEncoding):
+            raise TypeError(f"pe must be a posenc.flax PositionalEncoding, got {type(pe).__name__}")
+        self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
+        self.head_dim, self.causal, self.pe = d_model // n_heads, causal, pe
+        width = d_model + 2 * n_kv_heads * self.head_dim
+        self.qkv = nnx.Linear(d_model, width, use_bias=bias, rngs=rngs)
+        self.proj = nnx.Linear(d_model, d_model, use_bias=bias, rngs=rngs)
+
+    def __call__(
+        self,
+        x: Array,
+        pos: Array | None = None,
+        *,
+        padding_mask: Array | None = None,
+        segment_ids: Array | None = None,
+        cache: KVCache | None = None,
+    ) -> Array:
+        """x (B, T, C) at positions (T,) or (B, T) (default: cache length + 0..T-1) -> (B, T, C).
+
+        ``padding_mask`` (B, T) bool, True for real tokens; ``segment_ids`` (B, T) integer.
+        """
+        check_ndim(x, 3, "x", "(B, T, C)")
+        B, T, C = x.shape
+        if C != self.d_model:
+            raise ValueError(f"x must have C = d_model = {self.d_model} features, got {C}")
+        offset = 0 if cache is None else len(cache)
+        pos = default_positions(T, offset=offset) if pos is None else check_positions(pos, "pos")
+        check_positions_match(pos, B, T, "pos")
+        q, k, v = self._project(x)  # (B, H, T, D), (B, Hkv, T, D) x2
+        rerotate = cache is not None and self.pe.kv_policy == "rerotate"
+        if not rerotate:
+            q, k = self.pe.rotate(q, k, pos, pos)
+        masks = mask_inputs(B, T, padding_mask, segment_ids)
+        new = CachedKeys(k, v, batch_positions(pos, B), *masks)
+        keys = new if cache is None else cache.append(new)
+        if rerotate:  # the cache holds unrotated keys: rotate all with the current frequencies
+            q, k_all = self.pe.rotate(q, keys.k, pos, keys.pos)
+            keys = keys._replace(k=k_all)
+        k_pos = pos if cache is None else keys.pos
+        out = self._attend(q, keys, pos, k_pos, self._allowed(new, keys, offset))  # (B, H, T, D)
+        return self.proj(jnp.swapaxes(out, 1, 2).reshape(B, T, C))  # (B, T, C)
+
+    def _project(self, x: Array) -> tuple[Array, Array, Array]:
+        B, T, _ = x.shape
+        D, H, Hkv = self.head_dim, self.n_heads, self.n_kv_heads
+        qkv = self.qkv(x)  # (B, T, C + 2·Hkv·D)
+        q, k, v = jnp.split(qkv, [H * D, (H + Hkv) * D], axis=-1)
+        q = q.reshape(B, T, H, D).transpose(0, 2, 1, 3)  # (B, H, T, D)
+        k = k.reshape(B, T, Hkv, D).transpose(0, 2, 1, 3)  # (B, Hkv, T, D)
+        v = v.reshape(B, T, Hkv, D).transpose(0, 2, 1, 3)  # (B, Hkv, T, D)
+        return q, k, v
+
+    def _allowed(self, new: CachedKeys, keys: CachedKeys, offset: int) -> Array:
+        """(B, 1, T, L) bool: valid, same segment, and (causal) not after the query by order."""
+        T, L = new.pos.shape[1], keys.pos.shape[1]
+        allowed = keys.valid[:, None, None, :] & (
+            new.segment[:, None, :, None] == keys.segment[:, None, None, :]
+        )  # (B, 1, T, L)
+        if self.causal:
+            order = jnp.arange(L)[None, :] <= jnp.arange(offset, offset + T)[:, None]  # (T, L)
+            allowed = allowed & order
+        # A query with no visible key (e.g. a padding query) attends everywhere instead of NaN.
+        return allowed | ~jnp.any(allowed, axis=-1, keepdims=True)
+
+    def _attend(
+        self, q: Array, keys: CachedKeys, q_pos: Array, k_pos: Array, allowed: Array
+    ) -> Array:
+        groups = self.n_heads // self.n_kv_heads
+        k = jnp.repeat(keys.k, groups, axis=1) if groups > 1 else keys.k  # (B, H, L, D)
+        v = jnp.repeat(keys.v, groups, axis=1) if groups > 1 else keys.v
+        scores = (q @ jnp.swapaxes(k, -2, -1)) / math.sqrt(self.head_dim)  # (B, H, T, L)
+        bias = self.pe.bias(q_pos, k_pos)  # (B|1, H|1, T, L) or None
+        if bias is not None:
+            scores = scores + bias.astype(scores.dtype)
+        scores = jnp.where(allowed, scores, -jnp.inf)
+        scores = self.pe.relative_logits(scores, q, k, q_pos, k_pos)
+        probs = jax.nn.softmax(scores.astype(jnp.float32), axis=-1).astype(q.dtype)
+        out = probs @ v  # (B, H, T, D)
+        extra = self.pe.relative_values(probs, q_pos, k_pos)
+        return out if extra is None else out + extra
+
+
+def mask_inputs(
+    B: int, T: int, padding_mask: Any, segment_ids: Any
+) -> tuple[Array, Array]:
+    """Validity (B, T) bool and segment ids (B, T), defaults all-valid / one segment."""
+    if padding_mask is None:
+        valid = jnp.ones((B, T), dtype=bool)
+    elif tuple(padding_mask.shape) != (B, T) or padding_mask.dtype != jnp.bool_:
+        raise ValueError(
+            f"padding_mask must be a bool array of shape ({B}, {T}), got "
+            f"{padding_mask.dtype} {tuple(padding_mask.shape)}"
+        )
+    else:
+        valid = jnp.asarray(padding_mask)
+    if segment_ids is None:
+        return valid, jnp.zeros((B, T), dtype=jnp.int32)
+    if tuple(segment_ids.shape) != (B, T) or not jnp.issubdtype(segment_ids.dtype, jnp.integer):
+        raise ValueError(
+            f"segment_ids must be an integer array of shape ({B}, {T}), got "
+            f"{segment_ids.dtype} {tuple(segment_ids.shape)}"
+        )
+    return valid, jnp.asarray(segment_ids)

@@ -1,0 +1,104 @@
+"""Weights between torch modules and their Flax nnx twins: torch state dict <-> nnx parameters.
+
+The Flax modules carry the torch attribute names, so a state-dict key such as
+``blocks.0.mlp.2.weight`` names one nnx parameter. Only the layer types rename: ``nnx.Linear``
+``kernel`` is the transposed torch ``weight``, ``nnx.LayerNorm`` ``scale`` is ``weight``,
+``nnx.Embed`` ``embedding`` is ``weight``; ``nnx.Sequential`` holds its items in ``layers``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+import torch
+from flax import nnx
+
+#: (layer type, torch name) -> (nnx name, transpose?)
+_RENAMES: dict[tuple[type, str], tuple[str, bool]] = {
+    (nnx.Linear, "weight"): ("kernel", True),
+    (nnx.LayerNorm, "weight"): ("scale", False),
+    (nnx.Embed, "weight"): ("embedding", False),
+}
+
+
+def _child(node: Any, part: str, key: str) -> Any:
+    if isinstance(node, nnx.Sequential):
+        node = node.layers
+    try:
+        return node[int(part)] if part.isdigit() else getattr(node, part)
+    except (AttributeError, IndexError, TypeError):
+        raise ValueError(f"state-dict key {key!r}: the Flax module has no {part!r}") from None
+
+
+def _resolve(module: nnx.Module, key: str) -> tuple[nnx.Variable[Any], bool]:
+    """The nnx variable named by torch key ``key``, and whether it is stored transposed."""
+    *parents, leaf = key.split(".")
+    node: Any = module
+    for part in parents:
+        node = _child(node, part, key)
+    name, transpose = next(
+        (v for (cls, t), v in _RENAMES.items() if isinstance(node, cls) and t == leaf),
+        (leaf, False),
+    )
+    var = getattr(node, name, None)
+    if not isinstance(var, nnx.Variable):
+        raise ValueError(f"state-dict key {key!r}: {type(node).__name__} has no parameter {name!r}")
+    return var, transpose
+
+
+def load_torch_state_dict(module: nnx.Module, state_dict: Mapping[str, torch.Tensor]) -> None:
+    """Copy a torch ``state_dict`` into the Flax twin ``module``, in place (values keep the nnx
+    parameters' dtypes).
+
+    Raises: ValueError for a key with no Flax parameter, a shape mismatch, or a Flax parameter
+    the state dict leaves unset.
+    """
+    assigned: set[int] = set()
+    for key, tensor in state_dict.items():
+        var, transpose = _resolve(module, key)
+        value = tensor.detach().cpu().numpy()
+        value = value.T if transpose else value
+        if value.shape != var[...].shape:
+            raise ValueError(
+                f"{key!r}: torch shape {tuple(tensor.shape)} does not fit the Flax parameter of "
+                f"shape {tuple(var[...].shape)}{' (transposed)' if transpose else ''}"
+            )
+        var[...] = jnp.asarray(value, dtype=var[...].dtype)
+        assigned.add(id(var))
+    missing = [key for key, var, _ in _named_params(module, "") if id(var) not in assigned]
+    if missing:
+        raise ValueError(f"the state dict sets no value for Flax parameters {missing}")
+
+
+def to_torch_state_dict(module: nnx.Module) -> dict[str, torch.Tensor]:
+    """The torch state dict of the Flax ``module``: every parameter under every path that
+    reaches it (shared encodings appear once per owner, as in torch)."""
+    out = {}
+    for key, var, transpose in _named_params(module, ""):
+        value = np.asarray(var[...])
+        out[key] = torch.from_numpy(np.array(value.T if transpose else value, order="C"))
+    return out
+
+
+def _named_params(node: Any, prefix: str) -> Iterator[tuple[str, nnx.Variable[Any], bool]]:
+    """(torch key, parameter, transposed?) of every nnx.Param under ``node``, attribute order."""
+    if isinstance(node, nnx.Sequential):
+        node = node.layers
+    if isinstance(node, nnx.List | list | tuple):
+        for i, item in enumerate(node):
+            yield from _named_params(item, f"{prefix}{i}.")
+        return
+    if not isinstance(node, nnx.Module):
+        return
+    renames = {n: (t, tr) for (cls, t), (n, tr) in _RENAMES.items() if isinstance(node, cls)}
+    for name, value in vars(node).items():
+        if name.startswith("_"):
+            continue
+        if isinstance(value, nnx.Param):
+            torch_name, transpose = renames.get(name, (name, False))
+            yield f"{prefix}{torch_name}", value, transpose
+        else:
+            yield from _named_params(value, f"{prefix}{name}.")

@@ -1,0 +1,172 @@
+"""Flax nnx versions of NoPE, Sinusoidal, Learned and RoPE: same names, parameters and hooks as
+``posenc.encodings`` (nope, absolute, rotary); the formulas are ``posenc.functional``'s."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from .. import functional as PF
+from .._validate import check_even, check_positive_float, check_positive_int
+from ..extension.config import ScalingConfig, scaling_config
+from ..functional import LAYOUTS, Layout
+from .base import (
+    PositionalEncoding,
+    check_ndim,
+    check_positions,
+    check_positions_match,
+    is_concrete,
+    register,
+)
+
+Array = jax.Array
+KV_POLICIES = ("reference", "rerotate")
+
+
+def _check_embed_inputs(x: Array, pos: Any, dim: int) -> Array:
+    check_ndim(x, 3, "x", "(B, T, C)")
+    if x.shape[-1] != dim:
+        raise ValueError(f"x must have C = dim = {dim} features, got {x.shape[-1]}")
+    pos = check_positions(pos)
+    check_positions_match(pos, x.shape[0], x.shape[1], "pos")
+    if is_concrete(pos) and pos.size and int(pos.min()) < 0:
+        raise ValueError(f"positions must be >= 0 for an absolute encoding, got {int(pos.min())}")
+    return pos
+
+
+@register("nope", family="none")
+class NoPE(PositionalEncoding):
+    """No position information (Kazemnejad et al. 2023, arXiv:2305.19466): identity hooks."""
+
+    def __init__(self) -> None:
+        pass
+
+
+@register("sinusoidal", family="additive")
+class Sinusoidal(PositionalEncoding):
+    """x_p + PE[p], PE[p, 2i] = sin(p / base^(2i/C)), PE[p, 2i+1] = cos(p / base^(2i/C))
+    (Vaswani et al. 2017, arXiv:1706.03762). Table in the widest float JAX allows, cast to x's."""
+
+    def __init__(self, *, dim: int, base: float = 10000.0) -> None:
+        check_even(dim, "dim")
+        check_positive_float(base, "base")
+        self.dim, self.base = dim, float(base)
+
+    def table(self, pos: Array) -> Array:
+        """PE rows for positions (...,) -> (..., C)."""
+        return PF.sinusoidal_table(pos, self.dim, base=self.base)
+
+    def embed(self, x: Array, pos: Array) -> Array:
+        pos = _check_embed_inputs(x, pos, self.dim)
+        return x + self.table(pos).astype(x.dtype)  # (B, T, C)
+
+
+@register("learned", family="additive")
+class Learned(PositionalEncoding):
+    """Learned absolute table x_p + W[p], W (max_len, C) ~ N(0, 0.02²) (Gehring et al. 2017,
+    arXiv:1705.03122). Positions >= max_len raise (checked outside ``jax.jit``)."""
+
+    def __init__(self, *, dim: int, max_len: int = 512, rngs: nnx.Rngs | None = None) -> None:
+        check_positive_int(dim, "dim")
+        check_positive_int(max_len, "max_len")
+        self.dim, self.max_len = dim, max_len
+        key = (rngs or nnx.Rngs(0)).params()
+        self.weight = nnx.Param(0.02 * jax.random.normal(key, (max_len, dim)))
+
+    def embed(self, x: Array, pos: Array) -> Array:
+        pos = _check_embed_inputs(x, pos, self.dim)
+        if is_concrete(pos) and pos.size and int(pos.max()) >= self.max_len:
+            raise ValueError(
+                f"position {int(pos.max())} is past the learned table (max_len={self.max_len}, "
+                f"valid positions 0..{self.max_len - 1})"
+            )
+        return x + self.weight[...][pos].astype(x.dtype)  # (B, T, C)
+
+
+def check_qk(q: Array, k: Array, q_pos: Any, k_pos: Any) -> tuple[Array, Array]:
+    """Validate q (B, H, Tq, D), k (B, Hkv, Tk, D) and their positions (T,) or (B, T)."""
+    check_ndim(q, 4, "q", "(B, H, Tq, D)")
+    check_ndim(k, 4, "k", "(B, Hkv, Tk, D)")
+    if q.shape[0] != k.shape[0] or q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q (B, H, Tq, D) and k (B, Hkv, Tk, D) must agree on B and D, got "
+            f"q {tuple(q.shape)} and k {tuple(k.shape)}"
+        )
+    q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
+    check_positions_match(q_pos, q.shape[0], q.shape[2], "q_pos")
+    check_positions_match(k_pos, k.shape[0], k.shape[2], "k_pos")
+    return q_pos, k_pos
+
+
+@register("rope", family="rotary")
+class RoPE(PositionalEncoding):
+    """Rotary embedding (Su et al. 2021, arXiv:2104.09864): pair i of q_m, k_n rotated by m·θ_i,
+    n·θ_i, θ_i = base^(-2i/d), so <R_m q, R_n k> = <q, R_(n-m) k>. ``layout``, ``partial``,
+    ``scaling`` (a ``posenc.extension`` method) and ``kv_policy`` as the torch RoPE.
+
+    Frequencies are float64 NumPy constants; angles run in float64 under ``jax_enable_x64``,
+    else float32 (exact to ~1e-6 rad below ~10^4 positions). Dynamic scaling reads max(pos),
+    so it needs concrete positions (not under ``jax.jit``).
+    """
+
+    def __init__(
+        self,
+        *,
+        head_dim: int,
+        base: float = 10000.0,
+        layout: Layout = "half",
+        partial: float = 1.0,
+        scaling: ScalingConfig | Mapping[str, Any] | None = None,
+        kv_policy: str = "reference",
+    ) -> None:
+        check_even(head_dim, "head_dim")
+        check_positive_float(base, "base")
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        if kv_policy not in KV_POLICIES:
+            raise ValueError(f"kv_policy must be one of {KV_POLICIES}, got {kv_policy!r}")
+        self.head_dim, self.base, self.layout = head_dim, float(base), layout
+        self.partial, self.kv_policy = float(partial), kv_policy
+        self.rotary_dim = PF.rotary_dim(head_dim, self.partial)
+        self.default_inv_freq64 = PF.rope_inv_freq(self.rotary_dim, base=self.base)  # (P,)
+        self.scaling = None if scaling is None else scaling_config(scaling)
+        self.inv_freq64, self.attention_scaling = (
+            (self.default_inv_freq64, 1.0)
+            if self.scaling is None
+            else self.scaling.apply(self.default_inv_freq64)
+        )
+
+    def frequencies(self, *positions: Array) -> tuple[np.ndarray, float]:
+        """(inv_freq (P,) float64, attention_scaling), at length max(positions) + 1 if dynamic."""
+        if self.scaling is None or not self.scaling.dynamic:
+            return self.inv_freq64, self.attention_scaling
+        if not all(is_concrete(p) for p in positions):
+            raise ValueError(
+                f"dynamic RoPE scaling ({self.scaling.method!r}) needs concrete positions to "
+                "read the current length; call it outside jax.jit"
+            )
+        seq_len = max(int(p.max()) for p in positions if p.size) + 1
+        inv_freq, scale = self.scaling.apply(self.default_inv_freq64, seq_len)
+        return np.asarray(inv_freq), scale
+
+    def rotate_one(self, x: Array, pos: Array, freqs: tuple[np.ndarray, float]) -> Array:
+        """Rotate x (B, H, T, D) at positions (T,) or (B, T) with ``freqs`` = (inv_freq, scale)."""
+        inv_freq, scale = freqs
+        work = jnp.promote_types(x.dtype, jnp.float32)
+        cos, sin = PF.rope_cos_sin(pos, jnp.asarray(inv_freq))  # (T, P) | (B, T, P)
+        cos, sin = (cos * scale).astype(work), (sin * scale).astype(work)
+        if cos.ndim == 3:
+            cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, P)
+        return PF.apply_rope(x, cos, sin, layout=self.layout)
+
+    def rotate(self, q: Array, k: Array, q_pos: Array, k_pos: Array) -> tuple[Array, Array]:
+        if q.shape[-1] != self.head_dim:
+            raise ValueError(f"q/k must have head_dim={self.head_dim} features, got {q.shape[-1]}")
+        q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
+        freqs = self.frequencies(q_pos, k_pos)
+        return self.rotate_one(q, q_pos, freqs), self.rotate_one(k, k_pos, freqs)
