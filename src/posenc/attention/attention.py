@@ -12,6 +12,9 @@ from .._validate import check_ndim, check_positions, check_positions_match, chec
 from ..encodings.base import PositionalEncoding, batch_positions, default_positions
 from .kv_cache import CachedKeys, KVCache
 
+#: Bias entries (H x block x Tk) per query block when ``block_size`` is not given: 16 MiB fp32.
+BIAS_BLOCK_ENTRIES = 1 << 22
+
 
 class Attention(nn.Module):
     """Multi-head self-attention with grouped-query heads and a pluggable positional encoding.
@@ -26,8 +29,8 @@ class Attention(nn.Module):
         n_heads: query heads H. ``n_kv_heads`` (default H) key/value heads, dividing H.
         pe: the encoding whose hooks are called (shared across layers if the caller wishes).
         causal: mask keys after the query (by order in the sequence/cache, not by position id).
-        block_size: queries per block when the encoding has a ``bias``; the (Tq, Tk) bias is
-            never materialised whole.
+        block_size: queries per block when the encoding has a ``bias``, so the (Tq, Tk) bias
+            is never materialised whole; default: about 4M bias entries per block (16 MiB).
     """
 
     def __init__(
@@ -40,7 +43,7 @@ class Attention(nn.Module):
         n_kv_heads: int | None = None,
         dropout: float = 0.0,
         bias: bool = False,
-        block_size: int = 512,
+        block_size: int | None = None,
     ) -> None:
         super().__init__()
         check_positive_int(d_model, "d_model")
@@ -59,7 +62,8 @@ class Attention(nn.Module):
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
         self.head_dim = d_model // n_heads
-        check_positive_int(block_size, "block_size")
+        if block_size is not None:
+            check_positive_int(block_size, "block_size")
         self.causal, self.dropout, self.pe = causal, dropout, pe
         self.block_size = block_size  # query block for score-bias encodings (memory O(H·block·T))
         kv_width = n_kv_heads * self.head_dim
@@ -151,11 +155,12 @@ class Attention(nn.Module):
         last query (L_b = offset + block end), so masked blocks cost nothing."""
         T, L = q.shape[2], keys.k.shape[2]
         has_bias = type(self.pe).bias is not PositionalEncoding.bias
-        if not has_bias or T <= self.block_size:
+        block = self.block_size or max(64, BIAS_BLOCK_ENTRIES // (self.n_heads * L))
+        if not has_bias or block >= T:
             return self._sdpa(q, keys.k, keys.v, self.pe.bias(q_pos, k_pos), allowed)
         outs = []
-        for s in range(0, T, self.block_size):
-            e = min(s + self.block_size, T)
+        for s in range(0, T, block):
+            e = min(s + block, T)
             Lb = offset + e if self.causal else L
             bias = self.pe.bias(q_pos[..., s:e], k_pos[..., :Lb])  # (B|1, H|1, e - s, Lb)
             blk_allowed = None if allowed is None else allowed[..., s:e, :Lb]
@@ -173,7 +178,7 @@ class Attention(nn.Module):
             if is_causal:
                 T, L = q.shape[2], k.shape[2]
                 allowed = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(L - T)
-            mask = bias if allowed is None else bias.masked_fill(~allowed, float("-inf"))
+            mask = bias if allowed is None else _masked(bias, allowed)
             is_causal = False
         return F.scaled_dot_product_attention(
             q,
@@ -214,6 +219,14 @@ class Attention(nn.Module):
         out = probs @ v  # (B, H, T, D)
         extra = self.pe.relative_values(probs, q_pos, k_pos)
         return out if extra is None else out + extra
+
+
+def _masked(bias: Tensor, allowed: Tensor) -> Tensor:
+    """bias with -inf where not allowed; in place when the hook's fresh output can take it."""
+    grad = bias.requires_grad and torch.is_grad_enabled()
+    if grad or torch.broadcast_shapes(bias.shape, allowed.shape) != bias.shape:
+        return bias.masked_fill(~allowed, float("-inf"))
+    return bias.masked_fill_(~allowed, float("-inf"))
 
 
 def _mask_inputs(

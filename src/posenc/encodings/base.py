@@ -47,7 +47,11 @@ class PositionalEncoding(nn.Module):
         return q, k
 
     def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
-        """Additive logit bias (B or 1, H or 1, Tq, Tk) from positions alone, or None."""
+        """Additive logit bias (B or 1, H or 1, Tq, Tk) from positions alone, or None.
+
+        The result must be a tensor the caller owns (attention may mask it in place), finite
+        everywhere; causal masking is the attention layer's job.
+        """
         return None
 
     def relative_logits(

@@ -1,0 +1,106 @@
+"""Score-bias attention benchmark: posenc's blockwise bias + SDPA against SDPA without bias.
+
+For ALiBi, T5, Kerple and FIRE at long T (causal and bidirectional): time per call (interleaved
+with plain SDPA, and with the dense (1, H, T, T) bias that the anchors build, where it fits)
+and peak extra memory, measured in a fresh process (``ru_maxrss`` over the resident size
+before the call), so no implementation inherits another's high-water mark.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import resource
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from .harness import as_json, interleaved
+
+ENCODINGS = ("alibi", "t5", "kerple", "fire")
+DENSE_LIMIT_BYTES = 2 << 30  # skip the dense anchor when its bias alone exceeds 2 GiB
+
+
+def _inputs(T: int, H: int, D: int) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(0)
+    return tuple(torch.randn(1, H, T, D, generator=g) for _ in range(3))
+
+
+def _impls(name: str, T: int, H: int, D: int, causal: bool) -> dict[str, Callable[[], Any]]:
+    from ..attention import Attention, CachedKeys
+    from ..registry import build_for_model
+
+    pe = build_for_model(name, dim=H * D, n_heads=H, max_len=T)
+    attn = Attention(H * D, H, pe=pe, causal=causal)
+    q, k, v = _inputs(T, H, D)
+    pos = torch.arange(T)
+    keys = CachedKeys(k, v, pos[None], torch.ones(1, T, dtype=torch.bool), pos[None] * 0)
+    impls: dict[str, Callable[[], Any]] = {
+        "sdpa_no_bias": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+        "posenc_blockwise": lambda: attn._sdpa_blocks(q, keys, pos, pos, None, 0),
+    }
+    if H * T * T * 4 <= DENSE_LIMIT_BYTES:
+
+        def dense() -> Any:
+            bias = pe.bias(pos, pos)  # (1, H, T, T): what the anchors build
+            if causal:
+                bias = bias.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+
+        impls["dense_bias"] = dense
+    return impls
+
+
+def _peak_child(args: tuple[str, int, int, int, bool, str], out: Any) -> None:
+    name, T, H, D, causal, impl = args
+    torch.set_num_threads(1)
+    with torch.no_grad():
+        _impls(name, 64, H, D, causal)[impl]()  # load kernels and thread pools first
+        fn = _impls(name, T, H, D, causal)[impl]
+        with open("/proc/self/statm") as f:
+            rss_before = int(f.read().split()[1]) * resource.getpagesize()
+        fn()
+    out.put(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss_before)
+
+
+def peak_extra_bytes(name: str, T: int, H: int, D: int, causal: bool, impl: str) -> int:
+    """Peak resident memory one call adds, measured in a fresh (spawned) process."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_peak_child, args=((name, T, H, D, causal, impl), queue))
+    proc.start()
+    value = int(queue.get(timeout=1800))
+    proc.join()
+    return max(value, 0)
+
+
+def run_case(name: str, T: int, causal: bool, *, H: int, D: int, rounds: int) -> dict[str, Any]:
+    """Timings and peak extra memory of each implementation for one encoding and length."""
+    with torch.no_grad():
+        impls = _impls(name, T, H, D, causal)
+        timings = interleaved(impls, rounds=rounds, warmup=1, target=0.0)
+    base = timings["sdpa_no_bias"].median
+    return {
+        "encoding": name,
+        "T": T,
+        "H": H,
+        "D": D,
+        "causal": causal,
+        "us": {n: as_json(t) for n, t in timings.items()},
+        "x_sdpa_no_bias": {n: t.median / base for n, t in timings.items()},
+        "peak_extra_MiB": {n: peak_extra_bytes(name, T, H, D, causal, n) / 2**20 for n in impls},
+        "dense_bias_MiB": H * T * T * 4 / 2**20,
+    }
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    """All cases; ``quick``: T=1024, one round, for CI smoke runs."""
+    lengths = (1024,) if quick else (4096, 16384)
+    results = []
+    for T in lengths:
+        rounds = 1 if quick else (5 if T <= 4096 else 2)
+        for name in ENCODINGS:
+            for causal in (True, False):
+                results.append(run_case(name, T, causal, H=8, D=64, rounds=rounds))
+    return results
