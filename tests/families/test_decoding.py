@@ -82,3 +82,18 @@ def test_torch_compile_runs_and_matches_eager() -> None:
         compiled = torch.compile(model)
         with torch.no_grad():
             torch.testing.assert_close(compiled(idx), model(idx), rtol=1e-4, atol=1e-4, msg=key)
+
+
+@pytest.mark.parametrize("key", CONFIGS)
+def test_bfloat16_model_tracks_float32(key: str) -> None:
+    """Frequencies stay float64 under .to(bf16); outputs stay near the float32 model's."""
+    model, idx = _model(key).float(), _tokens()
+    with torch.no_grad():
+        want = model(idx)
+        model.to(torch.bfloat16)
+        got = model(idx).float()
+    for name, buf in model.pe.named_buffers():
+        if "inv_freq" in name:
+            assert buf.dtype == torch.float64, f"{key}: {name} cast to {buf.dtype}"
+    err = (got - want).abs().max() / want.abs().max()
+    assert err < 0.1, f"{key}: bf16 relative error {err:.3f}"
