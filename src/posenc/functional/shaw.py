@@ -49,7 +49,8 @@ def relative_key_logits(q: Any, table: Any, index: Any) -> Any:
 def relative_value_output(probs: Any, table: Any, index: Any) -> Any:
     """Σ_j α_ij a^V_ij with a^V_ij = table[index_ij] (Shaw et al. 2018, eq. 3).
 
-    Attention mass is summed per table row (a one-hot of the index), then mixed by the table.
+    Attention mass is summed per table row (a one-hot of the index, (B?, Tq, Tk, 2K+1): about
+    the size of the attention weights), then mixed by the table.
     Shapes: probs (B, H, Tq, Tk); table (R, D); index (Tq, Tk) or (B, Tq, Tk) -> (B, H, Tq, D).
     """
     xp = namespace(probs, table, index)
