@@ -148,3 +148,19 @@ def test_sequence_longer_than_range_raises() -> None:
 def test_bad_config_raises(config: dict, error: type, match: str) -> None:
     with pytest.raises(error, match=match):
         posenc.build("randomized", **({"max_len": 16, "head_dim": 8} | config))
+
+
+def test_tiny_transformer_trains_on_fresh_draws_and_evaluates_deterministically() -> None:
+    torch.manual_seed(0)
+    model = posenc.TinyTransformer(
+        vocab_size=13, pe="randomized", d_model=32, n_heads=4, max_len=64
+    ).double()
+    idx = torch.randint(0, 13, (2, 10), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        model.train()
+        a, b = model(idx), model(idx)
+        model.eval()
+        c, d = model(idx), model(idx)
+    assert not torch.allclose(a, b)  # a new sorted subset per forward
+    torch.testing.assert_close(c, d)
+    assert not torch.allclose(a, c)
