@@ -327,3 +327,43 @@ def test_layout_override_and_errors() -> None:
         posenc.rope_from_hf(42)
     with pytest.raises(TypeError, match="needs a RoPE encoding"):
         posenc.rope_to_hf(posenc.build("nope"))
+
+
+def _phimoe() -> dict[str, Any]:
+    scaling = {
+        "type": "longrope",
+        "short_factor": SHORT48[:16],
+        "long_factor": LONG48[:16],
+        "short_mscale": 1.243,
+        "long_mscale": 1.5,
+        "original_max_position_embeddings": 4096,
+    }
+    return {"model_type": "phimoe", "hidden_size": 64, "num_attention_heads": 2,
+            "num_key_value_heads": 1, "intermediate_size": 32, "num_hidden_layers": 1,
+            "num_local_experts": 2, "max_position_embeddings": 131072,
+            "original_max_position_embeddings": 4096, "rope_scaling": scaling}  # fmt: skip
+
+
+def test_phimoe_short_and_long_mscale() -> None:
+    """Phi-3.5-MoE: long_mscale/short_mscale are the attention scaling, chosen by length.
+    Short regime equals transformers' PhimoeRotaryEmbedding. In the long regime transformers
+    5.23 updates its inv_freq buffer to the long factors (equal to ours) but its forward
+    recomputes short-factor frequencies; posenc uses the long ones (as Phi-3 and transformers'
+    OpenVINO exporter do), so the outputs differ there."""
+    phimoe = pytest.importorskip("transformers.models.phimoe.modeling_phimoe")
+    pe = posenc.rope_from_hf(_phimoe())
+    assert pe.base == 1e6  # no rope_theta: transformers' PhimoeConfig.default_theta
+    rotary = phimoe.PhimoeRotaryEmbedding(hf_config(_phimoe()))
+    q, k = _qk(pe, T=3)
+    short, long = torch.tensor([0, 5, 4095]), torch.tensor([0, 5, 9000])
+    hq, hk = hf_rotate(rotary, phimoe.apply_rotary_pos_emb, q, k, short)
+    torch.testing.assert_close(pe.rotate(q, k, short, short), (hq, hk), atol=1e-3, rtol=1e-4)
+    inv_short, scale = pe.frequencies(4096)
+    assert torch.equal(inv_short, pe.inv_freq64) and scale == pe.attention_scaling == 1.243
+    hq, _ = hf_rotate(rotary, phimoe.apply_rotary_pos_emb, q, k, long)
+    inv_long, scale = pe.frequencies(9001)
+    torch.testing.assert_close(rotary.inv_freq, inv_long.float(), rtol=1.3e-6, atol=0.0)
+    truth = torch.from_numpy(rotate64(q, long, inv_long, 1.5, "half"))
+    assert scale == 1.5
+    torch.testing.assert_close(pe.rotate(q, k, long, long)[0].double(), truth, atol=1e-5, rtol=0)
+    assert (hq.double() - truth).abs().max() > 0.1  # transformers 5.23's short-factor forward

@@ -169,6 +169,8 @@ class LongRoPEScaling(ScalingConfig):
     original_max_position_embeddings: int
     factor: float
     attention_factor: float | None = None
+    short_mscale: float | None = None
+    long_mscale: float | None = None
 
     def __post_init__(self) -> None:
         for key in ("short_factor", "long_factor"):
@@ -185,7 +187,8 @@ class LongRoPEScaling(ScalingConfig):
             )
         _length(self.original_max_position_embeddings)
         _factor(self.factor)
-        _optional(self.attention_factor, "attention_factor")
+        for key in ("attention_factor", "short_mscale", "long_mscale"):
+            _optional(getattr(self, key), key)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -74,12 +74,25 @@ def _rope_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
         rope_type = "longrope"  # Phi-3 reads its short/long factor lists under either name
     params["rope_type"] = rope_type
     theta = _first(cfg, "rope_theta", "rotary_emb_base")
-    params.setdefault("rope_theta", 10000.0 if theta is None else theta)
+    if "rope_theta" not in params:
+        params["rope_theta"] = _default_theta(cfg.get("model_type")) if theta is None else theta
     partial = _first(cfg, "partial_rotary_factor", "rotary_pct")
     if partial is None:
         partial = _DEFAULT_PARTIAL.get(cfg.get("model_type", ""), 1.0)
     params.setdefault("partial_rotary_factor", partial)
     return params
+
+
+def _default_theta(model_type: str | None) -> float:
+    """The base a config without ``rope_theta`` means: its transformers config class's
+    ``default_theta`` (1e6 for Mixtral and Phi-3.5-MoE, ...) when transformers is installed,
+    else 10000 (RoFormer's value, most models' default)."""
+    try:
+        from transformers import CONFIG_MAPPING
+
+        return float(CONFIG_MAPPING[model_type].default_theta)
+    except (ImportError, KeyError, AttributeError, TypeError, ValueError):
+        return 10000.0
 
 
 def _scaling(cfg: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any] | None:

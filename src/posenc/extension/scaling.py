@@ -142,12 +142,15 @@ def longrope(
     original_max_position_embeddings: int,
     factor: float,
     attention_factor: float | None = None,
+    short_mscale: float | None = None,
+    long_mscale: float | None = None,
     seq_len: int | None = None,
 ) -> Scaled:
     """LongRoPE (Ding et al. 2024, arXiv:2402.13753): searched factors λ_i, θ'_i = θ_i / λ_i.
 
     λ = ``long_factor`` when the current length ``seq_len`` exceeds L, else ``short_factor``.
-    attention_scaling = ``attention_factor`` if given, else √(1 + ln s / ln L) (1 when s <= 1).
+    attention_scaling = ``long_mscale``/``short_mscale`` by the same rule when both are given
+    (Phi-3.5-MoE), else ``attention_factor``, else √(1 + ln s / ln L) (1 when s <= 1).
     Shapes: (P,) -> (P,). Raises: ValueError when a factor list does not have P entries.
     """
     P = inv_freq.shape[-1]
@@ -158,10 +161,13 @@ def longrope(
                 f"got {len(values)}"
             )
     L = original_max_position_embeddings
-    chosen = long_factor if seq_len is not None and seq_len > L else short_factor
+    long = seq_len is not None and seq_len > L
     xp = namespace(inv_freq)
-    lam = xp.asarray(list(chosen), dtype=inv_freq.dtype, device=array_device(inv_freq))  # (P,)
-    if attention_factor is None:
+    lam = xp.asarray(list(long_factor if long else short_factor), dtype=inv_freq.dtype,
+                     device=array_device(inv_freq))  # (P,)
+    if short_mscale is not None and long_mscale is not None:
+        attention_factor = long_mscale if long else short_mscale
+    elif attention_factor is None:
         attention_factor = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(L))
     return Scaled(inv_freq / lam, float(attention_factor))
 
