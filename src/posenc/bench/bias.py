@@ -2,14 +2,14 @@
 
 For ALiBi, T5, Kerple and FIRE at long T (causal and bidirectional): time per call (interleaved
 with plain SDPA, and with the dense (1, H, T, T) bias that the anchors build, where it fits)
-and peak extra memory, measured in a fresh process (``ru_maxrss`` over the resident size
-before the call), so no implementation inherits another's high-water mark.
+and peak extra memory, measured in a fresh process (peak resident size, reset just before
+the call, minus the resident size then), so no implementation inherits another's high-water
+mark.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
-import resource
 from collections.abc import Callable
 from typing import Any
 
@@ -58,10 +58,24 @@ def _peak_child(args: tuple[str, int, int, int, bool, str], out: Any) -> None:
     with torch.no_grad():
         _impls(name, 64, H, D, causal)[impl]()  # load kernels and thread pools first
         fn = _impls(name, T, H, D, causal)[impl]
-        with open("/proc/self/statm") as f:
-            rss_before = int(f.read().split()[1]) * resource.getpagesize()
+        before = _status_kib("VmRSS")
+        _reset_peak()
         fn()
-    out.put(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss_before)
+    out.put((_status_kib("VmHWM") - before) * 1024)
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def _reset_peak() -> None:
+    """Reset VmHWM (the peak resident size) to the current size (Linux >= 4.0)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
 
 
 def peak_extra_bytes(name: str, T: int, H: int, D: int, causal: bool, impl: str) -> int:

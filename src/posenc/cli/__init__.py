@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from .bench import bench
 from .check import check
 from .demo import demo
 from .lab import app as lab_app
@@ -22,6 +23,7 @@ app.command("demo")(demo)
 app.command("check")(check)
 app.command("plot")(plot)
 app.command("report")(report)
+app.command("bench")(bench)
 app.add_typer(lab_app, name="lab")
 
 

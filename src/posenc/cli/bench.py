@@ -1,0 +1,105 @@
+"""``posenc bench``: timings against the anchors installed here, as a table and a JSON file."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+
+class Suite(str, Enum):
+    rope = "rope"
+    bias = "bias"
+    all = "all"
+
+
+def bench(
+    suite: Annotated[Suite, typer.Argument(help="Which suite to run.")] = Suite.all,
+    out: Annotated[Path, typer.Option(help="JSON file to write.")] = Path("bench.json"),
+    quick: Annotated[bool, typer.Option(help="Small shapes, few rounds (a smoke run).")] = False,
+    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+) -> None:
+    """Time posenc against the anchors (interleaved, medians) and write JSON."""
+    from rich.console import Console
+
+    from ..bench import bias, harness, rope
+
+    if device != "cpu":
+        raise typer.BadParameter(f"only --device cpu is implemented here, got {device!r}")
+    console = Console()
+    result: dict[str, Any] = {"machine": harness.machine(), "quick": quick}
+    if suite in (Suite.rope, Suite.all):
+        result["rope"] = rope.run(quick=quick)
+        console.print(_rope_table(result["rope"]))
+    if suite in (Suite.bias, Suite.all):
+        result["bias"] = bias.run(quick=quick)
+        console.print(_bias_table(result["bias"]))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    console.print(f"wrote {out}")
+
+
+def _rope_table(cases: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
+
+    table = Table(title="RoPE on q and k: speed-up over HF apply_rotary_pos_emb (x clone floor)")
+    impls = [
+        "posenc_eager",
+        "posenc_compiled",
+        "posenc_inplace",
+        "rotary_embedding_torch",
+        "x_transformers",
+    ]
+    for col in ["shape", "dtype", "mode", *impls, "inplace / copy floor"]:
+        table.add_column(col, justify="right")
+    for c in cases:
+        cells = []
+        for name in impls:
+            sp = c["speedup_vs_hf"].get(name)
+            fl = c.get("x_clone_floor", {}).get(name)
+            cells.append(
+                "-" if sp is None else f"{sp:.2f}x" + ("" if fl is None else f" ({fl:.1f})")
+            )
+        inpl = c.get("inplace_x_copy_floor")
+        table.add_row(
+            "x".join(map(str, c["shape"])),
+            c["dtype"],
+            c["mode"],
+            *cells,
+            "-" if inpl is None else f"{inpl:.2f}",
+        )
+    return table
+
+
+def _bias_table(cases: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
+
+    table = Table(title="Bias attention: time / SDPA without bias; peak extra MiB")
+    for col in [
+        "encoding",
+        "T",
+        "causal",
+        "blockwise",
+        "dense",
+        "MiB blockwise",
+        "MiB dense",
+        "MiB sdpa",
+    ]:
+        table.add_column(col, justify="right")
+    for c in cases:
+        x, mem = c["x_sdpa_no_bias"], c["peak_extra_MiB"]
+        dense = x.get("dense_bias")
+        table.add_row(
+            c["encoding"],
+            str(c["T"]),
+            str(c["causal"]),
+            f"{x['posenc_blockwise']:.2f}",
+            "-" if dense is None else f"{dense:.2f}",
+            f"{mem['posenc_blockwise']:.0f}",
+            "-" if "dense_bias" not in mem else f"{mem['dense_bias']:.0f}",
+            f"{mem['sdpa_no_bias']:.0f}",
+        )
+    return table
