@@ -87,6 +87,8 @@ def _default_theta(model_type: str | None) -> float:
     """The base a config without ``rope_theta`` means: its transformers config class's
     ``default_theta`` (1e6 for Mixtral and Phi-3.5-MoE, ...) when transformers is installed,
     else 10000 (RoFormer's value, most models' default)."""
+    if model_type is None:
+        return 10000.0
     try:
         from transformers import CONFIG_MAPPING
 
