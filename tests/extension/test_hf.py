@@ -367,3 +367,21 @@ def test_phimoe_short_and_long_mscale() -> None:
     assert scale == 1.5
     torch.testing.assert_close(pe.rotate(q, k, long, long)[0].double(), truth, atol=1e-5, rtol=0)
     assert (hq.double() - truth).abs().max() > 0.1  # transformers 5.23's short-factor forward
+
+
+@pytest.mark.parametrize(
+    "name", ["dynamic", "neox-partial-dynamic", "phi3-longrope", "phi4-partial-longrope"]
+)
+@pytest.mark.parametrize("seq_len", [100, 2048, 2049, 4096, 4097, 30_000])
+def test_dynamic_frequencies_equal_rope_init_functions_below_and_above(
+    name: str, seq_len: int
+) -> None:
+    """transformers' ROPE_INIT_FUNCTIONS at the current length (what its dynamic update calls)."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    cfg = hf_config(CONFIGS[name])
+    pe = posenc.rope_from_hf(CONFIGS[name])
+    inv_freq, scale = ROPE_INIT_FUNCTIONS[cfg.rope_parameters["rope_type"]](cfg, seq_len=seq_len)
+    ours, our_scale = pe.frequencies(seq_len)
+    torch.testing.assert_close(ours.float(), inv_freq, rtol=1.3e-6, atol=0.0)
+    assert math.isclose(our_scale, scale, rel_tol=1e-12)
