@@ -34,7 +34,7 @@ def _alibi(pe: PositionalEncoding) -> bool:
 @check("alibi_slopes_geometric", applies=_alibi, tolerance=1e-6)
 def alibi_slopes_geometric(pe: PositionalEncoding) -> tuple[float, str]:
     """Slopes are the published series: m_1 = 2^(-8/H), then ratio 2^(-8/H) head to head
-    (H a power of two; otherwise the interleaved rule of ``PF.alibi_slopes``)."""
+    (H a power of two; otherwise the interleaved rule of functional.alibi_slopes)."""
     slopes: Tensor = getattr(pe, "slopes").double()  # noqa: B009  (a buffer, typed Any here)
     H = int(slopes.shape[0])
     published = PF.alibi_slopes(H, xp=PF.torch_xp)

@@ -68,13 +68,13 @@ CHECKS: dict[str, Check] = {}
 def check(
     name: str, *, applies: Applies, tolerance: float, comparison: Comparison = "<="
 ) -> Callable[[Measure], Check]:
-    """Decorator registering a measurement as check ``name`` (its docstring's first line is
-    the description shown in tables and the report)."""
+    """Decorator registering a measurement as check ``name`` (its docstring's first paragraph
+    is the description shown in tables and the report)."""
 
     def decorate(fn: Measure) -> Check:
         if name in CHECKS:
             raise ValueError(f"check {name!r} is already registered")
-        doc = (fn.__doc__ or name).strip().splitlines()[0]
+        doc = " ".join((fn.__doc__ or name).strip().split("\n\n")[0].split())
         CHECKS[name] = Check(name, doc, applies, fn, tolerance, comparison)
         return CHECKS[name]
 

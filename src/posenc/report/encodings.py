@@ -15,7 +15,15 @@ from ..encodings.base import PositionalEncoding
 from ..plots import PLOTS, attention_grid, plot_kinds_for
 from ..plots.kinds import PlotKind
 from ..registry import info, names
-from .html import FigureBlock, FigureFormat, Section, Table, figure_to_data_uri, render_page
+from .html import (
+    FigureBlock,
+    FigureFormat,
+    Section,
+    Table,
+    figure_to_data_uri,
+    render_page,
+    slug,
+)
 
 INTRO = (
     "Every positional encoding registered in posenc: its formula and paper, the property checks "
@@ -28,6 +36,11 @@ def _figure(fig: Figure, caption: str, fmt: FigureFormat) -> FigureBlock:
     return FigureBlock(figure_to_data_uri(fig, fmt), caption)
 
 
+def _number(x: float) -> str:
+    """3 significant digits with a typographic minus (no line break inside 1e-10)."""
+    return f"{x:.3g}".replace("-", "\u2212")
+
+
 def check_table(results: Sequence[CheckResult], *, with_encoding: bool = False) -> Table:
     """Results as rows: check, what it verifies, measured, tolerance, PASS/FAIL, detail."""
     columns = ["encoding"] * with_encoding + [
@@ -36,8 +49,8 @@ def check_table(results: Sequence[CheckResult], *, with_encoding: bool = False) 
     described = {c.name: c.description for c in all_checks()}
     rows = [
         [r.encoding] * with_encoding
-        + [r.name, described.get(r.name, ""), f"{r.error:.3g}",
-           f"{r.comparison}\u00a0{r.tolerance:.3g}",
+        + [r.name, described.get(r.name, ""), _number(r.error),
+           f"{r.comparison}\u00a0{_number(r.tolerance)}",
            "PASS" if r.passed else "FAIL", r.detail]
         for r in results
     ]
@@ -53,7 +66,8 @@ def _facts(pe: PositionalEncoding) -> tuple[dict[str, str], Table | None]:
              "module": repr(pe)}
     rows = [[n, "required" if p.default is inspect.Parameter.empty else repr(p.default)]
             for n, p in entry.parameters.items()]
-    return facts, Table(["parameter", "default"], rows, caption="Constructor parameters")
+    table = Table(["parameter", "default"], rows, caption="Constructor parameters")
+    return facts, table if rows else None
 
 
 def encoding_section(
@@ -72,7 +86,7 @@ def encoding_section(
         facts=facts,
         tables=[t for t in (params, check_table(mine)) if t is not None],
         figures=figures,
-        id=f"enc-{pe.name}",
+        id=f"enc-{slug(pe.name)}",
     )
 
 

@@ -24,7 +24,7 @@ def figure_to_data_uri(fig: Figure, fmt: FigureFormat = "png", *, dpi: int = 96)
     if fmt not in _MIME:
         raise ValueError(f"fmt must be one of {sorted(_MIME)}, got {fmt!r}")
     buffer = io.BytesIO()
-    fig.savefig(buffer, format=fmt, dpi=dpi, bbox_inches="tight")
+    fig.savefig(buffer, format=fmt, dpi=dpi, bbox_inches=None)  # one draw: layout is constrained
     return f"data:{_MIME[fmt]};base64,{base64.b64encode(buffer.getvalue()).decode('ascii')}"
 
 

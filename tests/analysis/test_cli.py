@@ -1,0 +1,54 @@
+"""``posenc check`` through the CLI: table, JSON, exit status."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from posenc.analysis import CHECKS
+from posenc.cli import app
+
+runner = CliRunner()
+ENV = {"COLUMNS": "200"}
+
+
+def test_check_prints_pass_table_and_exits_zero() -> None:
+    result = runner.invoke(app, ["check", "rope", "sinusoidal"], env=ENV)
+    assert result.exit_code == 0, result.output
+    assert "rotary_relative" in result.output and "table_shift_is_rotation" in result.output
+    assert "PASS" in result.output and "FAIL" not in result.output
+    assert "0 failed" in result.output
+
+
+def test_check_json_lists_every_result() -> None:
+    result = runner.invoke(app, ["check", "nope", "alibi", "--json"], env=ENV)
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert {r["encoding"] for r in rows} == {"nope", "alibi"}
+    assert all(r["passed"] for r in rows)
+    assert {"name", "error", "tolerance", "comparison", "detail"} <= set(rows[0])
+
+
+def test_check_only_one_property() -> None:
+    result = runner.invoke(app, ["check", "rope", "alibi", "--only", "kv_cache_decode", "--json"])
+    assert result.exit_code == 0, result.output
+    assert [r["name"] for r in json.loads(result.output)] == ["kv_cache_decode"] * 2
+
+
+def test_a_failing_check_exits_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    strict = CHECKS["kv_cache_decode"]
+    monkeypatch.setitem(CHECKS, "kv_cache_decode", type(strict)(
+        strict.name, strict.description, strict.applies, strict.measure, -1.0, "<="
+    ))
+    result = runner.invoke(app, ["check", "rope", "--only", "kv_cache_decode"], env=ENV)
+    assert result.exit_code == 1
+    assert "FAIL" in result.output and "1 failed" in result.output
+
+
+def test_unknown_names_are_usage_errors() -> None:
+    result = runner.invoke(app, ["check", "no_such_encoding"], env=ENV)
+    assert result.exit_code == 2 and "unknown positional encoding" in result.output
+    result = runner.invoke(app, ["check", "rope", "--only", "nope_check"], env=ENV)
+    assert result.exit_code == 2 and "unknown check" in result.output
