@@ -142,3 +142,29 @@ def test_reference_policy_caches_keys_rotated_at_their_own_step() -> None:
     for t in (0, ORIGINAL - 1, ORIGINAL, 2 * ORIGINAL - 1):
         want = pe.rotate_one(k_raw[:, :, t : t + 1], torch.tensor([t]), seq_len=t + 1)
         torch.testing.assert_close(cached[:, :, t : t + 1], want)
+
+
+@pytest.mark.parametrize("name", ["dynamic", "longrope"])
+def test_model_decoding_rerotate_vs_reference(name: str) -> None:
+    """TinyTransformer decoding token by token past the original length. One layer: "rerotate"
+    gives the full forward's logits exactly. Two layers: closer than "reference", not exact,
+    since layer 2's cached keys/values come from layer-1 states computed at earlier lengths
+    (a fresh forward recomputes them with the new frequencies)."""
+    idx = torch.randint(0, 50, (1, 2 * ORIGINAL + 4))
+    gaps = {}
+    for n_layers in (1, 2):
+        for policy in ("reference", "rerotate"):
+            torch.manual_seed(3)
+            model = posenc.TinyTransformer(
+                vocab_size=50, pe="rope", d_model=64, n_heads=2, n_layers=n_layers,
+                max_len=4 * ORIGINAL, pe_config={"scaling": _scaling(name), "kv_policy": policy},
+            ).double()  # fmt: skip
+            cache = model.new_cache()
+            steps = [model(idx[:, :4], cache=cache)]
+            steps += [model(idx[:, t : t + 1], cache=cache) for t in range(4, idx.shape[1])]
+            full = [model(idx[:, : t + 1])[:, -1:] for t in range(idx.shape[1])]
+            gap = (torch.cat(steps, dim=1) - torch.cat(full, dim=1)).abs().amax(dim=(0, 2))  # (T,)
+            assert gap[:ORIGINAL].max() < 1e-12  # frequencies unchanged inside the context
+            gaps[n_layers, policy] = gap[ORIGINAL + 1 :].max().item()
+    assert gaps[1, "rerotate"] < 1e-12 < 1e-6 < gaps[1, "reference"]
+    assert gaps[2, "rerotate"] < gaps[2, "reference"] / 3

@@ -53,7 +53,9 @@ class RoPE(PositionalEncoding):
     (``dynamic``, ``longrope``) follow the current length max(positions) + 1 of each call.
     ``kv_policy``: "reference" caches keys rotated once (as transformers does: with dynamic
     methods earlier keys keep stale frequencies); "rerotate" caches unrotated keys and rotates
-    them all with the current frequencies, so cached decoding equals a fresh forward.
+    them all with the current frequencies, so each attention layer's cached decoding equals a
+    fresh forward on the same inputs (a whole multi-layer model only approximately: deeper
+    layers cache keys/values of states computed at earlier lengths).
     """
 
     keep_dtype_buffers = ("inv_freq64", "default_inv_freq64")
