@@ -113,6 +113,12 @@ def has_bias(pe: PositionalEncoding) -> bool:
         return pe.bias(torch.arange(4), torch.arange(4)) is not None
 
 
+def head_shape(pe: PositionalEncoding) -> tuple[int, int]:
+    """(H, D) to feed ``pe.rotate``: the encoding's own head count and head dim when it has
+    them, else the shared geometry's."""
+    return int(getattr(pe, "n_heads", N_HEADS)), int(getattr(pe, "head_dim", HEAD_DIM))
+
+
 def length_dependent(pe: PositionalEncoding) -> bool:
     """True for dynamic context extension: frequencies follow the current length max(pos) + 1,
     so scores at one offset differ between lengths (dynamic NTK, LongRoPE)."""

@@ -12,7 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from .. import functional as PF
-from ..analysis.subjects import HEAD_DIM, N_HEADS, resolve
+from ..analysis.subjects import head_shape, resolve
 from ..analysis.table_checks import shift_matrix
 from ..encodings.base import PositionalEncoding
 from ._style import SEQUENTIAL, figure_axes, heatmap, styled
@@ -97,13 +97,14 @@ def rotation_pair(
 
 
 def qk_by_distance(pe: PositionalEncoding | str, n_distances: int = 256) -> np.ndarray:
-    """<R_0 q, R_d k> for q = k = all-ones (the long-range decay of Su et al., sec. 3.4.3) and
-    d = 0..N-1: (N,)."""
+    """<R_d q, R_0 k> for q = k = all-ones and a key d = 0..N-1 positions in the past (the
+    long-range decay of Su et al., sec. 3.4.3; xPos decays further): (N,)."""
     pe = resolve(pe)
-    ones = torch.ones(1, N_HEADS, n_distances, HEAD_DIM, dtype=torch.float64)  # (B, H, T, D)
+    H, D = head_shape(pe)
+    ones = torch.ones(1, H, n_distances, D, dtype=torch.float64)  # (B, H, T, D)
     with torch.no_grad():
-        q, k = pe.rotate(ones, ones, torch.zeros(n_distances, dtype=torch.long),
-                         torch.arange(n_distances))
+        q, k = pe.rotate(ones, ones, torch.arange(n_distances),
+                         torch.zeros(n_distances, dtype=torch.long))
     return (q * k).sum(-1)[0, 0].numpy()
 
 
@@ -114,12 +115,12 @@ def qk_vs_distance(
     n_distances: int = 256,
     ax: Axes | None = None,
 ) -> Figure:
-    """Score <R_0 q, R_d k> of all-ones q and k against the relative distance d."""
+    """Score <R_m q, R_n k> of all-ones q and k against the distance m - n to a past key."""
     fig, ax = figure_axes(ax, (6.0, 3.6))
     for item in encodings:
         pe = resolve(item)
         ax.plot(np.arange(n_distances), qk_by_distance(pe, n_distances), label=pe.name)
-    ax.set(xlabel="relative distance n - m", ylabel="<R_m q, R_n k>",
+    ax.set(xlabel="distance m - n (key in the past)", ylabel="<R_m q, R_n k>",
            title="Rotary score vs distance (q = k = 1)")
     ax.legend(fontsize=8)
     return fig

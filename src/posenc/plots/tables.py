@@ -14,7 +14,7 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..analysis.subjects import HEAD_DIM, N_HEADS, is_additive, is_rotary, resolve
+from ..analysis.subjects import head_shape, is_additive, is_rotary, resolve
 from ..analysis.table_checks import additive_table
 from ..encodings.base import PositionalEncoding
 from ._style import figure_axes, heatmap, styled
@@ -29,12 +29,13 @@ def position_features(pe: PositionalEncoding | str, n_positions: int = 128) -> n
     if is_additive(pe):
         return additive_table(pe, n_positions).numpy()
     if is_rotary(pe):
-        unit = torch.zeros(HEAD_DIM, dtype=torch.float64)  # (D,)
+        H, D = head_shape(pe)
+        unit = torch.zeros(D, dtype=torch.float64)  # (D,)
         if getattr(pe, "layout", "half") == "interleaved":
             unit[0::2] = 1.0
         else:
-            unit[: HEAD_DIM // 2] = 1.0
-        x = unit.expand(1, N_HEADS, n_positions, HEAD_DIM)  # (B, H, T, D)
+            unit[: D // 2] = 1.0
+        x = unit.expand(1, H, n_positions, D)  # (B, H, T, D)
         with torch.no_grad():
             rotated, _ = pe.rotate(x, x, torch.arange(n_positions), torch.arange(n_positions))
         return rotated[0, 0].numpy()
