@@ -42,7 +42,9 @@ def test_sweep_report_export_and_resume(tmp_path: Path) -> None:
     again = runner.invoke(app, args)
     assert "(0 run, 4 reused)" in again.output
 
-    result = runner.invoke(app, ["lab", "export", "--out", str(out), "--csv", str(tmp_path / "r.csv")])
+    result = runner.invoke(
+        app, ["lab", "export", "--out", str(out), "--csv", str(tmp_path / "r.csv")]
+    )
     assert result.exit_code == 0, result.output
     with (tmp_path / "r.csv").open() as f:
         rows = list(csv.DictReader(f))
@@ -51,8 +53,16 @@ def test_sweep_report_export_and_resume(tmp_path: Path) -> None:
 
 
 def test_preset_with_overrides(tmp_path: Path) -> None:
-    sets = ["encodings=[rope]", "tasks=[copy_rep]", "seeds=[0]", "train.steps=5",
-            "train.eval_samples=4", "model.d_model=16", "model.n_heads=2", "model.n_layers=1"]
+    sets = [
+        "encodings=[rope]",
+        "tasks=[copy_rep]",
+        "seeds=[0]",
+        "train.steps=5",
+        "train.eval_samples=4",
+        "model.d_model=16",
+        "model.n_heads=2",
+        "model.n_layers=1",
+    ]
     args = ["lab", "--out", str(tmp_path), "--workers", "1"]
     for s in sets:
         args += ["--set", s]
@@ -63,8 +73,9 @@ def test_preset_with_overrides(tmp_path: Path) -> None:
 
 def test_bad_config_exits_with_the_key_named(tmp_path: Path) -> None:
     (tmp_path / "bad.toml").write_text(TINY.replace("n_layers = 1", "n_layers = 0"))
-    result = CliRunner().invoke(app, ["lab", "sweep", str(tmp_path / "bad.toml"),
-                                      "--out", str(tmp_path)])
+    result = CliRunner().invoke(
+        app, ["lab", "sweep", str(tmp_path / "bad.toml"), "--out", str(tmp_path)]
+    )
     assert result.exit_code == 2
     assert "n_layers must be > 0" in result.output
     result = CliRunner().invoke(app, ["lab", "--set", "model.n_layerz=2", "--out", str(tmp_path)])

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from posenc.lab.config import RunConfig, TaskConfig, apply_overrides, expand, load_sweep, parse_sweep
+from posenc.lab.config import (
+    RunConfig,
+    TaskConfig,
+    apply_overrides,
+    expand,
+    load_sweep,
+    parse_sweep,
+)
 from posenc.lab.presets import preset, quick_encodings
 
 TOML = """
@@ -43,8 +50,9 @@ def test_expand_is_the_full_grid_with_distinct_keys(tmp_path: Path) -> None:
 
 def test_key_ignores_device_but_not_settings() -> None:
     base = RunConfig(encoding="rope", task=TaskConfig(name="copy"))
-    assert base.key() == RunConfig(encoding="rope", task=TaskConfig(name="copy"),
-                                   device="cuda").key()
+    assert (
+        base.key() == RunConfig(encoding="rope", task=TaskConfig(name="copy"), device="cuda").key()
+    )
     assert base.key() != RunConfig(encoding="rope", task=TaskConfig(name="copy"), seed=1).key()
 
 
@@ -79,8 +87,10 @@ def test_bad_configs_name_the_key(data: dict, match: str) -> None:
         ({"tasks": [{"name": "sort", "n_symbols": 8}]}, r"'tasks\[0\]' \(sort\): sort: length"),
         ({"tasks": ["copyy"]}, r"'tasks\[0\]'.*unknown task 'copyy'"),
         ({"tasks": ["copy"], "encodings": ["ropee"]}, r"'encodings' \(ropee\).*unknown positional"),
-        ({"tasks": ["copy"], "encodings": ["rope"], "pe_config": {"rope": {"bse": 2}}},
-         r"'encodings' \(rope\).*unknown config key"),
+        (
+            {"tasks": ["copy"], "encodings": ["rope"], "pe_config": {"rope": {"bse": 2}}},
+            r"'encodings' \(rope\).*unknown config key",
+        ),
     ],
 )
 def test_expand_rejects_what_tasks_and_registry_refuse(data: dict, match: str) -> None:
@@ -95,7 +105,7 @@ def test_load_errors(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"must end in \.toml, \.yaml or \.yml"):
         load_sweep(tmp_path / "s.json")
     (tmp_path / "s.toml").write_text(TOML)
-    with pytest.raises(ValueError, match="override must look like key.sub=value"):
+    with pytest.raises(ValueError, match=r"override must look like key\.sub=value"):
         load_sweep(tmp_path / "s.toml", ["model.n_layers"])
 
 

@@ -13,8 +13,11 @@ from posenc.lab.train import RunResult
 
 
 def _result(key: str, enc: str = "rope", seed: int = 0) -> RunResult:
-    cfg = {"encoding": enc, "seed": seed, "task": {"name": "copy", "train_len": [1, 8],
-                                                   "eval_lens": None, "n_symbols": None}}
+    cfg = {
+        "encoding": enc,
+        "seed": seed,
+        "task": {"name": "copy", "train_len": [1, 8], "eval_lens": None, "n_symbols": None},
+    }
     metrics = [(n, m, 0.5 + 0.01 * n) for n in (8, 16) for m in ("exact_match", "loss")]
     return RunResult(key, cfg, metrics, [(0, 2.5), (10, 1.0)], 1.5, 1.2, None)
 
@@ -47,7 +50,9 @@ def test_add_is_idempotent_and_rows_join_runs(tmp_path: Path) -> None:
         rows = store.rows()
         assert len(rows) == 8 and set(rows[0]) == set(COLUMNS)
         assert {(r["encoding"], r["train_min"], r["train_max"]) for r in rows} == {
-            ("rope", 1, 8), ("alibi", 1, 8)}
+            ("rope", 1, 8),
+            ("alibi", 1, 8),
+        }
         assert [r["key"] for r in store.runs(["b"])] == ["b"]
         assert store.runs(["a"])[0]["final_loss"] == 1.0
 
@@ -60,7 +65,7 @@ def test_csv_export_round_trip(tmp_path: Path) -> None:
     with (tmp_path / "r.csv").open() as f:
         back = list(csv.DictReader(f))
     assert n == len(back) == len(expected)
-    for got, want in zip(back, expected):
+    for got, want in zip(back, expected, strict=False):
         assert {k: str(v) for k, v in want.items()} == got
 
 

@@ -50,8 +50,11 @@ def _metrics_per_run(path: Path) -> dict[str, int]:
 
 def test_sweep_killed_mid_run_resumes_without_loss_or_duplicates(tmp_path: Path) -> None:
     store = tmp_path / STORE_NAME
-    child = subprocess.Popen([sys.executable, "-c", CHILD.format(sweep=SWEEP), str(tmp_path)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD.format(sweep=SWEEP), str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 120
     while len(_stored(store)) < 2 and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -64,7 +67,9 @@ def test_sweep_killed_mid_run_resumes_without_loss_or_duplicates(tmp_path: Path)
     outcome = run_sweep(parse_sweep(SWEEP), tmp_path, executor=LocalExecutor(1), live=False)
     after = _stored(store)
     assert outcome.skipped == len(before) and outcome.ran == 6 - len(before)
-    assert len(after) == 6 and {k for k, _ in after} == {r.key() for r in expand(parse_sweep(SWEEP))}
+    assert len(after) == 6 and {k for k, _ in after} == {
+        r.key() for r in expand(parse_sweep(SWEEP))
+    }
     assert set(before) <= set(after)  # finished runs kept as they were (same finished_at)
     assert all(n == 12 for n in _metrics_per_run(store).values())
     again = run_sweep(parse_sweep(SWEEP), tmp_path, executor=LocalExecutor(1), live=False)
@@ -78,6 +83,7 @@ def test_process_pool_matches_in_process_results(tmp_path: Path) -> None:
     rows = []
     for sub in ("one", "pool"):
         with sqlite3.connect(tmp_path / sub / STORE_NAME) as conn:
-            rows.append(conn.execute("SELECT * FROM metrics ORDER BY run_key, length, name")
-                        .fetchall())
+            rows.append(
+                conn.execute("SELECT * FROM metrics ORDER BY run_key, length, name").fetchall()
+            )
     assert rows[0] == rows[1] and len(rows[0]) == 2 * 12

@@ -55,9 +55,9 @@ def test_copy_rep_copy_reverse_sort_answers() -> None:
 
 
 def test_addition_hand_checked() -> None:
-    task, b, p, a = _split("addition", 3, batch=200)
+    task, _b, p, a = _split("addition", 3, batch=200)
     digits = lambda row: int("".join(str(d - FIRST) for d in reversed(row)))  # noqa: E731
-    for prow, arow in zip(p, a):
+    for prow, arow in zip(p, a, strict=False):
         assert prow[3] == task.plus  # d d d + d d d
         assert digits(prow[:3]) + digits(prow[4:]) == digits(arow)
     # 572 + 465 = 1037, written least significant digit first
@@ -70,7 +70,7 @@ def test_parity_and_induction_answers() -> None:
     np.testing.assert_array_equal(a[:, 0] - FIRST, (p - FIRST).sum(1) % 2)
     task, _, p, a = _split("induction", 5)
     keys, values, query = p[:, 0:-1:2], p[:, 1:-1:2], p[:, -1]
-    for k, v, q, ans in zip(keys, values, query, a[:, 0]):
+    for k, v, q, ans in zip(keys, values, query, a[:, 0], strict=False):
         assert len(set(k)) == 5 and ans == v[list(k).index(q)]
     assert values.min() >= FIRST + task.n_symbols  # values and keys use separate ids
 

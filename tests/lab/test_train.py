@@ -3,7 +3,9 @@ greedy decoding with a KV cache matches decoding without, attention maps match t
 
 from __future__ import annotations
 
+import itertools
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -33,10 +35,15 @@ def test_thirty_steps_lower_the_loss(encoding: str) -> None:
     assert last < first - 0.1, f"{encoding}: loss {first:.3f} -> {last:.3f}"
 
 
-@pytest.mark.parametrize("task", ["ascending", "lm"])
+@pytest.mark.parametrize("task", ["ascending", "offset", "lm"])
 def test_encoder_classification_and_lm_learn(task: str) -> None:
-    curve = train_run(_cfg("rope", task)).loss_curve
-    assert curve[-1][1] < curve[0][1] - 0.05
+    """Held-out loss at the training length drops in 30 steps (batch 32)."""
+    cfg = replace(_cfg("rope", task), train=replace(FAST, batch_size=32, eval_samples=64))
+    model, t = build_model(cfg)
+    before = evaluate(model, t, n_samples=64, device=torch.device("cpu"))
+    after = train_run(cfg).metrics
+    loss = lambda rows: next(v for _, name, v in rows if name == "loss")  # noqa: E731
+    assert loss(after) < loss(before) - 0.02
 
 
 def test_runs_are_deterministic_and_checkpoints_reload(tmp_path: Path) -> None:
@@ -76,8 +83,9 @@ def test_greedy_with_cache_equals_greedy_without(encoding: str) -> None:
 @pytest.mark.parametrize("encoding", ["nope", "rope", "alibi", "t5", "shaw", "transformer_xl"])
 @pytest.mark.parametrize("causal", [True, False])
 def test_attention_maps_reproduce_the_layer_output(encoding: str, causal: bool) -> None:
-    net = posenc.TinyTransformer(vocab_size=20, pe=encoding, d_model=32, n_heads=4,
-                                 causal=causal, max_len=32)
+    net = posenc.TinyTransformer(
+        vocab_size=20, pe=encoding, d_model=32, n_heads=4, causal=causal, max_len=32
+    )
     attn = net.blocks[0].attn
     x, pos = torch.randn(2, 9, 32), torch.arange(9)
     probs = layer_probs(attn, x, pos)  # (B, H, T, T)
@@ -88,8 +96,9 @@ def test_attention_maps_reproduce_the_layer_output(encoding: str, causal: bool) 
     out = out if extra is None else out + extra
     with torch.no_grad():
         expected = attn(x, pos)
-    torch.testing.assert_close(attn.proj(out.transpose(1, 2).reshape(2, 9, 32)), expected,
-                               atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(
+        attn.proj(out.transpose(1, 2).reshape(2, 9, 32)), expected, atol=1e-5, rtol=1e-4
+    )
     maps = attention_maps(net, torch.randint(0, 20, (2, 9)))
     assert len(maps) == 2 and maps[0].shape == (2, 4, 9, 9)
 
@@ -103,5 +112,5 @@ def test_mean_distance() -> None:
 def test_lr_schedule_warms_up_then_decays_to_floor() -> None:
     f = [lr_factor(s, warmup=10, steps=100) for s in range(100)]
     assert f[0] == pytest.approx(0.1) and f[9] == pytest.approx(1.0)
-    assert all(a >= b for a, b in zip(f[10:], f[11:]))
+    assert all(a >= b for a, b in itertools.pairwise(f))
     assert f[-1] == pytest.approx(0.1, abs=1e-3)

@@ -17,12 +17,16 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-app = typer.Typer(help="Train tiny transformers per encoding and measure length generalisation.",
-                  invoke_without_command=True)
+app = typer.Typer(
+    help="Train tiny transformers per encoding and measure length generalisation.",
+    invoke_without_command=True,
+)
 
 Out = Annotated[Path, typer.Option("--out", help="Output folder (results.sqlite, report.html).")]
-Sets = Annotated[list[str] | None, typer.Option(
-    "--set", help="Override a config key, e.g. --set model.n_layers=4 (repeatable).")]
+Sets = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a config key, e.g. --set model.n_layers=4 (repeatable)."),
+]
 ExecutorName = Annotated[str, typer.Option(help="Where runs execute: local or ray.")]
 Address = Annotated[str | None, typer.Option(help="Ray cluster address (ray executor).")]
 Workers = Annotated[int | None, typer.Option(help="Parallel runs (default: CPU count).")]
@@ -107,15 +111,20 @@ def _guard(fn: Callable[[], T]) -> T:
 
 
 def _run(
-    sweep: SweepConfig, out: Path, executor: str, address: str | None, workers: int | None,
+    sweep: SweepConfig,
+    out: Path,
+    executor: str,
+    address: str | None,
+    workers: int | None,
     gpus_per_run: float,
 ) -> None:
     from ..lab.executors import make_executor
     from ..lab.report import write_report
     from ..lab.sweep import run_sweep
 
-    ex = _guard(lambda: make_executor(executor, workers=workers, address=address,
-                                      gpus_per_run=gpus_per_run))
+    ex = _guard(
+        lambda: make_executor(executor, workers=workers, address=address, gpus_per_run=gpus_per_run)
+    )
     outcome = run_sweep(sweep, out, executor=ex)
     report = write_report(outcome.runs, out, title=f"posenc lab: {sweep.name}")
     typer.echo(f"results: {outcome.store}  ({outcome.ran} run, {outcome.skipped} reused)")

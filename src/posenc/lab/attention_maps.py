@@ -6,7 +6,7 @@ and the mean attention distance per layer: sum_j p_ij |i - j|, averaged over que
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor
@@ -22,7 +22,8 @@ def attention_maps(net: TinyTransformer, tokens: Tensor) -> list[Tensor]:
     def grab(module: Any, args: tuple[Any, ...]) -> None:
         captured.append((module, args[0], args[1]))
 
-    hooks = [block.attn.register_forward_pre_hook(grab) for block in net.blocks]
+    layers = [cast(Attention, block.attn) for block in net.blocks]
+    hooks = [attn.register_forward_pre_hook(grab) for attn in layers]
     try:
         net(tokens)
     finally:

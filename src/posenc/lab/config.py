@@ -39,7 +39,9 @@ class ModelConfig:
     def __post_init__(self) -> None:
         _positive(self, "d_model", "n_layers", "n_heads", "d_ff")
         if self.d_model % self.n_heads:
-            raise ValueError(f"d_model must be divisible by n_heads, got {self.d_model}, {self.n_heads}")
+            raise ValueError(
+                f"d_model must be divisible by n_heads, got {self.d_model}, {self.n_heads}"
+            )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
 
@@ -60,7 +62,9 @@ class TrainConfig:
     def __post_init__(self) -> None:
         _positive(self, "steps", "batch_size", "lr", "grad_clip", "eval_samples")
         if self.weight_decay < 0 or self.warmup < 0:
-            raise ValueError(f"weight_decay and warmup must be >= 0, got {self.weight_decay}, {self.warmup}")
+            raise ValueError(
+                f"weight_decay and warmup must be >= 0, got {self.weight_decay}, {self.warmup}"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,7 +172,9 @@ def read_mapping(path: Path) -> dict[str, Any]:
 
         data = yaml.safe_load(text) or {}
         if not isinstance(data, dict):
-            raise ValueError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+            raise ValueError(
+                f"{path}: expected a mapping at the top level, got {type(data).__name__}"
+            )
         return data
     raise ValueError(f"config file must end in .toml, .yaml or .yml, got {path.name!r}")
 
@@ -205,8 +211,15 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
             _check_task(t, f"tasks[{i}]")
             for enc in encodings:
                 runs += [
-                    RunConfig(encoding=enc, task=t, seed=s, pe_config=sweep.pe_config.get(enc, {}),
-                              model=sweep.model, train=sweep.train, device=sweep.device)
+                    RunConfig(
+                        encoding=enc,
+                        task=t,
+                        seed=s,
+                        pe_config=sweep.pe_config.get(enc, {}),
+                        model=sweep.model,
+                        train=sweep.train,
+                        device=sweep.device,
+                    )
                     for s in sweep.seeds
                 ]
     for enc in encodings:
@@ -235,7 +248,8 @@ def _check_encoding(name: str, sweep: SweepConfig) -> None:
 
     m = sweep.model
     try:
-        build_for_model(name, dim=m.d_model, n_heads=m.n_heads, max_len=64,
-                        **sweep.pe_config.get(name, {}))
+        build_for_model(
+            name, dim=m.d_model, n_heads=m.n_heads, max_len=64, **sweep.pe_config.get(name, {})
+        )
     except (ValueError, TypeError) as err:
         raise ValueError(f"config key 'encodings' ({name}): {err}") from None

@@ -28,8 +28,10 @@ def evaluate(model: LabModel, task: Task, *, n_samples: int, device: torch.devic
     rows: list[Metric] = []
     for n in task.eval_lens:
         batch = task.sample(np.random.default_rng([EVAL_SEED, n]), n_samples, n, split="eval")
-        scores = _classify(model, batch, device) if task.kind == "classify" else _generate(
-            model, batch, device
+        scores = (
+            _classify(model, batch, device)
+            if task.kind == "classify"
+            else _generate(model, batch, device)
         )
         rows += [(n, name, value) for name, value in scores.items()]
     return rows
@@ -69,8 +71,10 @@ def _lm_buckets(model: LabModel, task: Task, n_samples: int, device: torch.devic
     rows: list[Metric] = []
     for end in range(width, n + width, width):
         cols = slice(end - width, min(end, n))
-        rows += [(min(end, n), "loss", _mean(loss[:, cols])),
-                 (min(end, n), "token_acc", _mean(hit[:, cols]))]
+        rows += [
+            (min(end, n), "loss", _mean(loss[:, cols])),
+            (min(end, n), "token_acc", _mean(hit[:, cols])),
+        ]
     return rows
 
 

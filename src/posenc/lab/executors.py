@@ -76,8 +76,12 @@ class RayExecutor:
         except ImportError:
             raise ImportError("the ray executor needs Ray: pip install 'posenc[ray]'") from None
         if not ray.is_initialized():
-            ray.init(address=self.address, num_cpus=self.num_cpus, include_dashboard=False,
-                     log_to_driver=False)
+            ray.init(
+                address=self.address,
+                num_cpus=self.num_cpus,
+                include_dashboard=False,
+                log_to_driver=False,
+            )
         remote = ray.remote(num_cpus=1, num_gpus=self.gpus_per_run)(execute)
         pending = [remote.remote(cfg, checkpoint_dir) for cfg in runs]
         while pending:
@@ -86,8 +90,12 @@ class RayExecutor:
 
 
 def make_executor(
-    name: str, *, workers: int | None = None, address: str | None = None,
-    gpus_per_run: float = 0.0, on_step: Callable[[int, float], None] | None = None,
+    name: str,
+    *,
+    workers: int | None = None,
+    address: str | None = None,
+    gpus_per_run: float = 0.0,
+    on_step: Callable[[int, float], None] | None = None,
 ) -> Executor:
     """``"local"`` or ``"ray"``; raises ValueError naming the choices."""
     if name == "local":

@@ -50,7 +50,9 @@ def check_findings(rows: list[dict[str, Any]]) -> list[Finding]:
 def _learned(beyond: dict[tuple[str, str], float]) -> Finding:
     claim = "Learned absolute positions do not extrapolate on copy/sort"
     src = "Kazemnejad et al. 2023; Ruoss et al. 2023"
-    cells = {t: v for (e, t), v in beyond.items() if e == "learned" and t.startswith(("copy", "sort"))}
+    cells = {
+        t: v for (e, t), v in beyond.items() if e == "learned" and t.startswith(("copy", "sort"))
+    }
     if not cells:
         return Finding(claim, src, "not measured", "no learned run on copy/sort tasks")
     ok = all(v <= 0.1 for v in cells.values())
@@ -70,7 +72,9 @@ def _relative(beyond: dict[tuple[str, str], float]) -> Finding:
             wins += rel[best_rel] > ab[best_abs]
             parts.append(f"{t}: {best_rel} {rel[best_rel]:.2f} vs {best_abs} {ab[best_abs]:.2f}")
     if not parts:
-        return Finding(claim, src, "not measured", "needs relative and absolute runs on a decoder task")
+        return Finding(
+            claim, src, "not measured", "needs relative and absolute runs on a decoder task"
+        )
     return Finding(claim, src, _status(wins == len(parts)), "; ".join(parts))
 
 

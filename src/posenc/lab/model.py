@@ -29,9 +29,16 @@ class LabModel(nn.Module):
         self.kind = task.kind
         max_len = max(task.seq_len(n) for n in (*task.eval_lens, task.train_len[1]))
         self.net = TinyTransformer(
-            vocab_size=task.vocab_size, pe=encoding, d_model=cfg.d_model, n_layers=cfg.n_layers,
-            n_heads=cfg.n_heads, d_ff=cfg.d_ff, dropout=cfg.dropout, causal=task.kind != "classify",
-            max_len=max_len, pe_config=pe_config or None,
+            vocab_size=task.vocab_size,
+            pe=encoding,
+            d_model=cfg.d_model,
+            n_layers=cfg.n_layers,
+            n_heads=cfg.n_heads,
+            d_ff=cfg.d_ff,
+            dropout=cfg.dropout,
+            causal=task.kind != "classify",
+            max_len=max_len,
+            pe_config=pe_config or None,
         )
         self.head = nn.Linear(cfg.d_model, task.n_classes) if task.kind == "classify" else None
 

@@ -12,8 +12,18 @@ from .config import SweepConfig, parse_sweep
 #: In display order; names not registered (yet) are skipped, names starting "randomized" join.
 QUICK_ENCODINGS = ("nope", "sinusoidal", "learned", "rope", "alibi", "t5", "kerple", "fire")
 QUICK_TASKS = ("copy_rep", "sort", "ascending")
-FULL_TASKS = ("copy_rep", "copy", "reverse", "sort", "addition", "parity", "induction",
-              "ascending", "offset", "lm")
+FULL_TASKS = (
+    "copy_rep",
+    "copy",
+    "reverse",
+    "sort",
+    "addition",
+    "parity",
+    "induction",
+    "ascending",
+    "offset",
+    "lm",
+)
 
 
 def quick_encodings() -> list[str]:
@@ -28,11 +38,21 @@ def quick_encodings() -> list[str]:
 def preset_data(name: str) -> dict[str, Any]:
     """The preset as a plain mapping (what a config file would hold)."""
     if name == "quick":
-        return {"name": "quick", "encodings": quick_encodings(), "tasks": list(QUICK_TASKS),
-                "seeds": [0, 1], "train": {"steps": 600, "eval_samples": 256}}
+        return {
+            "name": "quick",
+            "encodings": quick_encodings(),
+            "tasks": list(QUICK_TASKS),
+            "seeds": [0, 1],
+            "train": {"steps": 600, "eval_samples": 256},
+        }
     if name == "full":
-        return {"name": "full", "encodings": ["all"], "tasks": list(FULL_TASKS),
-                "seeds": [0, 1, 2], "train": {"steps": 2000, "eval_samples": 512}}
+        return {
+            "name": "full",
+            "encodings": ["all"],
+            "tasks": list(FULL_TASKS),
+            "seeds": [0, 1, 2],
+            "train": {"steps": 2000, "eval_samples": 512},
+        }
     raise ValueError(f"unknown preset {name!r}; choose 'quick' or 'full'")
 
 

@@ -40,7 +40,8 @@ def write_report(runs: list[RunConfig], out_dir: str | Path, *, title: str = "po
     context = {
         "title": title,
         "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "n_runs": len(stored), "n_planned": len(keys),
+        "n_runs": len(stored),
+        "n_planned": len(keys),
         "findings": check_findings(rows),
         "curves": [(t, _curve_figure(rows, t, encodings)) for t in tasks],
         "table": _table(rows, encodings, tasks),
@@ -55,8 +56,10 @@ def write_report(runs: list[RunConfig], out_dir: str | Path, *, title: str = "po
 def _render(context: dict[str, Any]) -> str:
     from jinja2 import Environment, PackageLoader, select_autoescape
 
-    env = Environment(loader=PackageLoader("posenc.lab", "templates"),
-                      autoescape=select_autoescape(default=True, default_for_string=True))
+    env = Environment(
+        loader=PackageLoader("posenc.lab", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+    )
     return env.get_template("report.html.j2").render(**context)
 
 
@@ -69,7 +72,9 @@ def _figure_uri(fig: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def _series(rows: list[dict[str, Any]], task: str, metric: str) -> dict[str, dict[int, list[float]]]:
+def _series(
+    rows: list[dict[str, Any]], task: str, metric: str
+) -> dict[str, dict[int, list[float]]]:
     """encoding -> length -> values over seeds."""
     out: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
@@ -91,13 +96,21 @@ def _curve_figure(rows: list[dict[str, Any]], task: str, encodings: list[str]) -
             continue
         lengths = sorted(series[enc])
         vals = [series[enc][n] for n in lengths]
-        line, = ax.plot(lengths, [mean(v) for v in vals], marker="o", label=enc)
-        ax.fill_between(lengths, [min(v) for v in vals], [max(v) for v in vals],
-                        color=line.get_color(), alpha=0.15)
+        (line,) = ax.plot(lengths, [mean(v) for v in vals], marker="o", label=enc)
+        ax.fill_between(
+            lengths,
+            [min(v) for v in vals],
+            [max(v) for v in vals],
+            color=line.get_color(),
+            alpha=0.15,
+        )
     train_max = max(r["train_max"] for r in rows if r["task"] == task)
     ax.axvline(train_max, color="gray", linestyle="--", label=f"train length {train_max}")
-    ax.set(xlabel="evaluation length" if task != "lm" else "position (bucket end)",
-           ylabel=metric.replace("_", " "), title=task)
+    ax.set(
+        xlabel="evaluation length" if task != "lm" else "position (bucket end)",
+        ylabel=metric.replace("_", " "),
+        title=task,
+    )
     ax.legend(fontsize=7, ncol=2)
     return _figure_uri(fig)
 
@@ -107,8 +120,10 @@ def _table(rows: list[dict[str, Any]], encodings: list[str], tasks: list[str]) -
     columns: list[tuple[str, int]] = []
     for t in tasks:
         metric = "loss" if t == "lm" else "exact_match"
-        columns += [(t, n) for n in sorted({r["length"] for r in rows
-                                            if r["task"] == t and r["metric"] == metric})]
+        columns += [
+            (t, n)
+            for n in sorted({r["length"] for r in rows if r["task"] == t and r["metric"] == metric})
+        ]
     cells = []
     for enc in encodings:
         row = []
@@ -120,14 +135,16 @@ def _table(rows: list[dict[str, Any]], encodings: list[str], tasks: list[str]) -
     return {"columns": columns, "rows": cells}
 
 
-def _attention_sections(runs: list[RunConfig], stored: list[dict[str, Any]],
-                        encodings: list[str]) -> list[dict[str, Any]]:
+def _attention_sections(
+    runs: list[RunConfig], stored: list[dict[str, Any]], encodings: list[str]
+) -> list[dict[str, Any]]:
     """Per encoding, maps of its first stored run (first task, lowest seed)."""
     ckpt = {r["key"]: r["checkpoint"] for r in stored if r["checkpoint"]}
     sections = []
     for enc in encodings:
-        mine = sorted((r for r in runs if r.encoding == enc and r.key() in ckpt),
-                      key=lambda r: (0, r.seed))
+        mine = sorted(
+            (r for r in runs if r.encoding == enc and r.key() in ckpt), key=lambda r: (0, r.seed)
+        )
         if mine and Path(ckpt[mine[0].key()]).is_file():
             sections.append(_attention_section(mine[0], ckpt[mine[0].key()]))
     return sections
@@ -159,6 +176,13 @@ def _attention_section(cfg: RunConfig, checkpoint: str) -> dict[str, Any]:
             ax.imshow(maps[col][layer], cmap="viridis", vmin=0.0)
             ax.set_title(f"layer {layer}, length {length}", fontsize=8)
             ax.set(xlabel="key", ylabel="query")
-    fig.suptitle(f"{cfg.encoding} on {cfg.task.name} (seed {cfg.seed}), mean over heads", fontsize=9)
-    return {"encoding": cfg.encoding, "task": cfg.task.name, "figure": _figure_uri(fig),
-            "lengths": lengths, "distance": list(zip(range(n_layers), *dist))}
+    fig.suptitle(
+        f"{cfg.encoding} on {cfg.task.name} (seed {cfg.seed}), mean over heads", fontsize=9
+    )
+    return {
+        "encoding": cfg.encoding,
+        "task": cfg.task.name,
+        "figure": _figure_uri(fig),
+        "lengths": lengths,
+        "distance": list(zip(range(n_layers), *dist, strict=False)),
+    }

@@ -23,8 +23,8 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
     key TEXT PRIMARY KEY, sweep TEXT NOT NULL, encoding TEXT NOT NULL, task TEXT NOT NULL,
     seed INTEGER NOT NULL, train_min INTEGER NOT NULL, train_max INTEGER NOT NULL,
-    config TEXT NOT NULL, seconds REAL NOT NULL, cpu_seconds REAL NOT NULL, final_loss REAL, checkpoint TEXT,
-    finished_at TEXT NOT NULL);
+    config TEXT NOT NULL, seconds REAL NOT NULL, cpu_seconds REAL NOT NULL, final_loss REAL,
+    checkpoint TEXT, finished_at TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS metrics (
     run_key TEXT NOT NULL REFERENCES runs(key), length INTEGER NOT NULL, name TEXT NOT NULL,
     value REAL NOT NULL, PRIMARY KEY (run_key, length, name));
@@ -33,8 +33,17 @@ CREATE TABLE IF NOT EXISTS curves (
     PRIMARY KEY (run_key, step));
 """
 #: Columns of ``rows()`` and of the CSV/Parquet export, in order.
-COLUMNS = ("run_key", "encoding", "task", "seed", "train_min", "train_max", "length", "metric",
-           "value")
+COLUMNS = (
+    "run_key",
+    "encoding",
+    "task",
+    "seed",
+    "train_min",
+    "train_max",
+    "length",
+    "metric",
+    "value",
+)
 
 
 class ResultStore:
@@ -81,23 +90,39 @@ class ResultStore:
         with self.conn:  # one transaction: all of the run or none of it
             cur = self.conn.execute(
                 "INSERT OR IGNORE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (result.key, sweep, cfg["encoding"], cfg["task"]["name"], cfg["seed"], lo, hi,
-                 json.dumps(cfg, sort_keys=True), result.seconds, result.cpu_seconds, final, result.checkpoint,
-                 time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
+                (
+                    result.key,
+                    sweep,
+                    cfg["encoding"],
+                    cfg["task"]["name"],
+                    cfg["seed"],
+                    lo,
+                    hi,
+                    json.dumps(cfg, sort_keys=True),
+                    result.seconds,
+                    result.cpu_seconds,
+                    final,
+                    result.checkpoint,
+                    time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                ),
             )
             if cur.rowcount == 0:
                 return False
-            self.conn.executemany("INSERT INTO metrics VALUES (?,?,?,?)",
-                                  [(result.key, n, name, v) for n, name, v in result.metrics])
-            self.conn.executemany("INSERT INTO curves VALUES (?,?,?)",
-                                  [(result.key, s, v) for s, v in result.loss_curve])
+            self.conn.executemany(
+                "INSERT INTO metrics VALUES (?,?,?,?)",
+                [(result.key, n, name, v) for n, name, v in result.metrics],
+            )
+            self.conn.executemany(
+                "INSERT INTO curves VALUES (?,?,?)",
+                [(result.key, s, v) for s, v in result.loss_curve],
+            )
         return True
 
     def runs(self, keys: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Run rows (config parsed back to a dict), optionally only ``keys``."""
         cur = self.conn.execute("SELECT * FROM runs ORDER BY encoding, task, seed, train_max")
         names = [d[0] for d in cur.description]
-        rows = [dict(zip(names, r)) for r in cur]
+        rows = [dict(zip(names, r, strict=False)) for r in cur]
         wanted = None if keys is None else set(keys)
         out = [r | {"config": json.loads(r["config"])} for r in rows]
         return out if wanted is None else [r for r in out if r["key"] in wanted]
@@ -110,7 +135,7 @@ class ResultStore:
             "ORDER BY r.encoding, r.task, r.seed, r.train_max, m.length, m.name"
         )
         wanted = None if keys is None else set(keys)
-        return [dict(zip(COLUMNS, r)) for r in cur if wanted is None or r[0] in wanted]
+        return [dict(zip(COLUMNS, r, strict=True)) for r in cur if wanted is None or r[0] in wanted]
 
     def export_csv(self, path: str | Path) -> int:
         """Write ``rows()`` as CSV; returns the number of rows."""
@@ -127,7 +152,9 @@ class ResultStore:
             import pyarrow as pa
             import pyarrow.parquet as pq
         except ImportError:
-            raise ImportError("Parquet export needs pyarrow: pip install 'posenc[parquet]'") from None
+            raise ImportError(
+                "Parquet export needs pyarrow: pip install 'posenc[parquet]'"
+            ) from None
         rows = self.rows()
         pq.write_table(pa.Table.from_pylist(rows, schema=_arrow_schema(pa)), str(path))
         return len(rows)
@@ -135,14 +162,17 @@ class ResultStore:
 
 def _arrow_schema(pa: Any) -> Any:
     ints = ("seed", "train_min", "train_max", "length")
-    kinds = {c: pa.int64() if c in ints else pa.float64() if c == "value" else pa.string()
-             for c in COLUMNS}
+    kinds = {
+        c: pa.int64() if c in ints else pa.float64() if c == "value" else pa.string()
+        for c in COLUMNS
+    }
     return pa.schema([(c, kinds[c]) for c in COLUMNS])
 
 
 def _train_len(cfg: dict[str, Any]) -> tuple[int, int]:
-    from .config import TaskConfig
+    """The run's (min, max) training length, defaults resolved by the task itself."""
+    from .tasks import make_task
 
-    task = TaskConfig(**{k: tuple(v) if isinstance(v, list) else v
-                         for k, v in cfg["task"].items()}).build()
+    settings = {k: v for k, v in cfg["task"].items() if k != "name" and v is not None}
+    task = make_task(cfg["task"]["name"], **settings)
     return task.train_len[0], task.train_len[1]

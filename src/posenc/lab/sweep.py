@@ -42,8 +42,9 @@ def run_sweep(
     with ResultStore(out / STORE_NAME) as store:
         finished = store.finished_keys()
         todo = [r for r in runs if r.key() not in finished]
-        progress = SweepProgress(len(todo), len(runs) - len(todo), steps=sweep.train.steps,
-                                 live=live)
+        progress = SweepProgress(
+            len(todo), len(runs) - len(todo), steps=sweep.train.steps, live=live
+        )
         if executor is None:
             executor = LocalExecutor()
         if isinstance(executor, LocalExecutor) and executor.on_step is None:

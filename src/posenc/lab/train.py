@@ -60,8 +60,9 @@ def train_run(
     model, task = build_model(cfg)
     model.to(device).train()
     t = cfg.train
-    opt = torch.optim.AdamW(model.parameters(), lr=t.lr, weight_decay=t.weight_decay,
-                            betas=(0.9, 0.98))
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=t.lr, weight_decay=t.weight_decay, betas=(0.9, 0.98)
+    )
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: lr_factor(s, warmup=t.warmup, steps=t.steps)
     )
@@ -83,8 +84,15 @@ def train_run(
             on_step(step, value)
     metrics = evaluate(model, task, n_samples=t.eval_samples, device=device)  # type: ignore[arg-type]
     path = _save(model, checkpoint_dir, cfg.key())
-    return RunResult(cfg.key(), asdict(cfg), metrics, curve, time.perf_counter() - start,
-                     time.process_time() - cpu_start, path)
+    return RunResult(
+        cfg.key(),
+        asdict(cfg),
+        metrics,
+        curve,
+        time.perf_counter() - start,
+        time.process_time() - cpu_start,
+        path,
+    )
 
 
 def _save(model: LabModel, directory: str | Path | None, key: str) -> str | None:

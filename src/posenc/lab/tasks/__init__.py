@@ -31,5 +31,14 @@ def make_task(name: str, **config: Any) -> Task:
 
 
 __all__ = [
-    "EOS", "FIRST", "MARK", "SEP", "TASKS", "Batch", "SeqTask", "Task", "make_task", "task_names",
+    "EOS",
+    "FIRST",
+    "MARK",
+    "SEP",
+    "TASKS",
+    "Batch",
+    "SeqTask",
+    "Task",
+    "make_task",
+    "task_names",
 ]

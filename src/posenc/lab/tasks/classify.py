@@ -41,8 +41,10 @@ class Ascending(Task):
         shuffled = np.take_along_axis(x, np.argsort(rng.random((batch, n)), axis=1), axis=1)
         still_sorted = (np.diff(shuffled, axis=1) > 0).all(axis=1)
         shuffled[still_sorted] = x[still_sorted][:, _adjacent_swap(n, rng)]
-        return Batch(np.where(labels[:, None] == 1, x, shuffled).astype(np.int64),
-                     labels=labels.astype(np.int64))
+        return Batch(
+            np.where(labels[:, None] == 1, x, shuffled).astype(np.int64),
+            labels=labels.astype(np.int64),
+        )
 
 
 def _adjacent_swap(n: int, rng: np.random.Generator) -> np.ndarray:

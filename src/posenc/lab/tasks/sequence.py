@@ -13,6 +13,8 @@ import numpy as np
 
 from .base import EOS, FIRST, SEP, Batch, Split, Task, distinct_symbols
 
+Pair = tuple[np.ndarray, np.ndarray]
+
 
 class SeqTask(Task):
     """Prompt-answer task; subclasses define ``prompt_answer`` and the two lengths."""
@@ -26,9 +28,8 @@ class SeqTask(Task):
     def seq_len(self, n: int) -> int:
         return self.prompt_len(n) + self.answer_len(n) + 2  # + SEP + EOS
 
-    def prompt_answer(
-        self, rng: np.random.Generator, batch: int, n: int
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> Pair:
+        """Prompt (B, P) and answer (B, A) symbol ids."""
         raise NotImplementedError
 
     def _sample(self, rng: np.random.Generator, batch: int, n: int, split: Split) -> Batch:
@@ -48,7 +49,7 @@ class CopyRep(SeqTask):
 
     name = "copy_rep"
 
-    def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> tuple[np.ndarray, ...]:
+    def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> Pair:
         sym = rng.integers(FIRST, FIRST + self.n_symbols, size=(batch, 1))
         run = np.repeat(sym, n, axis=1)  # (B, n)
         return run, run
@@ -62,7 +63,7 @@ class Copy(SeqTask):
 
     name = "copy"
 
-    def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> tuple[np.ndarray, ...]:
+    def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> Pair:
         x = rng.integers(FIRST, FIRST + self.n_symbols, size=(batch, n))
         return x, x
 
@@ -75,7 +76,7 @@ class Reverse(SeqTask):
 
     name = "reverse"
 
-    def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> tuple[np.ndarray, ...]:
+    def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> Pair:
         x = rng.integers(FIRST, FIRST + self.n_symbols, size=(batch, n))
         return x, x[:, ::-1].copy()
 
@@ -96,7 +97,7 @@ class Sort(SeqTask):
                 f"sort: length {n} needs {n} distinct tokens but n_symbols is {self.n_symbols}"
             )
 
-    def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> tuple[np.ndarray, ...]:
+    def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> Pair:
         x = distinct_symbols(rng, batch, n, self.n_symbols)
         return x, np.sort(x, axis=1)
 
@@ -115,7 +116,9 @@ class Addition(SeqTask):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         if self.n_symbols != 10:
-            raise ValueError(f"addition: digits are base 10, n_symbols must be 10, got {self.n_symbols}")
+            raise ValueError(
+                f"addition: digits are base 10, n_symbols must be 10, got {self.n_symbols}"
+            )
 
     @property
     def vocab_size(self) -> int:
@@ -127,9 +130,9 @@ class Addition(SeqTask):
     def answer_len(self, n: int) -> int:
         return n + 1
 
-    def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> tuple[np.ndarray, ...]:
+    def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> Pair:
         a, b = rng.integers(0, 10, size=(2, batch, n))  # digits, least significant first
-        total = [x + y for x, y in zip(_digits_value(a), _digits_value(b))]  # exact ints
+        total = [x + y for x, y in zip(_digits_value(a), _digits_value(b), strict=True)]
         answer = np.array([[(t // 10**i) % 10 for i in range(n + 1)] for t in total])
         prompt = np.concatenate([a, np.full((batch, 1), self.plus - FIRST), b], axis=1)
         return prompt + FIRST, answer.reshape(batch, n + 1) + FIRST
@@ -157,7 +160,7 @@ class Parity(SeqTask):
     def answer_len(self, n: int) -> int:
         return 1
 
-    def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> tuple[np.ndarray, ...]:
+    def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> Pair:
         bits = rng.integers(0, 2, size=(batch, n))
         return bits + FIRST, bits.sum(axis=1, keepdims=True) % 2 + FIRST
 
@@ -189,7 +192,7 @@ class Induction(SeqTask):
     def answer_len(self, n: int) -> int:
         return 1
 
-    def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> tuple[np.ndarray, ...]:
+    def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> Pair:
         keys = distinct_symbols(rng, batch, n, self.n_symbols)  # (B, n)
         values = rng.integers(0, self.n_symbols, size=(batch, n)) + FIRST + self.n_symbols
         pairs = np.stack([keys, values], axis=2).reshape(batch, 2 * n)  # k1 v1 k2 v2 ...

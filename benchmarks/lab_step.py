@@ -1,0 +1,148 @@
+"""Training-step throughput (tokens/s) of posenc's TinyTransformer vs x-transformers'
+TransformerWrapper, same size and the matching positional option, in the same process.
+
+    python -m benchmarks.lab_step --out benchmarks/results/lab_step.json
+
+One torch thread; each (encoding, library) pair is timed in interleaved rounds and the median
+round is kept, so load from other processes hits both sides alike. x-transformers is timed
+with its default attention and, where it allows, with ``attn_flash=True`` (SDPA); posenc is
+compared with the faster of the two.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import posenc
+
+DIM, DEPTH, HEADS, VOCAB = 64, 2, 4, 32
+#: posenc name -> x-transformers options (Decoder kwargs, TransformerWrapper kwargs).
+XT_OPTIONS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "nope": ({}, {"use_abs_pos_emb": False}),
+    "learned": ({}, {}),
+    "sinusoidal": ({}, {"scaled_sinu_pos_emb": True}),
+    "rope": ({"rotary_pos_emb": True, "rotary_emb_dim": DIM // HEADS}, {"use_abs_pos_emb": False}),
+    "xpos": ({"rotary_xpos": True, "rotary_emb_dim": DIM // HEADS}, {"use_abs_pos_emb": False}),
+    "alibi": ({"alibi_pos_bias": True}, {"use_abs_pos_emb": False}),
+    "t5": ({"rel_pos_bias": True}, {"use_abs_pos_emb": False}),
+    "pope": ({"polar_pos_emb": True}, {"use_abs_pos_emb": False}),
+}
+NO_FLASH = {"t5", "pope"}  # x-transformers refuses flash attention with these
+
+
+def posenc_model(name: str, max_len: int) -> nn.Module:
+    return posenc.TinyTransformer(
+        vocab_size=VOCAB, pe=name, d_model=DIM, n_layers=DEPTH, n_heads=HEADS, max_len=max_len
+    )
+
+
+def xt_model(name: str, max_len: int, flash: bool) -> nn.Module:
+    from x_transformers import Decoder, TransformerWrapper
+
+    layer_kw, wrap_kw = XT_OPTIONS[name]
+    decoder = Decoder(
+        dim=DIM,
+        depth=DEPTH,
+        heads=HEADS,
+        attn_dim_head=DIM // HEADS,
+        ff_mult=4,
+        attn_flash=flash,
+        **layer_kw,
+    )
+    return TransformerWrapper(num_tokens=VOCAB, max_seq_len=max_len, attn_layers=decoder, **wrap_kw)
+
+
+def step_fn(model: nn.Module, batch: int, length: int) -> Callable[[], None]:
+    """One AdamW training step on random tokens (the lab's inner loop)."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    idx = torch.randint(0, VOCAB, (batch, length + 1), generator=torch.Generator().manual_seed(0))
+
+    def step() -> None:
+        logits = model(idx[:, :-1])  # (B, T, V)
+        loss = F.cross_entropy(logits.flatten(0, 1), idx[:, 1:].flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def seconds_per_step(step: Callable[[], None], n: int) -> float:
+    start = time.perf_counter()
+    for _ in range(n):
+        step()
+    return (time.perf_counter() - start) / n
+
+
+def measure(name: str, batch: int, length: int, rounds: int, steps: int) -> dict[str, Any]:
+    """Median seconds per step for posenc and each x-transformers variant, interleaved."""
+    torch.manual_seed(0)
+    fns = {"posenc": step_fn(posenc_model(name, length), batch, length)}
+    if name in XT_OPTIONS:
+        fns["xt"] = step_fn(xt_model(name, length, flash=False), batch, length)
+        if name not in NO_FLASH:
+            fns["xt_flash"] = step_fn(xt_model(name, length, flash=True), batch, length)
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for fn in fns.values():
+        seconds_per_step(fn, 3)  # warm-up
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            times[k].append(seconds_per_step(fn, steps))
+    tokens = batch * length
+    out: dict[str, Any] = {"encoding": name, "batch": batch, "length": length}
+    for k, ts in times.items():
+        out[f"{k}_tokens_per_s"] = round(tokens / statistics.median(ts))
+    xt = [v for k, v in out.items() if k.startswith("xt") and k.endswith("tokens_per_s")]
+    if xt:
+        out["ratio_vs_best_xt"] = round(out["posenc_tokens_per_s"] / max(xt), 3)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/lab_step.json"))
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--encodings", nargs="*", default=posenc.names())
+    parser.add_argument(
+        "--shapes", nargs="*", default=["64x16", "16x128"], help="BATCHxLENGTH training shapes"
+    )
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    from importlib.metadata import version
+
+    rows = []
+    for shape in args.shapes:
+        batch, length = (int(v) for v in shape.split("x"))
+        for name in args.encodings:
+            row = measure(name, batch, length, args.rounds, args.steps)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    meta = {
+        "torch": torch.__version__,
+        "x_transformers": version("x-transformers"),
+        "posenc": posenc.__version__,
+        "threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "model": {"d_model": DIM, "n_layers": DEPTH, "n_heads": HEADS, "vocab": VOCAB},
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"meta": meta, "results": rows}, indent=1) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
