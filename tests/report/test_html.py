@@ -74,7 +74,10 @@ def test_slug() -> None:
 
 
 def test_report_has_a_section_per_encoding_extension_and_comparison() -> None:
-    html = build_report(["sinusoidal", "alibi", "rope:linear", evil_encoding()], fmt="svg")
+    lab = Section("Lab results", paragraphs=["accuracy by length"], id="lab")
+    html = build_report(["sinusoidal", "alibi", "rope:linear", evil_encoding()], fmt="svg",
+                        extra=[lab])
+    assert html.index('id="comparison"') < html.index('id="lab"')
     for anchor in ('id="enc-sinusoidal"', 'id="enc-alibi"', 'id="context-extension"',
                    'id="comparison"'):
         assert anchor in html

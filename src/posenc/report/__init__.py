@@ -15,6 +15,7 @@ Other parts of posenc (the lab) add their own pages or sections with the same bl
         figures=[FigureBlock(figure_to_data_uri(fig, "svg"), "accuracy vs length")],
     )
     html = render_page("posenc lab", [section], intro="...")   # str; write it anywhere
+    write_report("report/", extra=[section])        # or append it to the encoding report
 
 Every string is escaped by the template (Jinja2 autoescape): pass plain text, never HTML.
 Figures must be data URIs (``figure_to_data_uri``); ``FigureBlock`` rejects anything else.

@@ -138,11 +138,15 @@ def comparison_section(
 
 
 def build_report(
-    encodings: Sequence[PositionalEncoding | str] | None = None, *, fmt: FigureFormat = "png"
+    encodings: Sequence[PositionalEncoding | str] | None = None,
+    *,
+    fmt: FigureFormat = "png",
+    extra: Sequence[Section] = (),
 ) -> str:
     """The HTML page for ``encodings`` (default: every registered one and the context
     extension examples "rope:<method>"). Subjects named "rope:<method>" go to the context
-    extension section; the others get a section each and a place in the comparison."""
+    extension section; the others get a section each and a place in the comparison.
+    ``extra`` sections (e.g. the lab's results) are appended after the comparison."""
     items = subject_names() if encodings is None else list(encodings)
     subjects = [resolve(e) for e in items]
     results = run_checks(subjects)
@@ -152,6 +156,7 @@ def build_report(
         sections.append(extension_section(results, fmt=fmt))
     if plain:
         sections.append(comparison_section(plain, results, fmt=fmt))
+    sections.extend(extra)
     return render_page("posenc: positional encodings, verified and drawn", sections, intro=INTRO)
 
 
@@ -160,9 +165,10 @@ def write_report(
     encodings: Sequence[PositionalEncoding | str] | None = None,
     *,
     fmt: FigureFormat = "png",
+    extra: Sequence[Section] = (),
 ) -> Path:
     """Write ``build_report(...)`` to ``out_dir/index.html`` (directories created); return it."""
     path = Path(out_dir) / "index.html"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(build_report(encodings, fmt=fmt), encoding="utf-8")
+    path.write_text(build_report(encodings, fmt=fmt, extra=extra), encoding="utf-8")
     return path
