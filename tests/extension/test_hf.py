@@ -385,3 +385,12 @@ def test_dynamic_frequencies_equal_rope_init_functions_below_and_above(
     ours, our_scale = pe.frequencies(seq_len)
     torch.testing.assert_close(ours.float(), inv_freq, rtol=1.3e-6, atol=0.0)
     assert math.isclose(our_scale, scale, rel_tol=1e-12)
+
+
+def test_gptj_rotary_dim_is_kept_exactly() -> None:
+    """rotary_dim / head_dim must give back rotary_dim under int(head_dim * partial)."""
+    for head_dim, rotary_dim in ((1018, 512), (256, 64), (80, 24), (96, 32)):
+        pe = posenc.rope_from_hf(
+            {"model_type": "gptj", "head_dim": head_dim, "rotary_dim": rotary_dim}
+        )
+        assert pe.rotary_dim == rotary_dim

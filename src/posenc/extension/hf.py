@@ -11,6 +11,7 @@ embedding + ``apply_rotary_pos_emb``. Both schemas are read: the older top-level
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -144,6 +145,8 @@ def rope_from_hf(
     partial = float(params["partial_rotary_factor"])
     if cfg.get("rotary_dim") is not None:  # GPT-J / CodeGen give the rotated width itself
         partial = int(cfg["rotary_dim"]) / head_dim
+        if int(head_dim * partial) < int(cfg["rotary_dim"]):  # int() of e.g. 23.999999
+            partial = math.nextafter(partial, 2.0)
     if params["rope_type"] != "default" and params["rope_type"] not in _SUPPORTED:
         raise ValueError(
             f"rope_type {params['rope_type']!r} is not supported; posenc reads 'default' and "
