@@ -41,3 +41,8 @@ def widest_int(xp: ModuleType) -> Any:
 def _has_dtype(xp: ModuleType, name: str, kind: str) -> bool:
     info = getattr(xp, "__array_namespace_info__", None)
     return info is None or name in info().dtypes(kind=kind)
+
+
+def device_of(x: Any) -> Any:
+    """The device of array ``x`` (creation functions need it so GPU inputs stay on GPU)."""
+    return array_api_compat.device(x)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._validate import check_positive_int
-from ._xp import namespace
+from ._xp import device_of, namespace
 from .relative import relative_offsets
 
 
@@ -55,15 +55,9 @@ def relative_value_output(probs: Any, table: Any, index: Any) -> Any:
     """
     xp = namespace(probs, table, index)
     R = table.shape[0]
-    rows = xp.arange(R, dtype=index.dtype, device=_device(index))
+    rows = xp.arange(R, dtype=index.dtype, device=device_of(index))
     one_hot = xp.astype(index[..., None] == rows, probs.dtype)  # (B?, Tq, Tk, R)
     if one_hot.ndim == 4:
         one_hot = one_hot[:, None, ...]  # (B, 1, Tq, Tk, R)
     per_row = xp.matmul(probs[..., None, :], one_hot)[..., 0, :]  # (B, H, Tq, R)
     return xp.matmul(per_row, xp.astype(table, probs.dtype))  # (B, H, Tq, D)
-
-
-def _device(x: Any) -> Any:
-    import array_api_compat
-
-    return array_api_compat.device(x)

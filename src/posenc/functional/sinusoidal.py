@@ -6,7 +6,7 @@ from types import ModuleType
 from typing import Any
 
 from .._validate import check_even
-from ._xp import namespace, np_xp, widest_int
+from ._xp import device_of, namespace, np_xp, widest_int
 from .frequencies import angles, rope_inv_freq
 
 
@@ -31,13 +31,7 @@ def sinusoidal_table(
     else:
         pos = n_positions
         xp = namespace(pos)
-    inv_freq = rope_inv_freq(dim, base=base, xp=xp, device=_device(pos))
+    inv_freq = rope_inv_freq(dim, base=base, xp=xp, device=device_of(pos))
     ang = angles(pos, inv_freq)  # (..., P)
     table = xp.stack([xp.sin(ang), xp.cos(ang)], axis=-1)  # (..., P, 2)
     return xp.reshape(table, (*ang.shape[:-1], dim))  # (..., dim), sin at even, cos at odd
-
-
-def _device(x: Any) -> Any:
-    import array_api_compat
-
-    return array_api_compat.device(x)

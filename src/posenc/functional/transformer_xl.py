@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._xp import namespace
+from ._xp import device_of, namespace
 from .relative import relative_offsets
 from .shaw import gather_relative
 from .sinusoidal import sinusoidal_table
@@ -25,16 +25,10 @@ def transformer_xl_terms(
     H, D = q.shape[1], q.shape[3]
     offsets = relative_offsets(q_pos, k_pos)  # (Tq, Tk) | (B, Tq, Tk), i - j
     lo, hi = int(xp.min(offsets)), int(xp.max(offsets))
-    rel = xp.arange(lo, hi + 1, dtype=offsets.dtype, device=_device(offsets))  # (R,)
+    rel = xp.arange(lo, hi + 1, dtype=offsets.dtype, device=device_of(offsets))  # (R,)
     table = xp.astype(sinusoidal_table(rel, r_proj.shape[1], base=base), q.dtype)  # (R, C)
     w_r = xp.matmul(table, xp.matrix_transpose(r_proj))  # (R, H*D)
     w_r = xp.permute_dims(xp.reshape(w_r, (rel.shape[0], H, D)), (1, 0, 2))  # (H, R, D)
     position = xp.matmul(q + v[:, None, :], xp.matrix_transpose(w_r))  # (B, H, Tq, R)
     content = xp.matmul(u[:, None, :], xp.matrix_transpose(k))  # (B, H, 1, Tk)
     return gather_relative(position, offsets - lo) + content
-
-
-def _device(x: Any) -> Any:
-    import array_api_compat
-
-    return array_api_compat.device(x)

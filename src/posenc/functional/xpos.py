@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._validate import check_even, check_positive_float
-from ._xp import namespace, widest_float
+from ._xp import device_of, namespace, widest_float
 
 
 def xpos_scale(pos: Any, rotary_dim: int, *, scale_base: float = 512.0, gamma: float = 0.4) -> Any:
@@ -22,10 +22,9 @@ def xpos_scale(pos: Any, rotary_dim: int, *, scale_base: float = 512.0, gamma: f
     check_positive_float(scale_base, "scale_base")
     check_positive_float(gamma, "gamma")
     xp = namespace(pos)
-    import array_api_compat
 
     wide = widest_float(xp)  # float64 (float32 on JAX without x64)
-    i2 = xp.arange(0, rotary_dim, 2, dtype=wide, device=array_api_compat.device(pos))
+    i2 = xp.arange(0, rotary_dim, 2, dtype=wide, device=device_of(pos))
     zeta = (i2 / rotary_dim + gamma) / (1.0 + gamma)  # (P,)
     power = xp.astype(pos, wide)[..., None] / float(scale_base)  # (..., 1)
     return zeta**power  # (..., P)
