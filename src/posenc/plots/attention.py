@@ -16,12 +16,21 @@ from ._style import SEQUENTIAL, figure_axes, heatmap, styled
 
 
 def model_attention(
-    pe: PositionalEncoding | str, *, n_positions: int = 24, causal: bool = True, seed: int = 0
+    pe: PositionalEncoding | str,
+    *,
+    n_positions: int = 24,
+    causal: bool = True,
+    same_token: bool = True,
+    seed: int = 0,
 ) -> np.ndarray:
-    """First-layer attention weights (H, T, T) of a seeded float64 TinyTransformer on random
-    tokens (weights drawn at a scale where attention is not uniform)."""
+    """First-layer attention weights (H, T, T) of a seeded float64 TinyTransformer (weights
+    drawn at a scale where attention is not uniform). ``same_token``: every position holds one
+    token, so the pattern is the encoding's alone (NoPE is uniform over the visible keys);
+    otherwise random tokens."""
     model = tiny_model(resolve(pe), causal=causal, seed=seed)
-    idx = torch.randint(0, VOCAB, (1, n_positions), generator=torch.Generator().manual_seed(seed))
+    gen = torch.Generator().manual_seed(seed)
+    idx = torch.randint(0, VOCAB, (1, 1 if same_token else n_positions), generator=gen)
+    idx = idx.expand(1, n_positions)  # (B, T)
     pos = torch.arange(n_positions)
     block: Any = model.blocks[0]
     with torch.no_grad():
@@ -39,7 +48,7 @@ def attention_heatmap(
     causal: bool = True,
     ax: Axes | None = None,
 ) -> Figure:
-    """Softmax weights of one head: query position down, key position across."""
+    """Softmax weights of one head on one repeated token: query position down, key across."""
     pe = resolve(pe)
     weights = model_attention(pe, n_positions=n_positions, causal=causal)
     if not 0 <= head < weights.shape[0]:
@@ -47,7 +56,7 @@ def attention_heatmap(
     fig, ax = figure_axes(ax, (5.0, 4.2))
     heatmap(ax, weights[head], label="attention weight", signed=False, vmin=0.0)
     ax.set(xlabel="key position", ylabel="query position",
-           title=f"{pe.name}: attention weights, layer 0 head {head}")
+           title=f"{pe.name}: attention, layer 0 head {head} (one token repeated)")
     return fig
 
 
@@ -55,8 +64,8 @@ def attention_heatmap(
 def attention_grid(
     encodings: Sequence[PositionalEncoding | str], *, head: int = 0, n_positions: int = 24
 ) -> Figure:
-    """Side by side: one head's first-layer attention weights for each encoding, same model
-    weights (seed 0) and tokens, shared 0..1 colour scale."""
+    """Side by side: one head's first-layer attention weights for each encoding on one token
+    repeated (the pattern is position alone), same model weights, shared 0..1 colour scale."""
     pes = [resolve(e) for e in encodings]
     if not pes:
         raise ValueError("attention_grid needs at least one encoding, got none")
@@ -72,5 +81,5 @@ def attention_grid(
     for ax in axes[len(pes):]:
         ax.set_axis_off()
     fig.colorbar(image, ax=list(axes), label="attention weight")
-    fig.suptitle(f"Attention weights, layer 0 head {head}, causal, same weights and tokens")
+    fig.suptitle(f"Attention weights, layer 0 head {head}: one token repeated, same weights")
     return fig
