@@ -394,3 +394,26 @@ def test_gptj_rotary_dim_is_kept_exactly() -> None:
             {"model_type": "gptj", "head_dim": head_dim, "rotary_dim": rotary_dim}
         )
         assert pe.rotary_dim == rotary_dim
+
+
+def test_per_layer_rope_parameters_by_layer_type() -> None:
+    """Gemma 3: linear scaling on full-attention layers, plain RoPE on sliding ones."""
+    gemma3 = pytest.importorskip("transformers.models.gemma3.modeling_gemma3")
+    from transformers import Gemma3TextConfig
+
+    cfg = Gemma3TextConfig(
+        hidden_size=128, num_attention_heads=2, head_dim=64, intermediate_size=32,
+        num_hidden_layers=6, rope_parameters={
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+    )  # fmt: skip
+    rotary = gemma3.Gemma3RotaryEmbedding(cfg)
+    q, k = torch.randn(1, 2, 3, 64), torch.randn(1, 1, 3, 64)
+    pos = torch.tensor([0, 9, 3000])
+    for layer_type in ("full_attention", "sliding_attention"):
+        pe = posenc.rope_from_hf(cfg, layer_type=layer_type)
+        cos, sin = rotary(q, pos[None], layer_type)
+        hq, hk = gemma3.apply_rotary_pos_emb(q, k, cos, sin)
+        torch.testing.assert_close(pe.rotate(q, k, pos, pos), (hq, hk), atol=1e-3, rtol=1e-4)
+    with pytest.raises(ValueError, match=r"layer_type must name one of .*\['full_attention'"):
+        posenc.rope_from_hf(cfg)

@@ -63,11 +63,17 @@ def _head_dim(cfg: Mapping[str, Any]) -> int:
     return int(width) // int(heads)
 
 
-def _rope_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
+def _rope_params(cfg: Mapping[str, Any], layer_type: str | None) -> dict[str, Any]:
     """One flat dict: rope_type, rope_theta, partial_rotary_factor and the scaling keys."""
     params = dict(cfg.get("rope_scaling") or cfg.get("rope_parameters") or {})
-    if any(isinstance(v, Mapping) for v in params.values()):
-        raise ValueError("per-layer rope_parameters (nested by layer type) are not supported")
+    nested = sorted(k for k, v in params.items() if isinstance(v, Mapping))
+    if nested or layer_type is not None:
+        if layer_type not in nested:
+            raise ValueError(
+                f"layer_type must name one of the config's per-layer rope_parameters {nested}, "
+                f"got {layer_type!r}"
+            )
+        params = dict(params[layer_type])
     rope_type = params.pop("rope_type", None) or params.pop("type", None) or "default"
     params.pop("type", None)
     rope_type = _TYPE_ALIASES.get(rope_type, rope_type)
@@ -128,7 +134,11 @@ def _layout(cfg: Mapping[str, Any]) -> Layout:
 
 
 def rope_from_hf(
-    config: Any, *, layout: Layout | None = None, kv_policy: KVPolicy = "reference"
+    config: Any,
+    *,
+    layout: Layout | None = None,
+    kv_policy: KVPolicy = "reference",
+    layer_type: str | None = None,
 ) -> RoPE:
     """The ``rope`` encoding of a Hugging Face model config (``config.json`` dict or object).
 
@@ -137,10 +147,12 @@ def rope_from_hf(
     float32 rounding of pos·θ, which posenc avoids (angles in float64). ``layout`` defaults to
     the architecture's pairing (interleaved for GPT-J, CodeGen, Cohere, GLM, DeepSeek-V2/V3...;
     DeepSeek-V3 rotates in interleaved pairs and then stores the features de-interleaved).
+    ``layer_type`` picks one entry of per-layer ``rope_parameters`` (Gemma 3:
+    "full_attention" or "sliding_attention").
     Raises: ValueError for a rope type posenc lacks (e.g. mrope, proportional) or missing sizes.
     """
     cfg = _as_dict(config)
-    params = _rope_params(cfg)
+    params = _rope_params(cfg, layer_type)
     head_dim = _head_dim(cfg)
     partial = float(params["partial_rotary_factor"])
     if cfg.get("rotary_dim") is not None:  # GPT-J / CodeGen give the rotated width itself
