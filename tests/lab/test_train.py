@@ -114,3 +114,10 @@ def test_lr_schedule_warms_up_then_decays_to_floor() -> None:
     assert f[0] == pytest.approx(0.1) and f[9] == pytest.approx(1.0)
     assert all(a >= b for a, b in itertools.pairwise(f))
     assert f[-1] == pytest.approx(0.1, abs=1e-3)
+
+
+def test_cuda_without_a_gpu_is_refused() -> None:
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(ValueError, match=r"device 'cuda' requested but torch\.cuda"):
+        train_run(_cfg("rope", device="cuda"))

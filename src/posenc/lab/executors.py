@@ -10,6 +10,7 @@ import multiprocessing as mp
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -44,6 +45,7 @@ class LocalExecutor:
         self.on_step = on_step
 
     def map(self, runs: Sequence[RunConfig], checkpoint_dir: Path | None) -> Iterator[RunResult]:
+        runs = [place(cfg, i) for i, cfg in enumerate(runs)]
         if self.workers == 1 or len(runs) <= 1:
             for cfg in runs:
                 yield train_run(cfg, checkpoint_dir=checkpoint_dir, on_step=self.on_step)
@@ -57,6 +59,16 @@ class LocalExecutor:
             finally:
                 for fut in futures:
                     fut.cancel()
+
+
+def place(cfg: RunConfig, index: int) -> RunConfig:
+    """Spread ``device="cuda"`` runs round-robin over the visible GPUs (cuda:0, cuda:1, ...)."""
+    if cfg.device != "cuda":
+        return cfg
+    import torch
+
+    count = torch.cuda.device_count()
+    return replace(cfg, device=f"cuda:{index % count}") if count > 1 else cfg
 
 
 class RayExecutor:

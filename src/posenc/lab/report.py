@@ -174,11 +174,12 @@ def _attention_section(cfg: RunConfig, checkpoint: str) -> dict[str, Any]:
         for layer in range(n_layers):
             ax = axes[layer][col]
             ax.imshow(maps[col][layer], cmap="viridis", vmin=0.0)
-            ax.set_title(f"layer {layer}, length {length}", fontsize=8)
+            ax.set_title(f"layer {layer}, n = {length}", fontsize=8)
             ax.set(xlabel="key", ylabel="query")
     fig.suptitle(
         f"{cfg.encoding} on {cfg.task.name} (seed {cfg.seed}), mean over heads", fontsize=9
     )
+    fig.tight_layout()
     return {
         "encoding": cfg.encoding,
         "task": cfg.task.name,

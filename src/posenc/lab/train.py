@@ -57,6 +57,8 @@ def train_run(
     """Train ``cfg`` and evaluate it; save ``<key>.pt`` (a state dict) in ``checkpoint_dir``."""
     start, cpu_start = time.perf_counter(), time.process_time()
     device = torch.device(cfg.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {cfg.device!r} requested but torch.cuda.is_available() is False")
     model, task = build_model(cfg)
     model.to(device).train()
     t = cfg.train
