@@ -24,6 +24,7 @@ from posenc.plots import (
     dot_vs_distance,
     encoding_heatmap,
     extension_scales,
+    model_attention,
     qk_vs_distance,
     rotation_pair,
     shift_matrix_blocks,
@@ -191,6 +192,22 @@ def test_attention_heatmap_rows_are_distributions() -> None:
     weights = np.asarray(attention_heatmap("alibi", n_positions=10).axes[0].images[0].get_array())
     np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-12)
     assert np.all(np.triu(weights, 1) == 0)
+
+
+def test_same_token_attention_is_the_encodings_pattern() -> None:
+    # identical tokens give identical content scores: NoPE is uniform over visible keys,
+    # ALiBi is softmax_j(-m_h (i - j)) exactly
+    T = 12
+    nope = model_attention("nope", n_positions=T)
+    i, j = np.indices((T, T))
+    uniform = np.where(j <= i, 1.0 / (i + 1), 0.0)
+    np.testing.assert_allclose(nope, np.broadcast_to(uniform, nope.shape), atol=1e-12)
+    alibi = model_attention("alibi", n_positions=T)
+    for h, m in enumerate(ref_bias.alibi_slopes(N_HEADS)):
+        logits = np.where(j <= i, -m * (i - j), -np.inf)
+        expected = np.exp(logits - logits.max(-1, keepdims=True))
+        np.testing.assert_allclose(alibi[h], expected / expected.sum(-1, keepdims=True),
+                                   atol=1e-12)
 
 
 def test_plot_draws_into_a_given_axes() -> None:
