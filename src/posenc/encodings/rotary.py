@@ -106,7 +106,7 @@ class RoPE(PositionalEncoding):
         """max(positions) + 1 for dynamic scaling (what transformers uses), else None."""
         if self.scaling is None or not self.scaling.dynamic:
             return None
-        return max(int(p.max()) for p in positions if p.numel()) + 1
+        return max((int(p.max()) for p in positions if p.numel()), default=-1) + 1
 
     def clear_cache(self) -> None:
         self._memo = None
