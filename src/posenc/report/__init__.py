@@ -24,6 +24,7 @@ Figures must be data URIs (``figure_to_data_uri``); ``FigureBlock`` rejects anyt
 from .encodings import (
     build_report,
     check_table,
+    checks_section,
     comparison_section,
     encoding_section,
     extension_section,
@@ -37,6 +38,7 @@ __all__ = [
     "Table",
     "build_report",
     "check_table",
+    "checks_section",
     "comparison_section",
     "encoding_section",
     "extension_section",

@@ -32,6 +32,21 @@ INTRO = (
 )
 
 
+#: One sentence per family: where the position enters attention.
+FAMILY_NOTES = {
+    "none": "No position information: attention sees a set, and only a causal mask orders it.",
+    "additive": "Adds a vector per position to each token embedding, before the first layer.",
+    "rotary": "Rotates queries and keys by angles proportional to their positions, so each "
+              "score depends on the offset between them.",
+    "bias": "Adds a per-head bias, a function of the two positions, to every attention logit.",
+    "relative": "Adds content-dependent terms built from relative offsets to the logits "
+                "(and possibly to the values).",
+    "contextual": "Counts positions with learned gates over the context instead of tokens.",
+    "randomized": "Trains on random, ordered positions from a longer range, then reads "
+                  "positions as given.",
+}
+
+
 def _figure(fig: Figure, caption: str, fmt: FigureFormat) -> FigureBlock:
     return FigureBlock(figure_to_data_uri(fig, fmt), caption)
 
@@ -81,12 +96,26 @@ def encoding_section(
     figures = [_figure(k([pe]), k.description, fmt) for k in plot_kinds_for(pe)]
     return Section(
         title=pe.name,
-        paragraphs=[f"{passed} of {len(mine)} applicable checks pass."],
+        paragraphs=[p for p in (FAMILY_NOTES.get(pe.family, ""),
+                                f"{passed} of {len(mine)} applicable checks pass.") if p],
         formula=inspect.getdoc(type(pe)) or "",
         facts=facts,
         tables=[t for t in (params, check_table(mine)) if t is not None],
         figures=figures,
         id=f"enc-{slug(pe.name)}",
+    )
+
+
+def checks_section(subjects: Sequence[PositionalEncoding]) -> Section:
+    """What each check verifies and which of the encodings it applies to."""
+    rows = [[c.name, c.description, ", ".join(pe.name for pe in subjects if c.applies(pe))]
+            for c in all_checks()]
+    return Section(
+        title="What is checked",
+        paragraphs=["Each check measures one property in float64 and compares it with a "
+                    "tolerance; a check runs only on encodings that claim the property."],
+        tables=[Table(["check", "property", "applies to"], rows, caption="Checks")],
+        id="checks",
     )
 
 
@@ -151,7 +180,8 @@ def build_report(
     subjects = [resolve(e) for e in items]
     results = run_checks(subjects)
     plain = [pe for pe in subjects if ":" not in pe.name]
-    sections = [encoding_section(pe, results, fmt=fmt) for pe in plain]
+    sections = [checks_section(subjects)]
+    sections += [encoding_section(pe, results, fmt=fmt) for pe in plain]
     if len(plain) < len(subjects):
         sections.append(extension_section(results, fmt=fmt))
     if plain:
