@@ -121,3 +121,12 @@ def test_cuda_without_a_gpu_is_refused() -> None:
         pytest.skip("a GPU is present")
     with pytest.raises(ValueError, match=r"device 'cuda' requested but torch\.cuda"):
         train_run(_cfg("rope", device="cuda"))
+
+
+def test_encoders_get_the_encoder_form_unless_configured() -> None:
+    enc, _ = build_model(_cfg("t5", "ascending"))
+    dec, _ = build_model(_cfg("t5", "copy"))
+    assert enc.net.pe.bidirectional and not dec.net.pe.bidirectional
+    alibi, _ = build_model(_cfg("alibi", "offset", pe_config={"symmetric": False}))
+    assert not alibi.net.pe.symmetric
+    assert build_model(_cfg("alibi", "offset"))[0].net.pe.symmetric
