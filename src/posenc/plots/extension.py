@@ -61,7 +61,7 @@ def extension_scales(
 def alibi_slopes(
     head_counts: Sequence[int] = (8, 12, 16), *, ax: Axes | None = None
 ) -> Figure:
-    """ALiBi slope m_h per head (log scale) for several head counts (``PF.alibi_slopes``):
+    """ALiBi slope m_h per head (log scale) for several head counts (functional.alibi_slopes):
     geometric for a power of two, interleaved otherwise."""
     fig, ax = figure_axes(ax, (6.0, 3.8))
     for H in head_counts:

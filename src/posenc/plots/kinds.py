@@ -37,7 +37,8 @@ class PlotKind:
 
     @property
     def description(self) -> str:
-        return (self.draw.__doc__ or self.name).strip().splitlines()[0]
+        """The drawing function's first docstring paragraph, on one line."""
+        return " ".join((self.draw.__doc__ or self.name).strip().split("\n\n")[0].split())
 
     def __call__(self, encodings: Sequence[PositionalEncoding | str] = (), **kw: Any) -> Figure:
         """Draw for ``encodings`` (one, several for overlays, none for global kinds)."""

@@ -63,7 +63,7 @@ def wavelengths(
 def shift_matrix_blocks(
     pe: PositionalEncoding | str, *, k: int = 5, n_dims: int = 16, ax: Axes | None = None
 ) -> Figure:
-    """M_k, the block-diagonal rotation with PE[p + k] = M_k PE[p] (first ``n_dims`` dims)."""
+    """M_k, the block-diagonal rotation with PE[p + k] = M_k PE[p] (first n_dims dimensions)."""
     pe = resolve(pe)
     M = shift_matrix(k, torch.from_numpy(inv_freq_of(pe))).numpy()[:n_dims, :n_dims]
     fig, ax = figure_axes(ax, (5.0, 4.2))
@@ -77,7 +77,7 @@ def shift_matrix_blocks(
 def rotation_pair(
     pe: PositionalEncoding | str, *, pair: int = 0, n_positions: int = 32, ax: Axes | None = None
 ) -> Figure:
-    """Where pair ``pair`` of the unit vector lands at positions 0..N-1: points on a circle."""
+    """Where one pair of the unit vector lands at positions 0..N-1: points on a circle."""
     pe = resolve(pe)
     data = position_features(pe, n_positions)  # (N, D)
     P = data.shape[1] // 2

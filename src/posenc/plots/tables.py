@@ -77,17 +77,28 @@ def similarity_matrix(
     return fig
 
 
+def _spread_dims(pe: PositionalEncoding, width: int) -> tuple[int, ...]:
+    """Four features from pairs spread over the faster half of the spectrum (the slow half is
+    flat over a few hundred positions): first feature of pairs 0, P/6, P/3, P/2."""
+    P = width // 2
+    pairs = sorted({round(P * f) for f in (0.0, 1 / 6, 1 / 3, 1 / 2)})
+    interleaved = is_additive(pe) or getattr(pe, "layout", "half") == "interleaved"
+    return tuple(2 * i if interleaved else i for i in pairs)
+
+
 @styled
 def dimension_waveforms(
     pe: PositionalEncoding | str,
     *,
-    dims: Sequence[int] = (0, 1, 4, 5),
+    dims: Sequence[int] | None = None,
     n_positions: int = 128,
     ax: Axes | None = None,
 ) -> Figure:
-    """Selected feature dimensions as functions of the position."""
+    """Selected feature dimensions as functions of the position (default: four pairs from
+    fast to slow)."""
     pe = resolve(pe)
     data = position_features(pe, n_positions)
+    dims = _spread_dims(pe, data.shape[1]) if dims is None else dims
     bad = [d for d in dims if not 0 <= d < data.shape[1]]
     if bad:
         raise ValueError(f"dims must lie in 0..{data.shape[1] - 1}, got {bad}")

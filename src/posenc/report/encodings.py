@@ -48,7 +48,8 @@ FAMILY_NOTES = {
 
 
 def _figure(fig: Figure, caption: str, fmt: FigureFormat) -> FigureBlock:
-    return FigureBlock(figure_to_data_uri(fig, fmt), caption)
+    width, height = fig.get_size_inches()
+    return FigureBlock(figure_to_data_uri(fig, fmt), caption, wide=width > 2.2 * height)
 
 
 def _number(x: float) -> str:

@@ -39,10 +39,12 @@ class Table:
 
 @dataclass
 class FigureBlock:
-    """One image, usually from ``figure_to_data_uri``, with its caption."""
+    """One image, usually from ``figure_to_data_uri``, with its caption; ``wide`` figures
+    (e.g. one panel per head) take a whole row of the page."""
 
     uri: str
     caption: str
+    wide: bool = False
 
     def __post_init__(self) -> None:
         if not self.uri.startswith(("data:image/png;base64,", "data:image/svg+xml;base64,")):
