@@ -53,9 +53,9 @@ def test_report_renders_offline_in_chromium(tmp_path: Path) -> None:
     assert requests == [url]  # the page itself; every figure is inline
     assert sections == ["checks", "enc-nope", "enc-sinusoidal", "enc-rope", "enc-alibi",
                         "enc-script-alert-1-script", "context-extension", "comparison"]
-    # parameters + checks for sinusoidal, rope, alibi; checks only for nope (no parameters)
-    # and the unregistered one; extension checks; comparison matrix
-    assert tables == 1 + 3 * 2 + 2 + 2  # and the checks glossary first
+    # glossary; parameters + checks for sinusoidal, rope, alibi; checks only for nope (no
+    # parameters) and the unregistered one; extension matrix + details; comparison matrix
+    assert tables == 1 + 3 * 2 + 2 + 2 + 1
     assert len(images) >= 10 and all(done and width > 0 for done, width in images)
     assert EVIL in titles and scripts == 0  # the name is shown as text, never run
     assert (OUTPUT / "report.png").stat().st_size > 10_000

@@ -23,6 +23,7 @@ Figures must be data URIs (``figure_to_data_uri``); ``FigureBlock`` rejects anyt
 
 from .encodings import (
     build_report,
+    check_matrix,
     check_table,
     checks_section,
     comparison_section,
@@ -37,6 +38,7 @@ __all__ = [
     "Section",
     "Table",
     "build_report",
+    "check_matrix",
     "check_table",
     "checks_section",
     "comparison_section",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from ..analysis import CheckResult, all_checks, run_checks
+from ..analysis import CHECKS, CheckResult, all_checks, run_checks
 from ..analysis.subjects import EXAMPLE_SCALINGS, resolve, subject_names
 from ..encodings.base import PositionalEncoding
 from ..plots import PLOTS, attention_grid, plot_kinds_for
@@ -57,20 +57,20 @@ def _number(x: float) -> str:
     return f"{x:.3g}".replace("-", "\u2212")
 
 
-def check_table(results: Sequence[CheckResult], *, with_encoding: bool = False) -> Table:
-    """Results as rows: check, what it verifies, measured, tolerance, PASS/FAIL, detail."""
-    columns = ["encoding"] * with_encoding + [
-        "check", "property", "measured", "needs", "result", "detail"
-    ]
+def check_table(
+    results: Sequence[CheckResult], *, by_encoding: bool = False, caption: str = "Property checks"
+) -> Table:
+    """Results as rows: check and what it verifies (or, ``by_encoding``, the encoding), the
+    measurement, the tolerance, PASS/FAIL and the detail."""
     described = {c.name: c.description for c in all_checks()}
+    first = ["encoding"] if by_encoding else ["check", "property"]
     rows = [
-        [r.encoding] * with_encoding
-        + [r.name, described.get(r.name, ""), _number(r.error),
-           f"{r.comparison}\u00a0{_number(r.tolerance)}",
+        ([r.encoding] if by_encoding else [r.name, described.get(r.name, "")])
+        + [_number(r.error), f"{r.comparison}\u00a0{_number(r.tolerance)}",
            "PASS" if r.passed else "FAIL", r.detail]
         for r in results
     ]
-    return Table(columns, rows, caption="Property checks")
+    return Table([*first, "measured", "needs", "result", "detail"], rows, caption=caption)
 
 
 def _facts(pe: PositionalEncoding) -> tuple[dict[str, str], Table | None]:
@@ -120,18 +120,37 @@ def checks_section(subjects: Sequence[PositionalEncoding]) -> Section:
     )
 
 
+def check_matrix(subjects: Sequence[str], results: Sequence[CheckResult]) -> Table:
+    """Checks down, subjects across: PASS, FAIL, or '-' where the check does not apply."""
+    checks = sorted({r.name for r in results if r.encoding in subjects})
+    by_pair = {(r.encoding, r.name): r for r in results}
+    rows = [
+        [c, *(("PASS" if by_pair[n, c].passed else "FAIL") if (n, c) in by_pair else "-"
+              for n in subjects)]
+        for c in checks
+    ]
+    return Table(["check", *subjects], rows, caption="Check matrix")
+
+
 def extension_section(results: Sequence[CheckResult], *, fmt: FigureFormat = "png") -> Section:
     """Context extension methods on RoPE: the frequency-scale figure and their checks."""
     mine = [r for r in results if r.encoding.startswith("rope:")]
+    subjects = list(dict.fromkeys(r.encoding for r in mine))
+    own_check = "extension_in_training_range"
+    own = [r for r in mine if r.name == own_check]
     kind: PlotKind = PLOTS["extension"]
     return Section(
         title="Context extension",
         paragraphs=[
             "Each method rescales RoPE's frequencies θ_i so that a model trained on length L "
-            "can read s·L positions. Examples use s = 4, L = 64 (subjects rope:<method>).",
+            "can read s·L positions. Examples use s = 4, L = 64 (subjects rope:<method>); "
+            "dynamic methods follow the current length, so offset-only checks do not apply.",
             f"{sum(r.passed for r in mine)} of {len(mine)} checks pass.",
         ],
-        tables=[check_table(mine, with_encoding=True)],
+        tables=[
+            check_matrix(subjects, mine),
+            check_table(own, by_encoding=True, caption=CHECKS[own_check].description),
+        ],
         figures=[_figure(kind(methods=tuple(EXAMPLE_SCALINGS)), kind.description, fmt)],
         id="context-extension",
     )
@@ -142,15 +161,9 @@ def comparison_section(
     *, fmt: FigureFormat = "png",
 ) -> Section:
     """Across encodings: a check matrix (PASS/FAIL/-), attention maps and overlays."""
-    checks = sorted({r.name for r in results if ":" not in r.encoding})
-    by_pair = {(r.encoding, r.name): r for r in results}
-    rows = []
-    for c in checks:
-        cells = [("PASS" if by_pair[pe.name, c].passed else "FAIL")
-                 if (pe.name, c) in by_pair else "-" for pe in encodings]
-        rows.append([c, *cells])
-    figures = [_figure(attention_grid(encodings), "Attention weights of the same small model "
-                       "with each encoding", fmt)]
+    grid = attention_grid(encodings)
+    figures = [_figure(grid, "Attention weights of the same small model with each encoding, "
+                       "on one token repeated: what remains is the encoding's pattern.", fmt)]
     for kind in (PLOTS["wavelengths"], PLOTS["qk-distance"]):
         pes = [p for p in encodings if kind.applies is not None and kind.applies(p)]
         if pes:
@@ -161,7 +174,7 @@ def comparison_section(
         title="Comparison",
         paragraphs=["Which checks apply to which encoding, and how they pass; '-' means the "
                     "property is not claimed by that encoding."],
-        tables=[Table(["check", *(pe.name for pe in encodings)], rows, caption="Check matrix")],
+        tables=[check_matrix([pe.name for pe in encodings], results)],
         figures=figures,
         id="comparison",
     )
