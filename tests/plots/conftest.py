@@ -1,4 +1,4 @@
-"""Plots run headless: the Agg backend, and every figure closed after each test."""
+"""Plots run headless: the Agg backend (posenc builds Figure objects without pyplot)."""
 
 from __future__ import annotations
 
