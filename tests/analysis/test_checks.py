@@ -107,3 +107,10 @@ def test_checks_leave_the_callers_encoding_untouched() -> None:
     run_checks([pe])
     assert pe.weight.dtype == torch.float32 and torch.equal(pe.weight, before)
     assert isinstance(pe, PositionalEncoding)
+
+
+def test_checks_run_in_eval_mode_and_restore_training() -> None:
+    pe = subject("randomized").train()  # samples positions only while training
+    results = run_checks([pe])
+    assert results and all(r.passed for r in results)
+    assert pe.training

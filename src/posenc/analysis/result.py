@@ -52,10 +52,16 @@ class Check:
     comparison: Comparison = "<="
 
     def __call__(self, pe: PositionalEncoding) -> CheckResult:
-        """Run on ``pe``. Raises ValueError when the check does not apply to it."""
-        if not self.applies(pe):
-            raise ValueError(f"check {self.name!r} does not apply to encoding {pe.name!r}")
-        error, detail = self.measure(pe)
+        """Run on ``pe`` in eval mode (randomized positions sample only in training), then
+        restore its mode. Raises ValueError when the check does not apply to it."""
+        was_training = pe.training
+        pe.eval()
+        try:
+            if not self.applies(pe):
+                raise ValueError(f"check {self.name!r} does not apply to encoding {pe.name!r}")
+            error, detail = self.measure(pe)
+        finally:
+            pe.train(was_training)
         ok = error <= self.tolerance if self.comparison == "<=" else error >= self.tolerance
         return CheckResult(
             self.name, pe.name, bool(ok), float(error), self.tolerance, detail, self.comparison
