@@ -114,3 +114,10 @@ def test_checks_run_in_eval_mode_and_restore_training() -> None:
     results = run_checks([pe])
     assert results and all(r.passed for r in results)
     assert pe.training
+
+
+def test_every_context_extension_method_has_an_example_subject() -> None:
+    from posenc.analysis.subjects import EXAMPLE_SCALINGS
+    from posenc.extension import SCALINGS
+
+    assert set(EXAMPLE_SCALINGS) == set(SCALINGS)

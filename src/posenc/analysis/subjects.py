@@ -19,7 +19,6 @@ from ..registry import build_for_model, names
 D_MODEL, N_HEADS, MAX_LEN, VOCAB = 32, 4, 256, 32
 HEAD_DIM = D_MODEL // N_HEADS
 
-
 #: Training length L of the context-extension examples, extended SCALE times.
 TRAIN_LEN, SCALE = 64, 4.0
 #: One example configuration per context-extension method (``posenc.extension``), for the
