@@ -69,7 +69,7 @@ def register(name: str, family: str) -> Callable[[_E], _E]:
 
 def keyword_params(cls: type) -> set[str]:
     """Names of the keyword-only constructor parameters of ``cls``."""
-    params = inspect.signature(cls).parameters.values()
+    params = inspect.signature(cls.__init__).parameters.values()  # type: ignore[misc]
     return {p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
 
 

@@ -1,0 +1,184 @@
+"""Each Flax nnx model equals the torch model with converted weights: logits (positions given,
+offsets, padding, packing), KV-cache decoding, loss and gradients under nnx.jit/nnx.grad."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from posenc.attention import TinyTransformer, positions_from_padding
+
+jax = pytest.importorskip("jax", reason="the [jax] extra is not installed")
+nnx = pytest.importorskip("flax.nnx", reason="the [jax] extra is not installed")
+import jax.numpy as jnp  # noqa: E402
+
+import posenc.flax as pfx  # noqa: E402
+
+V, C, H, T = 13, 16, 4, 9
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8}
+#: (encoding, pe_config, causal, n_kv_heads): every Flax encoding, variants that change code paths.
+VARIANTS: list[tuple[str, dict[str, Any], bool, int | None]] = [
+    ("nope", {}, True, None),
+    ("sinusoidal", {}, True, None),
+    ("learned", {}, True, None),
+    ("rope", {}, True, 2),
+    ("rope", {"layout": "interleaved", "partial": 0.5, "base": 100.0}, True, None),
+    ("rope", {"scaling": YARN}, True, None),
+    ("rope", {"scaling": {"rope_type": "dynamic", "factor": 2.0,
+                          "original_max_position_embeddings": 6}, "kv_policy": "rerotate"},
+     True, None),  # eager only (dynamic scaling reads concrete positions): marked slow
+    ("alibi", {}, True, None),
+    ("alibi", {"symmetric": True}, False, None),
+    ("t5", {"bidirectional": True}, False, None),
+    ("t5", {}, True, 2),
+    ("kerple", {}, True, None),
+    ("kerple", {"variant": "power"}, True, None),
+    ("fire", {}, True, None),
+]
+IDS = [f"{n}-{i}" for i, (n, *_) in enumerate(VARIANTS)]
+
+def _is_dynamic(config: dict[str, Any]) -> bool:
+    return bool(config.get("scaling", {}).get("rope_type") == "dynamic")
+
+
+ALL = pytest.mark.parametrize(
+    ("name", "config", "causal", "n_kv"),
+    [pytest.param(*v, id=i, marks=[pytest.mark.slow] if _is_dynamic(v[1]) else [])
+     for v, i in zip(VARIANTS, IDS, strict=True)],
+)
+
+
+def twins(
+    name: str, config: dict[str, Any], causal: bool = True, n_kv: int | None = None, layers: int = 1
+) -> tuple[TinyTransformer, Any]:
+    """A torch model and its Flax twin holding the same (converted) weights."""
+    torch.manual_seed(0)
+    kw = {"vocab_size": V, "pe": name, "d_model": C, "n_layers": layers, "n_heads": H,
+          "n_kv_heads": n_kv, "causal": causal, "max_len": 32, "pe_config": config}
+    tm = TinyTransformer(**kw).eval()
+    fm = pfx.TinyTransformer(**kw, rngs=nnx.Rngs(0))
+    pfx.load_torch_state_dict(fm, tm.state_dict())
+    return tm, fm
+
+
+def tokens(shape: tuple[int, int] = (2, T), seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, V, size=shape)
+
+
+def close(got: Any, expected: torch.Tensor, atol: float = 3e-5) -> None:
+    np.testing.assert_allclose(np.asarray(got), expected.detach().numpy(), rtol=1e-4, atol=atol)
+
+
+#: One variant per encoding (the fast set); the others run with -m slow where marked.
+BASE = [v for i, v in enumerate(VARIANTS) if v[0] not in {w[0] for w in VARIANTS[:i]}]
+BASE_IDS = [f"{v[0]}-{VARIANTS.index(v)}" for v in BASE]
+SLOW = [pytest.param(*v, marks=pytest.mark.slow) for v in VARIANTS if v not in BASE]
+SPLIT = pytest.mark.parametrize(
+    ("name", "config", "causal", "n_kv"), [*BASE, *SLOW],
+    ids=BASE_IDS + [i for i, v in zip(IDS, VARIANTS, strict=True) if v not in BASE],
+)
+#: The Flax forward under nnx.jit: one compile per shape instead of one per op (eager).
+forward = nnx.jit(lambda m, idx, pos=None, **kw: m(idx, pos, **kw))
+
+
+def _forward(fm: Any, config: dict, *args: Any, **kwargs: Any) -> Any:
+    """Jitted, except dynamic RoPE scaling, which reads concrete positions (eager only)."""
+    return fm(*args, **kwargs) if _is_dynamic(config) else forward(fm, *args, **kwargs)
+
+
+@ALL
+def test_logits_and_cached_decoding_equal_torch(
+    name: str, config: dict, causal: bool, n_kv: int | None
+) -> None:
+    tm, fm = twins(name, config, causal, n_kv)
+    idx = tokens()
+    pos = np.arange(T)[None] + np.array([[0], [3]])  # (B, T), second row offset by 3
+    t_cache, f_cache = tm.new_cache(), fm.new_cache()
+    with torch.no_grad():
+        want = tm(torch.from_numpy(idx[:, :-1]), torch.from_numpy(pos[:, :-1]), cache=t_cache)
+        got = _forward(fm, config, jnp.asarray(idx[:, :-1]), jnp.asarray(pos[:, :-1]), cache=f_cache)
+        close(got, want)
+        if causal:  # decode the last token against the cache
+            want = tm(torch.from_numpy(idx[:, -1:]), torch.from_numpy(pos[:, -1:]), cache=t_cache)
+            close(_forward(fm, config, jnp.asarray(idx[:, -1:]), jnp.asarray(pos[:, -1:]),
+                           cache=f_cache), want)
+            assert len(f_cache[0]) == T
+
+
+@SPLIT
+def test_padding_and_packing_equal_torch(
+    name: str, config: dict, causal: bool, n_kv: int | None
+) -> None:
+    tm, fm = twins(name, config, causal, n_kv)
+    idx = tokens()
+    mask = np.ones((2, T), dtype=bool)
+    mask[0, :3] = False  # row 0: left padding
+    segments = np.array([[0] * T, [0] * 6 + [1] * 3])  # row 1: two packed sequences
+    pos = np.stack([positions_from_padding(torch.from_numpy(mask[:1]))[0].numpy(),
+                    np.r_[np.arange(6), np.arange(3)]])  # (B, T)
+    args = {"padding_mask": mask, "segment_ids": segments}
+    with torch.no_grad():
+        want = tm(torch.from_numpy(idx), torch.from_numpy(pos),
+                  **{k: torch.from_numpy(v) for k, v in args.items()})
+    jargs = {k: jnp.asarray(v) for k, v in args.items()}
+    got = forward(fm, jnp.asarray(idx), jnp.asarray(pos), **jargs)
+    close(np.asarray(got)[mask], want[torch.from_numpy(mask)])
+
+
+@ALL
+def test_weights_round_trip(name: str, config: dict, causal: bool, n_kv: int | None) -> None:
+    tm, fm = twins(name, config, causal, n_kv)
+    want = tm.state_dict()
+    back = pfx.to_torch_state_dict(fm)
+    assert back.keys() == want.keys()
+    for key, value in want.items():
+        assert torch.equal(back[key], value), key
+    # nnx state -> torch state dict -> a fresh Flax model: the same nnx state
+    other = pfx.TinyTransformer(
+        vocab_size=V, pe=name, d_model=C, n_layers=1, n_heads=H, n_kv_heads=n_kv, causal=causal,
+        max_len=32,
+        pe_config=config, rngs=nnx.Rngs(7),
+    )
+    pfx.load_torch_state_dict(other, back)
+    same = jax.tree.map(np.array_equal, nnx.state(fm, nnx.Param), nnx.state(other, nnx.Param))
+    assert all(jax.tree.leaves(same))
+
+
+def _torch_grads(tm: TinyTransformer, idx: np.ndarray, tgt: np.ndarray) -> tuple[float, dict]:
+    tm.zero_grad()
+    loss = tm.loss(torch.from_numpy(idx), torch.from_numpy(tgt))
+    loss.backward()
+    return loss.item(), {n: p.grad for n, p in tm.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize(
+    ("name", "config"),
+    [(n, c) for n, c, causal, kv in VARIANTS if causal and kv is None and n != "rope"]
+    + [("rope", {"layout": "interleaved", "partial": 0.5})],
+)
+def test_jit_and_grad_match_torch_autograd(name: str, config: dict) -> None:
+    tm, fm = twins(name, config)
+    idx, tgt = tokens((2, 6), 1), tokens((2, 6), 2)
+    tgt[:, :2] = -100
+    want_loss, want_grads = _torch_grads(tm, idx, tgt)
+    loss_and_grad = nnx.jit(nnx.value_and_grad(lambda m, i, t: m.loss(i, t)))
+    loss, grads = loss_and_grad(fm, jnp.asarray(idx), jnp.asarray(tgt))
+    assert abs(float(loss) - want_loss) < 1e-5
+    holder = nnx.clone(fm)
+    nnx.update(holder, grads)  # gradients laid out as parameters, named as torch's
+    got = pfx.to_torch_state_dict(holder)
+    for key, g in want_grads.items():
+        np.testing.assert_allclose(got[key].numpy(), g.numpy(), rtol=1e-3, atol=1e-6, err_msg=key)
+
+
+def test_eager_equals_jit_and_cached_decoding_equals_full_forward() -> None:
+    _, fm = twins("rope", {}, layers=2)
+    idx = jnp.asarray(tokens((2, 6)))
+    full = fm(idx)  # eager
+    np.testing.assert_allclose(forward(fm, idx), full, atol=1e-6)
+    cache = fm.new_cache()
+    forward(fm, idx[:, :5], cache=cache)
+    np.testing.assert_allclose(forward(fm, idx[:, 5:], cache=cache)[:, 0], full[:, 5], atol=1e-5)
