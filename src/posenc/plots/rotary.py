@@ -75,12 +75,18 @@ def shift_matrix_blocks(
 
 @styled
 def rotation_pair(
-    pe: PositionalEncoding | str, *, pair: int = 0, n_positions: int = 32, ax: Axes | None = None
+    pe: PositionalEncoding | str,
+    *,
+    pair: int | None = None,
+    n_positions: int = 32,
+    ax: Axes | None = None,
 ) -> Figure:
-    """Where one pair of the unit vector lands at positions 0..N-1: points on a circle."""
+    """Where one pair of the unit vector lands at positions 0..N-1: points on a circle
+    (default: the pair turning about 3/4 of a circle over the N positions)."""
     pe = resolve(pe)
     data = position_features(pe, n_positions)  # (N, D)
     P = data.shape[1] // 2
+    pair = _readable_pair(pe, n_positions, P) if pair is None else pair
     if not 0 <= pair < P:
         raise ValueError(f"pair must lie in 0..{P - 1}, got {pair}")
     inter = getattr(pe, "layout", "half") == "interleaved"
@@ -90,10 +96,21 @@ def rotation_pair(
     ax.plot(a, b, color="lightgray", zorder=1)
     points = ax.scatter(a, b, c=np.arange(n_positions), cmap=SEQUENTIAL, zorder=2)
     fig.colorbar(points, ax=ax, label="position")
+    r = 1.1 * float(np.hypot(a, b).max())
+    ax.set(xlim=(-r, r), ylim=(-r, r))
     ax.set_aspect("equal")
     ax.set(xlabel="first feature of the pair", ylabel="second feature of the pair",
            title=f"{pe.name}: pair {pair} across positions")
     return fig
+
+
+def _readable_pair(pe: PositionalEncoding, n_positions: int, n_pairs: int) -> int:
+    """The pair whose angle grows closest to 1.5π over the positions (pair 0 if unknown)."""
+    try:
+        inv_freq = inv_freq_of(pe)[:n_pairs]
+    except ValueError:
+        return 0
+    return int(np.argmin(np.abs(inv_freq * (n_positions - 1) - 1.5 * np.pi)))
 
 
 def qk_by_distance(pe: PositionalEncoding | str, n_distances: int = 256) -> np.ndarray:
