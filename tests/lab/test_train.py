@@ -127,6 +127,6 @@ def test_encoders_get_the_encoder_form_unless_configured() -> None:
     enc, _ = build_model(_cfg("t5", "ascending"))
     dec, _ = build_model(_cfg("t5", "copy"))
     assert enc.net.pe.bidirectional and not dec.net.pe.bidirectional
-    alibi, _ = build_model(_cfg("alibi", "offset", pe_config={"symmetric": False}))
-    assert not alibi.net.pe.symmetric
-    assert build_model(_cfg("alibi", "offset"))[0].net.pe.symmetric
+    t5, _ = build_model(_cfg("t5", "offset", pe_config={"bidirectional": False}))
+    assert not t5.net.pe.bidirectional
+    assert not build_model(_cfg("alibi", "offset"))[0].net.pe.symmetric

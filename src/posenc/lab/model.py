@@ -21,7 +21,8 @@ class LabModel(nn.Module):
     ``max_len`` covers the longest evaluation sample, so tables such as learned positions
     exist there (untrained past the training length, which is the point of the test).
     Encoders get the encoder form of an encoding unless ``pe_config`` says otherwise
-    (``ENCODER_FORM``: T5's bidirectional buckets, ALiBi's symmetric -m|i - j|).
+    (``ENCODER_FORM``: T5's bidirectional buckets, which tell left from right offsets; a
+    symmetric bias such as ALiBi's -m|i - j| is not forced, it cannot tell order apart).
     """
 
     def __init__(
@@ -63,7 +64,7 @@ class LabModel(nn.Module):
 
 
 #: Constructor keys whose value gives an encoding's encoder (bidirectional) form.
-ENCODER_FORM: dict[str, Any] = {"bidirectional": True, "symmetric": True}
+ENCODER_FORM: dict[str, Any] = {"bidirectional": True}
 
 
 def encoder_form(encoding: str, pe_config: dict[str, Any]) -> dict[str, Any]:

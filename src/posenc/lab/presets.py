@@ -4,7 +4,6 @@ later join automatically (``quick`` takes those of ``QUICK_ENCODINGS`` that exis
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 from .config import SweepConfig, parse_sweep
@@ -58,7 +57,3 @@ def preset_data(name: str) -> dict[str, Any]:
 
 def preset(name: str) -> SweepConfig:
     return parse_sweep(preset_data(name))
-
-
-def as_data(sweep: SweepConfig) -> dict[str, Any]:
-    return asdict(sweep)
