@@ -42,7 +42,7 @@ def preset_data(name: str) -> dict[str, Any]:
             "encodings": quick_encodings(),
             "tasks": list(QUICK_TASKS),
             "seeds": [0, 1],
-            "train": {"steps": 600, "eval_samples": 256},
+            "train": {"steps": 600, "lr": 3e-3, "eval_samples": 256},
         }
     if name == "full":
         return {
@@ -50,7 +50,7 @@ def preset_data(name: str) -> dict[str, Any]:
             "encodings": ["all"],
             "tasks": list(FULL_TASKS),
             "seeds": [0, 1, 2],
-            "train": {"steps": 2000, "eval_samples": 512},
+            "train": {"steps": 2000, "lr": 3e-3, "eval_samples": 512},
         }
     raise ValueError(f"unknown preset {name!r}; choose 'quick' or 'full'")
 
