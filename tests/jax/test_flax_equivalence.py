@@ -99,8 +99,8 @@ def test_logits_and_cached_decoding_equal_torch(
     t_cache, f_cache = tm.new_cache(), fm.new_cache()
     with torch.no_grad():
         want = tm(torch.from_numpy(idx[:, :-1]), torch.from_numpy(pos[:, :-1]), cache=t_cache)
-        got = _forward(fm, config, jnp.asarray(idx[:, :-1]), jnp.asarray(pos[:, :-1]), cache=f_cache)
-        close(got, want)
+        prefix, prefix_pos = jnp.asarray(idx[:, :-1]), jnp.asarray(pos[:, :-1])
+        close(_forward(fm, config, prefix, prefix_pos, cache=f_cache), want)
         if causal:  # decode the last token against the cache
             want = tm(torch.from_numpy(idx[:, -1:]), torch.from_numpy(pos[:, -1:]), cache=t_cache)
             close(_forward(fm, config, jnp.asarray(idx[:, -1:]), jnp.asarray(pos[:, -1:]),

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, TypeVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 Array = jax.Array
@@ -136,6 +137,15 @@ def check_ndim(x: Any, ndim: int, what: str, layout: str) -> None:
 def is_concrete(x: Array) -> bool:
     """False inside ``jax.jit`` (values unknown): value checks are skipped there."""
     return not isinstance(x, jax.core.Tracer)
+
+
+def extreme(pos: Array, which: str) -> int | None:
+    """max or min (``which``) of concrete, non-empty positions read on the host (a jnp
+    reduction would be staged into an enclosing trace), else None."""
+    if not is_concrete(pos) or pos.size == 0:
+        return None
+    values = np.asarray(pos)
+    return int(values.max() if which == "max" else values.min())
 
 
 def batch_positions(pos: Array, batch: int) -> Array:

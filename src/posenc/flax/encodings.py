@@ -20,6 +20,7 @@ from .base import (
     check_ndim,
     check_positions,
     check_positions_match,
+    extreme,
     is_concrete,
     register,
 )
@@ -34,8 +35,9 @@ def _check_embed_inputs(x: Array, pos: Any, dim: int) -> Array:
         raise ValueError(f"x must have C = dim = {dim} features, got {x.shape[-1]}")
     pos = check_positions(pos)
     check_positions_match(pos, x.shape[0], x.shape[1], "pos")
-    if is_concrete(pos) and pos.size and int(pos.min()) < 0:
-        raise ValueError(f"positions must be >= 0 for an absolute encoding, got {int(pos.min())}")
+    low = extreme(pos, "min")
+    if low is not None and low < 0:
+        raise ValueError(f"positions must be >= 0 for an absolute encoding, got min {low}")
     return pos
 
 
@@ -80,9 +82,10 @@ class Learned(PositionalEncoding):
 
     def embed(self, x: Array, pos: Array) -> Array:
         pos = _check_embed_inputs(x, pos, self.dim)
-        if is_concrete(pos) and pos.size and int(pos.max()) >= self.max_len:
+        high = extreme(pos, "max")
+        if high is not None and high >= self.max_len:
             raise ValueError(
-                f"position {int(pos.max())} is past the learned table (max_len={self.max_len}, "
+                f"position {high} is past the learned table (max_len={self.max_len}, "
                 f"valid positions 0..{self.max_len - 1})"
             )
         return x + self.weight[...][pos].astype(x.dtype)  # (B, T, C)
@@ -150,7 +153,7 @@ class RoPE(PositionalEncoding):
                 f"dynamic RoPE scaling ({self.scaling.method!r}) needs concrete positions to "
                 "read the current length; call it outside jax.jit"
             )
-        seq_len = max(int(p.max()) for p in positions if p.size) + 1
+        seq_len = max(extreme(p, "max") or 0 for p in positions) + 1
         inv_freq, scale = self.scaling.apply(self.default_inv_freq64, seq_len)
         return np.asarray(inv_freq), scale
 

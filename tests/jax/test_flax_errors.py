@@ -1,0 +1,112 @@
+"""posenc.flax: bad input raises ValueError/TypeError saying what was expected; the core package
+never imports JAX."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+jax = pytest.importorskip("jax", reason="the [jax] extra is not installed")
+nnx = pytest.importorskip("flax.nnx", reason="the [jax] extra is not installed")
+import jax.numpy as jnp  # noqa: E402
+
+import posenc.flax as pfx  # noqa: E402
+from posenc.attention import TinyTransformer  # noqa: E402
+
+
+def test_core_import_never_imports_jax() -> None:
+    code = (
+        "import sys, posenc, posenc.functional, posenc.attention, posenc.encodings\n"
+        "from posenc.registry import build; build('rope', head_dim=8)\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'flax'))\n"
+        "assert not bad, bad"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_registry_names_match_torch_and_build_validates_keys() -> None:
+    from posenc.registry import names
+
+    assert set(pfx.ENCODINGS) <= set(names())
+    with pytest.raises(ValueError, match="unknown Flax encoding 'nope2'"):
+        pfx.build("nope2")
+    with pytest.raises(ValueError, match=r"unknown keys \['heads'\]"):
+        pfx.build("alibi", heads=4)
+    assert isinstance(pfx.build("rope", head_dim=8, rngs=nnx.Rngs(0)), pfx.RoPE)
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "match"),
+    [
+        (lambda: pfx.Sinusoidal(dim=7), ValueError, "positive even integer, got 7"),
+        (lambda: pfx.Learned(dim=4, max_len=0), ValueError, "max_len must be an integer >= 1"),
+        (lambda: pfx.RoPE(head_dim=8, layout="twisted"), ValueError, "layout must be one of"),
+        (lambda: pfx.RoPE(head_dim=8, kv_policy="x"), ValueError, "kv_policy must be one of"),
+        (lambda: pfx.ALiBi(n_heads=2, slopes=[0.5]), ValueError, "n_heads=2 values, got 1"),
+        (lambda: pfx.ALiBi(n_heads=2, symmetric=1), TypeError, "symmetric must be a bool"),
+        (lambda: pfx.T5Bias(n_heads=2, max_distance=4), ValueError, "max_distance must be > 16"),
+        (lambda: pfx.Kerple(n_heads=2, variant="exp"), ValueError, "variant must be one of"),
+        (lambda: pfx.Kerple(n_heads=2, variant="power", init_r2=3.0), ValueError, r"\(0, 2.0\]"),
+        (lambda: pfx.FIRE(n_heads=2, hidden=0), ValueError, "hidden must be an integer >= 1"),
+        (lambda: pfx.Attention(6, 4, pe=pfx.NoPE(), causal=True, rngs=nnx.Rngs(0)),
+         ValueError, "d_model must be divisible by n_heads"),
+        (lambda: pfx.Attention(8, 4, pe="rope", causal=True, rngs=nnx.Rngs(0)),
+         TypeError, "pe must be a posenc.flax PositionalEncoding, got str"),
+    ],
+)
+def test_constructor_errors(make: object, error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        make()  # type: ignore[operator]
+
+
+def test_position_errors() -> None:
+    x = jnp.zeros((2, 3, 4))
+    with pytest.raises(TypeError, match="integer array, got dtype float32"):
+        pfx.Sinusoidal(dim=4).embed(x, jnp.zeros(3))
+    with pytest.raises(ValueError, match=r"shape \(3,\) or \(2, 3\), got \(4,\)"):
+        pfx.Sinusoidal(dim=4).embed(x, jnp.arange(4))
+    with pytest.raises(ValueError, match="must be >= 0 for an absolute encoding"):
+        pfx.Sinusoidal(dim=4).embed(x, jnp.array([-1, 0, 1]))
+    with pytest.raises(ValueError, match="position 9 is past the learned table"):
+        pfx.Learned(dim=4, max_len=8).embed(x, jnp.array([7, 8, 9]))
+    with pytest.raises(ValueError, match=r"must agree on B"):
+        pfx.ALiBi(n_heads=2).bias(jnp.zeros((2, 3), int), jnp.zeros((3, 3), int))
+
+
+def test_dynamic_rope_scaling_under_jit_says_why() -> None:
+    dynamic = {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 4}
+    pe = pfx.RoPE(head_dim=4, scaling=dynamic)
+    q = jnp.ones((1, 1, 3, 4))
+    pe.rotate(q, q, jnp.arange(3), jnp.arange(3))  # eager: fine
+    with pytest.raises(ValueError, match="needs concrete positions"):
+        jax.jit(lambda p: pe.rotate(q, q, p, p))(jnp.arange(3))
+
+
+def test_attention_mask_errors() -> None:
+    attn = pfx.Attention(8, 2, pe=pfx.NoPE(), causal=True, rngs=nnx.Rngs(0))
+    x = jnp.zeros((2, 3, 8))
+    with pytest.raises(ValueError, match="padding_mask must be a bool array of shape"):
+        attn(x, padding_mask=jnp.ones((2, 3)))
+    with pytest.raises(ValueError, match="segment_ids must be an integer array of shape"):
+        attn(x, segment_ids=jnp.zeros((2, 4), int))
+    with pytest.raises(ValueError, match=r"x must have shape \(B, T, C\)"):
+        attn(jnp.zeros((3, 8)))
+
+
+def test_conversion_errors_name_the_key() -> None:
+    kw = {"vocab_size": 5, "pe": "learned", "d_model": 8, "n_layers": 1, "n_heads": 2}
+    fm = pfx.TinyTransformer(**kw, max_len=4)
+    sd = TinyTransformer(**kw, max_len=4).state_dict()
+    with pytest.raises(ValueError, match=r"'blocks\.3\.attn\.qkv\.weight'"):
+        pfx.load_torch_state_dict(fm, {**sd, "blocks.3.attn.qkv.weight": sd["head.weight"]})
+    with pytest.raises(ValueError, match=r"'pe.weight': torch shape \(5, 8\)"):
+        pfx.load_torch_state_dict(fm, {**sd, "pe.weight": torch.zeros(5, 8)})
+    with pytest.raises(ValueError, match=r"sets no value for Flax parameters \['head\.weight'\]"):
+        pfx.load_torch_state_dict(fm, {k: v for k, v in sd.items() if k != "head.weight"})
+    pfx.load_torch_state_dict(fm, sd)
+    np.testing.assert_array_equal(np.asarray(fm.head.kernel[...]), sd["head.weight"].numpy().T)
