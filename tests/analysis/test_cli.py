@@ -52,3 +52,10 @@ def test_unknown_names_are_usage_errors() -> None:
     assert result.exit_code == 2 and "unknown positional encoding" in result.output
     result = runner.invoke(app, ["check", "rope", "--only", "nope_check"], env=ENV)
     assert result.exit_code == 2 and "unknown check" in result.output
+
+
+def test_check_list_describes_every_check() -> None:
+    result = runner.invoke(app, ["check", "--list"], env=ENV)
+    assert result.exit_code == 0, result.output
+    assert all(name in result.output for name in CHECKS)
+    assert "permutation-equivariant" in result.output

@@ -17,12 +17,24 @@ def check(
         list[str] | None, typer.Option("--only", help="Run only this check (repeatable).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+    list_checks: Annotated[
+        bool, typer.Option("--list", help="List the checks and what they verify, then exit.")
+    ] = False,
 ) -> None:
     """Verify the math of each encoding; exit status 1 if any check fails."""
     from rich.console import Console
     from rich.table import Table
 
-    from ..analysis import run_checks
+    from ..analysis import all_checks, run_checks
+
+    if list_checks:
+        table = Table(title="posenc checks")
+        table.add_column("check")
+        table.add_column("property", overflow="fold")
+        for c in all_checks():
+            table.add_row(c.name, c.description)
+        Console(width=160).print(table)
+        return
 
     try:
         results = run_checks(names or None, only=only or None)
