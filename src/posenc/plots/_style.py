@@ -35,6 +35,8 @@ STYLE: dict[str, Any] = {
     ),
     "svg.fonttype": "none",
 }
+#: Line styles cycled in overlays, so curves that coincide stay visible.
+LINESTYLES = ("-", "--", "-.", ":")
 #: Colormaps: signed values diverge around 0, magnitudes are sequential.
 DIVERGING, SEQUENTIAL = "RdBu_r", "viridis"
 

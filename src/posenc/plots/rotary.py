@@ -15,7 +15,7 @@ from .. import functional as PF
 from ..analysis.subjects import head_shape, resolve
 from ..analysis.table_checks import shift_matrix
 from ..encodings.base import PositionalEncoding
-from ._style import SEQUENTIAL, figure_axes, heatmap, styled
+from ._style import LINESTYLES, SEQUENTIAL, figure_axes, heatmap, styled
 from .tables import position_features
 
 
@@ -46,10 +46,11 @@ def wavelengths(
     """Wavelength 2π/θ_i of each dimension pair (log scale), with the training length marked:
     pairs above the line never complete a turn within it."""
     fig, ax = figure_axes(ax, (6.0, 3.8))
-    for item in encodings:
+    for n, item in enumerate(encodings):
         pe = resolve(item)
         lam = np.asarray(PF.wavelengths(inv_freq_of(pe)))
-        ax.plot(np.arange(len(lam)), lam, marker="o", markersize=3, label=pe.name)
+        ax.plot(np.arange(len(lam)), lam, marker="o", markersize=3, label=pe.name,
+                linestyle=LINESTYLES[n % len(LINESTYLES)])
     if train_len is not None:
         ax.axhline(train_len, color="gray", linestyle=":", label=f"train length {train_len}")
     ax.set_yscale("log")
@@ -134,9 +135,10 @@ def qk_vs_distance(
 ) -> Figure:
     """Score <R_m q, R_n k> of all-ones q and k against the distance m - n to a past key."""
     fig, ax = figure_axes(ax, (6.0, 3.6))
-    for item in encodings:
+    for n, item in enumerate(encodings):
         pe = resolve(item)
-        ax.plot(np.arange(n_distances), qk_by_distance(pe, n_distances), label=pe.name)
+        ax.plot(np.arange(n_distances), qk_by_distance(pe, n_distances), label=pe.name,
+                linestyle=LINESTYLES[n % len(LINESTYLES)])
     ax.set(xlabel="distance m - n (key in the past)", ylabel="<R_m q, R_n k>",
            title="Rotary score vs distance (q = k = 1)")
     ax.legend(fontsize=8)

@@ -47,9 +47,10 @@ FAMILY_NOTES = {
 }
 
 
-def _figure(fig: Figure, caption: str, fmt: FigureFormat) -> FigureBlock:
+def _figure(fig: Figure, caption: str, fmt: FigureFormat, *, wide: bool = False) -> FigureBlock:
     width, height = fig.get_size_inches()
-    return FigureBlock(figure_to_data_uri(fig, fmt), caption, wide=width > 2.2 * height)
+    wide = wide or width > 2.2 * height
+    return FigureBlock(figure_to_data_uri(fig, fmt), caption, wide=wide)
 
 
 def _number(x: float) -> str:
@@ -163,7 +164,8 @@ def comparison_section(
     """Across encodings: a check matrix (PASS/FAIL/-), attention maps and overlays."""
     grid = attention_grid(encodings)
     figures = [_figure(grid, "Attention weights of the same small model with each encoding, "
-                       "on one token repeated: what remains is the encoding's pattern.", fmt)]
+                       "on one token repeated: what remains is the encoding's pattern.", fmt,
+                       wide=True)]
     for kind in (PLOTS["wavelengths"], PLOTS["qk-distance"]):
         pes = [p for p in encodings if kind.applies is not None and kind.applies(p)]
         if pes:
