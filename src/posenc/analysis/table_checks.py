@@ -28,7 +28,8 @@ def _fixed_table(pe: PositionalEncoding) -> bool:
     return is_additive(pe) and is_parameter_free(pe)
 
 
-def _sinusoid_like(pe: PositionalEncoding) -> bool:
+def sinusoid_like(pe: PositionalEncoding) -> bool:
+    """A fixed additive table with ``base`` and ``dim``: Vaswani's sinusoids."""
     return _fixed_table(pe) and hasattr(pe, "base") and hasattr(pe, "dim")
 
 
@@ -58,7 +59,7 @@ def shift_matrix(k: int, inv_freq: Tensor) -> Tensor:
     return torch.block_diag(*blocks)  # (P, 2, 2) -> (dim, dim)
 
 
-@check("table_shift_is_rotation", applies=_sinusoid_like, tolerance=1e-12)
+@check("table_shift_is_rotation", applies=sinusoid_like, tolerance=1e-12)
 def table_shift_is_rotation(pe: PositionalEncoding) -> tuple[float, str]:
     """PE[p + k] = M_k PE[p] with M_k the block rotation by k·θ_i (seed 003: ~1e-15)."""
     table = additive_table(pe)  # (N, C)
@@ -73,7 +74,7 @@ def table_shift_is_rotation(pe: PositionalEncoding) -> tuple[float, str]:
     )
 
 
-@check("table_dot_decays", applies=_sinusoid_like, tolerance=1e-12)
+@check("table_dot_decays", applies=sinusoid_like, tolerance=1e-12)
 def table_dot_decays(pe: PositionalEncoding) -> tuple[float, str]:
     """PE[0]·PE[d] decays with d on average: octave-bin means never rise and the last bin is
     below half of PE[0]·PE[0]. Error = largest rise + how far the last bin misses the half."""

@@ -8,7 +8,8 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from ..analysis.subjects import has_bias, is_additive, is_parameter_free, is_rotary, resolve
+from ..analysis.subjects import has_bias, is_additive, is_rotary, resolve
+from ..analysis.table_checks import sinusoid_like
 from ..encodings.base import PositionalEncoding
 from . import attention, bias, extension, rotary, tables
 
@@ -63,8 +64,7 @@ PLOTS: dict[str, PlotKind] = {
         PlotKind("dot-distance", tables.dot_vs_distance, is_additive),
         PlotKind("contamination", tables.contamination, is_additive),
         PlotKind("wavelengths", rotary.wavelengths, _has_frequencies, multi=True),
-        PlotKind("shift-matrix", rotary.shift_matrix_blocks,
-                 lambda pe: _has_frequencies(pe) and is_parameter_free(pe)),
+        PlotKind("shift-matrix", rotary.shift_matrix_blocks, sinusoid_like),
         PlotKind("rotation", rotary.rotation_pair, is_rotary),
         PlotKind("qk-distance", rotary.qk_vs_distance, is_rotary, multi=True),
         PlotKind("bias", bias.bias_heatmaps, has_bias),
