@@ -121,3 +121,25 @@ def test_every_context_extension_method_has_an_example_subject() -> None:
     from posenc.extension import SCALINGS
 
     assert set(EXAMPLE_SCALINGS) == set(SCALINGS)
+
+
+@pytest.mark.parametrize(
+    ("name", "config"),
+    [("t5", {"bidirectional": True}), ("alibi", {"symmetric": True}),
+     ("kerple", {"variant": "power"}),
+     ("rope", {"layout": "interleaved", "partial": 0.5})],
+)
+def test_variants_pass_their_checks(name: str, config: dict[str, object]) -> None:
+    pe = subject(name, **config)
+    results = run_checks([pe])
+    assert results and all(r.passed for r in results), [
+        (r.name, r.detail) for r in results if not r.passed
+    ]
+
+
+def test_alibi_slope_check_follows_the_interleaved_rule_for_12_heads() -> None:
+    import posenc
+
+    pe = posenc.build("alibi", n_heads=12)
+    assert CHECKS["alibi_slopes_geometric"](pe).passed
+    assert CHECKS["alibi_bias_linear"](pe).passed
