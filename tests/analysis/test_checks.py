@@ -143,3 +143,18 @@ def test_alibi_slope_check_follows_the_interleaved_rule_for_12_heads() -> None:
     pe = posenc.build("alibi", n_heads=12)
     assert CHECKS["alibi_slopes_geometric"](pe).passed
     assert CHECKS["alibi_bias_linear"](pe).passed
+
+
+def test_a_check_that_raises_is_reported_as_a_failure() -> None:
+    from posenc.encodings.bias import ALiBi
+
+    class CrashingALiBi(ALiBi):
+        def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+            if q_pos.numel() > 4:  # the applicability probe uses 4 positions
+                raise RuntimeError("kernel exploded")
+            return super().bias(q_pos, k_pos)
+
+    results = run_checks([CrashingALiBi(n_heads=4)], only=["alibi_bias_linear"])
+    assert len(results) == 1 and not results[0].passed
+    assert "RuntimeError: kernel exploded" in results[0].detail
+    assert results[0].as_dict()["error"] is None  # NaN is not JSON

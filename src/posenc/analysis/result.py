@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -28,12 +29,12 @@ class CheckResult:
     comparison: Comparison = "<="
 
     def as_dict(self) -> dict[str, object]:
-        """JSON-ready view (``posenc check --json``)."""
+        """JSON-ready view (``posenc check --json``); a NaN error (a check that raised) is null."""
         return {
             "name": self.name,
             "encoding": self.encoding,
             "passed": self.passed,
-            "error": self.error,
+            "error": None if math.isnan(self.error) else self.error,
             "tolerance": self.tolerance,
             "comparison": self.comparison,
             "detail": self.detail,

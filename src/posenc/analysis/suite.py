@@ -37,7 +37,8 @@ def run_checks(
 ) -> list[CheckResult]:
     """Results of every applicable check on each encoding (default: ``subject_names()``).
 
-    ``only`` restricts to the named checks. Runs in float64 under ``torch.no_grad``.
+    ``only`` restricts to the named checks. Runs in float64 under ``torch.no_grad``; a check
+    that raises is reported as a FAIL with the exception in its detail.
     Raises: ValueError for an unknown encoding or check name (listing the valid ones).
     """
     known = {c.name for c in all_checks()}
@@ -49,6 +50,15 @@ def run_checks(
         pe = resolve(item)
         for c in applicable(pe):
             if only is None or c.name in only:
-                with torch.no_grad():
-                    results.append(c(pe))
+                results.append(_run(c, pe))
     return results
+
+
+def _run(c: Check, pe: PositionalEncoding) -> CheckResult:
+    """``c(pe)``; an exception inside the measurement is a FAIL that names it."""
+    try:
+        with torch.no_grad():
+            return c(pe)
+    except Exception as err:  # a crashing check must show up as a failure, not hide others
+        detail = f"raised {type(err).__name__}: {err}"
+        return CheckResult(c.name, pe.name, False, float("nan"), c.tolerance, detail, c.comparison)
