@@ -86,3 +86,17 @@ def test_report_has_a_section_per_encoding_extension_and_comparison() -> None:
     assert "data:image/svg+xml;base64," in html and "FAIL</td>" not in html
     assert "<script" not in html.lower() and "&lt;script&gt;alert(2)" in html
     assert "http://" not in html and "https://" not in html
+
+
+def test_a_failing_figure_becomes_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    from posenc.plots import PLOTS
+
+    def explode(*_: object, **__: object) -> Figure:
+        raise RuntimeError("no ink")
+
+    monkeypatch.setitem(PLOTS, "heatmap", type(PLOTS["heatmap"])(
+        "heatmap", explode, PLOTS["heatmap"].applies
+    ))
+    html = build_report(["sinusoidal"])
+    assert "Figure &#39;heatmap&#39; failed: RuntimeError: no ink" in html
+    assert html.count("<img") >= 5  # the other figures are still there

@@ -95,17 +95,30 @@ def encoding_section(
     facts, params = _facts(pe)
     mine = [r for r in results if r.encoding == pe.name]
     passed = sum(r.passed for r in mine)
-    figures = [_figure(k([pe]), k.description, fmt) for k in plot_kinds_for(pe)]
+    figures, failures = _encoding_figures(pe, fmt)
+    notes = (FAMILY_NOTES.get(pe.family, ""), f"{passed} of {len(mine)} applicable checks pass.")
     return Section(
         title=pe.name,
-        paragraphs=[p for p in (FAMILY_NOTES.get(pe.family, ""),
-                                f"{passed} of {len(mine)} applicable checks pass.") if p],
+        paragraphs=[p for p in notes if p] + failures,
         formula=inspect.getdoc(type(pe)) or "",
         facts=facts,
         tables=[t for t in (params, check_table(mine)) if t is not None],
         figures=figures,
         id=f"enc-{slug(pe.name)}",
     )
+
+
+def _encoding_figures(
+    pe: PositionalEncoding, fmt: FigureFormat
+) -> tuple[list[FigureBlock], list[str]]:
+    """Every applicable plot kind drawn for ``pe``; a kind that raises becomes a note."""
+    figures, failures = [], []
+    for kind in plot_kinds_for(pe):
+        try:
+            figures.append(_figure(kind([pe]), kind.description, fmt))
+        except Exception as err:  # one broken figure must not lose the page
+            failures.append(f"Figure {kind.name!r} failed: {type(err).__name__}: {err}")
+    return figures, failures
 
 
 def checks_section(subjects: Sequence[PositionalEncoding]) -> Section:
