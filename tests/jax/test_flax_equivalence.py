@@ -37,16 +37,24 @@ VARIANTS: list[tuple[str, dict[str, Any], bool, int | None]] = [
     ("kerple", {}, True, None),
     ("kerple", {"variant": "power"}, True, None),
     ("fire", {}, True, None),
+    ("shaw", {"max_distance": 3}, True, None),
+    ("shaw", {"values": False}, True, 2),
+    ("transformer_xl", {}, True, None),
+    ("xpos", {"scale_base": 16.0}, True, None),
+    ("pope", {}, True, 2),
+    ("cope", {"n_positions": 6}, True, None),
 ]
 IDS = [f"{n}-{i}" for i, (n, *_) in enumerate(VARIANTS)]
+SLOW = pytest.mark.slow
 
-def _is_dynamic(config: dict[str, Any]) -> bool:
-    return bool(config.get("scaling", {}).get("rope_type") == "dynamic")
+def _eager_only(name: str, config: dict[str, Any]) -> bool:
+    """Dynamic RoPE scaling and Transformer-XL read concrete positions: no jax.jit (slow)."""
+    return name == "transformer_xl" or config.get("scaling", {}).get("rope_type") == "dynamic"
 
 
 ALL = pytest.mark.parametrize(
     ("name", "config", "causal", "n_kv"),
-    [pytest.param(*v, id=i, marks=[pytest.mark.slow] if _is_dynamic(v[1]) else [])
+    [pytest.param(*v, id=i, marks=[SLOW] if _eager_only(*v[:2]) else [])
      for v, i in zip(VARIANTS, IDS, strict=True)],
 )
 
@@ -59,6 +67,10 @@ def twins(
     kw = {"vocab_size": V, "pe": name, "d_model": C, "n_layers": layers, "n_heads": H,
           "n_kv_heads": n_kv, "causal": causal, "max_len": 32, "pe_config": config}
     tm = TinyTransformer(**kw).eval()
+    with torch.no_grad():
+        for key, p in tm.named_parameters():
+            if key.endswith("delta"):  # PoPE's phase bias starts at 0: make it matter
+                p.uniform_(-1.0, 0.0)
     fm = pfx.TinyTransformer(**kw, rngs=nnx.Rngs(0))
     pfx.load_torch_state_dict(fm, tm.state_dict())
     return tm, fm
@@ -74,19 +86,23 @@ def close(got: Any, expected: torch.Tensor, atol: float = 3e-5) -> None:
 
 #: One variant per encoding (the fast set); the others run with -m slow where marked.
 BASE = [v for i, v in enumerate(VARIANTS) if v[0] not in {w[0] for w in VARIANTS[:i]}]
-BASE_IDS = [f"{v[0]}-{VARIANTS.index(v)}" for v in BASE]
-SLOW = [pytest.param(*v, marks=pytest.mark.slow) for v in VARIANTS if v not in BASE]
 SPLIT = pytest.mark.parametrize(
-    ("name", "config", "causal", "n_kv"), [*BASE, *SLOW],
-    ids=BASE_IDS + [i for i, v in zip(IDS, VARIANTS, strict=True) if v not in BASE],
+    ("name", "config", "causal", "n_kv"),
+    [pytest.param(*v, id=i, marks=[] if v in BASE and not _eager_only(*v[:2]) else [SLOW])
+     for v, i in zip(VARIANTS, IDS, strict=True)],
 )
+#: Gradients: the first decoder variant (no GQA) of each encoding, and RoPE's code paths.
+GRAD = [pytest.param(n, c, id=n, marks=[SLOW] if _eager_only(n, c) else [])
+        for n, c, causal, kv in BASE if causal and kv is None and n != "rope"]
+GRAD += [pytest.param("rope", {"layout": "interleaved", "partial": 0.5}, id="rope")]
 #: The Flax forward under nnx.jit: one compile per shape instead of one per op (eager).
 forward = nnx.jit(lambda m, idx, pos=None, **kw: m(idx, pos, **kw))
 
 
 def _forward(fm: Any, config: dict, *args: Any, **kwargs: Any) -> Any:
     """Jitted, except dynamic RoPE scaling, which reads concrete positions (eager only)."""
-    return fm(*args, **kwargs) if _is_dynamic(config) else forward(fm, *args, **kwargs)
+    eager = _eager_only(type(fm.pe).name, config)
+    return fm(*args, **kwargs) if eager else forward(fm, *args, **kwargs)
 
 
 @ALL
@@ -124,7 +140,7 @@ def test_padding_and_packing_equal_torch(
         want = tm(torch.from_numpy(idx), torch.from_numpy(pos),
                   **{k: torch.from_numpy(v) for k, v in args.items()})
     jargs = {k: jnp.asarray(v) for k, v in args.items()}
-    got = forward(fm, jnp.asarray(idx), jnp.asarray(pos), **jargs)
+    got = _forward(fm, config, jnp.asarray(idx), jnp.asarray(pos), **jargs)
     close(np.asarray(got)[mask], want[torch.from_numpy(mask)])
 
 
@@ -154,17 +170,14 @@ def _torch_grads(tm: TinyTransformer, idx: np.ndarray, tgt: np.ndarray) -> tuple
     return loss.item(), {n: p.grad for n, p in tm.named_parameters() if p.grad is not None}
 
 
-@pytest.mark.parametrize(
-    ("name", "config"),
-    [(n, c) for n, c, causal, kv in VARIANTS if causal and kv is None and n != "rope"]
-    + [("rope", {"layout": "interleaved", "partial": 0.5})],
-)
+@pytest.mark.parametrize(("name", "config"), GRAD)
 def test_jit_and_grad_match_torch_autograd(name: str, config: dict) -> None:
     tm, fm = twins(name, config)
     idx, tgt = tokens((2, 6), 1), tokens((2, 6), 2)
     tgt[:, :2] = -100
     want_loss, want_grads = _torch_grads(tm, idx, tgt)
-    loss_and_grad = nnx.jit(nnx.value_and_grad(lambda m, i, t: m.loss(i, t)))
+    loss_and_grad = nnx.value_and_grad(lambda m, i, t: m.loss(i, t))
+    loss_and_grad = loss_and_grad if _eager_only(name, config) else nnx.jit(loss_and_grad)
     loss, grads = loss_and_grad(fm, jnp.asarray(idx), jnp.asarray(tgt))
     assert abs(float(loss) - want_loss) < 1e-5
     holder = nnx.clone(fm)

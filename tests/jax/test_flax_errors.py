@@ -53,6 +53,11 @@ def test_registry_names_match_torch_and_build_validates_keys() -> None:
         (lambda: pfx.Kerple(n_heads=2, variant="exp"), ValueError, "variant must be one of"),
         (lambda: pfx.Kerple(n_heads=2, variant="power", init_r2=3.0), ValueError, r"\(0, 2.0\]"),
         (lambda: pfx.FIRE(n_heads=2, hidden=0), ValueError, "hidden must be an integer >= 1"),
+        (lambda: pfx.Shaw(head_dim=4, values=1), TypeError, "values must be a bool"),
+        (lambda: pfx.TransformerXL(dim=7, n_heads=1), ValueError, "positive even integer"),
+        (lambda: pfx.XPos(head_dim=8, gamma=0.0), ValueError, "gamma must be a finite number"),
+        (lambda: pfx.PoPE(head_dim=8, n_heads=2, phase_bias=0), TypeError, "phase_bias must"),
+        (lambda: pfx.CoPE(head_dim=8, n_positions=1), ValueError, "n_positions must be an"),
         (lambda: pfx.Attention(6, 4, pe=pfx.NoPE(), causal=True, rngs=nnx.Rngs(0)),
          ValueError, "d_model must be divisible by n_heads"),
         (lambda: pfx.Attention(8, 4, pe="rope", causal=True, rngs=nnx.Rngs(0)),
@@ -85,6 +90,13 @@ def test_dynamic_rope_scaling_under_jit_says_why() -> None:
     pe.rotate(q, q, jnp.arange(3), jnp.arange(3))  # eager: fine
     with pytest.raises(ValueError, match="needs concrete positions"):
         jax.jit(lambda p: pe.rotate(q, q, p, p))(jnp.arange(3))
+
+
+def test_transformer_xl_under_jit_says_why() -> None:
+    pe = pfx.TransformerXL(dim=8, n_heads=2)
+    q, scores = jnp.ones((1, 2, 3, 4)), jnp.zeros((1, 2, 3, 3))
+    with pytest.raises(ValueError, match="needs concrete positions"):
+        jax.jit(lambda p: pe.relative_logits(scores, q, q, p, p))(jnp.arange(3))
 
 
 def test_attention_mask_errors() -> None:

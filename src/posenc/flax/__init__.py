@@ -20,6 +20,8 @@ from .bias import FIRE, ALiBi, Kerple, T5Bias
 from .convert import load_torch_state_dict, to_torch_state_dict
 from .encodings import Learned, NoPE, RoPE, Sinusoidal
 from .model import Block, TinyTransformer
+from .relative import CoPE, Shaw, TransformerXL
+from .rotary_variants import PoPE, XPos
 from .train import train_decoder
 
 __all__ = [
@@ -29,15 +31,20 @@ __all__ = [
     "Attention",
     "Block",
     "CachedKeys",
+    "CoPE",
     "KVCache",
     "Kerple",
     "Learned",
     "NoPE",
+    "PoPE",
     "PositionalEncoding",
     "RoPE",
+    "Shaw",
     "Sinusoidal",
     "T5Bias",
     "TinyTransformer",
+    "TransformerXL",
+    "XPos",
     "build",
     "build_for_model",
     "load_torch_state_dict",
