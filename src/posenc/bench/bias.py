@@ -44,6 +44,8 @@ def _impls(name: str, T: int, H: int, D: int, causal: bool) -> dict[str, Callabl
 
         def dense() -> Any:
             bias = pe.bias(pos, pos)  # (1, H, T, T): what the anchors build
+            if bias is None:
+                raise ValueError(f"{name} has no score bias")
             if causal:
                 bias = bias.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
             return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
