@@ -103,8 +103,8 @@ forward = nnx.jit(lambda m, idx, pos=None, **kw: m(idx, pos, **kw))
 
 def _forward(fm: Any, config: dict, *args: Any, **kwargs: Any) -> Any:
     """Jitted, except dynamic RoPE scaling, which reads concrete positions (eager only)."""
-    eager = _eager_only(type(fm.pe).name, config)
-    return fm(*args, **kwargs) if eager else forward(fm, *args, **kwargs)
+    assert fm.pe.jittable is not _eager_only(type(fm.pe).name, config)
+    return forward(fm, *args, **kwargs) if fm.pe.jittable else fm(*args, **kwargs)
 
 
 @ALL

@@ -22,7 +22,7 @@ from .encodings import Learned, NoPE, RoPE, Sinusoidal
 from .model import Block, TinyTransformer
 from .relative import CoPE, Shaw, TransformerXL
 from .rotary_variants import PoPE, XPos
-from .train import train_decoder
+from .train import decoder_arrays, greedy_decode, train_decoder
 
 __all__ = [
     "ENCODINGS",
@@ -47,6 +47,8 @@ __all__ = [
     "XPos",
     "build",
     "build_for_model",
+    "decoder_arrays",
+    "greedy_decode",
     "load_torch_state_dict",
     "to_torch_state_dict",
     "train_decoder",

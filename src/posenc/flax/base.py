@@ -34,6 +34,11 @@ class PositionalEncoding(nnx.Module):
     family: ClassVar[str] = ""
     kv_policy: str = "reference"
 
+    @property
+    def jittable(self) -> bool:
+        """False when a hook reads concrete position values (it then runs outside jax.jit)."""
+        return True
+
     def embed(self, x: Array, pos: Array) -> Array:
         """Add position information to token embeddings. x (B, T, C), pos (B, T) or (T,)."""
         return x

@@ -144,6 +144,10 @@ class RoPE(PositionalEncoding):
             else self.scaling.apply(self.default_inv_freq64)
         )
 
+    @property
+    def jittable(self) -> bool:
+        return self.scaling is None or not self.scaling.dynamic
+
     def frequencies(self, *positions: Array) -> tuple[np.ndarray, float]:
         """(inv_freq (P,) float64, attention_scaling), at length max(positions) + 1 if dynamic."""
         if self.scaling is None or not self.scaling.dynamic:

@@ -95,6 +95,10 @@ class TransformerXL(PositionalEncoding):
         self.r_proj = _normal(rngs, n_heads * head_dim, dim)  # W_R (H*D, C)
         self.u, self.v = _normal(rngs, n_heads, head_dim), _normal(rngs, n_heads, head_dim)
 
+    @property
+    def jittable(self) -> bool:
+        return False
+
     def relative_logits(
         self, scores: Array, q: Array, k: Array, q_pos: Array, k_pos: Array
     ) -> Array:

@@ -36,11 +36,13 @@ def schedule(lr: float, *, steps: int, warmup: int, floor: float = 0.1) -> optax
     return optax.join_schedules([ramp, decay], [warmup])
 
 
-@nnx.jit
 def _step(model: TinyTransformer, opt: nnx.Optimizer, idx: Array, targets: Array) -> Array:
     loss, grads = nnx.value_and_grad(lambda m: m.loss(idx, targets))(model)
     opt.update(model, grads)
     return loss
+
+
+_jit_step = nnx.jit(_step)
 
 
 def train_decoder(
@@ -56,7 +58,8 @@ def train_decoder(
 ) -> list[float]:
     """Train ``model`` in place for ``steps`` batches from ``sample``; returns the loss per step.
 
-    One ``nnx.jit`` step (compiled once per batch shape). Raises: ValueError for steps < 1.
+    One ``nnx.jit`` step (compiled once per batch shape; eager for encodings that are not
+    ``jittable``). Raises: ValueError for steps < 1 or warmup < 0.
     """
     check_positive_int(steps, "steps")
     check_positive_int(warmup, "warmup", minimum=0)
@@ -66,10 +69,11 @@ def train_decoder(
                     weight_decay=weight_decay),
     )
     opt = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    update = _jit_step if model.pe.jittable else _step  # eager-only encodings skip jit
     losses = []
     for step in range(steps):
         idx, targets = sample(step)
-        loss = float(_step(model, opt, jnp.asarray(idx), jnp.asarray(targets)))
+        loss = float(update(model, opt, jnp.asarray(idx), jnp.asarray(targets)))
         losses.append(loss)
         if on_step is not None:
             on_step(step, loss)

@@ -1,0 +1,131 @@
+"""One lab run on the JAX backend: ``posenc.lab``'s decoder and LM tasks trained and evaluated
+with the Flax TinyTransformer, same seeds, schedule and metrics as the torch ``train_run``.
+
+The checkpoint is a torch state dict of the lab's ``LabModel`` (keys ``net.*``), so the torch
+lab, report and plots load a JAX-trained run unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+from flax import nnx
+
+from ..lab.config import RunConfig
+from ..lab.evaluate import EVAL_SEED, Metric
+from ..lab.train import RunResult
+from .convert import to_torch_state_dict
+from .model import TinyTransformer
+from .train import decoder_arrays, train_decoder
+
+Array = jax.Array
+KINDS = ("decoder", "lm")
+
+
+def build_model(cfg: RunConfig) -> tuple[TinyTransformer, Any]:
+    """The seeded Flax model for ``cfg`` and its task (sized as the torch ``LabModel``).
+
+    Raises: ValueError for a classification task or dropout (not in the Flax model).
+    """
+    task = cfg.task.build()
+    if task.kind not in KINDS:
+        raise ValueError(f"the jax backend runs {KINDS} tasks, got {task.name!r} ({task.kind})")
+    if cfg.model.dropout:
+        raise ValueError(f"the jax backend has no dropout, got dropout={cfg.model.dropout}")
+    max_len = max(task.seq_len(n) for n in (*task.eval_lens, task.train_len[1]))
+    m = cfg.model
+    model = TinyTransformer(
+        vocab_size=task.vocab_size, pe=cfg.encoding, d_model=m.d_model, n_layers=m.n_layers,
+        n_heads=m.n_heads, d_ff=m.d_ff, causal=True, max_len=max_len,
+        pe_config=cfg.pe_config or None, rngs=nnx.Rngs(cfg.seed),
+    )
+    return model, task
+
+
+def train_run(cfg: RunConfig, *, checkpoint_dir: str | Path | None = None) -> RunResult:
+    """Train ``cfg`` with JAX and evaluate it; save ``<key>.pt`` in ``checkpoint_dir``."""
+    start, cpu_start = time.perf_counter(), time.process_time()
+    model, task = build_model(cfg)
+    t, rng = cfg.train, np.random.default_rng(cfg.seed)
+    lo, hi = task.train_len
+
+    def sample(step: int) -> tuple[np.ndarray, np.ndarray]:
+        batch = task.sample(rng, t.batch_size, int(rng.integers(lo, hi + 1)))
+        return decoder_arrays(batch.tokens, batch.n_prompt)
+
+    losses = train_decoder(
+        model, sample, steps=t.steps, lr=t.lr, warmup=t.warmup, weight_decay=t.weight_decay,
+        grad_clip=t.grad_clip,
+    )
+    curve = [(s, v) for s, v in enumerate(losses) if s % 10 == 0 or s == t.steps - 1]
+    metrics = evaluate(model, task, n_samples=t.eval_samples)
+    path = _save(model, checkpoint_dir, cfg.key())
+    return RunResult(cfg.key(), asdict(cfg), metrics, curve, time.perf_counter() - start,
+                     time.process_time() - cpu_start, path)
+
+
+def evaluate(model: TinyTransformer, task: Any, *, n_samples: int) -> list[Metric]:
+    """Rows (length, metric, value) as the torch lab's ``evaluate`` (same evaluation samples)."""
+    if task.kind == "lm":
+        return _lm_buckets(model, task, n_samples)
+    rows: list[Metric] = []
+    for n in task.eval_lens:
+        batch = task.sample(np.random.default_rng([EVAL_SEED, n]), n_samples, n, split="eval")
+        rows += [(n, name, value) for name, value in _generate(model, batch).items()]
+    return rows
+
+
+def greedy_fixed(model: TinyTransformer, tokens: np.ndarray, n_prompt: int) -> np.ndarray:
+    """Greedy answers (B, T - n_prompt) decoded in a buffer of the final length T: the causal
+    model's logits at t see only tokens <= t, so one compiled forward serves every step."""
+    forward = nnx.jit(lambda m, x: m(x)) if model.pe.jittable else (lambda m, x: m(x))
+    buf = jnp.asarray(tokens).at[:, n_prompt:].set(0)  # (B, T), answer slots blank
+    for t in range(n_prompt, tokens.shape[1]):
+        nxt = jnp.argmax(forward(model, buf)[:, t - 1], axis=-1)  # (B,)
+        buf = buf.at[:, t].set(nxt)
+    return np.asarray(buf[:, n_prompt:])
+
+
+def _generate(model: TinyTransformer, batch: Any) -> dict[str, float]:
+    inputs, targets = (jnp.asarray(a) for a in decoder_arrays(batch.tokens, batch.n_prompt))
+    loss_fn = TinyTransformer.loss
+    loss = float((nnx.jit(loss_fn) if model.pe.jittable else loss_fn)(model, inputs, targets))
+    pred = greedy_fixed(model, batch.tokens, batch.n_prompt)  # (B, A)
+    hit = pred == batch.tokens[:, batch.n_prompt :]
+    return {"exact_match": float(hit.all(axis=1).mean()), "token_acc": float(hit.mean()),
+            "loss": loss}
+
+
+def _lm_buckets(model: TinyTransformer, task: Any, n_samples: int) -> list[Metric]:
+    """Loss and next-character accuracy per bucket of ``train_len[1]`` positions."""
+    n, width = max(task.eval_lens), task.train_len[1]
+    batch = task.sample(np.random.default_rng([EVAL_SEED, n]), n_samples, n, split="eval")
+    tokens = jnp.asarray(batch.tokens)  # (B, n + 1)
+    logits = model(tokens[:, :-1]).astype(jnp.float32)  # (B, n, V)
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    loss = -jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1)[..., 0]  # (B, n)
+    hit = (jnp.argmax(logits, axis=-1) == tokens[:, 1:]).astype(jnp.float32)
+    rows: list[Metric] = []
+    for end in range(width, n + width, width):
+        cols = slice(end - width, min(end, n))
+        rows += [(min(end, n), "loss", float(loss[:, cols].mean())),
+                 (min(end, n), "token_acc", float(hit[:, cols].mean()))]
+    return rows
+
+
+def _save(model: TinyTransformer, directory: str | Path | None, key: str) -> str | None:
+    if directory is None:
+        return None
+    path = Path(directory) / f"{key}.pt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save({f"net.{k}": v for k, v in to_torch_state_dict(model).items()}, tmp)
+    tmp.replace(path)  # a kill mid-write never leaves a truncated checkpoint
+    return str(path)
