@@ -8,6 +8,7 @@ lab, report and plots load a JAX-trained run unchanged.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,14 @@ def build_model(cfg: RunConfig) -> tuple[TinyTransformer, Any]:
     return model, task
 
 
-def train_run(cfg: RunConfig, *, checkpoint_dir: str | Path | None = None) -> RunResult:
-    """Train ``cfg`` with JAX and evaluate it; save ``<key>.pt`` in ``checkpoint_dir``."""
+def train_run(
+    cfg: RunConfig,
+    *,
+    checkpoint_dir: str | Path | None = None,
+    on_step: Callable[[int, float], None] | None = None,
+) -> RunResult:
+    """Train ``cfg`` with JAX and evaluate it; save ``<key>.pt`` in ``checkpoint_dir``
+    (the torch ``posenc.lab.train.train_run`` signature)."""
     start, cpu_start = time.perf_counter(), time.process_time()
     model, task = build_model(cfg)
     t, rng = cfg.train, np.random.default_rng(cfg.seed)
@@ -62,7 +69,7 @@ def train_run(cfg: RunConfig, *, checkpoint_dir: str | Path | None = None) -> Ru
 
     losses = train_decoder(
         model, sample, steps=t.steps, lr=t.lr, warmup=t.warmup, weight_decay=t.weight_decay,
-        grad_clip=t.grad_clip,
+        grad_clip=t.grad_clip, on_step=on_step,
     )
     curve = [(s, v) for s, v in enumerate(losses) if s % 10 == 0 or s == t.steps - 1]
     metrics = evaluate(model, task, n_samples=t.eval_samples)
