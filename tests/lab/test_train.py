@@ -112,7 +112,7 @@ def test_mean_distance() -> None:
 def test_lr_schedule_warms_up_then_decays_to_floor() -> None:
     f = [lr_factor(s, warmup=10, steps=100) for s in range(100)]
     assert f[0] == pytest.approx(0.1) and f[9] == pytest.approx(1.0)
-    assert all(a >= b for a, b in itertools.pairwise(f))
+    assert all(a >= b for a, b in itertools.pairwise(f[9:]))
     assert f[-1] == pytest.approx(0.1, abs=1e-3)
 
 
