@@ -43,6 +43,7 @@ VARIANTS: list[tuple[str, dict[str, Any], bool, int | None]] = [
     ("xpos", {"scale_base": 16.0}, True, None),
     ("pope", {}, True, 2),
     ("cope", {"n_positions": 6}, True, None),
+    ("randomized", {"base_encoding": "learned"}, True, None),  # evaluation: the base encoding
 ]
 IDS = [f"{n}-{i}" for i, (n, *_) in enumerate(VARIANTS)]
 SLOW = pytest.mark.slow
@@ -72,6 +73,7 @@ def twins(
             if key.endswith("delta"):  # PoPE's phase bias starts at 0: make it matter
                 p.uniform_(-1.0, 0.0)
     fm = pfx.TinyTransformer(**kw, rngs=nnx.Rngs(0))
+    fm.eval()  # as tm.eval(): randomized positions stop sampling
     pfx.load_torch_state_dict(fm, tm.state_dict())
     return tm, fm
 

@@ -20,6 +20,7 @@ from .bias import FIRE, ALiBi, Kerple, T5Bias
 from .convert import load_torch_state_dict, to_torch_state_dict
 from .encodings import Learned, NoPE, RoPE, Sinusoidal
 from .model import Block, TinyTransformer
+from .randomized import Randomized
 from .relative import CoPE, Shaw, TransformerXL
 from .rotary_variants import PoPE, XPos
 from .train import decoder_arrays, greedy_decode, train_decoder
@@ -38,6 +39,7 @@ __all__ = [
     "NoPE",
     "PoPE",
     "PositionalEncoding",
+    "Randomized",
     "RoPE",
     "Shaw",
     "Sinusoidal",

@@ -67,11 +67,13 @@ def train_run(
         batch = task.sample(rng, t.batch_size, int(rng.integers(lo, hi + 1)))
         return decoder_arrays(batch.tokens, batch.n_prompt)
 
+    model.train()  # randomized positions sample in training, as torch's model.train()
     losses = train_decoder(
         model, sample, steps=t.steps, lr=t.lr, warmup=t.warmup, weight_decay=t.weight_decay,
         grad_clip=t.grad_clip, on_step=on_step,
     )
     curve = [(s, v) for s, v in enumerate(losses) if s % 10 == 0 or s == t.steps - 1]
+    model.eval()
     metrics = evaluate(model, task, n_samples=t.eval_samples)
     path = _save(model, checkpoint_dir, cfg.key())
     return RunResult(cfg.key(), asdict(cfg), metrics, curve, time.perf_counter() - start,
