@@ -32,7 +32,7 @@ def test_core_import_never_imports_jax() -> None:
 def test_registry_names_match_torch_and_build_validates_keys() -> None:
     from posenc.registry import names
 
-    assert set(pfx.ENCODINGS) <= set(names())
+    assert set(pfx.ENCODINGS) == set(names()), "every torch encoding has a Flax twin"
     with pytest.raises(ValueError, match="unknown Flax encoding 'nope2'"):
         pfx.build("nope2")
     with pytest.raises(ValueError, match=r"unknown keys \['heads'\]"):
