@@ -199,3 +199,24 @@ def test_eager_equals_jit_and_cached_decoding_equals_full_forward() -> None:
     cache = fm.new_cache()
     forward(fm, idx[:, :5], cache=cache)
     np.testing.assert_allclose(forward(fm, idx[:, 5:], cache=cache)[:, 0], full[:, 5], atol=1e-5)
+
+
+def test_attention_module_with_projection_bias_equals_torch() -> None:
+    import posenc
+
+    torch.manual_seed(0)
+    ta = posenc.Attention(C, H, pe=posenc.build("rope", head_dim=4), causal=False, n_kv_heads=2,
+                          bias=True).eval()
+    fa = pfx.Attention(C, H, pe=pfx.build("rope", head_dim=4), causal=False, n_kv_heads=2,
+                       bias=True, rngs=nnx.Rngs(0))
+    pfx.load_torch_state_dict(fa, ta.state_dict())
+    x = np.random.default_rng(0).normal(size=(2, T, C)).astype(np.float32)
+    pos = np.arange(T)[None] + np.array([[0], [5]])
+    mask = np.ones((2, T), dtype=bool)
+    mask[1, -2:] = False  # right padding
+    with torch.no_grad():
+        want = ta(torch.from_numpy(x), torch.from_numpy(pos), padding_mask=torch.from_numpy(mask))
+    got = nnx.jit(lambda m, *a, **k: m(*a, **k))(
+        fa, jnp.asarray(x), jnp.asarray(pos), padding_mask=jnp.asarray(mask)
+    )
+    close(np.asarray(got)[mask], want[torch.from_numpy(mask)])
