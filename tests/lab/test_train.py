@@ -130,3 +130,30 @@ def test_encoders_get_the_encoder_form_unless_configured() -> None:
     t5, _ = build_model(_cfg("t5", "offset", pe_config={"bidirectional": False}))
     assert not t5.net.pe.bidirectional
     assert not build_model(_cfg("alibi", "offset"))[0].net.pe.symmetric
+
+
+@pytest.mark.parametrize("task", ["copy", "offset", "lm"])
+def test_chunked_evaluation_equals_one_batch(task: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from posenc.lab import evaluate as ev
+
+    model, t = build_model(_cfg("alibi", task))
+    whole = evaluate(model, t, n_samples=24, device=torch.device("cpu"))
+    monkeypatch.setattr(ev, "EVAL_BATCH", 5)  # 5 + 5 + 5 + 5 + 4
+    chunked = evaluate(model, t, n_samples=24, device=torch.device("cpu"))
+    assert [r[:2] for r in whole] == [r[:2] for r in chunked]
+    np.testing.assert_allclose([r[2] for r in whole], [r[2] for r in chunked], rtol=1e-5)
+
+
+def test_greedy_exact_match_equals_teacher_forced_all_correct(tmp_path: Path) -> None:
+    """Greedy decoding reproduces the answer iff every teacher-forced argmax is right."""
+    cfg = replace(_cfg("nope", "copy_rep"), train=replace(FAST, steps=150))
+    model = load_model(cfg, str(train_run(cfg, checkpoint_dir=tmp_path).checkpoint))
+    batch = cfg.task.build().sample(np.random.default_rng(1), 64, 5)
+    tokens = torch.from_numpy(batch.tokens)
+    with torch.no_grad():
+        forced = model(tokens[:, :-1])[:, batch.n_prompt - 1 :].argmax(-1)  # (B, A)
+    greedy = greedy_decode(model.net, tokens[:, : batch.n_prompt], forced.shape[1])
+    answer = tokens[:, batch.n_prompt :]
+    exact = (greedy == answer).all(1)
+    torch.testing.assert_close(exact, (forced == answer).all(1))
+    assert exact.any()
