@@ -220,3 +220,25 @@ def test_attention_module_with_projection_bias_equals_torch() -> None:
         fa, jnp.asarray(x), jnp.asarray(pos), padding_mask=jnp.asarray(mask)
     )
     close(np.asarray(got)[mask], want[torch.from_numpy(mask)])
+
+
+@pytest.mark.parametrize("name", ["rope", "shaw"])  # rotation; relative logits and values
+def test_preallocated_cache_decodes_equal_torch_with_one_compile(name: str) -> None:
+    tm, fm = twins(name, {})
+    idx = tokens((2, 8))
+    traces: list[int] = []
+
+    def step(m: Any, cache: Any, x: Any) -> Any:
+        traces.append(x.shape[1])  # runs only while tracing
+        return m(x, cache=cache)
+
+    jit_step = nnx.jit(step)
+    t_cache, f_cache = tm.new_cache(), fm.new_cache(capacity=12)
+    with torch.no_grad():
+        for s, e in ((0, 5), (5, 6), (6, 7), (7, 8)):
+            want = tm(torch.from_numpy(idx[:, s:e]), cache=t_cache)
+            close(jit_step(fm, f_cache, jnp.asarray(idx[:, s:e])), want)
+    assert traces == [5, 1], "the prefill and one decoding step compile; later steps reuse it"
+    assert len(f_cache[0]) == 8
+    with pytest.raises(ValueError, match="KVCache capacity 12 exceeded: 8 cached \\+ 5 new"):
+        fm(jnp.asarray(idx[:, :5]), cache=f_cache)

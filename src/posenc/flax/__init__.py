@@ -14,7 +14,7 @@ except ImportError as err:  # pragma: no cover - depends on the environment
         f"(jax>=0.4.30, flax>=0.11); import failed with: {err}"
     ) from err
 
-from .attention import Attention, CachedKeys, KVCache
+from .attention import Attention
 from .base import ENCODINGS, PositionalEncoding, build, build_for_model
 from .bias import FIRE, ALiBi, Kerple, T5Bias
 from .convert import load_torch_state_dict, to_torch_state_dict

@@ -8,7 +8,7 @@ segments), the encoding's relative terms, softmax in float32, relative values, p
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -21,51 +21,10 @@ from .base import (
     check_ndim,
     check_positions,
     check_positions_match,
-    default_positions,
 )
+from .kv_cache import CachedKeys, KVCache
 
 Array = jax.Array
-
-
-class CachedKeys(NamedTuple):
-    """Everything attention needs about the L keys seen so far."""
-
-    k: Array  # (B, Hkv, L, D), as the encoding left them
-    v: Array  # (B, Hkv, L, D)
-    pos: Array  # (B, L) integer positions
-    valid: Array  # (B, L) bool, False for padding
-    segment: Array  # (B, L) integer packed-sequence id
-
-
-_TIME_AXIS = (2, 2, 1, 1, 1)  # time axis of each CachedKeys field
-
-
-class KVCache(nnx.Module):
-    """Per-layer cache for incremental decoding; an ``nnx.Cache`` variable, so ``nnx.jit``
-    carries its updates. Keys grow by concatenation (each new length compiles once)."""
-
-    def __init__(self) -> None:
-        self.store: nnx.Cache[CachedKeys | None] = nnx.Cache(None)
-
-    def __len__(self) -> int:
-        store = self.store.get_value()
-        return 0 if store is None else int(store.pos.shape[1])
-
-    def append(self, new: CachedKeys) -> CachedKeys:
-        """Append T entries; return all L cached ones. Raises: ValueError on B/Hkv/D change."""
-        old = self.store.get_value()
-        if old is None:
-            self.store.set_value(new)
-            return new
-        if (old.k.shape[:2], old.k.shape[3]) != (new.k.shape[:2], new.k.shape[3]):
-            raise ValueError(
-                f"KVCache holds keys (B, Hkv, L, D) = {tuple(old.k.shape)}; new keys must match "
-                f"B, Hkv, D, got {tuple(new.k.shape)}"
-            )
-        pairs = zip(old, new, _TIME_AXIS, strict=True)
-        keys = CachedKeys(*(jnp.concatenate([a, b], axis=t) for a, b, t in pairs))
-        self.store.set_value(keys)
-        return keys
 
 
 class Attention(nnx.Module):
@@ -120,8 +79,8 @@ class Attention(nnx.Module):
         B, T, C = x.shape
         if C != self.d_model:
             raise ValueError(f"x must have C = d_model = {self.d_model} features, got {C}")
-        offset = 0 if cache is None else len(cache)
-        pos = default_positions(T, offset=offset) if pos is None else check_positions(pos, "pos")
+        offset = 0 if cache is None else cache.offset()  # a traced scalar when preallocated
+        pos = offset + jnp.arange(T) if pos is None else check_positions(pos, "pos")
         check_positions_match(pos, B, T, "pos")
         q, k, v = self._project(x)  # (B, H, T, D), (B, Hkv, T, D) x2
         rerotate = cache is not None and self.pe.kv_policy == "rerotate"
@@ -147,14 +106,14 @@ class Attention(nnx.Module):
         v = v.reshape(B, T, Hkv, D).transpose(0, 2, 1, 3)  # (B, Hkv, T, D)
         return q, k, v
 
-    def _allowed(self, new: CachedKeys, keys: CachedKeys, offset: int) -> Array:
+    def _allowed(self, new: CachedKeys, keys: CachedKeys, offset: Any) -> Array:
         """(B, 1, T, L) bool: valid, same segment, and (causal) not after the query by order."""
         T, L = new.pos.shape[1], keys.pos.shape[1]
         allowed = keys.valid[:, None, None, :] & (
             new.segment[:, None, :, None] == keys.segment[:, None, None, :]
         )  # (B, 1, T, L)
         if self.causal:
-            order = jnp.arange(L)[None, :] <= jnp.arange(offset, offset + T)[:, None]  # (T, L)
+            order = jnp.arange(L)[None, :] <= offset + jnp.arange(T)[:, None]  # (T, L)
             allowed = allowed & order
         # A query with no visible key (e.g. a padding query) attends everywhere instead of NaN.
         return allowed | ~jnp.any(allowed, axis=-1, keepdims=True)

@@ -156,8 +156,3 @@ def extreme(pos: Array, which: str) -> int | None:
 def batch_positions(pos: Array, batch: int) -> Array:
     """Positions (T,) or (1|B, T) as (B, T)."""
     return jnp.broadcast_to(pos, (batch, pos.shape[-1]))
-
-
-def default_positions(length: int, *, offset: int = 0) -> Array:
-    """offset .. offset + length - 1, shape (T,), the widest integer dtype JAX allows."""
-    return jnp.arange(offset, offset + length)

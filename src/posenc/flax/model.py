@@ -15,7 +15,7 @@ from flax import nnx
 
 from .._validate import check_positive_int
 from .attention import Attention, KVCache
-from .base import PositionalEncoding, build_for_model, check_ndim, default_positions
+from .base import PositionalEncoding, build_for_model, check_ndim
 
 Array = jax.Array
 _INIT = nnx.initializers.normal(0.02)  # GPT-2's N(0, 0.02²), as the torch model
@@ -84,9 +84,10 @@ class TinyTransformer(nnx.Module):
         self.norm = nnx.LayerNorm(d_model, epsilon=1e-5, rngs=rngs)
         self.head = nnx.Linear(d_model, vocab_size, use_bias=False, kernel_init=_INIT, rngs=rngs)
 
-    def new_cache(self) -> list[KVCache]:
-        """One empty KV cache per layer, for incremental decoding."""
-        return [KVCache() for _ in self.blocks]
+    def new_cache(self, capacity: int | None = None) -> list[KVCache]:
+        """One empty KV cache per layer for incremental decoding; ``capacity`` preallocates
+        (fixed shapes: one ``jax.jit`` compile for every decoding step)."""
+        return [KVCache(capacity) for _ in self.blocks]
 
     def features(
         self,
@@ -102,7 +103,8 @@ class TinyTransformer(nnx.Module):
         if cache is not None and len(cache) != len(self.blocks):
             raise ValueError(f"cache must hold {len(self.blocks)} layers, got {len(cache)}")
         if pos is None:
-            pos = default_positions(idx.shape[1], offset=0 if cache is None else len(cache[0]))
+            offset = 0 if cache is None else cache[0].offset()  # traced when preallocated
+            pos = offset + jnp.arange(idx.shape[1])
         x = self.pe.embed(self.tok(idx), pos)  # (B, T, C)
         for i, block in enumerate(self.blocks):
             layer_cache = None if cache is None else cache[i]
