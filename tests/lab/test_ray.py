@@ -26,7 +26,6 @@ def _metrics(path: Path) -> list[tuple]:
         return conn.execute("SELECT * FROM metrics ORDER BY run_key, length, name").fetchall()
 
 
-@pytest.mark.slow
 def test_ray_results_equal_local_results(tmp_path: Path) -> None:
     ray = pytest.importorskip("ray")
     sweep = parse_sweep(SWEEP)

@@ -87,3 +87,23 @@ def test_process_pool_matches_in_process_results(tmp_path: Path) -> None:
                 conn.execute("SELECT * FROM metrics ORDER BY run_key, length, name").fetchall()
             )
     assert rows[0] == rows[1] and len(rows[0]) == 2 * 12
+
+
+def test_step_progress_reaches_every_run_in_a_pool_and_in_process(tmp_path: Path) -> None:
+    sweep = parse_sweep(SWEEP | {"encodings": ["nope"]})
+    for workers in (1, 2):
+        seen: dict[str, int] = {}
+
+        def record(key: str, done: int, loss: float, seen: dict[str, int] = seen) -> None:
+            seen[key] = done
+
+        ex = LocalExecutor(workers, on_steps=record)
+        results = list(ex.map(expand(sweep), None))
+        assert len(results) == 2
+        assert seen == {r.key: 25 for r in results}
+
+
+def test_live_progress_bars_run(tmp_path: Path) -> None:
+    sweep = parse_sweep(SWEEP | {"encodings": ["nope"], "seeds": [0]})
+    outcome = run_sweep(sweep, tmp_path, executor=LocalExecutor(1), live=True)
+    assert outcome.ran == 1

@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import queue
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
 from .config import RunConfig
 from .train import RunResult, train_run
+
+#: ``on_steps(run_key, steps_done, loss)``: training progress of one run.
+StepCallback = Callable[[str, int, float], None]
+#: Pool workers report every ``REPORT_EVERY`` steps (and the last one).
+REPORT_EVERY = 20
+_progress: mp.Queue | None = None  # set in pool workers by ``_init_worker``
 
 
 class Executor(Protocol):
@@ -25,40 +32,75 @@ class Executor(Protocol):
 
 
 def execute(cfg: RunConfig, checkpoint_dir: Path | None) -> RunResult:
-    """Worker entry point: one torch thread, then train and evaluate ``cfg``."""
+    """Worker entry point: one torch thread, then train and evaluate ``cfg`` (reporting steps
+    to the pool's progress queue when there is one)."""
     import torch
 
     torch.set_num_threads(1)
-    return train_run(cfg, checkpoint_dir=checkpoint_dir)
+    key, steps, report = cfg.key(), cfg.train.steps, _progress
+
+    def on_step(step: int, loss: float) -> None:
+        if report is not None and ((step + 1) % REPORT_EVERY == 0 or step + 1 == steps):
+            report.put((key, step + 1, loss))
+
+    return train_run(cfg, checkpoint_dir=checkpoint_dir, on_step=on_step)
+
+
+def _init_worker(progress: mp.Queue) -> None:
+    global _progress
+    _progress = progress
 
 
 class LocalExecutor:
-    """``workers`` processes (default: the CPU count); ``workers=1`` runs in this process and
-    reports each training step to ``on_step`` (step bars are only shown there)."""
+    """``workers`` processes (default: the CPU count), or this process when ``workers=1``;
+    training progress goes to ``on_steps``."""
 
-    def __init__(
-        self, workers: int | None = None, on_step: Callable[[int, float], None] | None = None
-    ) -> None:
+    def __init__(self, workers: int | None = None, on_steps: StepCallback | None = None) -> None:
         self.workers = workers or os.cpu_count() or 1
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
-        self.on_step = on_step
+        self.on_steps = on_steps
 
     def map(self, runs: Sequence[RunConfig], checkpoint_dir: Path | None) -> Iterator[RunResult]:
         runs = [place(cfg, i) for i, cfg in enumerate(runs)]
         if self.workers == 1 or len(runs) <= 1:
             for cfg in runs:
-                yield train_run(cfg, checkpoint_dir=checkpoint_dir, on_step=self.on_step)
+                yield train_run(cfg, checkpoint_dir=checkpoint_dir, on_step=self._relay(cfg))
             return
         ctx = mp.get_context("spawn")  # no forked torch state; workers import posenc afresh
-        with ProcessPoolExecutor(min(self.workers, len(runs)), mp_context=ctx) as pool:
-            futures = [pool.submit(execute, cfg, checkpoint_dir) for cfg in runs]
+        progress = ctx.Queue()
+        with ProcessPoolExecutor(
+            min(self.workers, len(runs)),
+            mp_context=ctx,
+            initializer=_init_worker,
+            initargs=(progress,),
+        ) as pool:
+            pending: set[Future[RunResult]] = {
+                pool.submit(execute, c, checkpoint_dir) for c in runs
+            }
             try:
-                for fut in as_completed(futures):
-                    yield fut.result()
+                while pending:
+                    done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+                    self._drain(progress)
+                    yield from (fut.result() for fut in done)
             finally:
-                for fut in futures:
+                for fut in pending:
                     fut.cancel()
+
+    def _relay(self, cfg: RunConfig) -> Callable[[int, float], None] | None:
+        if self.on_steps is None:
+            return None
+        on_steps, key = self.on_steps, cfg.key()
+        return lambda step, loss: on_steps(key, step + 1, loss)
+
+    def _drain(self, progress: mp.Queue) -> None:
+        while True:
+            try:
+                key, step, loss = progress.get_nowait()
+            except queue.Empty:
+                return
+            if self.on_steps is not None:
+                self.on_steps(key, step, loss)
 
 
 def place(cfg: RunConfig, index: int) -> RunConfig:
@@ -107,11 +149,11 @@ def make_executor(
     workers: int | None = None,
     address: str | None = None,
     gpus_per_run: float = 0.0,
-    on_step: Callable[[int, float], None] | None = None,
+    on_steps: StepCallback | None = None,
 ) -> Executor:
     """``"local"`` or ``"ray"``; raises ValueError naming the choices."""
     if name == "local":
-        return LocalExecutor(workers, on_step=on_step)
+        return LocalExecutor(workers, on_steps=on_steps)
     if name == "ray":
         return RayExecutor(address, num_cpus=workers, gpus_per_run=gpus_per_run)
     raise ValueError(f"executor must be 'local' or 'ray', got {name!r}")

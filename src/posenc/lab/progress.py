@@ -14,9 +14,10 @@ class SweepProgress:
     """Context manager with ``run_done(result)`` and ``step(step, loss)`` callbacks."""
 
     def __init__(self, total: int, skipped: int, *, steps: int, live: bool | None = None) -> None:
-        self.total, self.skipped, self.steps = total, skipped, steps
+        self.total, self.skipped, self.steps_per_run = total, skipped, steps
         self.live = sys.stderr.isatty() if live is None else live
         self.done, self.start = 0, time.perf_counter()
+        self._done_steps: dict[str, int] = {}
         self._bar: Any = None
 
     def __enter__(self) -> SweepProgress:
@@ -42,7 +43,7 @@ class SweepProgress:
             )
             self._bar.start()
             self._runs = self._bar.add_task("runs", total=self.total)
-            self._steps = self._bar.add_task("steps", total=self.steps, visible=False)
+            self._steps = self._bar.add_task("steps", total=self.total * self.steps_per_run)
         return self
 
     def __exit__(
@@ -57,27 +58,25 @@ class SweepProgress:
         else:
             print(line, file=sys.stderr, flush=True)
 
-    def step(self, step: int, loss: float) -> None:
-        """A training step of the run in this process (only the in-process executor)."""
-        if self._bar is not None:
-            self._bar.update(
-                self._steps,
-                completed=step + 1,
-                visible=True,
-                description=f"steps (loss {loss:.3f})",
-            )
+    def steps(self, key: str, done: int, loss: float) -> None:
+        """Run ``key`` has trained ``done`` steps (its latest loss ``loss``)."""
+        delta = done - self._done_steps.get(key, 0)
+        self._done_steps[key] = done
+        if self._bar is not None and delta > 0:
+            self._bar.update(self._steps, advance=delta, description=f"steps (loss {loss:.3f})")
 
     def run_done(self, result: RunResult) -> None:
         self.done += 1
         cfg = result.config
-        best = {n: v for n, name, v in result.metrics if name == "exact_match"}
-        accs = " ".join(f"{n}:{v:.2f}" for n, v in sorted(best.items()))
+        metric = "loss" if cfg["task"]["name"] == "lm" else "exact_match"
+        by_len = {n: v for n, name, v in result.metrics if name == metric}
+        values = " ".join(f"{n}:{v:.2f}" for n, v in sorted(by_len.items()))
         elapsed = time.perf_counter() - self.start
         eta = elapsed / self.done * (self.total - self.done)
         self.log(
             f"[{self.done}/{self.total}] {cfg['encoding']:<12} {cfg['task']['name']:<10} "
             f"seed {cfg['seed']}  {result.seconds:5.1f}s ({result.cpu_seconds:.1f}s cpu)  "
-            f"exact match by length {accs}  (eta {eta:.0f}s)"
+            f"{metric.replace('_', ' ')} by length {values}  (eta {eta:.0f}s)"
         )
         if self._bar is not None:
             self._bar.update(self._runs, advance=1)

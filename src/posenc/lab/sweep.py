@@ -47,8 +47,8 @@ def run_sweep(
         )
         if executor is None:
             executor = LocalExecutor()
-        if isinstance(executor, LocalExecutor) and executor.on_step is None:
-            executor.on_step = progress.step
+        if isinstance(executor, LocalExecutor) and executor.on_steps is None:
+            executor.on_steps = progress.steps
         with progress:
             for result in executor.map(todo, out / "checkpoints"):
                 store.add(result, sweep=sweep.name)
