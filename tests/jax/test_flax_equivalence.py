@@ -242,3 +242,18 @@ def test_preallocated_cache_decodes_equal_torch_with_one_compile(name: str) -> N
     assert len(f_cache[0]) == 8
     with pytest.raises(ValueError, match="KVCache capacity 12 exceeded: 8 cached \\+ 5 new"):
         fm(jnp.asarray(idx[:, :5]), cache=f_cache)
+
+
+@pytest.mark.parametrize("name", ["learned", "rope", "alibi", "t5", "fire", "shaw", "xpos", "cope"])
+def test_float64_logits_equal_torch_to_1e_10(name: str) -> None:
+    with jax.enable_x64(True):
+        tm, fm = twins(name, {})
+        tm.double()
+        pfx.load_torch_state_dict(fm, tm.state_dict(), dtype=jnp.float64)
+        idx = tokens()
+        pos = np.arange(T)[None] + np.array([[0], [3]])
+        with torch.no_grad():
+            want = tm(torch.from_numpy(idx), torch.from_numpy(pos))
+        got = forward(fm, jnp.asarray(idx), jnp.asarray(pos))
+        assert got.dtype == jnp.float64
+        np.testing.assert_allclose(np.asarray(got), want.numpy(), rtol=0, atol=1e-10)

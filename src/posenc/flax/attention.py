@@ -2,7 +2,8 @@
 
 The same computation as ``posenc.attention.Attention``'s explicit path: scores =
 rotate(q)·rotate(k)/√D + bias(q_pos, k_pos), masked (causal by cache order, padding,
-segments), the encoding's relative terms, softmax in float32, relative values, projection.
+segments), the encoding's relative terms, softmax in float32 or wider, relative values,
+projection.
 """
 
 from __future__ import annotations
@@ -130,7 +131,8 @@ class Attention(nnx.Module):
             scores = scores + bias.astype(scores.dtype)
         scores = jnp.where(allowed, scores, -jnp.inf)
         scores = self.pe.relative_logits(scores, q, k, q_pos, k_pos)
-        probs = jax.nn.softmax(scores.astype(jnp.float32), axis=-1).astype(q.dtype)
+        work = jnp.promote_types(scores.dtype, jnp.float32)  # bf16 logits: softmax in float32
+        probs = jax.nn.softmax(scores.astype(work), axis=-1).astype(q.dtype)
         out = probs @ v  # (B, H, T, D)
         extra = self.pe.relative_values(probs, q_pos, k_pos)
         return out if extra is None else out + extra

@@ -98,7 +98,13 @@ def build(name: str, **config: Any) -> PositionalEncoding:
 
 
 def build_for_model(
-    name: str, *, dim: int, n_heads: int, max_len: int, rngs: nnx.Rngs, **config: Any
+    name: str,
+    *,
+    dim: int,
+    n_heads: int,
+    max_len: int,
+    rngs: nnx.Rngs | None = None,
+    **config: Any,
 ) -> PositionalEncoding:
     """``build`` with the model's shared sizes passed to the encodings that take them."""
     if name not in ENCODINGS:

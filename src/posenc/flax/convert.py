@@ -49,9 +49,12 @@ def _resolve(module: nnx.Module, key: str) -> tuple[nnx.Variable[Any], bool]:
     return var, transpose
 
 
-def load_torch_state_dict(module: nnx.Module, state_dict: Mapping[str, torch.Tensor]) -> None:
-    """Copy a torch ``state_dict`` into the Flax twin ``module``, in place (values keep the nnx
-    parameters' dtypes).
+def load_torch_state_dict(
+    module: nnx.Module, state_dict: Mapping[str, torch.Tensor], *, dtype: Any = None
+) -> None:
+    """Copy a torch ``state_dict`` into the Flax twin ``module``, in place. Values take the nnx
+    parameters' dtypes; or ``dtype`` if given (e.g. float64 under ``jax_enable_x64``), which
+    also becomes the compute dtype of the flax layers (``dtype``/``param_dtype`` attributes).
 
     Raises: ValueError for a key with no Flax parameter, a shape mismatch, or a Flax parameter
     the state dict leaves unset.
@@ -66,11 +69,13 @@ def load_torch_state_dict(module: nnx.Module, state_dict: Mapping[str, torch.Ten
                 f"{key!r}: torch shape {tuple(tensor.shape)} does not fit the Flax parameter of "
                 f"shape {tuple(var[...].shape)}{' (transposed)' if transpose else ''}"
             )
-        var[...] = jnp.asarray(value, dtype=var[...].dtype)
+        var.set_value(jnp.asarray(value, dtype=var[...].dtype if dtype is None else dtype))
         assigned.add(id(var))
     missing = [key for key, var, _ in _named_params(module, "") if id(var) not in assigned]
     if missing:
         raise ValueError(f"the state dict sets no value for Flax parameters {missing}")
+    if dtype is not None:
+        module.set_attributes(dtype=dtype, param_dtype=dtype, raise_if_not_found=False)
 
 
 def to_torch_state_dict(module: nnx.Module) -> dict[str, torch.Tensor]:

@@ -79,7 +79,7 @@ class TinyTransformer(nnx.Module):
         ]
         for a in attn:  # torch's _init_weights: N(0, 0.02²) for every Linear
             for layer in (a.qkv, a.proj):
-                layer.kernel[...] = _INIT(rngs.params(), layer.kernel.shape)
+                layer.kernel.set_value(_INIT(rngs.params(), layer.kernel.shape, layer.kernel.dtype))
         self.blocks = nnx.List([Block(a, d_ff or 4 * d_model, rngs=rngs) for a in attn])
         self.norm = nnx.LayerNorm(d_model, epsilon=1e-5, rngs=rngs)
         self.head = nnx.Linear(d_model, vocab_size, use_bias=False, kernel_init=_INIT, rngs=rngs)
