@@ -94,3 +94,41 @@ def test_compiled_pair_matches_eager(layout: str) -> None:
         PF.enable_compiled_rope(False)
     for a, b in zip(got, expected, strict=True):
         torch.testing.assert_close(a, b)
+
+
+def test_rope_module_inplace_equals_out_of_place() -> None:
+    import posenc
+
+    rope = posenc.build("rope", head_dim=16, layout="interleaved", partial=0.5)
+    q, k = torch.randn(2, 4, 6, 16), torch.randn(2, 2, 6, 16)
+    pos = torch.arange(100, 106)
+    eq, ek = rope.rotate(q, k, pos, pos)
+    qb, kb = q.clone(), k.clone()
+    with torch.no_grad():
+        iq, ik = rope.rotate(qb, kb, pos, pos, inplace=True)
+    assert iq is qb and ik is kb
+    torch.testing.assert_close(iq, eq)
+    torch.testing.assert_close(ik, ek)
+
+
+@pytest.mark.slow
+def test_rope_module_compiled_path_matches_eager_with_backward() -> None:
+    import posenc
+
+    rope = posenc.build("rope", head_dim=16)
+    q = torch.randn(1, 4, 6, 16, requires_grad=True)
+    k = torch.randn(1, 2, 6, 16, requires_grad=True)
+    pos = torch.arange(6)
+    eq, ek = rope.rotate(q, k, pos, pos)
+    (eq.sum() + 2 * ek.sum()).backward()
+    eager_grads = q.grad.clone(), k.grad.clone()  # type: ignore[union-attr]
+    q.grad = k.grad = None
+    PF.enable_compiled_rope(True)
+    try:
+        cq, ck = rope.rotate(q, k, pos, pos)
+        (cq.sum() + 2 * ck.sum()).backward()
+    finally:
+        PF.enable_compiled_rope(False)
+    torch.testing.assert_close(cq, eq)
+    torch.testing.assert_close(ck, ek)
+    torch.testing.assert_close((q.grad, k.grad), eager_grads)

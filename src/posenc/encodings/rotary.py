@@ -134,20 +134,29 @@ class RoPE(PositionalEncoding):
             self._memo = (pos, key, cos, sin)
         return cos, sin
 
+    def _tables(self, x: Tensor, pos: Tensor, seq_len: int | None) -> tuple[Tensor, Tensor]:
+        """cos, sin broadcastable to x (B, H, T, D): (T, P) or (B, 1, T, P)."""
+        cos, sin = self.cos_sin(pos, torch.promote_types(x.dtype, torch.float32), seq_len)
+        return (cos[:, None], sin[:, None]) if cos.ndim == 3 else (cos, sin)
+
     def rotate_one(self, x: Tensor, pos: Tensor, seq_len: int | None = None) -> Tensor:
         """Rotate x (B, H, T, D) at positions (T,) or (B, T) (dynamic scaling at ``seq_len``)."""
-        work = torch.promote_types(x.dtype, torch.float32)
-        cos, sin = self.cos_sin(pos, work, seq_len)  # (T, P) or (B, T, P)
-        if cos.ndim == 3:
-            cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, P)
+        cos, sin = self._tables(x, pos, seq_len)
         return PF.apply_rope(x, cos, sin, layout=self.layout)
 
-    def rotate(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
+    def rotate(
+        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, inplace: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        """R(q_pos) q, R(k_pos) k. One compiled kernel for both after
+        ``posenc.functional.enable_compiled_rope()``; ``inplace=True`` (inference) overwrites
+        q and k instead of allocating."""
         if q.shape[-1] != self.head_dim:
             raise ValueError(f"q/k must have head_dim={self.head_dim} features, got {q.shape[-1]}")
         q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
         seq_len = self.seq_len(q_pos, k_pos)
-        return self.rotate_one(q, q_pos, seq_len), self.rotate_one(k, k_pos, seq_len)
+        cq, sq = self._tables(q, q_pos, seq_len)
+        ck, sk = self._tables(k, k_pos, seq_len)
+        return PF.apply_rope_pair(q, k, cq, sq, ck, sk, layout=self.layout, inplace=inplace)
 
     def extra_repr(self) -> str:
         scaling = "" if self.scaling is None else f", scaling={self.scaling}"
