@@ -97,7 +97,8 @@ SPLIT = pytest.mark.parametrize(
 #: also covers the model's own), and RoPE's code paths.
 GRAD = [pytest.param(n, c, id=n, marks=[SLOW] if _eager_only(n, c) else [])
         for n, c, causal, kv in BASE
-        if causal and kv is None and n not in ("rope", "nope", "sinusoidal", "alibi")]
+        if causal and kv is None and n not in ("rope", "nope", "sinusoidal", "alibi", "xpos",
+                                                "randomized")]
 GRAD += [pytest.param("rope", {"layout": "interleaved", "partial": 0.5}, id="rope")]
 #: The Flax forward under nnx.jit: one compile per shape instead of one per op (eager).
 forward = nnx.jit(lambda m, idx, pos=None, **kw: m(idx, pos, **kw))
@@ -244,7 +245,7 @@ def test_preallocated_cache_decodes_equal_torch_with_one_compile(name: str) -> N
         fm(jnp.asarray(idx[:, :5]), cache=f_cache)
 
 
-@pytest.mark.parametrize("name", ["learned", "rope", "alibi", "t5", "fire", "shaw", "xpos", "cope"])
+@pytest.mark.parametrize("name", ["learned", "rope", "t5", "shaw"])  # one per hook kind
 def test_float64_logits_equal_torch_to_1e_10(name: str) -> None:
     with jax.enable_x64(True):
         tm, fm = twins(name, {})
