@@ -18,6 +18,7 @@ import torch
 from .config import RunConfig
 from .evaluate import Metric, evaluate
 from .model import LabModel
+from .tasks import Task
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ def lr_factor(step: int, *, warmup: int, steps: int, floor: float = 0.1) -> floa
     return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(t, 1.0)))
 
 
-def build_model(cfg: RunConfig) -> tuple[LabModel, object]:
+def build_model(cfg: RunConfig) -> tuple[LabModel, Task]:
     """The seeded model for ``cfg`` and its task."""
     task = cfg.task.build()
     torch.manual_seed(cfg.seed)
@@ -60,8 +61,24 @@ def train_run(
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {cfg.device!r} requested but torch.cuda.is_available() is False")
     model, task = build_model(cfg)
-    model.to(device).train()
+    curve = fit(model.to(device), task, cfg, device, on_step)
+    metrics = evaluate(model, task, n_samples=cfg.train.eval_samples, device=device)
+    path = _save(model, checkpoint_dir, cfg.key())
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    return RunResult(cfg.key(), asdict(cfg), metrics, curve, seconds, cpu, path)
+
+
+def fit(
+    model: LabModel,
+    task: Task,
+    cfg: RunConfig,
+    device: torch.device,
+    on_step: Callable[[int, float], None] | None = None,
+) -> list[tuple[int, float]]:
+    """``cfg.train.steps`` AdamW steps on batches of a length drawn from ``task.train_len``;
+    returns the loss every 10 steps and at the last."""
     t = cfg.train
+    model.train()
     opt = torch.optim.AdamW(
         model.parameters(), lr=t.lr, weight_decay=t.weight_decay, betas=(0.9, 0.98)
     )
@@ -69,11 +86,10 @@ def train_run(
         opt, lambda s: lr_factor(s, warmup=t.warmup, steps=t.steps)
     )
     rng = np.random.default_rng(cfg.seed)
-    lo, hi = task.train_len  # type: ignore[attr-defined]
+    lo, hi = task.train_len
     curve = []
     for step in range(t.steps):
-        batch = task.sample(rng, t.batch_size, int(rng.integers(lo, hi + 1)))  # type: ignore[attr-defined]
-        loss = model.loss(batch, device)
+        loss = model.loss(task.sample(rng, t.batch_size, int(rng.integers(lo, hi + 1))), device)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
@@ -84,17 +100,7 @@ def train_run(
             curve.append((step, value))
         if on_step is not None:
             on_step(step, value)
-    metrics = evaluate(model, task, n_samples=t.eval_samples, device=device)  # type: ignore[arg-type]
-    path = _save(model, checkpoint_dir, cfg.key())
-    return RunResult(
-        cfg.key(),
-        asdict(cfg),
-        metrics,
-        curve,
-        time.perf_counter() - start,
-        time.process_time() - cpu_start,
-        path,
-    )
+    return curve
 
 
 def _save(model: LabModel, directory: str | Path | None, key: str) -> str | None:
