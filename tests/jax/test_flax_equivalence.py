@@ -93,13 +93,13 @@ SPLIT = pytest.mark.parametrize(
     [pytest.param(*v, id=i, marks=[] if v in BASE and not _eager_only(*v[:2]) else [SLOW])
      for v, i in zip(VARIANTS, IDS, strict=True)],
 )
-#: Gradients: the first decoder variant (no GQA) of each encoding with parameters (``learned``
-#: also covers the model's own), and RoPE's code paths.
-GRAD = [pytest.param(n, c, id=n, marks=[SLOW] if _eager_only(n, c) else [])
-        for n, c, causal, kv in BASE
-        if causal and kv is None and n not in ("rope", "nope", "sinusoidal", "alibi", "xpos",
-                                                "randomized")]
-GRAD += [pytest.param("rope", {"layout": "interleaved", "partial": 0.5}, id="rope")]
+#: Gradients: the first decoder variant of each encoding with parameters (``learned`` also
+#: covers the model's own), and RoPE's code paths.
+_NO_PARAMS = ("rope", "nope", "sinusoidal", "alibi", "xpos", "randomized")
+_FIRST_DECODER = {n: (n, c, kv) for n, c, causal, kv in reversed(VARIANTS) if causal}
+GRAD = [pytest.param(n, c, kv, id=n, marks=[SLOW] if _eager_only(n, c) else [])
+        for n, c, kv in _FIRST_DECODER.values() if n not in _NO_PARAMS]
+GRAD += [pytest.param("rope", {"layout": "interleaved", "partial": 0.5}, None, id="rope")]
 #: The Flax forward under nnx.jit: one compile per shape instead of one per op (eager).
 forward = nnx.jit(lambda m, idx, pos=None, **kw: m(idx, pos, **kw))
 
@@ -175,9 +175,9 @@ def _torch_grads(tm: TinyTransformer, idx: np.ndarray, tgt: np.ndarray) -> tuple
     return loss.item(), {n: p.grad for n, p in tm.named_parameters() if p.grad is not None}
 
 
-@pytest.mark.parametrize(("name", "config"), GRAD)
-def test_jit_and_grad_match_torch_autograd(name: str, config: dict) -> None:
-    tm, fm = twins(name, config)
+@pytest.mark.parametrize(("name", "config", "n_kv"), GRAD)
+def test_jit_and_grad_match_torch_autograd(name: str, config: dict, n_kv: int | None) -> None:
+    tm, fm = twins(name, config, n_kv=n_kv)
     idx, tgt = tokens((2, 6), 1), tokens((2, 6), 2)
     tgt[:, :2] = -100
     want_loss, want_grads = _torch_grads(tm, idx, tgt)
