@@ -10,6 +10,9 @@ lengths beyond the longest training length ("beyond" = mean over those lengths):
    sinusoidal/learned beyond training on decoder tasks.
 3. Randomized positions help extrapolation (Ruoss et al. 2023, arXiv:2305.16843): a
    ``randomized*`` encoding beats ``rope`` beyond training, on average over tasks.
+4. ALiBi's language-model loss stays flat past the training length while sinusoidal and
+   RoPE rise (Press et al. 2022, arXiv:2108.12409): on ``lm``, loss in the last position
+   bucket / loss in the first is <= 1.1 for alibi and below that of sinusoidal and rope.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ def check_findings(rows: list[dict[str, Any]]) -> list[Finding]:
         _learned(beyond, _mean_exact(rows, beyond=False)),
         _relative(beyond),
         _randomized(beyond),
+        _alibi_lm(rows),
     ]
 
 
@@ -109,6 +113,30 @@ def _randomized(beyond: dict[tuple[str, str], float]) -> Finding:
     r, base = mean(p[0] for p in pairs), mean(p[1] for p in pairs)
     evidence = f"{', '.join(rand)} {r:.2f} vs rope {base:.2f} (mean beyond training)"
     return Finding(claim, src, _status(r > base), evidence)
+
+
+def _alibi_lm(rows: list[dict[str, Any]]) -> Finding:
+    claim = "ALiBi's LM loss stays flat past the training length; sinusoidal and RoPE rise"
+    src = "Press et al. 2022"
+    rise = lm_loss_rise(rows)
+    others = {e: v for e, v in rise.items() if e in ("sinusoidal", "rope")}
+    if "alibi" not in rise or not others:
+        return Finding(claim, src, "not measured", "needs lm runs of alibi and sinusoidal/rope")
+    ok = rise["alibi"] <= 1.1 and all(rise["alibi"] < v for v in others.values())
+    evidence = ", ".join(f"{e} x{v:.2f}" for e, v in sorted(rise.items()))
+    return Finding(claim, src, _status(ok), f"loss at the longest / first bucket: {evidence}")
+
+
+def lm_loss_rise(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """encoding -> mean over seeds of (lm loss in the last position bucket / in the first)."""
+    loss: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
+    for r in rows:
+        if r["task"] == "lm" and r["metric"] == "loss":
+            loss[r["encoding"], r["seed"]][r["length"]] = r["value"]
+    ratios: dict[str, list[float]] = defaultdict(list)
+    for (enc, _), by_len in loss.items():
+        ratios[enc].append(by_len[max(by_len)] / by_len[min(by_len)])
+    return {e: mean(v) for e, v in ratios.items()}
 
 
 def _status(ok: bool) -> str:
