@@ -15,6 +15,8 @@ import torch
 from torch import Tensor
 
 _state = {"enabled": False}
+#: Kernels kept per layout (one per shape/dtype/grad combination seen).
+RECOMPILE_LIMIT = 256
 
 
 def enable_compiled_rope(enabled: bool = True) -> None:
@@ -55,5 +57,12 @@ def _compiled(layout: str) -> Callable[..., tuple[Tensor, Tensor]]:
 def compiled_rope_pair(
     q: Tensor, k: Tensor, cos_q: Tensor, sin_q: Tensor, cos_k: Tensor, sin_k: Tensor, layout: str
 ) -> tuple[Tensor, Tensor]:
-    """Rotate q (..., Tq, D) and k (..., Tk, D) in one compiled graph (float32 cos/sin)."""
-    return _compiled(layout)(q, k, cos_q.float(), sin_q.float(), cos_k.float(), sin_k.float())
+    """Rotate q (..., Tq, D) and k (..., Tk, D) in one compiled graph (float32 cos/sin).
+
+    Each shape/dtype/grad combination is its own cached kernel; dynamo's default limit of 8
+    recompiles per function would stop a model that sees more sequence lengths than that.
+    """
+    import torch._dynamo.config as dynamo_config
+
+    with dynamo_config.patch(recompile_limit=RECOMPILE_LIMIT):
+        return _compiled(layout)(q, k, cos_q.float(), sin_q.float(), cos_k.float(), sin_k.float())
