@@ -118,5 +118,7 @@ def test_quick_preset_covers_the_required_encodings_and_tasks() -> None:
     assert all(t.build().eval_lens == (8, 12, 16, 32) for t in q.tasks)
     full = preset("full")
     assert len(full.seeds) >= 3 and len(expand(full)) > len(expand(q))
-    with pytest.raises(ValueError, match="unknown preset 'fast'"):
+    lm = expand(preset("lm"))
+    assert {r.task.name for r in lm} == {"lm"} and "alibi" in {r.encoding for r in lm}
+    with pytest.raises(ValueError, match="unknown preset 'fast'; choose one of"):
         preset("fast")

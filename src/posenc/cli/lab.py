@@ -37,7 +37,7 @@ GpusPerRun = Annotated[float, typer.Option(help="Fractional GPUs per run (ray ex
 @app.callback()
 def lab(
     ctx: typer.Context,
-    preset: Annotated[str, typer.Option(help="Built-in sweep: quick or full.")] = "quick",
+    preset: Annotated[str, typer.Option(help="Built-in sweep: quick, full or lm.")] = "quick",
     out: Out = Path("posenc-results"),
     set_: Sets = None,
     executor: ExecutorName = "local",

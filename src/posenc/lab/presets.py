@@ -1,5 +1,6 @@
 """Built-in sweeps. ``quick``: the encodings and tasks that separate at laptop scale, in
-minutes; ``full``: every registered encoding on every task, 3 seeds. Encodings registered
+minutes; ``full``: every registered encoding on every task, 3 seeds; ``lm``: character LM
+loss by position up to 8x the training length. Encodings registered
 later join automatically (``quick`` takes those of ``QUICK_ENCODINGS`` that exist)."""
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ def quick_encodings() -> list[str]:
     ]
 
 
+PRESETS = ("quick", "full", "lm")
+
+
 def preset_data(name: str) -> dict[str, Any]:
     """The preset as a plain mapping (what a config file would hold)."""
     if name == "quick":
@@ -52,7 +56,15 @@ def preset_data(name: str) -> dict[str, Any]:
             "seeds": [0, 1, 2],
             "train": {"steps": 2000, "lr": 3e-3, "eval_samples": 512},
         }
-    raise ValueError(f"unknown preset {name!r}; choose 'quick' or 'full'")
+    if name == "lm":  # the ALiBi paper's curve: loss by position up to 8x the training length
+        return {
+            "name": "lm",
+            "encodings": ["nope", "sinusoidal", "rope", "alibi"],
+            "tasks": ["lm"],
+            "seeds": [0],
+            "train": {"steps": 600, "lr": 3e-3, "eval_samples": 128},
+        }
+    raise ValueError(f"unknown preset {name!r}; choose one of {list(PRESETS)}")
 
 
 def preset(name: str) -> SweepConfig:
