@@ -36,7 +36,7 @@ def test_sweep_report_export_and_resume(tmp_path: Path) -> None:
     assert "(4 run, 0 reused)" in result.output and "report:" in result.output
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") >= 2 + 2  # 2 task curves, 2 attention figures
-    assert 'id="results"' in html and "learned" in html and "Published findings" in html
+    assert 'id="results-table"' in html and "learned" in html and "Published findings" in html
     assert "http://" not in html and "https://" not in html  # self-contained, no network
 
     again = runner.invoke(app, args)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import posenc
-from posenc.lab.attention_maps import attention_maps, layer_probs, mean_distance
+from posenc.lab.attention_maps import attention_maps, mean_distance
 from posenc.lab.config import ModelConfig, RunConfig, TaskConfig, TrainConfig
 from posenc.lab.evaluate import evaluate
 from posenc.lab.model import greedy_decode
@@ -82,25 +82,28 @@ def test_greedy_with_cache_equals_greedy_without(encoding: str) -> None:
 
 @pytest.mark.parametrize("encoding", ["nope", "rope", "alibi", "t5", "shaw", "transformer_xl"])
 @pytest.mark.parametrize("causal", [True, False])
-def test_attention_maps_reproduce_the_layer_output(encoding: str, causal: bool) -> None:
+def test_attention_maps_reproduce_every_layer_output(encoding: str, causal: bool) -> None:
     net = posenc.TinyTransformer(
         vocab_size=20, pe=encoding, d_model=32, n_heads=4, causal=causal, max_len=32
     )
-    attn = net.blocks[0].attn
-    x, pos = torch.randn(2, 9, 32), torch.arange(9)
-    probs = layer_probs(attn, x, pos)  # (B, H, T, T)
-    torch.testing.assert_close(probs.sum(-1), torch.ones(2, 4, 9))
-    _, _, v = attn._project(x)
-    out = probs @ v
-    extra = attn.pe.relative_values(probs, pos, pos)
-    out = out if extra is None else out + extra
-    with torch.no_grad():
-        expected = attn(x, pos)
-    torch.testing.assert_close(
-        attn.proj(out.transpose(1, 2).reshape(2, 9, 32)), expected, atol=1e-5, rtol=1e-4
-    )
-    maps = attention_maps(net, torch.randint(0, 20, (2, 9)))
+    idx = torch.randint(0, 20, (2, 9))
+    maps = attention_maps(net, idx)
     assert len(maps) == 2 and maps[0].shape == (2, 4, 9, 9)
+    pos, x = torch.arange(9), net.pe.embed(net.tok(idx), torch.arange(9))
+    for block, probs in zip(net.blocks, maps, strict=True):
+        h, attn = block.norm1(x), block.attn
+        _, _, v = attn._project(h)
+        out = probs @ v  # (B, H, T, D)
+        extra = attn.pe.relative_values(probs, pos, pos)
+        out = out if extra is None else out + extra
+        with torch.no_grad():
+            torch.testing.assert_close(
+                attn.proj(out.transpose(1, 2).reshape(2, 9, 32)),
+                attn(h, pos),
+                atol=1e-5,
+                rtol=1e-4,
+            )
+            x = block(x, pos, None)
 
 
 def test_mean_distance() -> None:

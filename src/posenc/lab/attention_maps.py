@@ -1,22 +1,24 @@
-"""Attention probabilities of a trained model, recomputed from each layer's input with the
-encoding's hooks (the same order as ``Attention``: rotate, scale, bias, mask, relative terms),
-and the mean attention distance per layer: sum_j p_ij |i - j|, averaged over queries and heads.
+"""Attention weights of every layer of a trained model, and the mean attention distance.
+
+Each layer's weights are recomputed from its input (captured by a forward pre-hook) with
+``posenc.analysis.attention_weights``, which calls the encoding's hooks in ``Attention``'s
+order. Mean attention distance: sum_j p_ij |i - j|, averaged over queries, heads and batch.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, cast
 
 import torch
 from torch import Tensor
 
+from ..analysis.subjects import attention_weights
 from ..attention import Attention, TinyTransformer
 
 
 @torch.no_grad()
 def attention_maps(net: TinyTransformer, tokens: Tensor) -> list[Tensor]:
-    """Per layer, probabilities (B, H, T, T) of ``net`` reading ``tokens`` (B, T)."""
+    """Per layer, weights (B, H, T, T) of ``net`` reading ``tokens`` (B, T)."""
     captured: list[tuple[Attention, Tensor, Tensor]] = []
 
     def grab(module: Any, args: tuple[Any, ...]) -> None:
@@ -29,24 +31,7 @@ def attention_maps(net: TinyTransformer, tokens: Tensor) -> list[Tensor]:
     finally:
         for h in hooks:
             h.remove()
-    return [layer_probs(attn, x, pos) for attn, x, pos in captured]
-
-
-def layer_probs(attn: Attention, x: Tensor, pos: Tensor) -> Tensor:
-    """Softmax probabilities (B, H, T, T) of one attention layer for its input x (B, T, C)."""
-    q, k, _ = attn._project(x)  # (B, H, T, D), (B, Hkv, T, D)
-    q, k = attn.pe.rotate(q, k, pos, pos)
-    k = k.repeat_interleave(attn.n_heads // attn.n_kv_heads, dim=1)  # (B, H, T, D)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(attn.head_dim)  # (B, H, T, T)
-    bias = attn.pe.bias(pos, pos)
-    if bias is not None:
-        scores = scores + bias
-    if attn.causal:
-        T = scores.shape[-1]
-        future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
-        scores = scores.masked_fill(future, float("-inf"))
-    scores = attn.pe.relative_logits(scores, q, k, pos, pos)
-    return torch.softmax(scores.float(), dim=-1)
+    return [attention_weights(attn, x, pos).float() for attn, x, pos in captured]
 
 
 def mean_distance(probs: Tensor) -> float:

@@ -1,5 +1,5 @@
-"""The lab's HTML report: one self-contained file (figures inlined as PNG data URIs, no
-network), rendered with an autoescaping Jinja2 template.
+"""The lab's HTML report, one self-contained page built with ``posenc.report.html`` (figures
+inlined as data URIs, every value escaped, a policy that forbids network fetches).
 
 Sections: findings checked against the literature, accuracy vs length per task (mean over
 seeds, band = min..max, training length marked), a table, and per encoding the attention of
@@ -8,8 +8,6 @@ a trained model at the training length and at 2x with the mean attention distanc
 
 from __future__ import annotations
 
-import base64
-import io
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -17,59 +15,63 @@ from statistics import mean, pstdev
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
+from ..report.html import FigureBlock, Section, Table, figure_to_data_uri, render_page
 from .config import RunConfig
 from .findings import check_findings
 from .store import ResultStore
 from .sweep import STORE_NAME
 
 REPORT_NAME = "report.html"
+INTRO = (
+    "Metric: exact match of the greedy answer (accuracy for classification; loss per position "
+    "bucket for lm). Each point is the mean over seeds, the band spans min to max, the dashed "
+    "line is the longest training length."
+)
 
 
 def write_report(runs: list[RunConfig], out_dir: str | Path, *, title: str = "posenc lab") -> Path:
     """Render ``out_dir/report.html`` for ``runs`` from ``out_dir/results.sqlite``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     out = Path(out_dir)
     keys = {r.key() for r in runs}
     with ResultStore(out / STORE_NAME) as store:
         rows, stored = store.rows(keys), store.runs(keys)
     tasks = list(dict.fromkeys(r.task.name for r in runs))
     encodings = list(dict.fromkeys(r.encoding for r in runs))
-    context = {
-        "title": title,
-        "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "n_runs": len(stored),
-        "n_planned": len(keys),
-        "findings": check_findings(rows),
-        "curves": [(t, _curve_figure(rows, t, encodings)) for t in tasks],
-        "table": _table(rows, encodings, tasks),
-        "attention": _attention_sections(runs, stored, encodings),
-        "config": runs[0] if runs else None,
-    }
+    curves = [_curve_figure(rows, t, encodings) for t in tasks]
+    sections = [
+        _findings_section(rows),
+        Section("Accuracy vs length", figures=[c for c in curves if c is not None]),
+        Section("Results table", tables=[_table(rows, encodings, tasks)]),
+        *_attention_sections(runs, stored, encodings),
+    ]
+    if runs:
+        sections.append(
+            Section(
+                "Configuration", facts={"model": str(runs[0].model), "training": str(runs[0].train)}
+            )
+        )
+    intro = f"{len(stored)} of {len(keys)} runs finished, {_now()}. {INTRO}"
     path = out / REPORT_NAME
-    path.write_text(_render(context))
+    path.write_text(render_page(title, sections, intro=intro))
     return path
 
 
-def _render(context: dict[str, Any]) -> str:
-    from jinja2 import Environment, PackageLoader, select_autoescape
+def _now() -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
-    env = Environment(
-        loader=PackageLoader("posenc.lab", "templates"),
-        autoescape=select_autoescape(default=True, default_for_string=True),
+
+def _findings_section(rows: list[dict[str, Any]]) -> Section:
+    table = Table(
+        columns=["claim", "source", "here", "measured"],
+        rows=[[f.claim, f.source, f.status, f.evidence] for f in check_findings(rows)],
     )
-    return env.get_template("report.html.j2").render(**context)
-
-
-def _figure_uri(fig: Any) -> str:
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    note = (
+        "Exact match beyond training = mean over seeds and lengths past the longest "
+        "training length; the LM finding compares loss in the last and first position bucket."
+    )
+    return Section("Published findings", paragraphs=[note], tables=[table])
 
 
 def _series(
@@ -83,17 +85,19 @@ def _series(
     return out
 
 
-def _curve_figure(rows: list[dict[str, Any]], task: str, encodings: list[str]) -> str | None:
-    import matplotlib.pyplot as plt
+def _metric(task: str) -> str:
+    return "loss" if task == "lm" else "exact_match"
 
-    metric = "loss" if task == "lm" else "exact_match"
-    series = _series(rows, task, metric)
+
+def _curve_figure(
+    rows: list[dict[str, Any]], task: str, encodings: list[str]
+) -> FigureBlock | None:
+    series = _series(rows, task, _metric(task))
     if not series:
         return None
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
-    for enc in encodings:
-        if enc not in series:
-            continue
+    fig = Figure(figsize=(6.4, 3.8), layout="constrained")
+    ax = fig.subplots()
+    for enc in (e for e in encodings if e in series):
         lengths = sorted(series[enc])
         vals = [series[enc][n] for n in lengths]
         (line,) = ax.plot(lengths, [mean(v) for v in vals], marker="o", label=enc)
@@ -106,84 +110,71 @@ def _curve_figure(rows: list[dict[str, Any]], task: str, encodings: list[str]) -
         )
     train_max = max(r["train_max"] for r in rows if r["task"] == task)
     ax.axvline(train_max, color="gray", linestyle="--", label=f"train length {train_max}")
-    ax.set(
-        xlabel="evaluation length" if task != "lm" else "position (bucket end)",
-        ylabel=metric.replace("_", " "),
-        title=task,
-    )
+    xlabel = "position (bucket end)" if task == "lm" else "evaluation length"
+    ax.set(xlabel=xlabel, ylabel=_metric(task).replace("_", " "), title=task)
     ax.legend(fontsize=7, ncol=2)
-    return _figure_uri(fig)
+    return FigureBlock(figure_to_data_uri(fig), f"{task}: {_metric(task)} vs length")
 
 
-def _table(rows: list[dict[str, Any]], encodings: list[str], tasks: list[str]) -> dict[str, Any]:
-    """Header (task, length) columns and per-encoding cells "mean ± std" over seeds."""
+def _table(rows: list[dict[str, Any]], encodings: list[str], tasks: list[str]) -> Table:
+    """A column per (task, length); cells "mean ± std" over seeds."""
     columns: list[tuple[str, int]] = []
     for t in tasks:
-        metric = "loss" if t == "lm" else "exact_match"
-        columns += [
-            (t, n)
-            for n in sorted({r["length"] for r in rows if r["task"] == t and r["metric"] == metric})
-        ]
-    cells = []
+        lengths = {r["length"] for r in rows if r["task"] == t and r["metric"] == _metric(t)}
+        columns += [(t, n) for n in sorted(lengths)]
+    body = []
     for enc in encodings:
-        row = []
+        cells = [enc]
         for t, n in columns:
-            metric = "loss" if t == "lm" else "exact_match"
-            v = _series(rows, t, metric).get(enc, {}).get(n, [])
-            row.append(f"{mean(v):.2f} ± {pstdev(v):.2f}" if v else "–")
-        cells.append((enc, row))
-    return {"columns": columns, "rows": cells}
+            v = _series(rows, t, _metric(t)).get(enc, {}).get(n, [])
+            cells.append(f"{mean(v):.2f} ± {pstdev(v):.2f}" if v else "–")
+        body.append(cells)
+    caption = "exact match (lm: loss) by task and evaluation length, mean ± std over seeds"
+    return Table(["encoding", *(f"{t} {n}" for t, n in columns)], body, caption)
 
 
 def _attention_sections(
     runs: list[RunConfig], stored: list[dict[str, Any]], encodings: list[str]
-) -> list[dict[str, Any]]:
+) -> list[Section]:
     """Per encoding, maps of its first stored run (first task, lowest seed)."""
     ckpt = {r["key"]: r["checkpoint"] for r in stored if r["checkpoint"]}
     sections = []
     for enc in encodings:
         mine = sorted(
-            (r for r in runs if r.encoding == enc and r.key() in ckpt), key=lambda r: (0, r.seed)
+            (r for r in runs if r.encoding == enc and r.key() in ckpt), key=lambda r: r.seed
         )
         if mine and Path(ckpt[mine[0].key()]).is_file():
             sections.append(_attention_section(mine[0], ckpt[mine[0].key()]))
     return sections
 
 
-def _attention_section(cfg: RunConfig, checkpoint: str) -> dict[str, Any]:
-    import matplotlib.pyplot as plt
+def _attention_section(cfg: RunConfig, checkpoint: str) -> Section:
     import torch
 
     from .attention_maps import attention_maps, mean_distance
     from .train import load_model
 
-    model = load_model(cfg, checkpoint)
-    task = cfg.task.build()
-    n = task.train_len[1]
-    lengths = [n, 2 * n]
+    model, task = load_model(cfg, checkpoint), cfg.task.build()
+    lengths = [task.train_len[1], 2 * task.train_len[1]]
     maps, dist = [], []
-    for length in lengths:
-        batch = task.sample(np.random.default_rng([7, length]), 16, length, split="eval")
-        tokens = torch.from_numpy(batch.tokens[:, :-1])
-        probs = attention_maps(model.net, tokens)  # per layer (B, H, T, T)
+    for n in lengths:
+        batch = task.sample(np.random.default_rng([7, n]), 16, n, split="eval")
+        probs = attention_maps(model.net, torch.from_numpy(batch.tokens[:, :-1]))
         maps.append([p[0].mean(0).numpy() for p in probs])  # first sample, mean over heads
         dist.append([mean_distance(p) for p in probs])
-    n_layers = len(maps[0])
-    fig, axes = plt.subplots(n_layers, 2, figsize=(6.0, 2.9 * n_layers), squeeze=False)
-    for col, length in enumerate(lengths):
-        for layer in range(n_layers):
-            ax = axes[layer][col]
-            ax.imshow(maps[col][layer], cmap="viridis", vmin=0.0)
-            ax.set_title(f"layer {layer}, n = {length}", fontsize=8)
-            ax.set(xlabel="key", ylabel="query")
-    fig.suptitle(
-        f"{cfg.encoding} on {cfg.task.name} (seed {cfg.seed}), mean over heads", fontsize=9
+    fig = Figure(figsize=(6.0, 2.9 * len(maps[0])), layout="constrained")
+    axes = fig.subplots(len(maps[0]), 2, squeeze=False)
+    for col, n in enumerate(lengths):
+        for layer, weights in enumerate(maps[col]):
+            axes[layer][col].imshow(weights, cmap="viridis", vmin=0.0)
+            axes[layer][col].set(title=f"layer {layer}, n = {n}", xlabel="key", ylabel="query")
+    title = f"{cfg.encoding} on {cfg.task.name} (seed {cfg.seed}), mean over heads"
+    table = Table(
+        ["layer", *(f"mean distance at n = {n}" for n in lengths)],
+        [[str(i), *(f"{d[i]:.2f}" for d in dist)] for i in range(len(maps[0]))],
     )
-    fig.tight_layout()
-    return {
-        "encoding": cfg.encoding,
-        "task": cfg.task.name,
-        "figure": _figure_uri(fig),
-        "lengths": lengths,
-        "distance": list(zip(range(n_layers), *dist, strict=False)),
-    }
+    return Section(
+        f"Attention: {cfg.encoding}",
+        tables=[table],
+        figures=[FigureBlock(figure_to_data_uri(fig), title)],
+    )
