@@ -258,3 +258,19 @@ def test_float64_logits_equal_torch_to_1e_10(name: str) -> None:
         got = forward(fm, jnp.asarray(idx), jnp.asarray(pos))
         assert got.dtype == jnp.float64
         np.testing.assert_allclose(np.asarray(got), want.numpy(), rtol=0, atol=1e-10)
+
+
+def test_dropout_acts_in_training_and_evaluation_equals_torch() -> None:
+    torch.manual_seed(0)
+    kw = {"vocab_size": V, "pe": "rope", "d_model": C, "n_layers": 1, "n_heads": H,
+          "dropout": 0.5}
+    tm = TinyTransformer(**kw).eval()
+    fm = pfx.TinyTransformer(**kw, rngs=nnx.Rngs(0))
+    pfx.load_torch_state_dict(fm, tm.state_dict())
+    idx = tokens()
+    assert not np.allclose(forward(fm, jnp.asarray(idx)), forward(fm, jnp.asarray(idx)))
+    fm.eval()  # evaluation: no dropout, as torch's .eval()
+    with torch.no_grad():
+        close(forward(fm, jnp.asarray(idx)), tm(torch.from_numpy(idx)))
+    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\), got 1.0"):
+        pfx.Attention(C, H, pe=pfx.NoPE(), causal=True, dropout=1.0, rngs=nnx.Rngs(0))

@@ -43,9 +43,6 @@ def test_copy_task_trains_and_checkpoint_loads_in_torch(tmp_path: object) -> Non
     np.testing.assert_allclose(np.asarray(flax_model(jnp.asarray(tokens))), want, atol=3e-5)
 
 
-def test_jax_backend_rejects_classification_and_dropout() -> None:
+def test_jax_backend_rejects_classification() -> None:
     with pytest.raises(ValueError, match=r"runs \('decoder', 'lm'\) tasks, got 'ascending'"):
         build_model(RunConfig(encoding="rope", task=TaskConfig(name="ascending")))
-    with pytest.raises(ValueError, match=r"no dropout, got dropout=0\.1"):
-        build_model(RunConfig(encoding="rope", task=TaskConfig(name="copy"),
-                              model=ModelConfig(dropout=0.1)))

@@ -42,6 +42,7 @@ class Attention(nnx.Module):
         pe: PositionalEncoding,
         causal: bool,
         n_kv_heads: int | None = None,
+        dropout: float = 0.0,
         bias: bool = False,
         rngs: nnx.Rngs,
     ) -> None:
@@ -55,6 +56,8 @@ class Attention(nnx.Module):
             raise ValueError(
                 f"n_heads must be divisible by n_kv_heads, got {n_heads}, {n_kv_heads}"
             )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         if not isinstance(pe, PositionalEncoding):
             raise TypeError(f"pe must be a posenc.flax PositionalEncoding, got {type(pe).__name__}")
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
@@ -62,6 +65,7 @@ class Attention(nnx.Module):
         width = d_model + 2 * n_kv_heads * self.head_dim
         self.qkv = nnx.Linear(d_model, width, use_bias=bias, rngs=rngs)
         self.proj = nnx.Linear(d_model, d_model, use_bias=bias, rngs=rngs)
+        self.drop = nnx.Dropout(dropout, rngs=rngs)  # on attention probabilities (training)
 
     def __call__(
         self,
@@ -133,6 +137,7 @@ class Attention(nnx.Module):
         scores = self.pe.relative_logits(scores, q, k, q_pos, k_pos)
         work = jnp.promote_types(scores.dtype, jnp.float32)  # bf16 logits: softmax in float32
         probs = jax.nn.softmax(scores.astype(work), axis=-1).astype(q.dtype)
+        probs = self.drop(probs)
         out = probs @ v  # (B, H, T, D)
         extra = self.pe.relative_values(probs, q_pos, k_pos)
         return out if extra is None else out + extra

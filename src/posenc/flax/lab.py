@@ -33,18 +33,16 @@ KINDS = ("decoder", "lm")
 def build_model(cfg: RunConfig) -> tuple[TinyTransformer, Any]:
     """The seeded Flax model for ``cfg`` and its task (sized as the torch ``LabModel``).
 
-    Raises: ValueError for a classification task or dropout (not in the Flax model).
+    Raises: ValueError for a classification task.
     """
     task = cfg.task.build()
     if task.kind not in KINDS:
         raise ValueError(f"the jax backend runs {KINDS} tasks, got {task.name!r} ({task.kind})")
-    if cfg.model.dropout:
-        raise ValueError(f"the jax backend has no dropout, got dropout={cfg.model.dropout}")
     max_len = max(task.seq_len(n) for n in (*task.eval_lens, task.train_len[1]))
     m = cfg.model
     model = TinyTransformer(
         vocab_size=task.vocab_size, pe=cfg.encoding, d_model=m.d_model, n_layers=m.n_layers,
-        n_heads=m.n_heads, d_ff=m.d_ff, causal=True, max_len=max_len,
+        n_heads=m.n_heads, d_ff=m.d_ff, causal=True, dropout=m.dropout, max_len=max_len,
         pe_config=cfg.pe_config or None, rngs=nnx.Rngs(cfg.seed),
     )
     return model, task
@@ -67,7 +65,7 @@ def train_run(
         batch = task.sample(rng, t.batch_size, int(rng.integers(lo, hi + 1)))
         return decoder_arrays(batch.tokens, batch.n_prompt)
 
-    model.train()  # randomized positions sample in training, as torch's model.train()
+    model.train()  # dropout and randomized positions act in training, as torch's model.train()
     losses = train_decoder(
         model, sample, steps=t.steps, lr=t.lr, warmup=t.warmup, weight_decay=t.weight_decay,
         grad_clip=t.grad_clip, on_step=on_step,

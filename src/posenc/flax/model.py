@@ -28,7 +28,7 @@ def _gelu(x: Array) -> Array:
 class Block(nnx.Module):
     """Pre-norm block: x + attn(norm1(x)), then x + mlp(norm2(x))."""
 
-    def __init__(self, attn: Attention, d_ff: int, *, rngs: nnx.Rngs) -> None:
+    def __init__(self, attn: Attention, d_ff: int, *, dropout: float, rngs: nnx.Rngs) -> None:
         d = attn.d_model
         self.norm1, self.attn = nnx.LayerNorm(d, epsilon=1e-5, rngs=rngs), attn
         self.norm2 = nnx.LayerNorm(d, epsilon=1e-5, rngs=rngs)
@@ -37,10 +37,11 @@ class Block(nnx.Module):
             _gelu,
             nnx.Linear(d_ff, d, kernel_init=_INIT, rngs=rngs),
         )
+        self.drop = nnx.Dropout(dropout, rngs=rngs)
 
     def __call__(self, x: Array, pos: Array, cache: KVCache | None, **masks: Any) -> Array:
-        x = x + self.attn(self.norm1(x), pos, cache=cache, **masks)
-        return x + self.mlp(self.norm2(x))
+        x = x + self.drop(self.attn(self.norm1(x), pos, cache=cache, **masks))
+        return x + self.drop(self.mlp(self.norm2(x)))
 
 
 class TinyTransformer(nnx.Module):
@@ -58,6 +59,7 @@ class TinyTransformer(nnx.Module):
         n_kv_heads: int | None = None,
         d_ff: int | None = None,
         causal: bool = True,
+        dropout: float = 0.0,
         max_len: int = 1024,
         pe_config: dict[str, Any] | None = None,
         rngs: nnx.Rngs | None = None,
@@ -74,13 +76,16 @@ class TinyTransformer(nnx.Module):
         self.pe, self.causal = pe, causal
         self.tok = nnx.Embed(vocab_size, d_model, embedding_init=_INIT, rngs=rngs)
         attn = [
-            Attention(d_model, n_heads, pe=pe, causal=causal, n_kv_heads=n_kv_heads, rngs=rngs)
+            Attention(d_model, n_heads, pe=pe, causal=causal, n_kv_heads=n_kv_heads,
+                      dropout=dropout, rngs=rngs)
             for _ in range(n_layers)
         ]
         for a in attn:  # torch's _init_weights: N(0, 0.02²) for every Linear
             for layer in (a.qkv, a.proj):
                 layer.kernel.set_value(_INIT(rngs.params(), layer.kernel.shape, layer.kernel.dtype))
-        self.blocks = nnx.List([Block(a, d_ff or 4 * d_model, rngs=rngs) for a in attn])
+        self.blocks = nnx.List(
+            [Block(a, d_ff or 4 * d_model, dropout=dropout, rngs=rngs) for a in attn]
+        )
         self.norm = nnx.LayerNorm(d_model, epsilon=1e-5, rngs=rngs)
         self.head = nnx.Linear(d_model, vocab_size, use_bias=False, kernel_init=_INIT, rngs=rngs)
 
