@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from posenc.lab.config import expand, parse_sweep
 from posenc.lab.executors import LocalExecutor
 from posenc.lab.sweep import STORE_NAME, run_sweep
@@ -107,3 +109,48 @@ def test_live_progress_bars_run(tmp_path: Path) -> None:
     sweep = parse_sweep(SWEEP | {"encodings": ["nope"], "seeds": [0]})
     outcome = run_sweep(sweep, tmp_path, executor=LocalExecutor(1), live=True)
     assert outcome.ran == 1
+
+
+def _children(pid: int) -> set[int]:
+    """Child process ids of ``pid``, read from /proc."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:  # fields after "(comm)": state, ppid, ...
+            found.add(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split()[2] == "Z")  # zombies are gone
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+def test_pool_workers_stop_when_the_sweep_is_killed(tmp_path: Path) -> None:
+    long = SWEEP | {"train": SWEEP["train"] | {"steps": 100000}}
+    script = CHILD.replace("LocalExecutor(1)", "LocalExecutor(2)").format(sweep=long)
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    workers: set[int] = set()
+    while len(workers) < 2 and time.monotonic() < deadline:  # pool workers (+ resource tracker)
+        time.sleep(0.2)
+        workers = _children(child.pid)
+    assert len(workers) >= 2
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in workers)

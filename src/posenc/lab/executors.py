@@ -9,6 +9,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import queue
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import replace
@@ -46,9 +48,18 @@ def execute(cfg: RunConfig, checkpoint_dir: Path | None) -> RunResult:
     return train_run(cfg, checkpoint_dir=checkpoint_dir, on_step=on_step)
 
 
-def _init_worker(progress: mp.Queue) -> None:
+def _init_worker(progress: mp.Queue, parent: int) -> None:
     global _progress
     _progress = progress
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """A worker whose sweep was killed (even ``kill -9``) stops within a second instead of
+    finishing its run for nobody."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
 
 
 class LocalExecutor:
@@ -73,7 +84,7 @@ class LocalExecutor:
             min(self.workers, len(runs)),
             mp_context=ctx,
             initializer=_init_worker,
-            initargs=(progress,),
+            initargs=(progress, os.getpid()),
         ) as pool:
             pending: set[Future[RunResult]] = {
                 pool.submit(execute, c, checkpoint_dir) for c in runs
