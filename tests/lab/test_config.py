@@ -104,6 +104,15 @@ def test_load_errors(tmp_path: Path) -> None:
     (tmp_path / "s.json").write_text("{}")
     with pytest.raises(ValueError, match=r"must end in \.toml, \.yaml or \.yml"):
         load_sweep(tmp_path / "s.json")
+    (tmp_path / "bad.toml").write_text("name = [")
+    with pytest.raises(ValueError, match="invalid TOML"):
+        load_sweep(tmp_path / "bad.toml")
+    (tmp_path / "bad.yaml").write_text("name: [")
+    with pytest.raises(ValueError, match="invalid YAML"):
+        load_sweep(tmp_path / "bad.yaml")
+    (tmp_path / "list.yaml").write_text("- a\n- b\n")
+    with pytest.raises(ValueError, match="expected a mapping at the top level, got list"):
+        load_sweep(tmp_path / "list.yaml")
     (tmp_path / "s.toml").write_text(TOML)
     with pytest.raises(ValueError, match=r"override must look like key\.sub=value"):
         load_sweep(tmp_path / "s.toml", ["model.n_layers"])

@@ -162,15 +162,24 @@ def load_sweep(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) ->
 
 
 def read_mapping(path: Path) -> dict[str, Any]:
+    """The top-level mapping of a TOML or YAML file. Raises ValueError on syntax errors."""
     text = path.read_text()
     if path.suffix == ".toml":
-        import tomllib
-
-        return tomllib.loads(text)
+        try:
+            import tomllib
+        except ImportError:  # Python 3.10
+            import tomli as tomllib  # type: ignore[no-redef]
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise ValueError(f"{path}: invalid TOML: {err}") from None
     if path.suffix in (".yaml", ".yml"):
         import yaml
 
-        data = yaml.safe_load(text) or {}
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as err:
+            raise ValueError(f"{path}: invalid YAML: {err}") from None
         if not isinstance(data, dict):
             raise ValueError(
                 f"{path}: expected a mapping at the top level, got {type(data).__name__}"
