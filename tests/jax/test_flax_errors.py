@@ -29,6 +29,15 @@ def test_core_import_never_imports_jax() -> None:
     assert done.returncode == 0, done.stderr
 
 
+def test_flax_without_jax_says_how_to_install() -> None:
+    code = (
+        "import sys; sys.modules['jax'] = None\n"  # as if JAX were not installed
+        "try:\n    import posenc.flax\nexcept ImportError as e:\n    print(e)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "pip install 'posenc[jax]'" in done.stdout, done.stdout + done.stderr
+
+
 def test_registry_names_match_torch_and_build_validates_keys() -> None:
     from posenc.registry import names
 
