@@ -274,3 +274,19 @@ def test_dropout_acts_in_training_and_evaluation_equals_torch() -> None:
         close(forward(fm, jnp.asarray(idx)), tm(torch.from_numpy(idx)))
     with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\), got 1.0"):
         pfx.Attention(C, H, pe=pfx.NoPE(), causal=True, dropout=1.0, rngs=nnx.Rngs(0))
+
+
+@pytest.mark.parametrize("name", ["alibi", "t5", "kerple", "fire"])
+def test_bias_hook_with_mixed_position_shapes_equals_torch(name: str) -> None:
+    import posenc
+
+    torch.manual_seed(0)
+    tpe = posenc.build(name, n_heads=H)
+    fpe = pfx.build(name, n_heads=H)
+    pfx.load_torch_state_dict(fpe, tpe.state_dict())
+    q_pos, k_pos = np.array([[4, 5, 6], [0, 1, 2]]), np.arange(7)  # (B, Tq), (Tk,)
+    with torch.no_grad():
+        want = tpe.bias(torch.from_numpy(q_pos), torch.from_numpy(k_pos))  # (B, H, Tq, Tk)
+    got = fpe.bias(jnp.asarray(q_pos), jnp.asarray(k_pos))
+    assert got.shape == tuple(want.shape) == (2, H, 3, 7)
+    close(got, want, atol=1e-6)
