@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from posenc.cli import app
@@ -82,3 +83,25 @@ def test_bad_config_exits_with_the_key_named(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "'model.n_layerz': unknown key" in result.output
     result = CliRunner().invoke(app, ["lab", "export", "--out", str(tmp_path / "none")])
     assert result.exit_code != 0 and "no result store" in result.output
+
+
+def test_failed_runs_exit_1_after_the_report(tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without a GPU (device='cuda' must fail)")
+    (tmp_path / "tiny.toml").write_text(TINY)
+    args = [
+        "lab",
+        "sweep",
+        str(tmp_path / "tiny.toml"),
+        "--out",
+        str(tmp_path),
+        "--workers",
+        "1",
+        "--device",
+        "cuda",
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1
+    assert "4 run(s) failed" in result.output and (tmp_path / "report.html").is_file()

@@ -9,12 +9,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from posenc.lab.config import expand, parse_sweep
+from posenc.lab.config import RunConfig, expand, parse_sweep
 from posenc.lab.executors import LocalExecutor
 from posenc.lab.sweep import STORE_NAME, run_sweep
+from posenc.lab.train import train_run
 
 SWEEP = {
     "name": "resume",
@@ -154,3 +156,34 @@ def test_pool_workers_stop_when_the_sweep_is_killed(tmp_path: Path) -> None:
     while any(_alive(p) for p in workers) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(_alive(p) for p in workers)
+
+
+def test_a_failing_run_is_reported_and_the_sweep_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from posenc.lab import executors
+
+    def train_or_fail(cfg: RunConfig, **kw: Any) -> Any:
+        if cfg.encoding == "learned":
+            raise RuntimeError("boom")
+        return train_run(cfg, **kw)
+
+    monkeypatch.setattr(executors, "train_run", train_or_fail)
+    sweep = parse_sweep(SWEEP | {"encodings": ["nope", "learned"], "seeds": [0]})
+    outcome = run_sweep(sweep, tmp_path, executor=LocalExecutor(1), live=False)
+    assert outcome.ran == 1 and [f.config.encoding for f in outcome.failed] == ["learned"]
+    assert outcome.failed[0].error == "RuntimeError: boom"
+    again = run_sweep(sweep, tmp_path, executor=LocalExecutor(1), live=False)
+    assert again.skipped == 1 and len(again.failed) == 1  # the failure is retried, not stored
+
+
+def test_failures_in_pool_workers_are_reported(tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without a GPU (device='cuda' must fail)")
+    sweep = parse_sweep(SWEEP | {"encodings": ["nope"], "device": "cuda"})
+    outcome = run_sweep(sweep, tmp_path, executor=LocalExecutor(2), live=False)
+    assert outcome.ran == 0 and len(outcome.failed) == 2
+    assert all("torch.cuda.is_available() is False" in f.error for f in outcome.failed)
+    assert _stored(tmp_path / STORE_NAME) == []

@@ -129,3 +129,8 @@ def _run(
     report = write_report(outcome.runs, out, title=f"posenc lab: {sweep.name}")
     typer.echo(f"results: {outcome.store}  ({outcome.ran} run, {outcome.skipped} reused)")
     typer.echo(f"report:  {report.resolve()}")
+    if outcome.failed:
+        typer.echo(
+            f"{len(outcome.failed)} run(s) failed; re-running the sweep retries them", err=True
+        )
+        raise typer.Exit(1)

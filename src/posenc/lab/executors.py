@@ -13,13 +13,23 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
 from .config import RunConfig
 from .train import RunResult, train_run
 
+
+@dataclass(frozen=True)
+class RunFailure:
+    """A run that raised: the sweep logs it, keeps going, and stores nothing for it."""
+
+    config: RunConfig
+    error: str
+
+
+Outcome = RunResult | RunFailure
 #: ``on_steps(run_key, steps_done, loss)``: training progress of one run.
 StepCallback = Callable[[str, int, float], None]
 #: Pool workers report every ``REPORT_EVERY`` steps (and the last one).
@@ -28,8 +38,8 @@ _progress: mp.Queue | None = None  # set in pool workers by ``_init_worker``
 
 
 class Executor(Protocol):
-    def map(self, runs: Sequence[RunConfig], checkpoint_dir: Path | None) -> Iterator[RunResult]:
-        """Run every config; yield each result when its run finishes (any order)."""
+    def map(self, runs: Sequence[RunConfig], checkpoint_dir: Path | None) -> Iterator[Outcome]:
+        """Run every config; yield each result (or failure) when its run ends (any order)."""
         ...
 
 
@@ -72,11 +82,14 @@ class LocalExecutor:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.on_steps = on_steps
 
-    def map(self, runs: Sequence[RunConfig], checkpoint_dir: Path | None) -> Iterator[RunResult]:
+    def map(self, runs: Sequence[RunConfig], checkpoint_dir: Path | None) -> Iterator[Outcome]:
         runs = [place(cfg, i) for i, cfg in enumerate(runs)]
         if self.workers == 1 or len(runs) <= 1:
             for cfg in runs:
-                yield train_run(cfg, checkpoint_dir=checkpoint_dir, on_step=self._relay(cfg))
+                try:
+                    yield train_run(cfg, checkpoint_dir=checkpoint_dir, on_step=self._relay(cfg))
+                except Exception as err:  # one broken run must not end the sweep
+                    yield RunFailure(cfg, f"{type(err).__name__}: {err}")
             return
         ctx = mp.get_context("spawn")  # no forked torch state; workers import posenc afresh
         progress = ctx.Queue()
@@ -86,14 +99,13 @@ class LocalExecutor:
             initializer=_init_worker,
             initargs=(progress, os.getpid()),
         ) as pool:
-            pending: set[Future[RunResult]] = {
-                pool.submit(execute, c, checkpoint_dir) for c in runs
-            }
+            submitted = {pool.submit(execute, c, checkpoint_dir): c for c in runs}
+            pending: set[Future[RunResult]] = set(submitted)
             try:
                 while pending:
                     done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
                     self._drain(progress)
-                    yield from (fut.result() for fut in done)
+                    yield from (_outcome(fut, submitted[fut]) for fut in done)
             finally:
                 for fut in pending:
                     fut.cancel()
@@ -112,6 +124,11 @@ class LocalExecutor:
                 return
             if self.on_steps is not None:
                 self.on_steps(key, step, loss)
+
+
+def _outcome(fut: Future[RunResult], cfg: RunConfig) -> Outcome:
+    err = fut.exception()
+    return fut.result() if err is None else RunFailure(cfg, f"{type(err).__name__}: {err}")
 
 
 def place(cfg: RunConfig, index: int) -> RunConfig:
@@ -135,7 +152,7 @@ class RayExecutor:
             raise ValueError(f"gpus_per_run must be in [0, 1], got {gpus_per_run}")
         self.address, self.num_cpus, self.gpus_per_run = address, num_cpus, gpus_per_run
 
-    def map(self, runs: Sequence[RunConfig], checkpoint_dir: Path | None) -> Iterator[RunResult]:
+    def map(self, runs: Sequence[RunConfig], checkpoint_dir: Path | None) -> Iterator[Outcome]:
         try:
             import ray
         except ImportError:
@@ -148,10 +165,14 @@ class RayExecutor:
                 log_to_driver=False,
             )
         remote = ray.remote(num_cpus=1, num_gpus=self.gpus_per_run)(execute)
-        pending = [remote.remote(cfg, checkpoint_dir) for cfg in runs]
+        submitted = {remote.remote(cfg, checkpoint_dir): cfg for cfg in runs}
+        pending = list(submitted)
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
-            yield ray.get(done[0])
+            try:
+                yield ray.get(done[0])
+            except Exception as err:  # ray.exceptions.RayTaskError wraps the run's error
+                yield RunFailure(submitted[done[0]], f"{type(err).__name__}: {err}")
 
 
 def make_executor(

@@ -7,6 +7,7 @@ import time
 from types import TracebackType
 from typing import Any
 
+from .executors import RunFailure
 from .train import RunResult
 
 
@@ -64,6 +65,16 @@ class SweepProgress:
         self._done_steps[key] = done
         if self._bar is not None and delta > 0:
             self._bar.update(self._steps, advance=delta, description=f"steps (loss {loss:.3f})")
+
+    def run_failed(self, failure: RunFailure) -> None:
+        self.done += 1
+        c = failure.config
+        self.log(
+            f"[{self.done}/{self.total}] FAILED {c.encoding} {c.task.name} seed {c.seed}: "
+            f"{failure.error}"
+        )
+        if self._bar is not None:
+            self._bar.update(self._runs, advance=1)
 
     def run_done(self, result: RunResult) -> None:
         self.done += 1

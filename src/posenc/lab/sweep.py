@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import RunConfig, SweepConfig, expand
-from .executors import Executor, LocalExecutor
+from .executors import Executor, LocalExecutor, RunFailure
 from .progress import SweepProgress
 from .store import ResultStore
 
@@ -26,6 +26,7 @@ class SweepOutcome:
     store: Path
     ran: int
     skipped: int
+    failed: list[RunFailure]
 
 
 def run_sweep(
@@ -49,11 +50,17 @@ def run_sweep(
             executor = LocalExecutor()
         if isinstance(executor, LocalExecutor) and executor.on_steps is None:
             executor.on_steps = progress.steps
+        failed = []
         with progress:
             for result in executor.map(todo, out / "checkpoints"):
+                if isinstance(result, RunFailure):
+                    failed.append(result)
+                    progress.run_failed(result)
+                    continue
                 store.add(result, sweep=sweep.name)
                 progress.run_done(result)
-    return SweepOutcome(runs, out / STORE_NAME, len(todo), len(runs) - len(todo))
+    ran = len(todo) - len(failed)
+    return SweepOutcome(runs, out / STORE_NAME, ran, len(runs) - len(todo), failed)
 
 
 def _unique(runs: list[RunConfig]) -> list[RunConfig]:
