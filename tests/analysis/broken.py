@@ -50,9 +50,12 @@ class StretchingRoPE(rotary.RoPE):
 class HalfOnlyRoPE(rotary.RoPE):
     """Ignores its ``layout`` and always pairs i with i + D/2."""
 
-    def rotate_one(self, x: Tensor, pos: Tensor, seq_len: int | None = None) -> Tensor:
-        cos, sin = PF.rope_cos_sin(pos, self.default_inv_freq64)
-        return PF.apply_rope(x, cos, sin, layout="half")
+    def rotate(
+        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, inplace: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        cq, sq = PF.rope_cos_sin(q_pos, self.default_inv_freq64)
+        ck, sk = PF.rope_cos_sin(k_pos, self.default_inv_freq64)
+        return PF.apply_rope(q, cq, sq, layout="half"), PF.apply_rope(k, ck, sk, layout="half")
 
 
 class AbsoluteALiBi(bias.ALiBi):

@@ -14,6 +14,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from ._rope_torch import full_tables, swap_pairs
+
 _state = {"enabled": False}
 #: Kernels kept per layout (one per shape/dtype/grad combination seen).
 RECOMPILE_LIMIT = 256
@@ -29,17 +31,17 @@ def compiled_rope_enabled() -> bool:
     return _state["enabled"] and not torch.compiler.is_compiling()
 
 
-def _rotate(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> Tensor:
-    P = cos.shape[-1]
-    rot = x[..., : 2 * P].float()
-    if layout == "half":
-        a, b = rot[..., :P], rot[..., P:]  # (..., T, P)
-        out = torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
-    else:
-        a, b = rot[..., 0::2], rot[..., 1::2]  # (..., T, P)
-        out = torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1).flatten(-2)
-    out = out.to(x.dtype)
-    return out if x.shape[-1] == 2 * P else torch.cat([out, x[..., 2 * P :]], dim=-1)
+def _rotate(x: Tensor, C: Tensor, S: Tensor, layout: str) -> Tensor:
+    """x ⊙ C + swap(x) ⊙ S in float32 (tables from ``_rope_torch.full_tables``): one
+    pointwise kernel over contiguous rows, 2-4x faster under Inductor than slicing halves."""
+    R = C.shape[-1]
+    rot = x[..., :R]
+    P = R // 2
+    # flip, not roll: Inductor vectorises the flipped (.., 2, P) view (roll is 2-5x slower)
+    swapped = rot.unflatten(-1, (2, P)).flip(-2).flatten(-2) if layout == "half" else None
+    swapped = swap_pairs(rot, P, layout) if swapped is None else swapped
+    out = (rot.float() * C + swapped.float() * S).to(x.dtype)
+    return out if x.shape[-1] == R else torch.cat([out, x[..., R:]], dim=-1)
 
 
 def _pair(
@@ -65,4 +67,6 @@ def compiled_rope_pair(
     import torch._dynamo.config as dynamo_config
 
     with dynamo_config.patch(recompile_limit=RECOMPILE_LIMIT):
-        return _compiled(layout)(q, k, cos_q.float(), sin_q.float(), cos_k.float(), sin_k.float())
+        cq, sq = full_tables(cos_q, sin_q, layout, torch.float32)
+        ck, sk = (cq, sq) if cos_k is cos_q else full_tables(cos_k, sin_k, layout, torch.float32)
+        return _compiled(layout)(q, k, cq, sq, ck, sk)
