@@ -132,3 +132,19 @@ def test_rope_module_compiled_path_matches_eager_with_backward() -> None:
     torch.testing.assert_close(cq, eq)
     torch.testing.assert_close(ck, ek)
     torch.testing.assert_close((q.grad, k.grad), eager_grads)
+
+
+@pytest.mark.slow
+def test_compiled_inplace_pair_matches_eager() -> None:
+    q, k = torch.randn(1, 4, 5, 16), torch.randn(1, 2, 5, 16)
+    cos, sin = _tables(16, torch.float32)
+    eq, ek = PF.apply_rope_pair(q, k, cos, sin, cos, sin)
+    qb, kb = q.clone(), k.clone()
+    PF.enable_compiled_rope(True)
+    try:
+        with torch.no_grad():
+            iq, ik = PF.apply_rope_pair(qb, kb, cos, sin, cos, sin, inplace=True)
+    finally:
+        PF.enable_compiled_rope(False)
+    assert iq.data_ptr() == qb.data_ptr() and ik.data_ptr() == kb.data_ptr()
+    torch.testing.assert_close((qb, kb), (eq, ek))

@@ -48,7 +48,19 @@ def _posenc(q: torch.Tensor, k: torch.Tensor) -> dict[str, Impl]:
         with torch.no_grad():
             return PF.apply_rope_pair(qb, kb, cos, sin, cos, sin, inplace=True)
 
-    return {"posenc_eager": eager, "posenc_compiled": compiled, "posenc_inplace": inplace}
+    def inplace_compiled() -> Any:
+        PF.enable_compiled_rope(True)
+        try:
+            return inplace()
+        finally:
+            PF.enable_compiled_rope(False)
+
+    return {
+        "posenc_eager": eager,
+        "posenc_compiled": compiled,
+        "posenc_inplace": inplace,
+        "posenc_inplace_compiled": inplace_compiled,
+    }
 
 
 def _anchors(q: torch.Tensor, k: torch.Tensor) -> tuple[dict[str, Impl], list[str]]:
@@ -110,7 +122,8 @@ def _with_backward(impls: dict[str, Impl], q: torch.Tensor, k: torch.Tensor) -> 
 
         return run
 
-    return {n: wrap(f) for n, f in impls.items() if not n.startswith(("floor", "posenc_inplace"))}
+    skip = ("floor", "posenc_inplace")
+    return {n: wrap(f) for n, f in impls.items() if not n.startswith(skip)}
 
 
 def run_case(
@@ -142,7 +155,9 @@ def run_case(
     if ref["clone"]:
         result["x_clone_floor"] = {n: m / ref["clone"] for n, m in med.items()}
     if ref["copy_into"]:
-        result["inplace_x_copy_floor"] = med["posenc_inplace"] / ref["copy_into"]
+        result["inplace_x_copy_floor"] = {
+            n: med[n] / ref["copy_into"] for n in ("posenc_inplace", "posenc_inplace_compiled")
+        }
     return result
 
 

@@ -50,16 +50,30 @@ def _pair(
     return _rotate(q, cq, sq, layout), _rotate(k, ck, sk, layout)
 
 
+def _pair_(
+    q: Tensor, k: Tensor, cq: Tensor, sq: Tensor, ck: Tensor, sk: Tensor, layout: str
+) -> tuple[Tensor, Tensor]:
+    return q.copy_(_rotate(q, cq, sq, layout)), k.copy_(_rotate(k, ck, sk, layout))
+
+
 @functools.cache
-def _compiled(layout: str) -> Callable[..., tuple[Tensor, Tensor]]:
-    fn = functools.partial(_pair, layout=layout)
+def _compiled(layout: str, inplace: bool) -> Callable[..., tuple[Tensor, Tensor]]:
+    fn = functools.partial(_pair_ if inplace else _pair, layout=layout)
     return torch.compile(fn, dynamic=False, fullgraph=True)
 
 
 def compiled_rope_pair(
-    q: Tensor, k: Tensor, cos_q: Tensor, sin_q: Tensor, cos_k: Tensor, sin_k: Tensor, layout: str
+    q: Tensor,
+    k: Tensor,
+    cos_q: Tensor,
+    sin_q: Tensor,
+    cos_k: Tensor,
+    sin_k: Tensor,
+    layout: str,
+    inplace: bool = False,
 ) -> tuple[Tensor, Tensor]:
-    """Rotate q (..., Tq, D) and k (..., Tk, D) in one compiled graph (float32 cos/sin).
+    """Rotate q (..., Tq, D) and k (..., Tk, D) in one compiled graph (float32 cos/sin);
+    ``inplace`` writes the results into q and k.
 
     Each shape/dtype/grad combination is its own cached kernel; dynamo's default limit of 8
     recompiles per function would stop a model that sees more sequence lengths than that.
@@ -69,4 +83,4 @@ def compiled_rope_pair(
     with dynamo_config.patch(recompile_limit=RECOMPILE_LIMIT):
         cq, sq = full_tables(cos_q, sin_q, layout, torch.float32)
         ck, sk = (cq, sq) if cos_k is cos_q else full_tables(cos_k, sin_k, layout, torch.float32)
-        return _compiled(layout)(q, k, cq, sq, ck, sk)
+        return _compiled(layout, inplace)(q, k, cq, sq, ck, sk)

@@ -30,9 +30,7 @@ def swap_pairs(x: Tensor, P: int, layout: str) -> Tensor:
     return x.unflatten(-1, (P, 2)).flip(-1).flatten(-2)  # (.., P, 2) neighbours swapped
 
 
-def full_tables(
-    cos: Tensor, sin: Tensor, layout: str, dtype: torch.dtype
-) -> tuple[Tensor, Tensor]:
+def full_tables(cos: Tensor, sin: Tensor, layout: str, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
     """C (..., 2P) and S (..., 2P) in ``dtype``; memoised on the last (cos, sin) objects."""
     key = (cos, sin, cos._version, sin._version, layout, dtype)
     last = _memo.get("key")

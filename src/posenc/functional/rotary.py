@@ -75,9 +75,11 @@ def apply_rope_pair(
     """``apply_rope`` on queries and keys in one call (one compiled kernel when
     ``enable_compiled_rope()`` is on and the inputs are torch tensors on the autograd-free or
     custom-backward path). Shapes as ``apply_rope``; returns (q', k')."""
-    fast = isinstance(q, torch.Tensor) and not inplace and compiled_rope_enabled()
+    fast = isinstance(q, torch.Tensor) and compiled_rope_enabled()
     if fast and not (cos_q.requires_grad or cos_k.requires_grad):
-        return compiled_rope_pair(q, k, cos_q, sin_q, cos_k, sin_k, layout)
+        if inplace and torch.is_grad_enabled() and (q.requires_grad or k.requires_grad):
+            raise ValueError("inplace=True is for inference: q or k requires grad")
+        return compiled_rope_pair(q, k, cos_q, sin_q, cos_k, sin_k, layout, inplace)
     return (
         apply_rope(q, cos_q, sin_q, layout=layout, inplace=inplace),
         apply_rope(k, cos_k, sin_k, layout=layout, inplace=inplace),
