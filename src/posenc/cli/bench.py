@@ -53,7 +53,7 @@ def _rope_table(cases: list[dict[str, Any]]) -> Any:
         "rotary_embedding_torch",
         "x_transformers",
     ]
-    for col in ["shape", "dtype", "mode", *impls, "inplace / copy floor"]:
+    for col in ["shape", "dtype", "mode", *impls, "in place x copy floor (eager / compiled)"]:
         table.add_column(col, justify="right")
     for c in cases:
         cells = []
@@ -69,7 +69,7 @@ def _rope_table(cases: list[dict[str, Any]]) -> Any:
             c["dtype"],
             c["mode"],
             *cells,
-            "-" if inpl is None else f"{inpl:.2f}",
+            "-" if inpl is None else " / ".join(f"{v:.1f}" for v in inpl.values()),
         )
     return table
 
