@@ -98,8 +98,10 @@ def _bias_table(cases: list[dict[str, Any]]) -> Any:
             str(c["causal"]),
             f"{x['posenc_blockwise']:.2f}",
             "-" if dense is None else f"{dense:.2f}",
-            f"{mem['posenc_blockwise']:.0f}",
-            "-" if "dense_bias" not in mem else f"{mem['dense_bias']:.0f}",
-            f"{mem['sdpa_no_bias']:.0f}",
+            *(_mib(mem, n) for n in ("posenc_blockwise", "dense_bias", "sdpa_no_bias")),
         )
     return table
+
+
+def _mib(mem: dict[str, float], name: str) -> str:
+    return f"{mem[name]:.0f}" if name in mem else "-"

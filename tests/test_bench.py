@@ -1,0 +1,43 @@
+"""`posenc bench --quick` as a smoke run: every suite runs and writes well-formed JSON.
+
+No timing assertions (performance claims live in benchmarks/results, not in unit tests)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from posenc.cli import app
+
+
+@pytest.mark.slow
+def test_bench_quick_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    result = CliRunner().invoke(app, ["bench", "all", "--quick", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["machine"]["torch"] and data["quick"] is True
+    rope_modes = {(c["dtype"], c["mode"]) for c in data["rope"]}
+    assert rope_modes == {
+        ("fp32", "fwd"),
+        ("fp32", "fwd+bwd"),
+        ("bf16", "fwd"),
+        ("bf16", "fwd+bwd"),
+    }
+    for case in data["rope"]:
+        assert case["speedup_vs_hf"]["hf_apply_rotary_pos_emb"] == pytest.approx(1.0)
+        assert all(t["median"] > 0 for t in case["us"].values())
+    assert {c["encoding"] for c in data["bias"]} == {"alibi", "t5", "kerple", "fire"}
+    for case in data["bias"]:
+        assert case["x_sdpa_no_bias"]["sdpa_no_bias"] == pytest.approx(1.0)
+
+
+def test_bench_rejects_unknown_device(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["bench", "rope", "--device", "tpu", "--out", str(tmp_path / "x")]
+    )
+    assert result.exit_code != 0
+    assert "only --device cpu" in result.output
