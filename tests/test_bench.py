@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 from posenc.cli import app
 
 
-@pytest.mark.slow
 def test_bench_quick_writes_json(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     result = CliRunner().invoke(app, ["bench", "all", "--quick", "--out", str(out)])
