@@ -105,3 +105,37 @@ def test_failed_runs_exit_1_after_the_report(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1
     assert "4 run(s) failed" in result.output and (tmp_path / "report.html").is_file()
+
+
+def test_jax_backend_trains_decoder_tasks_and_refuses_classification(tmp_path: Path) -> None:
+    pytest.importorskip("flax", reason="the jax backend needs the posenc[jax] extra")
+    decoder_only = TINY.replace('tasks = ["copy_rep", "ascending"]', 'tasks = ["copy_rep"]')
+    decoder_only = decoder_only.replace('["nope", "learned"]', '["learned"]')
+    (tmp_path / "tiny.toml").write_text(decoder_only)
+    out = tmp_path / "out"
+    runner = CliRunner()
+    base = ["lab", "sweep", str(tmp_path / "tiny.toml"), "--out", str(out), "--workers", "1"]
+    result = runner.invoke(app, [*base, "--backend", "jax"])
+    assert result.exit_code == 0, result.output
+    assert "(1 run, 0 reused)" in result.output
+    torch_run = runner.invoke(app, base)  # same grid on torch: stored under another key
+    assert "(1 run, 0 reused)" in torch_run.output, torch_run.output
+
+    (tmp_path / "cls.toml").write_text(decoder_only.replace('"copy_rep"', '"ascending"'))
+    cls = runner.invoke(
+        app,
+        [
+            "lab",
+            "sweep",
+            str(tmp_path / "cls.toml"),
+            "--out",
+            str(tmp_path / "c"),
+            "--workers",
+            "1",
+            "--backend",
+            "jax",
+        ],
+    )
+    assert cls.exit_code == 1
+    bad = runner.invoke(app, [*base, "--backend", "tensorflow"])
+    assert bad.exit_code == 2 and "backend must be one of" in bad.output

@@ -31,6 +31,9 @@ ExecutorName = Annotated[str, typer.Option(help="Where runs execute: local or ra
 Address = Annotated[str | None, typer.Option(help="Ray cluster address (ray executor).")]
 Workers = Annotated[int | None, typer.Option(help="Parallel runs (default: CPU count).")]
 Device = Annotated[str | None, typer.Option(help="cpu or cuda (overrides the config).")]
+Backend = Annotated[
+    str | None, typer.Option(help="torch or jax (decoder/LM tasks; needs posenc[jax]).")
+]
 GpusPerRun = Annotated[float, typer.Option(help="Fractional GPUs per run (ray executor).")]
 
 
@@ -45,6 +48,7 @@ def lab(
     workers: Workers = None,
     device: Device = None,
     gpus_per_run: GpusPerRun = 0.0,
+    backend: Backend = None,
 ) -> None:
     """With no command: run the PRESET sweep (default quick) and write its report."""
     if ctx.invoked_subcommand is not None:
@@ -52,7 +56,7 @@ def lab(
     from ..lab.config import apply_overrides, parse_sweep
     from ..lab.presets import preset_data
 
-    data = _guard(lambda: apply_overrides(preset_data(preset), _sets(set_, device)))
+    data = _guard(lambda: apply_overrides(preset_data(preset), _sets(set_, device, backend)))
     sweep = _guard(lambda: parse_sweep(data))
     _run(sweep, out, executor, address, workers, gpus_per_run)
 
@@ -67,11 +71,12 @@ def sweep_command(
     workers: Workers = None,
     device: Device = None,
     gpus_per_run: GpusPerRun = 0.0,
+    backend: Backend = None,
 ) -> None:
     """Run (or resume) the grid in CONFIG; finished runs are skipped."""
     from ..lab.config import load_sweep
 
-    sweep = _guard(lambda: load_sweep(config, _sets(set_, device)))
+    sweep = _guard(lambda: load_sweep(config, _sets(set_, device, backend)))
     _run(sweep, out, executor, address, workers, gpus_per_run)
 
 
@@ -97,8 +102,9 @@ def export(
             typer.echo(f"wrote {_guard(lambda: store.export_parquet(parquet))} rows to {parquet}")
 
 
-def _sets(sets: list[str] | None, device: str | None) -> list[str]:
-    return [*(sets or []), *([f"device={device}"] if device else [])]
+def _sets(sets: list[str] | None, device: str | None, backend: str | None) -> list[str]:
+    extra = [f"device={device}"] if device else []
+    return [*(sets or []), *extra, *([f"backend={backend}"] if backend else [])]
 
 
 def _guard(fn: Callable[[], T]) -> T:

@@ -84,6 +84,10 @@ class TaskConfig:
         return make_task(self.name, **kw)
 
 
+#: Frameworks a run can train with: torch (posenc.lab.train) or jax (posenc.flax.lab).
+BACKENDS = ("torch", "jax")
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """One training run. ``device`` is where it runs, not what it is: not part of ``key()``."""
@@ -96,11 +100,15 @@ class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     device: str = "cpu"
+    backend: str = "torch"
 
     def key(self) -> str:
-        """Hex digest of the canonical JSON of everything but ``device``."""
+        """Hex digest of the canonical JSON of everything but ``device`` (and ``backend`` when
+        it is the default torch, so torch keys are unchanged)."""
         data = asdict(self)
         data.pop("device")
+        if data["backend"] == "torch":
+            data.pop("backend")
         blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
@@ -119,11 +127,14 @@ class SweepConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     device: str = "cpu"
+    backend: str = "torch"
 
     def __post_init__(self) -> None:
         for what in ("encodings", "tasks", "seeds", "train_max_lens"):
             if not getattr(self, what):
                 raise ValueError(f"{what} must not be empty")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.device != "cpu" and not self.device.startswith("cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {self.device!r}")
 
@@ -228,6 +239,7 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
                         model=sweep.model,
                         train=sweep.train,
                         device=sweep.device,
+                        backend=sweep.backend,
                     )
                     for s in sweep.seeds
                 ]

@@ -55,7 +55,14 @@ def train_run(
     checkpoint_dir: str | Path | None = None,
     on_step: Callable[[int, float], None] | None = None,
 ) -> RunResult:
-    """Train ``cfg`` and evaluate it; save ``<key>.pt`` (a state dict) in ``checkpoint_dir``."""
+    """Train ``cfg`` and evaluate it; save ``<key>.pt`` (a state dict) in ``checkpoint_dir``.
+
+    ``cfg.backend == "jax"`` trains with ``posenc.flax.lab.train_run`` (decoder and LM tasks).
+    """
+    if cfg.backend == "jax":
+        from ..flax.lab import train_run as train_run_jax
+
+        return train_run_jax(cfg, checkpoint_dir=checkpoint_dir, on_step=on_step)
     start, cpu_start = time.perf_counter(), time.process_time()
     device = torch.device(cfg.device)
     if device.type == "cuda" and not torch.cuda.is_available():
