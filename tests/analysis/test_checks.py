@@ -28,11 +28,15 @@ def test_every_applicable_check_passes(name: str) -> None:
 def test_core_checks_reach_the_encodings_they_are_for() -> None:
     expected = {
         "nope": {"permutation_equivariant", "kv_cache_decode", "decode_positions"},
-        "sinusoidal": {"table_bounded", "table_unique_rows", "table_shift_is_rotation",
-                       "table_dot_decays", "order_sensitive"},
+        "sinusoidal": {
+            "table_bounded",
+            "table_unique_rows",
+            "table_shift_is_rotation",
+            "table_dot_decays",
+            "order_sensitive",
+        },
         "learned": {"table_unique_rows"},
-        "rope": {"rotation_norm_preserved", "rotary_relative", "layouts_agree",
-                 "shift_invariant"},
+        "rope": {"rotation_norm_preserved", "rotary_relative", "layouts_agree", "shift_invariant"},
         "alibi": {"alibi_slopes_geometric", "alibi_bias_linear", "bias_decays_with_distance"},
         "t5": {"t5_buckets_monotone_clamped"},
         "kerple": {"bias_decays_with_distance"},
@@ -97,7 +101,8 @@ def test_unknown_names_are_rejected() -> None:
 def test_only_restricts_the_checks() -> None:
     results = run_checks(["rope", "alibi"], only=["kv_cache_decode"])
     assert [(r.encoding, r.name) for r in results] == [
-        ("rope", "kv_cache_decode"), ("alibi", "kv_cache_decode")
+        ("rope", "kv_cache_decode"),
+        ("alibi", "kv_cache_decode"),
     ]
 
 
@@ -125,9 +130,12 @@ def test_every_context_extension_method_has_an_example_subject() -> None:
 
 @pytest.mark.parametrize(
     ("name", "config"),
-    [("t5", {"bidirectional": True}), ("alibi", {"symmetric": True}),
-     ("kerple", {"variant": "power"}),
-     ("rope", {"layout": "interleaved", "partial": 0.5})],
+    [
+        ("t5", {"bidirectional": True}),
+        ("alibi", {"symmetric": True}),
+        ("kerple", {"variant": "power"}),
+        ("rope", {"layout": "interleaved", "partial": 0.5}),
+    ],
 )
 def test_variants_pass_their_checks(name: str, config: dict[str, object]) -> None:
     pe = subject(name, **config)

@@ -39,9 +39,11 @@ def test_check_only_one_property() -> None:
 
 def test_a_failing_check_exits_one(monkeypatch: pytest.MonkeyPatch) -> None:
     strict = CHECKS["kv_cache_decode"]
-    monkeypatch.setitem(CHECKS, "kv_cache_decode", type(strict)(
-        strict.name, strict.description, strict.applies, strict.measure, -1.0, "<="
-    ))
+    monkeypatch.setitem(
+        CHECKS,
+        "kv_cache_decode",
+        type(strict)(strict.name, strict.description, strict.applies, strict.measure, -1.0, "<="),
+    )
     result = runner.invoke(app, ["check", "rope", "--only", "kv_cache_decode"], env=ENV)
     assert result.exit_code == 1
     assert "FAIL" in result.output and "1 failed" in result.output

@@ -27,9 +27,19 @@ VARIANTS: list[tuple[str, dict[str, Any], bool, int | None]] = [
     ("rope", {}, True, 2),
     ("rope", {"layout": "interleaved", "partial": 0.5, "base": 100.0}, True, None),
     ("rope", {"scaling": YARN}, True, None),
-    ("rope", {"scaling": {"rope_type": "dynamic", "factor": 2.0,
-                          "original_max_position_embeddings": 6}, "kv_policy": "rerotate"},
-     True, None),  # eager only (dynamic scaling reads concrete positions): marked slow
+    (
+        "rope",
+        {
+            "scaling": {
+                "rope_type": "dynamic",
+                "factor": 2.0,
+                "original_max_position_embeddings": 6,
+            },
+            "kv_policy": "rerotate",
+        },
+        True,
+        None,
+    ),  # eager only (dynamic scaling reads concrete positions): marked slow
     ("alibi", {}, True, None),
     ("alibi", {"symmetric": True}, False, None),
     ("t5", {"bidirectional": True}, False, None),
@@ -48,6 +58,7 @@ VARIANTS: list[tuple[str, dict[str, Any], bool, int | None]] = [
 IDS = [f"{n}-{i}" for i, (n, *_) in enumerate(VARIANTS)]
 SLOW = pytest.mark.slow
 
+
 def _eager_only(name: str, config: dict[str, Any]) -> bool:
     """Dynamic RoPE scaling and Transformer-XL read concrete positions: no jax.jit (slow)."""
     return name == "transformer_xl" or config.get("scaling", {}).get("rope_type") == "dynamic"
@@ -55,8 +66,10 @@ def _eager_only(name: str, config: dict[str, Any]) -> bool:
 
 ALL = pytest.mark.parametrize(
     ("name", "config", "causal", "n_kv"),
-    [pytest.param(*v, id=i, marks=[SLOW] if _eager_only(*v[:2]) else [])
-     for v, i in zip(VARIANTS, IDS, strict=True)],
+    [
+        pytest.param(*v, id=i, marks=[SLOW] if _eager_only(*v[:2]) else [])
+        for v, i in zip(VARIANTS, IDS, strict=True)
+    ],
 )
 
 
@@ -65,8 +78,17 @@ def twins(
 ) -> tuple[TinyTransformer, Any]:
     """A torch model and its Flax twin holding the same (converted) weights."""
     torch.manual_seed(0)
-    kw = {"vocab_size": V, "pe": name, "d_model": C, "n_layers": layers, "n_heads": H,
-          "n_kv_heads": n_kv, "causal": causal, "max_len": 32, "pe_config": config}
+    kw = {
+        "vocab_size": V,
+        "pe": name,
+        "d_model": C,
+        "n_layers": layers,
+        "n_heads": H,
+        "n_kv_heads": n_kv,
+        "causal": causal,
+        "max_len": 32,
+        "pe_config": config,
+    }
     tm = TinyTransformer(**kw).eval()
     with torch.no_grad():
         for key, p in tm.named_parameters():
@@ -90,15 +112,20 @@ def close(got: Any, expected: torch.Tensor, atol: float = 3e-5) -> None:
 BASE = [v for i, v in enumerate(VARIANTS) if v[0] not in {w[0] for w in VARIANTS[:i]}]
 SPLIT = pytest.mark.parametrize(
     ("name", "config", "causal", "n_kv"),
-    [pytest.param(*v, id=i, marks=[] if v in BASE and not _eager_only(*v[:2]) else [SLOW])
-     for v, i in zip(VARIANTS, IDS, strict=True)],
+    [
+        pytest.param(*v, id=i, marks=[] if v in BASE and not _eager_only(*v[:2]) else [SLOW])
+        for v, i in zip(VARIANTS, IDS, strict=True)
+    ],
 )
 #: Gradients: the first decoder variant of each encoding with parameters (``learned`` also
 #: covers the model's own), and RoPE's code paths.
 _NO_PARAMS = ("rope", "nope", "sinusoidal", "alibi", "xpos", "randomized")
 _FIRST_DECODER = {n: (n, c, kv) for n, c, causal, kv in reversed(VARIANTS) if causal}
-GRAD = [pytest.param(n, c, kv, id=n, marks=[SLOW] if _eager_only(n, c) else [])
-        for n, c, kv in _FIRST_DECODER.values() if n not in _NO_PARAMS]
+GRAD = [
+    pytest.param(n, c, kv, id=n, marks=[SLOW] if _eager_only(n, c) else [])
+    for n, c, kv in _FIRST_DECODER.values()
+    if n not in _NO_PARAMS
+]
 GRAD += [pytest.param("rope", {"layout": "interleaved", "partial": 0.5}, None, id="rope")]
 #: The Flax forward under nnx.jit: one compile per shape instead of one per op (eager).
 forward = nnx.jit(lambda m, idx, pos=None, **kw: m(idx, pos, **kw))
@@ -124,8 +151,12 @@ def test_logits_and_cached_decoding_equal_torch(
         close(_forward(fm, config, prefix, prefix_pos, cache=f_cache), want)
         if causal and (name, config, causal, n_kv) in BASE:  # decode the last token (cached)
             want = tm(torch.from_numpy(idx[:, -1:]), torch.from_numpy(pos[:, -1:]), cache=t_cache)
-            close(_forward(fm, config, jnp.asarray(idx[:, -1:]), jnp.asarray(pos[:, -1:]),
-                           cache=f_cache), want)
+            close(
+                _forward(
+                    fm, config, jnp.asarray(idx[:, -1:]), jnp.asarray(pos[:, -1:]), cache=f_cache
+                ),
+                want,
+            )
             assert len(f_cache[0]) == T
 
 
@@ -138,12 +169,19 @@ def test_padding_and_packing_equal_torch(
     mask = np.ones((2, T), dtype=bool)
     mask[0, :3] = False  # row 0: left padding
     segments = np.array([[0] * T, [0] * 6 + [1] * 3])  # row 1: two packed sequences
-    pos = np.stack([positions_from_padding(torch.from_numpy(mask[:1]))[0].numpy(),
-                    np.r_[np.arange(6), np.arange(3)]])  # (B, T)
+    pos = np.stack(
+        [
+            positions_from_padding(torch.from_numpy(mask[:1]))[0].numpy(),
+            np.r_[np.arange(6), np.arange(3)],
+        ]
+    )  # (B, T)
     args = {"padding_mask": mask, "segment_ids": segments}
     with torch.no_grad():
-        want = tm(torch.from_numpy(idx), torch.from_numpy(pos),
-                  **{k: torch.from_numpy(v) for k, v in args.items()})
+        want = tm(
+            torch.from_numpy(idx),
+            torch.from_numpy(pos),
+            **{k: torch.from_numpy(v) for k, v in args.items()},
+        )
     jargs = {k: jnp.asarray(v) for k, v in args.items()}
     got = _forward(fm, config, jnp.asarray(idx), jnp.asarray(pos), **jargs)
     close(np.asarray(got)[mask], want[torch.from_numpy(mask)])
@@ -159,9 +197,16 @@ def test_weights_round_trip(name: str, config: dict, causal: bool, n_kv: int | N
         assert torch.equal(back[key], value), key
     # nnx state -> torch state dict -> a fresh Flax model: the same nnx state
     other = pfx.TinyTransformer(
-        vocab_size=V, pe=name, d_model=C, n_layers=1, n_heads=H, n_kv_heads=n_kv, causal=causal,
+        vocab_size=V,
+        pe=name,
+        d_model=C,
+        n_layers=1,
+        n_heads=H,
+        n_kv_heads=n_kv,
+        causal=causal,
         max_len=32,
-        pe_config=config, rngs=nnx.Rngs(7),
+        pe_config=config,
+        rngs=nnx.Rngs(7),
     )
     pfx.load_torch_state_dict(other, back)
     same = jax.tree.map(np.array_equal, nnx.state(fm, nnx.Param), nnx.state(other, nnx.Param))
@@ -206,10 +251,18 @@ def test_attention_module_with_projection_bias_equals_torch() -> None:
     import posenc
 
     torch.manual_seed(0)
-    ta = posenc.Attention(C, H, pe=posenc.build("rope", head_dim=4), causal=False, n_kv_heads=2,
-                          bias=True).eval()
-    fa = pfx.Attention(C, H, pe=pfx.build("rope", head_dim=4), causal=False, n_kv_heads=2,
-                       bias=True, rngs=nnx.Rngs(0))
+    ta = posenc.Attention(
+        C, H, pe=posenc.build("rope", head_dim=4), causal=False, n_kv_heads=2, bias=True
+    ).eval()
+    fa = pfx.Attention(
+        C,
+        H,
+        pe=pfx.build("rope", head_dim=4),
+        causal=False,
+        n_kv_heads=2,
+        bias=True,
+        rngs=nnx.Rngs(0),
+    )
     pfx.load_torch_state_dict(fa, ta.state_dict())
     x = np.random.default_rng(0).normal(size=(2, T, C)).astype(np.float32)
     pos = np.arange(T)[None] + np.array([[0], [5]])
@@ -262,8 +315,7 @@ def test_float64_logits_equal_torch_to_1e_10(name: str) -> None:
 
 def test_dropout_acts_in_training_and_evaluation_equals_torch() -> None:
     torch.manual_seed(0)
-    kw = {"vocab_size": V, "pe": "rope", "d_model": C, "n_layers": 1, "n_heads": H,
-          "dropout": 0.5}
+    kw = {"vocab_size": V, "pe": "rope", "d_model": C, "n_layers": 1, "n_heads": H, "dropout": 0.5}
     tm = TinyTransformer(**kw).eval()
     fm = pfx.TinyTransformer(**kw, rngs=nnx.Rngs(0))
     pfx.load_torch_state_dict(fm, tm.state_dict())

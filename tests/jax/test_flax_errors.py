@@ -67,10 +67,16 @@ def test_registry_names_match_torch_and_build_validates_keys() -> None:
         (lambda: pfx.XPos(head_dim=8, gamma=0.0), ValueError, "gamma must be a finite number"),
         (lambda: pfx.PoPE(head_dim=8, n_heads=2, phase_bias=0), TypeError, "phase_bias must"),
         (lambda: pfx.CoPE(head_dim=8, n_positions=1), ValueError, "n_positions must be an"),
-        (lambda: pfx.Attention(6, 4, pe=pfx.NoPE(), causal=True, rngs=nnx.Rngs(0)),
-         ValueError, "d_model must be divisible by n_heads"),
-        (lambda: pfx.Attention(8, 4, pe="rope", causal=True, rngs=nnx.Rngs(0)),
-         TypeError, "pe must be a posenc.flax PositionalEncoding, got str"),
+        (
+            lambda: pfx.Attention(6, 4, pe=pfx.NoPE(), causal=True, rngs=nnx.Rngs(0)),
+            ValueError,
+            "d_model must be divisible by n_heads",
+        ),
+        (
+            lambda: pfx.Attention(8, 4, pe="rope", causal=True, rngs=nnx.Rngs(0)),
+            TypeError,
+            "pe must be a posenc.flax PositionalEncoding, got str",
+        ),
     ],
 )
 def test_constructor_errors(make: object, error: type[Exception], match: str) -> None:

@@ -42,8 +42,15 @@ def test_one_draw_per_forward_shared_by_rotate_and_fresh_each_call() -> None:
     first = pe.transform(pos, 2, fresh=True)
     np.testing.assert_array_equal(pe.transform(pos, 2), first)  # same array: memoised
     assert not np.array_equal(pe.transform(pos, 2, fresh=True), first)
-    model = pfx.TinyTransformer(vocab_size=7, pe="randomized", d_model=8, n_heads=2, max_len=64,
-                                pe_config={"base_encoding": "rope"}, rngs=nnx.Rngs(0))
+    model = pfx.TinyTransformer(
+        vocab_size=7,
+        pe="randomized",
+        d_model=8,
+        n_heads=2,
+        max_len=64,
+        pe_config={"base_encoding": "rope"},
+        rngs=nnx.Rngs(0),
+    )
     forward = nnx.jit(lambda m, x: m(x))
     idx = jnp.asarray(np.random.default_rng(0).integers(0, 7, (2, 5)))  # distinct values
     assert not np.allclose(forward(model, idx), forward(model, idx))  # a new draw each call

@@ -36,8 +36,10 @@ from tests.reference import bias as ref_bias
 
 PAIRS = [
     (kind.name, name)
-    for kind in PLOTS.values() if kind.applies is not None
-    for name in subject_names() if kind.applies(subject(name))
+    for kind in PLOTS.values()
+    if kind.applies is not None
+    for name in subject_names()
+    if kind.applies(subject(name))
 ]
 
 
@@ -71,8 +73,9 @@ def test_kinds_cover_every_encoding_with_attention() -> None:
 
 def test_sinusoidal_heatmap_is_the_reference_table() -> None:
     ax = encoding_heatmap("sinusoidal", n_positions=50).axes[0]
-    np.testing.assert_allclose(ax.images[0].get_array(), ref_absolute.sinusoidal(50, 32),
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        ax.images[0].get_array(), ref_absolute.sinusoidal(50, 32), atol=1e-12
+    )
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("dimension", "position")
 
 
@@ -120,8 +123,9 @@ def test_contamination_norms_and_angle() -> None:
     assert np.all((angle > 0) & (angle < 180)) and twin.get_ylabel() == "angle (degrees)"
     # |e + PE|² = |e|² + |PE|² + 2 e·PE and cos(angle) = (|e|² + e·PE) / (|e| |e + PE|)
     e_dot_pe = (combined**2 - e_norm**2 - position**2) / 2
-    np.testing.assert_allclose(np.cos(np.radians(angle)),
-                               (e_norm**2 + e_dot_pe) / (e_norm * combined), atol=1e-9)
+    np.testing.assert_allclose(
+        np.cos(np.radians(angle)), (e_norm**2 + e_dot_pe) / (e_norm * combined), atol=1e-9
+    )
     assert table.shape == (64, 32)
 
 
@@ -129,8 +133,9 @@ def test_wavelengths_follow_the_base() -> None:
     ax = wavelengths(["sinusoidal", "rope"], train_len=100).axes[0]
     sin_line, rope_line, train = ax.lines
     np.testing.assert_allclose(sin_line.get_ydata(), 2 * np.pi * 10000.0 ** (np.arange(16) / 16))
-    np.testing.assert_allclose(rope_line.get_ydata(),
-                               2 * np.pi * 10000.0 ** (np.arange(4) * 2 / HEAD_DIM))
+    np.testing.assert_allclose(
+        rope_line.get_ydata(), 2 * np.pi * 10000.0 ** (np.arange(4) * 2 / HEAD_DIM)
+    )
     assert ax.get_yscale() == "log" and list(train.get_ydata()) == [100, 100]
 
 
@@ -138,9 +143,11 @@ def test_shift_matrix_is_block_rotation() -> None:
     M = np.asarray(shift_matrix_blocks("sinusoidal", k=3, n_dims=8).axes[0].images[0].get_array())
     for i in range(4):
         t = 3 * 10000.0 ** (-2 * i / 32)
-        np.testing.assert_allclose(M[2 * i : 2 * i + 2, 2 * i : 2 * i + 2],
-                                   [[math.cos(t), math.sin(t)], [-math.sin(t), math.cos(t)]],
-                                   atol=1e-12)
+        np.testing.assert_allclose(
+            M[2 * i : 2 * i + 2, 2 * i : 2 * i + 2],
+            [[math.cos(t), math.sin(t)], [-math.sin(t), math.cos(t)]],
+            atol=1e-12,
+        )
     mask = np.kron(np.eye(4), np.ones((2, 2))) == 0
     assert np.all(M[mask] == 0)
     table = ref_absolute.sinusoidal(20, 32)[:, :8]
@@ -169,8 +176,7 @@ def test_alibi_heatmaps_are_the_reference_bias() -> None:
     pos = np.arange(12)
     expected = ref_bias.alibi(pos, pos, ref_bias.alibi_slopes(N_HEADS), False)  # (H, T, T)
     for h, ax in enumerate(panels):
-        np.testing.assert_allclose(ax.images[0].get_array(), np.asarray(expected)[0, h],
-                                   atol=1e-6)
+        np.testing.assert_allclose(ax.images[0].get_array(), np.asarray(expected)[0, h], atol=1e-6)
         assert ax.get_title() == f"head {h}"
 
 
@@ -206,8 +212,7 @@ def test_same_token_attention_is_the_encodings_pattern() -> None:
     for h, m in enumerate(ref_bias.alibi_slopes(N_HEADS)):
         logits = np.where(j <= i, -m * (i - j), -np.inf)
         expected = np.exp(logits - logits.max(-1, keepdims=True))
-        np.testing.assert_allclose(alibi[h], expected / expected.sum(-1, keepdims=True),
-                                   atol=1e-12)
+        np.testing.assert_allclose(alibi[h], expected / expected.sum(-1, keepdims=True), atol=1e-12)
 
 
 def test_plot_draws_into_a_given_axes() -> None:

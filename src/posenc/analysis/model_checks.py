@@ -48,7 +48,9 @@ def order_sensitive(pe: PositionalEncoding) -> tuple[float, str]:
 
 def _shift_applies(pe: PositionalEncoding) -> bool:
     return (
-        not is_additive(pe) and pe.family != "none" and pe.name not in NOT_SHIFT_INVARIANT
+        not is_additive(pe)
+        and pe.family != "none"
+        and pe.name not in NOT_SHIFT_INVARIANT
         and not length_dependent(pe)
     )
 

@@ -28,10 +28,18 @@ EXAMPLE_SCALINGS: dict[str, dict[str, object]] = {
     "ntk": {"factor": SCALE},
     "dynamic": {"factor": SCALE, "original_max_position_embeddings": TRAIN_LEN},
     "yarn": {"factor": SCALE, "original_max_position_embeddings": TRAIN_LEN},
-    "llama3": {"factor": SCALE, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-               "original_max_position_embeddings": TRAIN_LEN},
-    "longrope": {"factor": SCALE, "original_max_position_embeddings": TRAIN_LEN,
-                 "short_factor": [1.0, 1.0, 1.0, 1.0], "long_factor": [1.0, 1.5, 3.0, SCALE]},
+    "llama3": {
+        "factor": SCALE,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": TRAIN_LEN,
+    },
+    "longrope": {
+        "factor": SCALE,
+        "original_max_position_embeddings": TRAIN_LEN,
+        "short_factor": [1.0, 1.0, 1.0, 1.0],
+        "long_factor": [1.0, 1.5, 3.0, SCALE],
+    },
 }
 
 
@@ -144,7 +152,11 @@ def tiny_model(pe: PositionalEncoding, *, causal: bool, seed: int = 0) -> TinyTr
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = TinyTransformer(
-            vocab_size=VOCAB, pe=pe, d_model=D_MODEL, n_heads=N_HEADS, causal=causal,
+            vocab_size=VOCAB,
+            pe=pe,
+            d_model=D_MODEL,
+            n_heads=N_HEADS,
+            causal=causal,
             max_len=MAX_LEN,
         )
     model = model.double().eval()

@@ -49,8 +49,14 @@ def check(
             table.add_column(column, overflow="fold")
         for r in results:
             verdict = "[green]PASS[/]" if r.passed else "[bold red]FAIL[/]"
-            table.add_row(r.encoding, r.name, f"{r.error:.3g}",
-                          f"{r.comparison} {r.tolerance:.3g}", verdict, r.detail)
+            table.add_row(
+                r.encoding,
+                r.name,
+                f"{r.error:.3g}",
+                f"{r.comparison} {r.tolerance:.3g}",
+                verdict,
+                r.detail,
+            )
         Console(width=160).print(table)
     if failed:
         raise typer.Exit(code=1)

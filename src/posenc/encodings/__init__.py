@@ -5,8 +5,15 @@ from .base import PositionalEncoding
 
 #: Modules of ``posenc.encodings`` whose import registers encodings.
 MODULES: tuple[str, ...] = (
-    "nope", "absolute", "rotary", "bias",
-    "relative", "xpos", "pope", "randomized", "contextual",
+    "nope",
+    "absolute",
+    "rotary",
+    "bias",
+    "relative",
+    "xpos",
+    "pope",
+    "randomized",
+    "contextual",
 )
 
 __all__ = ["MODULES", "PositionalEncoding"]

@@ -218,7 +218,12 @@ class Llama3Scaling(ScalingConfig):
 SCALINGS: dict[str, type[ScalingConfig]] = {
     cls.method: cls
     for cls in (
-        LinearScaling, NTKScaling, DynamicNTKScaling, YaRNScaling, LongRoPEScaling, Llama3Scaling
+        LinearScaling,
+        NTKScaling,
+        DynamicNTKScaling,
+        YaRNScaling,
+        LongRoPEScaling,
+        Llama3Scaling,
     )
 }
 

@@ -22,13 +22,32 @@ from .config import NTKScaling
 __all__ = ["INTERLEAVED_MODEL_TYPES", "rope_from_hf", "rope_to_hf"]
 
 #: Architectures whose rotary pairs are adjacent features (2i, 2i + 1) rather than (i, i + P).
-INTERLEAVED_MODEL_TYPES = frozenset({
-    "gptj", "codegen", "cohere", "cohere2", "cohere2_moe", "glm", "glm4", "helium",
-    "ernie4_5", "ernie4_5_moe", "deepseek_v2", "deepseek_v3", "llama4",
-})
+INTERLEAVED_MODEL_TYPES = frozenset(
+    {
+        "gptj",
+        "codegen",
+        "cohere",
+        "cohere2",
+        "cohere2_moe",
+        "glm",
+        "glm4",
+        "helium",
+        "ernie4_5",
+        "ernie4_5_moe",
+        "deepseek_v2",
+        "deepseek_v3",
+        "llama4",
+    }
+)
 #: transformers' defaults for ``partial_rotary_factor`` when a config omits it.
-_DEFAULT_PARTIAL = {"gpt_neox": 0.25, "stablelm": 0.25, "phi": 0.5, "glm": 0.5, "glm4": 0.5,
-                    "persimmon": 0.5}
+_DEFAULT_PARTIAL = {
+    "gpt_neox": 0.25,
+    "stablelm": 0.25,
+    "phi": 0.5,
+    "glm": 0.5,
+    "glm4": 0.5,
+    "persimmon": 0.5,
+}
 _SUPPORTED = frozenset({"linear", "dynamic", "yarn", "longrope", "llama3"})
 _TYPE_ALIASES = {"su": "longrope"}  # Phi-3's early name
 #: Keys of a rope dict that describe the plain rotation rather than its scaling.
@@ -167,8 +186,12 @@ def rope_from_hf(
     if layout is not None and layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     return RoPE(
-        head_dim=head_dim, base=float(params["rope_theta"]), layout=layout or _layout(cfg),
-        partial=partial, scaling=_scaling(cfg, params), kv_policy=kv_policy,
+        head_dim=head_dim,
+        base=float(params["rope_theta"]),
+        layout=layout or _layout(cfg),
+        partial=partial,
+        scaling=_scaling(cfg, params),
+        kv_policy=kv_policy,
     )
 
 

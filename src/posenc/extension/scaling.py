@@ -121,7 +121,10 @@ def yarn(
     if P < 2:
         raise ValueError(f"yarn scaling needs a rotated width d >= 4, got d = {2 * P}")
     ramp = _yarn_ramp(
-        inv_freq, L=original_max_position_embeddings, beta_fast=beta_fast, beta_slow=beta_slow,
+        inv_freq,
+        L=original_max_position_embeddings,
+        beta_fast=beta_fast,
+        beta_slow=beta_slow,
         truncate=truncate,
     )
     keep = 1.0 - ramp  # γ_i: 1 = extrapolate (unchanged), 0 = interpolate (θ/s)
@@ -163,8 +166,11 @@ def longrope(
     L = original_max_position_embeddings
     long = seq_len is not None and seq_len > L
     xp = namespace(inv_freq)
-    lam = xp.asarray(list(long_factor if long else short_factor), dtype=inv_freq.dtype,
-                     device=array_device(inv_freq))  # (P,)
+    lam = xp.asarray(
+        list(long_factor if long else short_factor),
+        dtype=inv_freq.dtype,
+        device=array_device(inv_freq),
+    )  # (P,)
     if short_mscale is not None and long_mscale is not None:
         attention_factor = long_mscale if long else short_mscale
     elif attention_factor is None:

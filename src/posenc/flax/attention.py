@@ -143,9 +143,7 @@ class Attention(nnx.Module):
         return out if extra is None else out + extra
 
 
-def mask_inputs(
-    B: int, T: int, padding_mask: Any, segment_ids: Any
-) -> tuple[Array, Array]:
+def mask_inputs(B: int, T: int, padding_mask: Any, segment_ids: Any) -> tuple[Array, Array]:
     """Validity (B, T) bool and segment ids (B, T), defaults all-valid / one segment."""
     if padding_mask is None:
         valid = jnp.ones((B, T), dtype=bool)

@@ -150,7 +150,8 @@ class Kerple(PositionalEncoding):
         scales = (2.0, 1.0) if variant == "log" else (1.0, 2.0)
         rngs = rngs or nnx.Rngs(0)
         r1, r2 = (
-            jnp.full((n_heads,), init) if init is not None
+            jnp.full((n_heads,), init)
+            if init is not None
             else jax.random.uniform(rngs.params(), (n_heads,), maxval=scale)
             for init, scale in zip((init_r1, init_r2), scales, strict=True)
         )

@@ -41,9 +41,17 @@ def build_model(cfg: RunConfig) -> tuple[TinyTransformer, Any]:
     max_len = max(task.seq_len(n) for n in (*task.eval_lens, task.train_len[1]))
     m = cfg.model
     model = TinyTransformer(
-        vocab_size=task.vocab_size, pe=cfg.encoding, d_model=m.d_model, n_layers=m.n_layers,
-        n_heads=m.n_heads, d_ff=m.d_ff, causal=True, dropout=m.dropout, max_len=max_len,
-        pe_config=cfg.pe_config or None, rngs=nnx.Rngs(cfg.seed),
+        vocab_size=task.vocab_size,
+        pe=cfg.encoding,
+        d_model=m.d_model,
+        n_layers=m.n_layers,
+        n_heads=m.n_heads,
+        d_ff=m.d_ff,
+        causal=True,
+        dropout=m.dropout,
+        max_len=max_len,
+        pe_config=cfg.pe_config or None,
+        rngs=nnx.Rngs(cfg.seed),
     )
     return model, task
 
@@ -67,15 +75,28 @@ def train_run(
 
     model.train()  # dropout and randomized positions act in training, as torch's model.train()
     losses = train_decoder(
-        model, sample, steps=t.steps, lr=t.lr, warmup=t.warmup, weight_decay=t.weight_decay,
-        grad_clip=t.grad_clip, on_step=on_step,
+        model,
+        sample,
+        steps=t.steps,
+        lr=t.lr,
+        warmup=t.warmup,
+        weight_decay=t.weight_decay,
+        grad_clip=t.grad_clip,
+        on_step=on_step,
     )
     curve = [(s, v) for s, v in enumerate(losses) if s % 10 == 0 or s == t.steps - 1]
     model.eval()
     metrics = evaluate(model, task, n_samples=t.eval_samples)
     path = _save(model, checkpoint_dir, cfg.key())
-    return RunResult(cfg.key(), asdict(cfg), metrics, curve, time.perf_counter() - start,
-                     time.process_time() - cpu_start, path)
+    return RunResult(
+        cfg.key(),
+        asdict(cfg),
+        metrics,
+        curve,
+        time.perf_counter() - start,
+        time.process_time() - cpu_start,
+        path,
+    )
 
 
 def evaluate(model: TinyTransformer, task: Any, *, n_samples: int) -> list[Metric]:
@@ -106,8 +127,11 @@ def _generate(model: TinyTransformer, batch: Any) -> dict[str, float]:
     loss = float((nnx.jit(loss_fn) if model.pe.jittable else loss_fn)(model, inputs, targets))
     pred = greedy_fixed(model, batch.tokens, batch.n_prompt)  # (B, A)
     hit = pred == batch.tokens[:, batch.n_prompt :]
-    return {"exact_match": float(hit.all(axis=1).mean()), "token_acc": float(hit.mean()),
-            "loss": loss}
+    return {
+        "exact_match": float(hit.all(axis=1).mean()),
+        "token_acc": float(hit.mean()),
+        "loss": loss,
+    }
 
 
 def _lm_buckets(model: TinyTransformer, task: Any, n_samples: int) -> list[Metric]:
@@ -122,8 +146,10 @@ def _lm_buckets(model: TinyTransformer, task: Any, n_samples: int) -> list[Metri
     rows: list[Metric] = []
     for end in range(width, n + width, width):
         cols = slice(end - width, min(end, n))
-        rows += [(min(end, n), "loss", float(loss[:, cols].mean())),
-                 (min(end, n), "token_acc", float(hit[:, cols].mean()))]
+        rows += [
+            (min(end, n), "loss", float(loss[:, cols].mean())),
+            (min(end, n), "token_acc", float(hit[:, cols].mean())),
+        ]
     return rows
 
 

@@ -76,8 +76,15 @@ class TinyTransformer(nnx.Module):
         self.pe, self.causal = pe, causal
         self.tok = nnx.Embed(vocab_size, d_model, embedding_init=_INIT, rngs=rngs)
         attn = [
-            Attention(d_model, n_heads, pe=pe, causal=causal, n_kv_heads=n_kv_heads,
-                      dropout=dropout, rngs=rngs)
+            Attention(
+                d_model,
+                n_heads,
+                pe=pe,
+                causal=causal,
+                n_kv_heads=n_kv_heads,
+                dropout=dropout,
+                rngs=rngs,
+            )
             for _ in range(n_layers)
         ]
         for a in attn:  # torch's _init_weights: N(0, 0.02²) for every Linear

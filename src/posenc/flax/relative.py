@@ -112,7 +112,11 @@ class TransformerXL(PositionalEncoding):
                 "concrete positions; call it outside jax.jit"
             )
         terms = PF.transformer_xl_terms(
-            q, k, q_pos, k_pos, base=self.base,
+            q,
+            k,
+            q_pos,
+            k_pos,
+            base=self.base,
             r_proj=self.r_proj[...].astype(q.dtype),
             u=self.u[...].astype(q.dtype),
             v=self.v[...].astype(q.dtype),

@@ -65,8 +65,9 @@ def train_decoder(
     check_positive_int(warmup, "warmup", minimum=0)
     tx = optax.chain(
         optax.clip_by_global_norm(grad_clip),
-        optax.adamw(schedule(lr, steps=steps, warmup=warmup), b1=0.9, b2=0.98,
-                    weight_decay=weight_decay),
+        optax.adamw(
+            schedule(lr, steps=steps, warmup=warmup), b1=0.9, b2=0.98, weight_decay=weight_decay
+        ),
     )
     opt = nnx.Optimizer(model, tx, wrt=nnx.Param)
     update = _jit_step if model.pe.jittable else _step  # eager-only encodings skip jit

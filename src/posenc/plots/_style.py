@@ -77,8 +77,11 @@ def heatmap(
         kwargs.setdefault("vmin", -vmax)
         kwargs.setdefault("vmax", vmax)
     image = ax.imshow(
-        data, aspect="auto", interpolation="nearest",
-        cmap=DIVERGING if signed else SEQUENTIAL, **kwargs,
+        data,
+        aspect="auto",
+        interpolation="nearest",
+        cmap=DIVERGING if signed else SEQUENTIAL,
+        **kwargs,
     )
     root_figure(ax).colorbar(image, ax=ax, label=label)
     ax.grid(False)

@@ -55,8 +55,11 @@ def attention_heatmap(
         raise ValueError(f"head must lie in 0..{weights.shape[0] - 1}, got {head}")
     fig, ax = figure_axes(ax, (5.0, 4.2))
     heatmap(ax, weights[head], label="attention weight", signed=False, vmin=0.0)
-    ax.set(xlabel="key position", ylabel="query position",
-           title=f"{pe.name}: attention, layer 0 head {head} (one token repeated)")
+    ax.set(
+        xlabel="key position",
+        ylabel="query position",
+        title=f"{pe.name}: attention, layer 0 head {head} (one token repeated)",
+    )
     return fig
 
 
@@ -74,11 +77,16 @@ def attention_grid(
     fig = Figure(figsize=(2.5 * cols + 0.8, 2.6 * rows), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax, pe in zip(axes, pes, strict=False):
-        image = ax.imshow(model_attention(pe, n_positions=n_positions)[head], vmin=0.0, vmax=1.0,
-                          cmap=SEQUENTIAL, interpolation="nearest")
+        image = ax.imshow(
+            model_attention(pe, n_positions=n_positions)[head],
+            vmin=0.0,
+            vmax=1.0,
+            cmap=SEQUENTIAL,
+            interpolation="nearest",
+        )
         ax.set(title=pe.name, xlabel="key", ylabel="query")
         ax.grid(False)
-    for ax in axes[len(pes):]:
+    for ax in axes[len(pes) :]:
         ax.set_axis_off()
     fig.colorbar(image, ax=list(axes), label="attention weight")
     fig.suptitle(f"Attention weights, layer 0 head {head}: one token repeated, same weights")

@@ -47,28 +47,41 @@ def extension_scales(
     fig, ax = figure_axes(ax, (6.4, 4.0))
     for n, method in enumerate(methods):
         lam, ratio = frequency_scales(method, dim=dim)
-        ax.plot(lam, ratio, marker="o", markersize=2.5, label=method,
-                linestyle=LINESTYLES[n % len(LINESTYLES)])
+        ax.plot(
+            lam,
+            ratio,
+            marker="o",
+            markersize=2.5,
+            label=method,
+            linestyle=LINESTYLES[n % len(LINESTYLES)],
+        )
     ax.axvline(TRAIN_LEN, color="gray", linestyle=":", label=f"training length L = {TRAIN_LEN}")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set(xlabel="wavelength 2π/θ_i (positions)", ylabel="θ'_i / θ_i",
-           title=f"Context extension s = {SCALE:g}: frequency scale per pair (d = {dim})")
+    ax.set(
+        xlabel="wavelength 2π/θ_i (positions)",
+        ylabel="θ'_i / θ_i",
+        title=f"Context extension s = {SCALE:g}: frequency scale per pair (d = {dim})",
+    )
     ax.legend(fontsize=8)
     return fig
 
 
 @styled
-def alibi_slopes(
-    head_counts: Sequence[int] = (8, 12, 16), *, ax: Axes | None = None
-) -> Figure:
+def alibi_slopes(head_counts: Sequence[int] = (8, 12, 16), *, ax: Axes | None = None) -> Figure:
     """ALiBi slope m_h per head (log scale) for several head counts (functional.alibi_slopes):
     geometric for a power of two, interleaved otherwise."""
     fig, ax = figure_axes(ax, (6.0, 3.8))
     for n, H in enumerate(head_counts):
         slopes = np.asarray(PF.alibi_slopes(H))
-        ax.plot(np.arange(1, H + 1), slopes, marker="o", markersize=3, label=f"H = {H}",
-                linestyle=LINESTYLES[n % len(LINESTYLES)])
+        ax.plot(
+            np.arange(1, H + 1),
+            slopes,
+            marker="o",
+            markersize=3,
+            label=f"H = {H}",
+            linestyle=LINESTYLES[n % len(LINESTYLES)],
+        )
     ax.set_yscale("log", base=2)
     ax.set(xlabel="head h", ylabel="slope m_h", title="ALiBi slopes per head")
     ax.legend(fontsize=8)

@@ -49,13 +49,22 @@ def wavelengths(
     for n, item in enumerate(encodings):
         pe = resolve(item)
         lam = np.asarray(PF.wavelengths(inv_freq_of(pe)))
-        ax.plot(np.arange(len(lam)), lam, marker="o", markersize=3, label=pe.name,
-                linestyle=LINESTYLES[n % len(LINESTYLES)])
+        ax.plot(
+            np.arange(len(lam)),
+            lam,
+            marker="o",
+            markersize=3,
+            label=pe.name,
+            linestyle=LINESTYLES[n % len(LINESTYLES)],
+        )
     if train_len is not None:
         ax.axhline(train_len, color="gray", linestyle=":", label=f"train length {train_len}")
     ax.set_yscale("log")
-    ax.set(xlabel="pair index i", ylabel="wavelength 2π/θ_i (positions)",
-           title="Wavelength per dimension pair")
+    ax.set(
+        xlabel="pair index i",
+        ylabel="wavelength 2π/θ_i (positions)",
+        title="Wavelength per dimension pair",
+    )
     ax.legend(fontsize=8)
     return fig
 
@@ -69,8 +78,11 @@ def shift_matrix_blocks(
     M = shift_matrix(k, torch.from_numpy(inv_freq_of(pe))).numpy()[:n_dims, :n_dims]
     fig, ax = figure_axes(ax, (5.0, 4.2))
     heatmap(ax, M, label="entry of M_k")
-    ax.set(xlabel="input dimension", ylabel="output dimension",
-           title=f"{pe.name}: M_{k} is block-diagonal (2x2 rotations)")
+    ax.set(
+        xlabel="input dimension",
+        ylabel="output dimension",
+        title=f"{pe.name}: M_{k} is block-diagonal (2x2 rotations)",
+    )
     return fig
 
 
@@ -100,8 +112,11 @@ def rotation_pair(
     r = 1.1 * float(np.hypot(a, b).max())
     ax.set(xlim=(-r, r), ylim=(-r, r))
     ax.set_aspect("equal")
-    ax.set(xlabel="first feature of the pair", ylabel="second feature of the pair",
-           title=f"{pe.name}: pair {pair} across positions")
+    ax.set(
+        xlabel="first feature of the pair",
+        ylabel="second feature of the pair",
+        title=f"{pe.name}: pair {pair} across positions",
+    )
     return fig
 
 
@@ -121,8 +136,9 @@ def qk_by_distance(pe: PositionalEncoding | str, n_distances: int = 256) -> np.n
     H, D = head_shape(pe)
     ones = torch.ones(1, H, n_distances, D, dtype=torch.float64)  # (B, H, T, D)
     with torch.no_grad():
-        q, k = pe.rotate(ones, ones, torch.arange(n_distances),
-                         torch.zeros(n_distances, dtype=torch.long))
+        q, k = pe.rotate(
+            ones, ones, torch.arange(n_distances), torch.zeros(n_distances, dtype=torch.long)
+        )
     return (q * k).sum(-1)[0, 0].numpy()
 
 
@@ -137,9 +153,16 @@ def qk_vs_distance(
     fig, ax = figure_axes(ax, (6.0, 3.6))
     for n, item in enumerate(encodings):
         pe = resolve(item)
-        ax.plot(np.arange(n_distances), qk_by_distance(pe, n_distances), label=pe.name,
-                linestyle=LINESTYLES[n % len(LINESTYLES)])
-    ax.set(xlabel="distance m - n (key in the past)", ylabel="<R_m q, R_n k>",
-           title="Rotary score vs distance (q = k = 1)")
+        ax.plot(
+            np.arange(n_distances),
+            qk_by_distance(pe, n_distances),
+            label=pe.name,
+            linestyle=LINESTYLES[n % len(LINESTYLES)],
+        )
+    ax.set(
+        xlabel="distance m - n (key in the past)",
+        ylabel="<R_m q, R_n k>",
+        title="Rotary score vs distance (q = k = 1)",
+    )
     ax.legend(fontsize=8)
     return fig

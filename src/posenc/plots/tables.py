@@ -123,8 +123,9 @@ def dot_vs_distance(
     return fig
 
 
-def contamination_stats(pe: PositionalEncoding | str, n_positions: int = 128, seed: int = 0
-                        ) -> dict[str, np.ndarray]:
+def contamination_stats(
+    pe: PositionalEncoding | str, n_positions: int = 128, seed: int = 0
+) -> dict[str, np.ndarray]:
     """Norms of a token embedding e ~ N(0, 1), of PE[p], of e + PE[p], and the angle
     (degrees) between e and e + PE[p], for p = 0..N-1 (seed 003, section 10)."""
     table = additive_table(resolve(pe), n_positions).numpy()  # (N, C)
