@@ -10,6 +10,7 @@ mark.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -85,7 +86,17 @@ def peak_extra_bytes(name: str, T: int, H: int, D: int, causal: bool, impl: str)
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     proc = ctx.Process(target=_peak_child, args=((name, T, H, D, causal, impl), queue))
-    proc.start()
+    # A fixed mmap threshold: glibc otherwise raises it after each large free and keeps freed
+    # blocks in its heap, so the resident peak would count memory no tensor holds any more.
+    previous = os.environ.get("MALLOC_MMAP_THRESHOLD_")
+    os.environ["MALLOC_MMAP_THRESHOLD_"] = "131072"
+    try:
+        proc.start()
+    finally:
+        if previous is None:
+            os.environ.pop("MALLOC_MMAP_THRESHOLD_")
+        else:
+            os.environ["MALLOC_MMAP_THRESHOLD_"] = previous
     value = int(queue.get(timeout=1800))
     proc.join()
     return max(value, 0)
