@@ -208,6 +208,10 @@ def test_absolute_encodings_match_reference() -> None:
     out = posenc.build("sinusoidal", dim=16, base=100.0).embed(x, pos)
     table = torch.from_numpy(ref(51, 16, 100.0))
     torch.testing.assert_close(out, table[pos])
+    scaled = posenc.build("sinusoidal", dim=16, base=100.0, scale=0.02).embed(x, pos)
+    torch.testing.assert_close(scaled, 0.02 * table[pos])
+    with pytest.raises(ValueError, match=r"scale must be a finite number > 0, got 0\.0"):
+        posenc.build("sinusoidal", dim=16, scale=0.0)
     learned = posenc.build("learned", dim=16, max_len=64).double()
     torch.testing.assert_close(learned.embed(x, pos), learned.weight[pos])
     assert 0.01 < learned.weight.std().item() < 0.03  # GPT-2 init N(0, 0.02^2)

@@ -33,15 +33,18 @@ def _check_embed_inputs(x: Tensor, pos: Tensor, dim: int) -> Tensor:
 class Sinusoidal(PositionalEncoding):
     """Fixed sinusoidal table added to embeddings (Vaswani et al. 2017, sec. 3.5):
 
-    x_p + PE[p],  PE[p, 2i] = sin(p / base^(2i/C)),  PE[p, 2i+1] = cos(p / base^(2i/C)).
-    The table is computed in float64 for the positions given and cast to x's dtype.
+    x_p + scale·PE[p],  PE[p, 2i] = sin(p / base^(2i/C)),  PE[p, 2i+1] = cos(p / base^(2i/C)).
+    The table is computed in float64 for the positions given and cast to x's dtype. ``scale``
+    (1 in the paper) sets the table's size against the token embeddings: the paper scales tokens
+    up by sqrt(C) instead; x-transformers scales the table by C^-1/2.
     """
 
-    def __init__(self, *, dim: int, base: float = 10000.0) -> None:
+    def __init__(self, *, dim: int, base: float = 10000.0, scale: float = 1.0) -> None:
         super().__init__()
         check_even(dim, "dim")
         check_positive_float(base, "base")
-        self.dim, self.base = dim, float(base)
+        check_positive_float(scale, "scale")
+        self.dim, self.base, self.scale = dim, float(base), float(scale)
 
     def table(self, pos: Tensor) -> Tensor:
         """PE rows for positions (...,) -> (..., C), float64."""
@@ -49,10 +52,11 @@ class Sinusoidal(PositionalEncoding):
 
     def embed(self, x: Tensor, pos: Tensor) -> Tensor:
         pos = _check_embed_inputs(x, pos, self.dim)
-        return x + self.table(pos).to(x.dtype)  # (B, T, C) + (B or T, ..., C)
+        pe = self.table(pos)  # (T, C) or (B, T, C), float64
+        return x + (pe if self.scale == 1.0 else self.scale * pe).to(x.dtype)
 
     def extra_repr(self) -> str:
-        return f"dim={self.dim}, base={self.base}"
+        return f"dim={self.dim}, base={self.base}, scale={self.scale}"
 
 
 @register("learned", family="additive", paper="Gehring et al., arXiv:1705.03122", year=2017)

@@ -36,6 +36,10 @@ def quick_encodings() -> list[str]:
 
 
 PRESETS = ("quick", "full", "lm")
+#: The sinusoidal table at its paper size (entries of norm 1) swamps token embeddings drawn
+#: at std 0.02: it cannot even learn ``sort`` at the training length (0.00 exact match). At
+#: the tokens' size (scale 0.02, like the 0.02-std learned table) it learns it (0.84-0.91).
+PE_CONFIG: dict[str, dict[str, Any]] = {"sinusoidal": {"scale": 0.02}}
 
 
 def preset_data(name: str) -> dict[str, Any]:
@@ -46,6 +50,7 @@ def preset_data(name: str) -> dict[str, Any]:
             "encodings": quick_encodings(),
             "tasks": list(QUICK_TASKS),
             "seeds": [0, 1],
+            "pe_config": PE_CONFIG,
             "train": {"steps": 600, "lr": 3e-3, "eval_samples": 256},
         }
     if name == "full":
@@ -54,6 +59,7 @@ def preset_data(name: str) -> dict[str, Any]:
             "encodings": ["all"],
             "tasks": list(FULL_TASKS),
             "seeds": [0, 1, 2],
+            "pe_config": PE_CONFIG,
             "train": {"steps": 2000, "lr": 3e-3, "eval_samples": 512},
         }
     if name == "lm":  # the ALiBi paper's curve: loss by position up to 8x the training length
@@ -62,6 +68,7 @@ def preset_data(name: str) -> dict[str, Any]:
             "encodings": ["nope", "sinusoidal", "rope", "alibi"],
             "tasks": ["lm"],
             "seeds": [0],
+            "pe_config": PE_CONFIG,
             "train": {"steps": 600, "lr": 3e-3, "eval_samples": 128},
         }
     raise ValueError(f"unknown preset {name!r}; choose one of {list(PRESETS)}")
