@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -10,6 +11,7 @@ from torch import Tensor, nn
 
 from .._validate import check_ndim, check_positions, check_positions_match, check_positive_int
 from ..encodings.base import PositionalEncoding, batch_positions, default_positions
+from .flex import flex_bias_attention
 from .kv_cache import CachedKeys, KVCache
 
 #: Bias entries (H x block x Tk) per query block when ``block_size`` is not given: 16 MiB fp32.
@@ -31,6 +33,9 @@ class Attention(nn.Module):
         causal: mask keys after the query (by order in the sequence/cache, not by position id).
         block_size: queries per block when the encoding has a ``bias``, so the (Tq, Tk) bias
             is never materialised whole; default: about 4M bias entries per block (16 MiB).
+        bias_backend: "blocks" (bias per query block + SDPA) or "flex": offset-only biases
+            (ALiBi, T5, Kerple) fused into compiled FlexAttention when no padding, segments,
+            cache offset or learned-bias gradients are involved (otherwise blocks).
     """
 
     def __init__(
@@ -44,6 +49,7 @@ class Attention(nn.Module):
         dropout: float = 0.0,
         bias: bool = False,
         block_size: int | None = None,
+        bias_backend: Literal["blocks", "flex"] = "blocks",
     ) -> None:
         super().__init__()
         check_positive_int(d_model, "d_model")
@@ -66,6 +72,9 @@ class Attention(nn.Module):
             check_positive_int(block_size, "block_size")
         self.causal, self.dropout, self.pe = causal, dropout, pe
         self.block_size = block_size  # query block for score-bias encodings (memory O(H·block·T))
+        if bias_backend not in ("blocks", "flex"):
+            raise ValueError(f"bias_backend must be 'blocks' or 'flex', got {bias_backend!r}")
+        self.bias_backend = bias_backend
         kv_width = n_kv_heads * self.head_dim
         self.qkv = nn.Linear(d_model, d_model + 2 * kv_width, bias=bias)
         self.proj = nn.Linear(d_model, d_model, bias=bias)
@@ -155,6 +164,10 @@ class Attention(nn.Module):
         last query (L_b = offset + block end), so masked blocks cost nothing."""
         T, L = q.shape[2], keys.k.shape[2]
         has_bias = type(self.pe).bias is not PositionalEncoding.bias
+        if has_bias and allowed is None and self._fusable():
+            out = flex_bias_attention(q, keys.k, keys.v, self.pe, q_pos, k_pos, causal=self.causal)
+            if out is not None:
+                return out
         block = self.block_size or max(64, BIAS_BLOCK_ENTRIES // (self.n_heads * L))
         if not has_bias or block >= T:
             return self._sdpa(q, keys.k, keys.v, self.pe.bias(q_pos, k_pos), allowed)
@@ -167,6 +180,11 @@ class Attention(nn.Module):
             k, v = keys.k[:, :, :Lb], keys.v[:, :, :Lb]
             outs.append(self._sdpa(q[:, :, s:e], k, v, bias, blk_allowed))
         return torch.cat(outs, dim=2)  # (B, H, T, D)
+
+    def _fusable(self) -> bool:
+        """Flex path: opted in, offset-only bias, no dropout (flex has none)."""
+        fusable = self.bias_backend == "flex" and self.pe.bias_is_relative
+        return fusable and not (self.training and self.dropout > 0)
 
     def _sdpa(
         self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, allowed: Tensor | None

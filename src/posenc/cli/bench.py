@@ -83,8 +83,10 @@ def _bias_table(cases: list[dict[str, Any]]) -> Any:
         "T",
         "causal",
         "blockwise",
+        "flex",
         "dense",
         "MiB blockwise",
+        "MiB flex",
         "MiB dense",
         "MiB sdpa",
     ]:
@@ -97,8 +99,12 @@ def _bias_table(cases: list[dict[str, Any]]) -> Any:
             str(c["T"]),
             str(c["causal"]),
             f"{x['posenc_blockwise']:.2f}",
+            "-" if "posenc_flex" not in x else f"{x['posenc_flex']:.2f}",
             "-" if dense is None else f"{dense:.2f}",
-            *(_mib(mem, n) for n in ("posenc_blockwise", "dense_bias", "sdpa_no_bias")),
+            *(
+                _mib(mem, n)
+                for n in ("posenc_blockwise", "posenc_flex", "dense_bias", "sdpa_no_bias")
+            ),
         )
     return table
 

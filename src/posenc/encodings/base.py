@@ -34,6 +34,9 @@ class PositionalEncoding(nn.Module):
     #: float buffers that ``model.to(torch.bfloat16)`` / ``.half()`` must move but never cast:
     #: low-precision frequencies ruin rotations at large positions (HF #25681).
     keep_dtype_buffers: ClassVar[tuple[str, ...]] = ()
+    #: True when ``bias(q_pos, k_pos)`` depends on q_pos - k_pos alone (ALiBi, T5, Kerple):
+    #: attention may then fuse it from a per-offset table (``bias_backend="flex"``).
+    bias_is_relative: ClassVar[bool] = False
     #: KV-cache policy read by ``Attention``: "reference" caches keys as ``rotate`` left them;
     #: "rerotate" caches unrotated keys and rotates all of them at every step (dynamic RoPE).
     kv_policy: str = "reference"

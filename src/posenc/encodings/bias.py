@@ -55,6 +55,8 @@ class ALiBi(PositionalEncoding):
     and sets the bias dtype: float32, or float64 after ``.double()``.
     """
 
+    bias_is_relative = True
+
     keep_dtype_buffers = ("slopes64",)
     slopes: Tensor
     slopes64: Tensor
@@ -98,6 +100,8 @@ class T5Bias(PositionalEncoding):
     (HF: d_model^-0.5): buckets never reached in training stay near zero instead of adding
     noise at long range (x-transformers' N(0, 1) default does).
     """
+
+    bias_is_relative = True
 
     def __init__(
         self,
@@ -161,6 +165,8 @@ class Kerple(PositionalEncoding):
     forward; here the clamp is applied in the forward with a straight-through gradient
     (same values, compile-friendly). ``init_r1``/``init_r2`` set every head to one value.
     """
+
+    bias_is_relative = True
 
     def __init__(
         self,

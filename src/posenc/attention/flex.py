@@ -1,0 +1,103 @@
+"""Score biases fused into attention with FlexAttention: no bias tensor is ever materialised.
+
+For encodings whose bias depends only on the offset i - j (``bias_is_relative``: ALiBi, T5,
+Kerple), the encoding's own ``bias`` is evaluated once on every offset the call can meet —
+a (H, n_offsets) table — and a ``score_mod`` adds ``table[h, q_pos - k_pos]`` inside the
+compiled attention kernel; causal attention also skips fully masked blocks (a block mask).
+Opt in with ``Attention(..., bias_backend="flex")``; the first call per shape compiles.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..encodings.base import PositionalEncoding, batch_positions
+
+
+@functools.cache
+def _compiled_flex() -> Callable[..., Tensor]:
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=False)
+
+
+@functools.cache
+def _causal_block_mask(T: int, L: int, device: str) -> Any:
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    shift = L - T  # query i sits at cache index shift + i
+
+    def causal(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        return kv_idx <= q_idx + shift
+
+    return create_block_mask(causal, None, None, T, L, device=device)
+
+
+def offset_table(pe: PositionalEncoding, lo: int, hi: int, n_heads: int) -> Tensor:
+    """bias(i, j) for every offset i - j in lo..hi, from one query against shifted keys.
+
+    Returns (H, hi - lo + 1); row h, column o - lo is the bias at offset o.
+    """
+    q_at = max(hi, 0)
+    device = pe_device(pe)
+    keys = q_at - torch.arange(lo, hi + 1, device=device)  # positions q_at - o >= 0
+    bias = pe.bias(torch.tensor([q_at], device=device), keys)  # (1, H|1, 1, n)
+    if bias is None:
+        raise ValueError(f"{pe.name!r} has no score bias to fuse")
+    return bias[0, :, 0].expand(n_heads, keys.shape[0])
+
+
+def _cpu_grad(*tensors: Tensor) -> bool:
+    return any(t.requires_grad and t.device.type == "cpu" for t in tensors)
+
+
+def pe_device(pe: PositionalEncoding) -> torch.device:
+    tensors = [*pe.parameters(), *pe.buffers()]
+    return tensors[0].device if tensors else torch.device("cpu")
+
+
+def flex_bias_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    pe: PositionalEncoding,
+    q_pos: Tensor,
+    k_pos: Tensor,
+    *,
+    causal: bool,
+) -> Tensor | None:
+    """softmax(q k^T / sqrt(D) + bias) v with the bias added per score inside the kernel, or
+    None when the call needs gradients flex cannot give (a learned bias; any on CPU).
+
+    Shapes: q (B, H, T, D); k, v (B, Hkv, L, D); q_pos (T,) | (B, T); k_pos (L,) | (B, L).
+    Causal masking is by index (query i sees keys up to L - T + i), as in ``Attention``.
+    """
+    B, H, T, D = q.shape
+    qp, kp = batch_positions(q_pos, B), batch_positions(k_pos, B)  # (B, T), (B, L)
+    lo, hi = int(qp.min() - kp.max()), int(qp.max() - kp.min())
+    table = offset_table(pe, lo, hi, H).to(torch.float32)  # (H, n)
+    if torch.is_grad_enabled() and (table.requires_grad or _cpu_grad(q, k, v)):
+        # Flex cannot send gradients to a captured table, nor run any backward on CPU (torch
+        # 2.13): the caller then uses the blockwise path.
+        return None
+
+    def add_bias(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        return score + table[h, qp[b, q_idx] - kp[b, kv_idx] - lo]
+
+    mask = _causal_block_mask(T, k.shape[2], q.device.type) if causal else None
+    out: Tensor = _compiled_flex()(
+        q,
+        k,
+        v,
+        score_mod=add_bias,
+        block_mask=mask,
+        scale=1.0 / math.sqrt(D),
+        enable_gqa=k.shape[1] != H,
+    )
+    return out

@@ -1,0 +1,74 @@
+"""Fused score biases (bias_backend="flex") equal the blockwise path, and fall back cleanly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import posenc
+from posenc.attention.flex import flex_bias_attention, offset_table
+
+
+@pytest.mark.parametrize("name", ["alibi", "t5", "kerple"])
+def test_offset_table_reproduces_the_bias(name: str) -> None:
+    pe = posenc.build_for_model(name, dim=32, n_heads=4, max_len=64)
+    q_pos, k_pos = torch.arange(3, 9), torch.arange(0, 12)
+    table = offset_table(pe, int(q_pos.min() - k_pos.max()), int(q_pos.max() - k_pos.min()), 4)
+    offsets = q_pos[:, None] - k_pos[None, :] - int(q_pos.min() - k_pos.max())
+    expected = pe.bias(q_pos, k_pos)[0]  # (H, Tq, Tk)
+    torch.testing.assert_close(table[:, offsets], expected)
+
+
+def _pair(name: str, causal: bool) -> tuple[posenc.Attention, posenc.Attention]:
+    torch.manual_seed(0)
+    pe = posenc.build_for_model(name, dim=32, n_heads=4, max_len=256)
+    blocks = posenc.Attention(32, 4, pe=pe, causal=causal, n_kv_heads=2, block_size=16)
+    flex = posenc.Attention(32, 4, pe=pe, causal=causal, n_kv_heads=2, bias_backend="flex")
+    flex.load_state_dict(blocks.state_dict())
+    return blocks, flex
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_flex_alibi_equals_blocks_in_inference(causal: bool) -> None:
+    blocks, flex = _pair("alibi", causal)
+    x = torch.randn(2, 40, 32)
+    pos = torch.arange(40)
+    with torch.no_grad():
+        torch.testing.assert_close(flex(x, pos), blocks(x, pos), atol=2e-5, rtol=1e-4)
+
+
+def test_training_falls_back_to_blocks_on_cpu() -> None:
+    blocks, flex = _pair("alibi", True)
+    x = torch.randn(1, 24, 32, requires_grad=True)
+    out = flex(x)  # flex has no CPU backward: the blockwise path runs
+    out.sum().backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0
+    torch.testing.assert_close(out, blocks(x))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["t5", "kerple"])
+def test_flex_learned_biases_equal_blocks_in_inference(name: str) -> None:
+    blocks, flex = _pair(name, True)
+    x = torch.randn(2, 40, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(flex(x), blocks(x), atol=2e-5, rtol=1e-4)
+
+
+def test_learned_bias_needing_gradients_falls_back_to_blocks() -> None:
+    pe = posenc.build("t5", n_heads=4)
+    q, k, v = torch.randn(1, 4, 8, 8), torch.randn(1, 4, 8, 8), torch.randn(1, 4, 8, 8)
+    pos = torch.arange(8)
+    assert flex_bias_attention(q, k, v, pe, pos, pos, causal=True) is None  # grads wanted
+    blocks, flex = _pair("t5", True)
+    x = torch.randn(1, 12, 32)
+    out = flex(x)  # trains through the blockwise path
+    out.sum().backward()
+    assert flex.pe.weight.grad is not None and flex.pe.weight.grad.abs().sum() > 0
+    torch.testing.assert_close(out, blocks(x))
+
+
+def test_bias_backend_is_validated() -> None:
+    pe = posenc.build("alibi", n_heads=4)
+    with pytest.raises(ValueError, match="bias_backend must be 'blocks' or 'flex', got 'fused'"):
+        posenc.Attention(32, 4, pe=pe, causal=True, bias_backend="fused")  # type: ignore[arg-type]
