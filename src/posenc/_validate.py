@@ -68,3 +68,19 @@ def check_ndim(x: Any, ndim: int, what: str, layout: str) -> None:
         raise TypeError(f"{what} must be a torch.Tensor {layout}, got {type(x).__name__}")
     if x.ndim != ndim:
         raise ValueError(f"{what} must have shape {layout}, got {tuple(x.shape)}")
+
+
+def check_position_batches(q_pos: Any, k_pos: Any) -> None:
+    """q_pos (Tq,) | (B, Tq) and k_pos (Tk,) | (B, Tk) must have batches 1 or equal (any array)."""
+    Bq = q_pos.shape[0] if q_pos.ndim == 2 else 1
+    Bk = k_pos.shape[0] if k_pos.ndim == 2 else 1
+    if 1 not in (Bq, Bk) and Bq != Bk:
+        raise ValueError(
+            f"q_pos (B, Tq) and k_pos (B, Tk) must agree on B, got {tuple(q_pos.shape)} "
+            f"and {tuple(k_pos.shape)}"
+        )
+
+
+def as_4d(bias: Any) -> Any:
+    """Bias (H, Tq, Tk) -> (1, H, Tq, Tk); (B, H, Tq, Tk) unchanged (any array)."""
+    return bias if bias.ndim == 4 else bias[None]

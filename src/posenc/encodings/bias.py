@@ -14,7 +14,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import functional as PF
-from .._validate import check_positions, check_positive_float, check_positive_int
+from .._validate import (
+    as_4d,
+    check_position_batches,
+    check_positions,
+    check_positive_float,
+    check_positive_int,
+)
 from ..functional import KERPLE_VARIANTS, KerpleVariant
 from ..registry import register
 from .base import PositionalEncoding
@@ -23,18 +29,8 @@ from .base import PositionalEncoding
 def check_bias_positions(q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
     """q_pos (Tq,) or (B, Tq) and k_pos (Tk,) or (B, Tk), batches 1 or equal; returns int64."""
     q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
-    Bq, Bk = q_pos.shape[0] if q_pos.ndim == 2 else 1, k_pos.shape[0] if k_pos.ndim == 2 else 1
-    if 1 not in (Bq, Bk) and Bq != Bk:
-        raise ValueError(
-            f"q_pos (B, Tq) and k_pos (B, Tk) must agree on B, got {tuple(q_pos.shape)} "
-            f"and {tuple(k_pos.shape)}"
-        )
+    check_position_batches(q_pos, k_pos)
     return q_pos, k_pos
-
-
-def as_4d(bias: Tensor) -> Tensor:
-    """(H, Tq, Tk) -> (1, H, Tq, Tk); (B, H, Tq, Tk) unchanged."""
-    return bias if bias.ndim == 4 else bias[None]
 
 
 def work_dtype(*tensors: Tensor) -> torch.dtype:

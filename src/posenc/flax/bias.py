@@ -16,7 +16,7 @@ import numpy as np
 from flax import nnx
 
 from .. import functional as PF
-from .._validate import check_positive_float, check_positive_int
+from .._validate import as_4d, check_position_batches, check_positive_float, check_positive_int
 from ..functional import KERPLE_VARIANTS, KerpleVariant
 from .base import PositionalEncoding, check_positions, register
 
@@ -26,18 +26,8 @@ Array = jax.Array
 def check_bias_positions(q_pos: Any, k_pos: Any) -> tuple[Array, Array]:
     """q_pos (Tq,) | (B, Tq) and k_pos (Tk,) | (B, Tk) with batches 1 or equal."""
     q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
-    Bq, Bk = q_pos.shape[0] if q_pos.ndim == 2 else 1, k_pos.shape[0] if k_pos.ndim == 2 else 1
-    if 1 not in (Bq, Bk) and Bq != Bk:
-        raise ValueError(
-            f"q_pos (B, Tq) and k_pos (B, Tk) must agree on B, got {tuple(q_pos.shape)} "
-            f"and {tuple(k_pos.shape)}"
-        )
+    check_position_batches(q_pos, k_pos)
     return q_pos, k_pos
-
-
-def as_4d(bias: Array) -> Array:
-    """(H, Tq, Tk) -> (1, H, Tq, Tk); (B, H, Tq, Tk) unchanged."""
-    return bias if bias.ndim == 4 else bias[None]
 
 
 def work_dtype(*arrays: Array) -> Any:
