@@ -54,8 +54,8 @@ def check_nonnegative(pos: Tensor, what: str = "positions") -> None:
         raise ValueError(f"{what} must be >= 0 for an absolute encoding, got min {int(pos.min())}")
 
 
-def check_positions_match(pos: Tensor, batch: int, length: int, what: str) -> None:
-    """``pos`` of shape (T,) or (B, T) must agree with a tensor of batch ``batch`` and length T."""
+def check_positions_match(pos: Any, batch: int, length: int, what: str) -> None:
+    """``pos`` of shape (T,) or (B, T) must agree with batch ``batch`` and length T (any array)."""
     if pos.shape[-1] != length or (pos.ndim == 2 and pos.shape[0] not in (1, batch)):
         raise ValueError(
             f"{what} must have shape ({length},) or ({batch}, {length}), got {tuple(pos.shape)}"
@@ -84,3 +84,15 @@ def check_position_batches(q_pos: Any, k_pos: Any) -> None:
 def as_4d(bias: Any) -> Any:
     """Bias (H, Tq, Tk) -> (1, H, Tq, Tk); (B, H, Tq, Tk) unchanged (any array)."""
     return bias if bias.ndim == 4 else bias[None]
+
+
+def check_qk_agree(q: Any, k: Any, q_pos: Any, k_pos: Any) -> None:
+    """q (B, H, Tq, D) and k (B, Hkv, Tk, D) agree on B and D, and each position array fits its
+    tensor (any array; ranks checked by the caller)."""
+    if q.shape[0] != k.shape[0] or q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q (B, H, Tq, D) and k (B, Hkv, Tk, D) must agree on B and D, got "
+            f"q {tuple(q.shape)} and k {tuple(k.shape)}"
+        )
+    check_positions_match(q_pos, q.shape[0], q.shape[2], "q_pos")
+    check_positions_match(k_pos, k.shape[0], k.shape[2], "k_pos")

@@ -186,7 +186,7 @@ def test_every_exported_formula_has_a_case() -> None:
     covered = {n.removesuffix(s) for n in CASES for s in ("_n", "_pos")} | set(CASES)
     covered |= {"rope_cos_sin", "apply_rope", "kerple_bias", "t5_relative_bucket", "alibi_bias"}
     covered |= {"kerple_log", "kerple_power", "gather_relative"}  # via kerple_bias, shaw terms
-    helpers = {"namespace", "np_xp", "torch_xp", "rotary_dim", "check_t5_buckets"}
+    helpers = {"namespace", "np_xp", "torch_xp", "rotary_dim", "check_t5_buckets", "check_kerple"}
     helpers |= {"enable_compiled_rope", "compiled_rope_enabled", "widest_float", "widest_int"}
     formulas = {
         n for n in PF.__all__ if n[0].islower() and n not in helpers and callable(getattr(PF, n))

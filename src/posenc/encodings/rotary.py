@@ -9,7 +9,13 @@ import torch
 from torch import Tensor
 
 from .. import functional as PF
-from .._validate import check_even, check_ndim, check_positions, check_positive_float
+from .._validate import (
+    check_even,
+    check_ndim,
+    check_positions,
+    check_positive_float,
+    check_qk_agree,
+)
 from ..extension.config import ScalingConfig, scaling_config
 from ..functional import LAYOUTS, Layout
 from ..registry import register
@@ -23,16 +29,8 @@ def check_qk(q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor
     """Validate q (B, H, Tq, D), k (B, Hkv, Tk, D) and their positions; return int64 positions."""
     check_ndim(q, 4, "q", "(B, H, Tq, D)")
     check_ndim(k, 4, "k", "(B, Hkv, Tk, D)")
-    if q.shape[0] != k.shape[0] or q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q (B, H, Tq, D) and k (B, Hkv, Tk, D) must agree on B and D, got "
-            f"q {tuple(q.shape)} and k {tuple(k.shape)}"
-        )
     q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
-    for pos, x, what in ((q_pos, q, "q_pos"), (k_pos, k, "k_pos")):
-        B, T = x.shape[0], x.shape[2]
-        if pos.shape[-1] != T or (pos.ndim == 2 and pos.shape[0] not in (1, B)):
-            raise ValueError(f"{what} must have shape ({T},) or ({B}, {T}), got {tuple(pos.shape)}")
+    check_qk_agree(q, k, q_pos, k_pos)
     return q_pos, k_pos
 
 

@@ -15,13 +15,12 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from .._validate import check_positive_int
+from .._validate import check_positions_match, check_positive_int
 from .base import (
     PositionalEncoding,
     batch_positions,
     check_ndim,
     check_positions,
-    check_positions_match,
 )
 from .kv_cache import CachedKeys, KVCache
 

@@ -129,14 +129,6 @@ def check_positions(pos: Any, what: str = "positions") -> Array:
     return jnp.asarray(pos)
 
 
-def check_positions_match(pos: Array, batch: int, length: int, what: str) -> None:
-    """``pos`` (T,) or (B, T) must agree with batch ``batch`` and length T."""
-    if pos.shape[-1] != length or (pos.ndim == 2 and pos.shape[0] not in (1, batch)):
-        raise ValueError(
-            f"{what} must have shape ({length},) or ({batch}, {length}), got {tuple(pos.shape)}"
-        )
-
-
 def check_ndim(x: Any, ndim: int, what: str, layout: str) -> None:
     """Raise unless ``x`` is an array of rank ``ndim`` (``layout`` names the axes)."""
     if not hasattr(x, "ndim"):

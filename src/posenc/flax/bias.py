@@ -17,7 +17,7 @@ from flax import nnx
 
 from .. import functional as PF
 from .._validate import as_4d, check_position_batches, check_positive_float, check_positive_int
-from ..functional import KERPLE_VARIANTS, KerpleVariant
+from ..functional import KerpleVariant
 from .base import PositionalEncoding, check_positions, register
 
 Array = jax.Array
@@ -124,18 +124,9 @@ class Kerple(PositionalEncoding):
         init_r2: float | None = None,
         rngs: nnx.Rngs | None = None,
     ) -> None:
-        check_positive_int(n_heads, "n_heads")
-        if variant not in KERPLE_VARIANTS:
-            raise ValueError(f"variant must be one of {KERPLE_VARIANTS}, got {variant!r}")
-        check_positive_float(eps, "eps")
-        if eps >= 1.0:
-            raise ValueError(f"eps (the floor of r1, r2) must be in (0, 1), got {eps}")
-        self.r2_max = 2.0 if variant == "power" else None
-        for value, what, high in ((init_r1, "init_r1", None), (init_r2, "init_r2", self.r2_max)):
-            if value is not None:
-                check_positive_float(value, what)
-                if high is not None and value > high:
-                    raise ValueError(f"{what} must be in (0, {high}] for {variant!r}, got {value}")
+        self.r2_max = PF.check_kerple(
+            n_heads=n_heads, variant=variant, eps=eps, init_r1=init_r1, init_r2=init_r2
+        )
         self.n_heads, self.variant, self.eps = n_heads, variant, float(eps)
         scales = (2.0, 1.0) if variant == "log" else (1.0, 2.0)
         rngs = rngs or nnx.Rngs(0)

@@ -12,14 +12,19 @@ import numpy as np
 from flax import nnx
 
 from .. import functional as PF
-from .._validate import check_even, check_positive_float, check_positive_int
+from .._validate import (
+    check_even,
+    check_positions_match,
+    check_positive_float,
+    check_positive_int,
+    check_qk_agree,
+)
 from ..extension.config import ScalingConfig, scaling_config
 from ..functional import LAYOUTS, Layout
 from .base import (
     PositionalEncoding,
     check_ndim,
     check_positions,
-    check_positions_match,
     extreme,
     is_concrete,
     register,
@@ -95,14 +100,8 @@ def check_qk(q: Array, k: Array, q_pos: Any, k_pos: Any) -> tuple[Array, Array]:
     """Validate q (B, H, Tq, D), k (B, Hkv, Tk, D) and their positions (T,) or (B, T)."""
     check_ndim(q, 4, "q", "(B, H, Tq, D)")
     check_ndim(k, 4, "k", "(B, Hkv, Tk, D)")
-    if q.shape[0] != k.shape[0] or q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q (B, H, Tq, D) and k (B, Hkv, Tk, D) must agree on B and D, got "
-            f"q {tuple(q.shape)} and k {tuple(k.shape)}"
-        )
     q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
-    check_positions_match(q_pos, q.shape[0], q.shape[2], "q_pos")
-    check_positions_match(k_pos, k.shape[0], k.shape[2], "k_pos")
+    check_qk_agree(q, k, q_pos, k_pos)
     return q_pos, k_pos
 
 

@@ -10,7 +10,14 @@ from .alibi import alibi_bias, alibi_slopes
 from .cope import cope_interpolate, cope_positions
 from .fire import fire_distance, fire_psi
 from .frequencies import angles, rope_inv_freq, wavelengths
-from .kerple import KERPLE_VARIANTS, KerpleVariant, kerple_bias, kerple_log, kerple_power
+from .kerple import (
+    KERPLE_VARIANTS,
+    KerpleVariant,
+    check_kerple,
+    kerple_bias,
+    kerple_log,
+    kerple_power,
+)
 from .pope import pope_polar, softplus
 from .relative import relative_offsets
 from .rotary import LAYOUTS, Layout, apply_rope, apply_rope_pair, rope_cos_sin, rotary_dim
@@ -35,6 +42,7 @@ __all__ = [
     "angles",
     "apply_rope",
     "apply_rope_pair",
+    "check_kerple",
     "check_t5_buckets",
     "cope_interpolate",
     "cope_positions",

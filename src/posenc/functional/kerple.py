@@ -4,11 +4,40 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from .._validate import check_positive_float, check_positive_int
 from ._xp import namespace
 from .relative import relative_offsets
 
 KerpleVariant = Literal["log", "power"]
 KERPLE_VARIANTS: tuple[KerpleVariant, ...] = ("log", "power")
+
+
+def check_kerple(
+    *,
+    n_heads: int,
+    variant: str,
+    eps: float,
+    init_r1: float | None = None,
+    init_r2: float | None = None,
+) -> float | None:
+    """Validate Kerple's settings (one check for the torch and Flax modules); returns r2's upper
+    bound: 2 for the power kernel (|i - j|^r2 must stay conditionally positive definite), else None.
+
+    Raises: ValueError naming the parameter and its allowed range.
+    """
+    check_positive_int(n_heads, "n_heads")
+    if variant not in KERPLE_VARIANTS:
+        raise ValueError(f"variant must be one of {KERPLE_VARIANTS}, got {variant!r}")
+    check_positive_float(eps, "eps")
+    if eps >= 1.0:
+        raise ValueError(f"eps (the floor of r1, r2) must be in (0, 1), got {eps}")
+    r2_max = 2.0 if variant == "power" else None
+    for value, what, high in ((init_r1, "init_r1", None), (init_r2, "init_r2", r2_max)):
+        if value is not None:
+            check_positive_float(value, what)
+            if high is not None and value > high:
+                raise ValueError(f"{what} must be in (0, {high}] for {variant!r}, got {value}")
+    return r2_max
 
 
 def kerple_log(distance: Any, r1: Any, r2: Any) -> Any:
