@@ -1,4 +1,4 @@
-"""The torch paths behind apply_rope: eager kernel, custom backward, in place, compiled."""
+"""The torch paths behind apply_rope: eager kernel, custom backward, in place, Inductor."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def test_compiled_pair_matches_eager(layout: str) -> None:
     q, k = torch.randn(1, 4, 5, 16), torch.randn(1, 2, 5, 16)
     cos, sin = _tables(12, torch.float32)
     expected = PF.apply_rope_pair(q, k, cos, sin, cos, sin, layout=layout)
-    PF.enable_compiled_rope(True)
+    PF.enable_compiled_rope(True, backend="inductor")
     try:
         got = PF.apply_rope_pair(q, k, cos, sin, cos, sin, layout=layout)
     finally:
@@ -123,7 +123,7 @@ def test_rope_module_compiled_path_matches_eager_with_backward() -> None:
     (eq.sum() + 2 * ek.sum()).backward()
     eager_grads = q.grad.clone(), k.grad.clone()  # type: ignore[union-attr]
     q.grad = k.grad = None
-    PF.enable_compiled_rope(True)
+    PF.enable_compiled_rope(True, backend="inductor")
     try:
         cq, ck = rope.rotate(q, k, pos, pos)
         (cq.sum() + 2 * ck.sum()).backward()
@@ -140,7 +140,7 @@ def test_compiled_inplace_pair_matches_eager() -> None:
     cos, sin = _tables(16, torch.float32)
     eq, ek = PF.apply_rope_pair(q, k, cos, sin, cos, sin)
     qb, kb = q.clone(), k.clone()
-    PF.enable_compiled_rope(True)
+    PF.enable_compiled_rope(True, backend="inductor")
     try:
         with torch.no_grad():
             iq, ik = PF.apply_rope_pair(qb, kb, cos, sin, cos, sin, inplace=True)

@@ -1,10 +1,12 @@
 """RoPE benchmark: posenc's eager, compiled and in-place paths against the anchors and floors.
 
-Cases: (B, H, T, D) x dtype x {forward, forward+backward}; q and k rotated per call. Anchors
-(each skipped, and said so, when not installed): Hugging Face ``apply_rotary_pos_emb`` with
-cos/sin given in the input dtype (what ``LlamaRotaryEmbedding`` returns),
-rotary-embedding-torch, x-transformers. Floors: ``clone`` of q and k (out of place) and
-``copy_`` into preallocated buffers (in place).
+Cases: (B, H, T, D) x dtype x {forward, forward+backward}; q and k rotated per call. posenc:
+the default eager path, the opt-in fast path (``enable_compiled_rope()``: the C++ kernel on
+CPU) and its Inductor backend, and the in-place forms. Anchors (each skipped, and said so, when
+not installed): Hugging Face ``apply_rotary_pos_emb`` with cos/sin given in the input dtype
+(what ``LlamaRotaryEmbedding`` returns), rotary-embedding-torch, x-transformers, torchtune
+(fed its own (B, T, H, D) layout). Floors: ``clone`` of q and k (out of place) and ``copy_``
+into preallocated buffers (in place).
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ from typing import Any
 import torch
 
 from .. import functional as PF
+from ..functional._rope_compiled import Backend
 from .harness import as_json, interleaved
 
 SHAPES = [(1, 32, 2048, 128), (4, 8, 1024, 64), (1, 8, 8192, 64)]
 QUICK_SHAPES = [(1, 8, 512, 64)]
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 Impl = Callable[[], Any]
+#: Tensors whose gradients a forward+backward sample resets (anchors fed their own layout).
+_LEAVES: list[torch.Tensor] = []
 
 
 def _tables(T: int, D: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -33,37 +38,30 @@ def _posenc(q: torch.Tensor, k: torch.Tensor) -> dict[str, Impl]:
     cos, sin = _tables(T, D)
     qb, kb = q.detach().clone(), k.detach().clone()
 
-    def eager() -> Any:
-        PF.enable_compiled_rope(False)
-        return PF.apply_rope_pair(q, k, cos, sin, cos, sin)
+    def pair(backend: Backend | None, inplace: bool = False) -> Impl:
+        def run() -> Any:
+            PF.enable_compiled_rope(backend is not None, backend=backend or "auto")
+            try:
+                if inplace:
+                    with torch.no_grad():
+                        return PF.apply_rope_pair(qb, kb, cos, sin, cos, sin, inplace=True)
+                return PF.apply_rope_pair(q, k, cos, sin, cos, sin)
+            finally:
+                PF.enable_compiled_rope(False)
 
-    def compiled() -> Any:
-        PF.enable_compiled_rope(True)
-        try:
-            return PF.apply_rope_pair(q, k, cos, sin, cos, sin)
-        finally:
-            PF.enable_compiled_rope(False)
-
-    def inplace() -> Any:
-        with torch.no_grad():
-            return PF.apply_rope_pair(qb, kb, cos, sin, cos, sin, inplace=True)
-
-    def inplace_compiled() -> Any:
-        PF.enable_compiled_rope(True)
-        try:
-            return inplace()
-        finally:
-            PF.enable_compiled_rope(False)
+        return run
 
     return {
-        "posenc_eager": eager,
-        "posenc_compiled": compiled,
-        "posenc_inplace": inplace,
-        "posenc_inplace_compiled": inplace_compiled,
+        "posenc_eager": pair(None),
+        "posenc_cpp": pair("cpp"),
+        "posenc_inductor": pair("inductor"),
+        "posenc_inplace": pair(None, inplace=True),
+        "posenc_inplace_cpp": pair("cpp", inplace=True),
     }
 
 
 def _anchors(q: torch.Tensor, k: torch.Tensor) -> tuple[dict[str, Impl], list[str]]:
+    _LEAVES[:] = [q, k]
     impls: dict[str, Impl] = {}
     skipped: list[str] = []
     T, D = q.shape[-2:]
@@ -100,6 +98,16 @@ def _anchors(q: torch.Tensor, k: torch.Tensor) -> tuple[dict[str, Impl], list[st
         impls["x_transformers"] = xt
     except ImportError:
         skipped.append("x-transformers")
+    try:
+        from torchtune.modules import RotaryPositionalEmbeddings as TuneRope
+
+        tune = TuneRope(D, max_seq_len=T)
+        qt = q.detach().transpose(1, 2).contiguous().requires_grad_(q.requires_grad)
+        kt = k.detach().transpose(1, 2).contiguous().requires_grad_(k.requires_grad)
+        impls["torchtune"] = lambda: (tune(qt).transpose(1, 2), tune(kt).transpose(1, 2))
+        _LEAVES.extend([qt, kt])
+    except ImportError:
+        skipped.append("torchtune")
     return impls, skipped
 
 
@@ -118,7 +126,8 @@ def _with_backward(impls: dict[str, Impl], q: torch.Tensor, k: torch.Tensor) -> 
         def run() -> None:
             oq, ok = fn()
             torch.autograd.backward([oq, ok], [gq, gk])
-            q.grad = k.grad = None
+            for leaf in _LEAVES:
+                leaf.grad = None
 
         return run
 
@@ -156,7 +165,7 @@ def run_case(
         result["x_clone_floor"] = {n: m / ref["clone"] for n, m in med.items()}
     if ref["copy_into"]:
         result["inplace_x_copy_floor"] = {
-            n: med[n] / ref["copy_into"] for n in ("posenc_inplace", "posenc_inplace_compiled")
+            n: med[n] / ref["copy_into"] for n in ("posenc_inplace", "posenc_inplace_cpp")
         }
     return result
 

@@ -48,12 +48,13 @@ def _rope_table(cases: list[dict[str, Any]]) -> Any:
     table = Table(title="RoPE on q and k: speed-up over HF apply_rotary_pos_emb (x clone floor)")
     impls = [
         "posenc_eager",
-        "posenc_compiled",
-        "posenc_inplace",
+        "posenc_cpp",
+        "posenc_inductor",
         "rotary_embedding_torch",
         "x_transformers",
+        "torchtune",
     ]
-    for col in ["shape", "dtype", "mode", *impls, "in place x copy floor (eager / compiled)"]:
+    for col in ["shape", "dtype", "mode", *impls, "in place x copy floor (eager / cpp)"]:
         table.add_column(col, justify="right")
     for c in cases:
         cells = []

@@ -1,34 +1,61 @@
-"""Opt-in compiled RoPE: one Inductor kernel rotates q and k, cached per shape and dtype.
+"""Opt-in fast RoPE: one kernel rotates q and k, chosen once per process.
 
-``enable_compiled_rope()`` switches ``RoPE.rotate`` (and ``apply_rope_pair``) to a
-``torch.compile``d form of the same formula as ``functional.rotary.apply_rope``: read x once,
-rotate in float32 registers, write x's dtype once. The first call per shape/dtype compiles
-(seconds on CPU); later calls reuse the cached kernel.
+``enable_compiled_rope()`` switches ``RoPE.rotate`` (and ``apply_rope_pair``) to a compiled
+kernel of the same formula as ``functional.rotary.apply_rope``: read x once, rotate in float32
+registers, write x's dtype once. Backends:
+
+- ``"cpp"``: the hand-written CPU kernel (``_rope_cpp``), built once per machine (seconds) and
+  shape-agnostic; CPU float32/bfloat16/float16 with unit last stride.
+- ``"inductor"``: ``torch.compile`` of the formula, one cached kernel per shape/dtype (the first
+  call per shape compiles, seconds on CPU); any device and dtype.
+- ``"auto"`` (default): ``"cpp"`` where it applies, ``"inductor"`` elsewhere (and everywhere
+  when the C++ kernel cannot be built, with a warning).
 """
 
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
+from typing import Literal
 
 import torch
 from torch import Tensor
 
+from . import _rope_cpp
 from ._rope_torch import full_tables, swap_pairs
 
-_state = {"enabled": False}
+Backend = Literal["auto", "cpp", "inductor"]
+BACKENDS: tuple[Backend, ...] = ("auto", "cpp", "inductor")
+_state: dict[str, object] = {"enabled": False, "backend": "auto", "cpp": False}
 #: Kernels kept per layout (one per shape/dtype/grad combination seen).
 RECOMPILE_LIMIT = 256
 
 
-def enable_compiled_rope(enabled: bool = True) -> None:
-    """Turn the compiled RoPE path on (or off) for this process."""
-    _state["enabled"] = bool(enabled)
+def enable_compiled_rope(enabled: bool = True, backend: Backend = "auto") -> None:
+    """Turn the fast RoPE path on (or off) for this process; builds the C++ kernel now
+    (``backend`` "auto"/"cpp") so the first forward pays nothing.
+
+    Raises: ValueError for an unknown backend; RuntimeError for ``backend="cpp"`` when the
+    kernel cannot be built (no C++ compiler or ninja).
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    cpp = False
+    if enabled and backend != "inductor":
+        try:
+            _rope_cpp.load_kernel()
+            cpp = True
+        except RuntimeError as err:
+            if backend == "cpp":
+                raise
+            warnings.warn(f"{err}; using torch.compile (Inductor) instead", stacklevel=2)
+    _state.update(enabled=bool(enabled), backend=backend, cpp=cpp)
 
 
 def compiled_rope_enabled() -> bool:
     """Whether ``enable_compiled_rope`` is on (and we are not already inside a compile)."""
-    return _state["enabled"] and not torch.compiler.is_compiling()
+    return bool(_state["enabled"]) and not torch.compiler.is_compiling()
 
 
 def _rotate(x: Tensor, C: Tensor, S: Tensor, layout: str) -> Tensor:
@@ -72,12 +99,27 @@ def compiled_rope_pair(
     layout: str,
     inplace: bool = False,
 ) -> tuple[Tensor, Tensor]:
-    """Rotate q (..., Tq, D) and k (..., Tk, D) in one compiled graph (float32 cos/sin);
-    ``inplace`` writes the results into q and k.
+    """Rotate q (..., Tq, D) and k (..., Tk, D) in one kernel; ``inplace`` writes the results
+    into q and k.
 
-    Each shape/dtype/grad combination is its own cached kernel; dynamo's default limit of 8
-    recompiles per function would stop a model that sees more sequence lengths than that.
+    Inductor: each shape/dtype/grad combination is its own cached kernel; dynamo's default
+    limit of 8 recompiles per function would stop a model that sees more sequence lengths.
     """
+    use_cpp = (
+        _state["cpp"]
+        and q.dtype == k.dtype
+        and _rope_cpp.supports(q, cos_q)
+        and _rope_cpp.supports(k, cos_k)
+    )
+    if use_cpp:
+        tables = [(cos_q, sin_q), (cos_k, sin_k)]
+        if inplace:
+            oq, ok = _rope_cpp.rope_pair_([q, k], tables, layout)
+            return oq, ok
+        rotated: tuple[Tensor, Tensor] = _rope_cpp.RopeKernelFunction.apply(
+            q, k, cos_q, sin_q, cos_k, sin_k, layout
+        )
+        return rotated
     import torch._dynamo.config as dynamo_config
 
     with dynamo_config.patch(recompile_limit=RECOMPILE_LIMIT):

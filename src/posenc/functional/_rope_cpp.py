@@ -1,0 +1,157 @@
+"""Hand-written CPU RoPE kernel (``csrc/rope_cpu.cpp``): one pass over q and k, both layouts.
+
+Built on first use with the machine's C++ compiler (what ``torch.compile`` on CPU needs too)
+through ``torch.utils.cpp_extension``, for this CPU (``-march=native``), and cached on disk
+(``TORCH_EXTENSIONS_DIR``, default ``~/.cache/torch_extensions``): seconds once, then a load.
+The kernel reads x once, rotates in float32 registers and writes once (float32, bfloat16,
+float16); ``out`` may be x itself (in place). The backward rotates the gradient by -θ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import threading
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+_SOURCE = Path(__file__).with_name("csrc") / "rope_cpu.cpp"
+_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+_lock = threading.Lock()
+_state: dict[str, Any] = {"op": None, "error": None}
+
+
+def _cpu_tag() -> str:
+    """A short hash of this CPU's model and flags: ``-march=native`` builds differ per CPU."""
+    text = platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            text += "".join(
+                line for line in f if line.startswith(("model name", "flags", "Features"))
+            )[:4096]
+    except OSError:
+        pass
+    return hashlib.sha1(text.encode()).hexdigest()[:8]
+
+
+def load_kernel() -> Any:
+    """Build (first time) and load the extension; returns ``torch.ops.posenc_rope_cpu.rope_into``.
+
+    Raises: RuntimeError naming what is missing (a C++ compiler, ninja) when the build fails.
+    """
+    with _lock:
+        if _state["op"] is not None:
+            return _state["op"]
+        if _state["error"] is not None:
+            raise RuntimeError(_state["error"])
+        from torch.utils import cpp_extension
+
+        flags = ["-O3", "-fopenmp"] + (["-march=native"] if _native_ok() else [])
+        try:
+            cpp_extension.load(
+                name=f"posenc_rope_cpu_{_cpu_tag()}",
+                sources=[str(_SOURCE)],
+                extra_cflags=flags,
+                extra_ldflags=["-fopenmp"],
+                is_python_module=False,
+                verbose=False,
+            )
+        except Exception as err:  # compiler, ninja or headers missing
+            _state["error"] = (
+                f"could not build posenc's CPU RoPE kernel ({type(err).__name__}: {err}); "
+                "it needs a C++ compiler (g++) and ninja"
+            )
+            raise RuntimeError(_state["error"]) from err
+        _state["op"] = torch.ops.posenc_rope_cpu.rope_into
+        return _state["op"]
+
+
+def _native_ok() -> bool:
+    return platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64")
+
+
+def supports(x: Tensor, cos: Tensor) -> bool:
+    """Whether the kernel takes x (..., T, D) with tables cos (..., T, P): CPU, float32/bf16/fp16,
+    unit last stride, at most 4 dimensions after broadcasting."""
+    ok = (
+        x.device.type == "cpu"
+        and cos.device.type == "cpu"
+        and x.dtype in _DTYPES
+        and x.stride(-1) == 1
+        and 2 <= x.ndim <= 4
+        and cos.ndim <= 4
+    )
+    try:
+        return ok and torch.broadcast_shapes(x.shape[:-1], cos.shape[:-1]) == x.shape[:-1]
+    except RuntimeError:  # not broadcastable: the reference path raises the clear error
+        return False
+
+
+def _as_4d(x: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """x (..., T, D) -> (B, H, T, R) view of the rotated features; cos, sin -> float32
+    (B, H, T, P) broadcast views (stride 0 where shared)."""
+    P = cos.shape[-1]
+    x4 = x[(None,) * (4 - x.ndim)][..., : 2 * P]
+    c, s = cos.to(torch.float32), sin.to(torch.float32)
+    shape = (*x4.shape[:-1], P)
+    c = c[(None,) * (4 - c.ndim)].expand(shape)
+    s = s[(None,) * (4 - s.ndim)].expand(shape)
+    if c.stride(-1) != 1 or s.stride(-1) != 1:
+        c, s = c.contiguous(), s.contiguous()
+    return x4, c, s
+
+
+def rope_pair(
+    xs: list[Tensor], tables: list[tuple[Tensor, Tensor]], layout: str, sign: float = 1.0
+) -> list[Tensor]:
+    """Rotated copies of each x (..., T, D) by its (cos, sin) (..., T, P); features past 2P are
+    copied through. No autograd (see ``RopeKernelFunction``)."""
+    op = load_kernel()
+    outs = [torch.empty_like(x, memory_format=torch.contiguous_format) for x in xs]
+    views = [_as_4d(x, c, s) for x, (c, s) in zip(xs, tables, strict=True)]
+    out4 = [_as_4d(o, c, s)[0] for o, (c, s) in zip(outs, tables, strict=True)]
+    op([v[0] for v in views], out4, [v[1] for v in views], [v[2] for v in views],
+       sign, layout == "interleaved")  # fmt: skip
+    for x, o, (c, _) in zip(xs, outs, tables, strict=True):
+        if x.shape[-1] > 2 * c.shape[-1]:
+            o[..., 2 * c.shape[-1] :] = x[..., 2 * c.shape[-1] :]
+    return outs
+
+
+def rope_pair_(xs: list[Tensor], tables: list[tuple[Tensor, Tensor]], layout: str) -> list[Tensor]:
+    """Rotate each x in place (inference); returns the same tensors."""
+    op = load_kernel()
+    views = [_as_4d(x, c, s) for x, (c, s) in zip(xs, tables, strict=True)]
+    x4 = [v[0] for v in views]
+    op(x4, x4, [v[1] for v in views], [v[2] for v in views], 1.0, layout == "interleaved")
+    return xs
+
+
+class RopeKernelFunction(torch.autograd.Function):
+    """(q, k) -> (R(θ_q) q, R(θ_k) k) with the kernel; backward: R(-θ) on the gradients."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, q: Tensor, k: Tensor, cq: Tensor, sq: Tensor, ck: Tensor, sk: Tensor, layout: str
+    ) -> tuple[Tensor, Tensor]:
+        ctx.save_for_backward(cq, sq, ck, sk)
+        ctx.layout = layout
+        ctx.set_materialize_grads(False)  # an unused output costs no zero-rotation
+        oq, ok = rope_pair([q, k], [(cq, sq), (ck, sk)], layout)
+        return oq, ok
+
+    @staticmethod
+    def backward(ctx: Any, gq: Tensor | None, gk: Tensor | None) -> tuple[Tensor | None, ...]:
+        cq, sq, ck, sk = ctx.saved_tensors
+        grads = [
+            (g if g.stride(-1) == 1 else g.contiguous(), (c, s))
+            for g, c, s in ((gq, cq, sq), (gk, ck, sk))
+            if g is not None
+        ]
+        rotated = iter(rope_pair([g for g, _ in grads], [t for _, t in grads], ctx.layout, -1.0))
+        dq = next(rotated) if gq is not None else None
+        dk = next(rotated) if gk is not None else None
+        return dq, dk, None, None, None, None, None

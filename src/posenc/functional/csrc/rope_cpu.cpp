@@ -1,0 +1,192 @@
+// RoPE on CPU in one pass: read x once, rotate in float32 registers, write once.
+//
+//   half layout (GPT-NeoX):        (a, b) = (x[i], x[i + P])
+//   interleaved layout (GPT-J):    (a, b) = (x[2i], x[2i + 1])
+//   a' = a cos θ_i - σ b sin θ_i,  b' = b cos θ_i + σ a sin θ_i     (σ = +1 forward, -1 backward)
+//
+// Su et al. 2021, RoFormer (arXiv:2104.09864). `out` may be `x` itself (in place): every
+// iteration loads its pair before storing it, so exact aliasing is safe. Rows are
+// (B, H, T) with arbitrary strides, the last dimension unit-stride; cos/sin are float32
+// (B, H, T, P) views (broadcast dimensions have stride 0). q and k go through one parallel
+// region. Built on first use by posenc/functional/_rope_cpp.py.
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+namespace {
+
+template <typename T>
+inline float load(const T* p) { return static_cast<float>(*p); }
+template <typename T>
+inline void store(T* p, float v) { *p = static_cast<T>(v); }  // c10 types round to nearest even
+
+#if defined(__AVX512F__)
+constexpr int64_t kLanes = 16;
+inline __m512 vload(const float* p) { return _mm512_loadu_ps(p); }
+inline void vstore(float* p, __m512 v) { _mm512_storeu_ps(p, v); }
+inline __m512 vload(const c10::BFloat16* p) {
+  __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+inline void vstore(c10::BFloat16* p, __m512 v) {
+#if defined(__AVX512BF16__)
+  __m256i h = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));  // nearest even, NaN kept
+#else
+  __m512i u = _mm512_castps_si512(v);
+  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, lsb), _mm512_set1_epi32(0x7FFF));
+  r = _mm512_srli_epi32(r, 16);
+  __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  __m256i h = _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7FC0)));
+#endif
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h);
+}
+inline __m512 vload(const c10::Half* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline void vstore(c10::Half* p, __m512 v) {
+  __m256i h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h);
+}
+#endif
+
+// One row of P pairs: x (2P,) -> out (2P,), angles from c, s (P,).
+template <typename T, bool Interleaved>
+void rope_row(const T* x, T* out, const float* c, const float* s, int64_t P, float sign) {
+  int64_t i = 0;
+  if constexpr (Interleaved) {
+#if defined(__AVX512F__)
+    // 8 pairs per vector: duplicate their angles into 16 lanes, swap neighbours
+    const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    const __m512 sg = _mm512_set_ps(sign, -sign, sign, -sign, sign, -sign, sign, -sign,
+                                    sign, -sign, sign, -sign, sign, -sign, sign, -sign);
+    for (; i + kLanes / 2 <= P; i += kLanes / 2) {
+      __m512 v = vload(x + 2 * i);
+      __m512 cc = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(c + i)));
+      __m512 ss = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(s + i)));
+      __m512 sw = _mm512_permute_ps(v, 0xB1);  // (b, a) in each pair
+      vstore(out + 2 * i, _mm512_fmadd_ps(v, cc, _mm512_mul_ps(sw, _mm512_mul_ps(ss, sg))));
+    }
+#endif
+    for (; i < P; ++i) {
+      float a = load(x + 2 * i), b = load(x + 2 * i + 1), cc = c[i], ss = sign * s[i];
+      store(out + 2 * i, a * cc - b * ss);
+      store(out + 2 * i + 1, b * cc + a * ss);
+    }
+  } else {
+#if defined(__AVX512F__)
+    const __m512 sg = _mm512_set1_ps(sign);
+    for (; i + kLanes <= P; i += kLanes) {
+      __m512 a = vload(x + i), b = vload(x + i + P);
+      __m512 cc = vload(c + i), ss = _mm512_mul_ps(sg, vload(s + i));
+      vstore(out + i, _mm512_fmsub_ps(a, cc, _mm512_mul_ps(b, ss)));
+      vstore(out + i + P, _mm512_fmadd_ps(b, cc, _mm512_mul_ps(a, ss)));
+    }
+#endif
+    for (; i < P; ++i) {
+      float a = load(x + i), b = load(x + i + P), cc = c[i], ss = sign * s[i];
+      store(out + i, a * cc - b * ss);
+      store(out + i + P, b * cc + a * ss);
+    }
+  }
+}
+
+struct Job {
+  const void* x;
+  void* out;
+  const float* c;
+  const float* s;
+  int64_t H, T, P, rows;
+  int64_t xs[3], os[3], cs[3], ss[3];  // strides of the (B, H, T) dimensions
+};
+
+template <typename T, bool Interleaved>
+void run_rows(const Job& j, int64_t begin, int64_t end, float sign) {
+  int64_t t = begin % j.T, h = (begin / j.T) % j.H, b = begin / (j.T * j.H);
+  const T* x = static_cast<const T*>(j.x);
+  T* out = static_cast<T*>(j.out);
+  for (int64_t r = begin; r < end; ++r) {
+    rope_row<T, Interleaved>(x + b * j.xs[0] + h * j.xs[1] + t * j.xs[2],
+                             out + b * j.os[0] + h * j.os[1] + t * j.os[2],
+                             j.c + b * j.cs[0] + h * j.cs[1] + t * j.cs[2],
+                             j.s + b * j.ss[0] + h * j.ss[1] + t * j.ss[2], j.P, sign);
+    if (++t == j.T) {
+      t = 0;
+      if (++h == j.H) { h = 0; ++b; }
+    }
+  }
+}
+
+template <typename T>
+void run_all(const std::vector<Job>& jobs, int64_t total, float sign, bool interleaved) {
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, jobs[0].P));
+  at::parallel_for(0, total, grain, [&](int64_t begin, int64_t end) {
+    int64_t base = 0;
+    for (const Job& j : jobs) {
+      const int64_t lo = std::max(begin, base) - base, hi = std::min(end, base + j.rows) - base;
+      if (lo < hi) {
+        if (interleaved) run_rows<T, true>(j, lo, hi, sign);
+        else run_rows<T, false>(j, lo, hi, sign);
+      }
+      base += j.rows;
+    }
+  });
+}
+
+void rope_into(at::TensorList xs, at::TensorList outs, at::TensorList cos, at::TensorList sin,
+               double sign, bool interleaved) {
+  TORCH_CHECK(!xs.empty() && xs.size() == outs.size() && xs.size() == cos.size() &&
+                  xs.size() == sin.size(),
+              "rope_into: non-empty lists of equal length expected");
+  const at::ScalarType dtype = xs[0].scalar_type();
+  std::vector<Job> jobs;
+  int64_t total = 0;
+  for (size_t n = 0; n < xs.size(); ++n) {
+    const at::Tensor &x = xs[n], &o = outs[n], &c = cos[n], &s = sin[n];
+    TORCH_CHECK(x.dim() == 4 && o.dim() == 4 && c.dim() == 4 && s.dim() == 4,
+                "rope_into: 4-D (B, H, T, .) tensors expected");
+    TORCH_CHECK(x.device().is_cpu() && o.device().is_cpu() && c.device().is_cpu() &&
+                    s.device().is_cpu(), "rope_into: CPU tensors expected");
+    TORCH_CHECK(x.scalar_type() == dtype && o.scalar_type() == dtype,
+                "rope_into: x and out must share one dtype");
+    TORCH_CHECK(c.scalar_type() == at::kFloat && s.scalar_type() == at::kFloat,
+                "rope_into: float32 cos/sin expected");
+    TORCH_CHECK(x.stride(3) == 1 && o.stride(3) == 1 && c.stride(3) == 1 && s.stride(3) == 1,
+                "rope_into: unit stride in the last dimension expected");
+    TORCH_CHECK(x.sizes() == o.sizes() && c.sizes() == s.sizes() && x.size(3) == 2 * c.size(3) &&
+                    c.size(0) == x.size(0) && c.size(1) == x.size(1) && c.size(2) == x.size(2),
+                "rope_into: x, out (B, H, T, 2P) and cos, sin (B, H, T, P) expected");
+    Job j{x.data_ptr(), o.data_ptr(), c.data_ptr<float>(), s.data_ptr<float>(),
+          x.size(1), x.size(2), c.size(3), x.size(0) * x.size(1) * x.size(2), {}, {}, {}, {}};
+    for (int d = 0; d < 3; ++d) {
+      j.xs[d] = x.stride(d); j.os[d] = o.stride(d); j.cs[d] = c.stride(d); j.ss[d] = s.stride(d);
+    }
+    total += j.rows;
+    jobs.push_back(j);
+  }
+  const float sg = static_cast<float>(sign);
+  switch (dtype) {
+    case at::kFloat: run_all<float>(jobs, total, sg, interleaved); break;
+    case at::kBFloat16: run_all<c10::BFloat16>(jobs, total, sg, interleaved); break;
+    case at::kHalf: run_all<c10::Half>(jobs, total, sg, interleaved); break;
+    default: TORCH_CHECK(false, "rope_into: float32, bfloat16 or float16 expected, got ", dtype);
+  }
+}
+
+}  // namespace
+
+TORCH_LIBRARY(posenc_rope_cpu, m) {
+  m.def("rope_into(Tensor[] xs, Tensor(a!)[] outs, Tensor[] cos, Tensor[] sin, float sign, "
+        "bool interleaved) -> ()");
+  m.impl("rope_into", c10::DispatchKey::CPU, &rope_into);
+}

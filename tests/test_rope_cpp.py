@@ -1,0 +1,166 @@
+"""The hand-written CPU RoPE kernel behind ``enable_compiled_rope()`` (backend "cpp")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import torch
+
+import posenc
+from posenc import functional as PF
+from posenc.functional import _rope_compiled, _rope_cpp
+from tests.reference.rotary import rope as ref_rope
+
+LOW = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float32: 2.0**-24}
+
+
+@pytest.fixture
+def cpp() -> Iterator[None]:
+    PF.enable_compiled_rope(True, backend="cpp")
+    yield
+    PF.enable_compiled_rope(False)
+
+
+def _tables(pos: torch.Tensor, rot: int) -> tuple[torch.Tensor, torch.Tensor]:
+    cos, sin = PF.rope_cos_sin(pos, PF.rope_inv_freq(rot, xp=PF.torch_xp))
+    return cos.float(), sin.float()
+
+
+def _assert_rounding_level(out: torch.Tensor, exact: np.ndarray) -> None:
+    """|out - exact| within one unit of out's dtype at the value's size (plus fp32 arithmetic)."""
+    exact_t = torch.from_numpy(exact)
+    bound = (exact_t.abs() + 1e-3) * 2 * LOW[out.dtype] + 4e-6
+    err = (out.double() - exact_t).abs()
+    assert out.dtype in LOW and bool((err <= bound).all()), float((err / bound).max())
+
+
+@pytest.mark.usefixtures("cpp")
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(("D", "rot"), [(64, 64), (80, 80), (64, 24), (6, 6)])
+def test_kernel_matches_float64_reference(
+    layout: str, dtype: torch.dtype, D: int, rot: int
+) -> None:
+    """Vector body and scalar tail (P = 32, 40, 12, 3), partial rotary, per-batch positions."""
+    q64, k64 = torch.randn(2, 4, 9, D, dtype=torch.float64), torch.randn(2, 2, 9, D)
+    q, k = q64.to(dtype), k64.to(dtype)
+    pos = torch.randint(0, 5000, (2, 9))
+    cos, sin = _tables(pos, rot)  # (B, T, P)
+    oq, ok = PF.apply_rope_pair(q, k, cos[:, None], sin[:, None], cos[:, None], sin[:, None],
+                                layout=layout)  # fmt: skip
+    for x, out in ((q, oq), (k, ok)):
+        exact = ref_rope(x.double().numpy(), pos.numpy(), layout=layout, rotary_dim=rot)
+        _assert_rounding_level(out, exact)
+        torch.testing.assert_close(out[..., rot:], x[..., rot:], rtol=0, atol=0)
+
+
+@pytest.mark.usefixtures("cpp")
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_strided_and_3d_inputs(layout: str) -> None:
+    """q as a (B, T, H, D) -> (B, H, T, D) transpose view, and 3-D (H, T, D) keys."""
+    pos = torch.arange(40, 47)
+    cos, sin = _tables(pos, 32)
+    q = torch.randn(2, 7, 4, 32).transpose(1, 2)  # (B, H, T, D), not contiguous
+    k = torch.randn(3, 7, 32)
+    oq, ok = PF.apply_rope_pair(q, k, cos, sin, cos, sin, layout=layout)
+    _assert_rounding_level(oq, ref_rope(q.double().numpy(), pos.numpy(), layout=layout))
+    _assert_rounding_level(ok, ref_rope(k[None].double().numpy(), pos.numpy(), layout=layout)[0])
+
+
+@pytest.mark.usefixtures("cpp")
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_backward_is_inverse_rotation_and_matches_eager(layout: str, dtype: torch.dtype) -> None:
+    pos = torch.arange(300, 311)
+    cos, sin = _tables(pos, 48)
+    q = torch.randn(2, 4, 11, 64).to(dtype).requires_grad_()
+    k = torch.randn(2, 1, 11, 64).to(dtype).requires_grad_()
+    gq, gk = torch.randn(2, 4, 11, 64).to(dtype), torch.randn(2, 1, 11, 64).to(dtype)
+    torch.autograd.backward(PF.apply_rope_pair(q, k, cos, sin, cos, sin, layout=layout), [gq, gk])
+    for x, g in ((q, gq), (k, gk)):
+        assert x.grad is not None and x.grad.dtype == dtype
+        # the gradient is R(-θ) g: the reference rotation at negated positions
+        exact = ref_rope(g.double().numpy(), -pos.numpy(), layout=layout, rotary_dim=48)
+        _assert_rounding_level(x.grad, exact)
+
+
+@pytest.mark.usefixtures("cpp")
+def test_backward_with_one_output_used() -> None:
+    pos = torch.arange(5)
+    cos, sin = _tables(pos, 16)
+    q = torch.randn(1, 2, 5, 16, requires_grad=True)
+    k = torch.randn(1, 2, 5, 16, requires_grad=True)
+    oq, _ = PF.apply_rope_pair(q, k, cos, sin, cos, sin)
+    oq.sum().backward()
+    assert q.grad is not None and k.grad is None
+
+
+@pytest.mark.usefixtures("cpp")
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_inplace_writes_into_q_and_k(layout: str, dtype: torch.dtype) -> None:
+    pos = torch.arange(1000, 1013)
+    cos, sin = _tables(pos, 40)
+    q, k = torch.randn(1, 4, 13, 40).to(dtype), torch.randn(1, 2, 13, 40).to(dtype)
+    eq, ek = PF.apply_rope_pair(q, k, cos, sin, cos, sin, layout=layout)
+    qb, kb = q.clone(), k.clone()
+    with torch.no_grad():
+        iq, ik = PF.apply_rope_pair(qb, kb, cos, sin, cos, sin, layout=layout, inplace=True)
+    assert iq is qb and ik is kb
+    torch.testing.assert_close((qb, kb), (eq, ek), rtol=0, atol=0)
+
+
+@pytest.mark.usefixtures("cpp")
+def test_nan_and_inf_propagate() -> None:
+    pos = torch.arange(3)
+    cos, sin = _tables(pos, 32)
+    for dtype in (torch.bfloat16, torch.float32):
+        q = torch.ones(1, 1, 3, 32, dtype=dtype)
+        q[0, 0, 1, 0] = float("nan")
+        q[0, 0, 2, 5] = float("inf")
+        oq, _ = PF.apply_rope_pair(q, q.clone(), cos, sin, cos, sin)
+        assert bool(oq[0, 0, 1, [0, 16]].isnan().all())  # the NaN's pair
+        assert bool(oq[0, 0, 0].isfinite().all()) and not bool(oq[0, 0, 2].isfinite().all())
+
+
+@pytest.mark.usefixtures("cpp")
+def test_rope_module_fast_path_matches_eager_with_backward() -> None:
+    rope = posenc.build("rope", head_dim=32, layout="interleaved", partial=0.75)
+    q = torch.randn(2, 4, 6, 32, requires_grad=True)
+    k = torch.randn(2, 2, 6, 32, requires_grad=True)
+    pos = torch.arange(6)
+    fq, fk = rope.rotate(q, k, pos, pos)
+    (fq.sum() + 2 * fk.sum()).backward()
+    fast_grads = q.grad.clone(), k.grad.clone()  # type: ignore[union-attr]
+    q.grad = k.grad = None
+    PF.enable_compiled_rope(False)
+    eq, ek = rope.rotate(q, k, pos, pos)
+    (eq.sum() + 2 * ek.sum()).backward()
+    torch.testing.assert_close((fq, fk), (eq, ek))
+    torch.testing.assert_close(fast_grads, (q.grad, k.grad))
+
+
+def test_supports_only_what_the_kernel_takes() -> None:
+    cos = torch.zeros(5, 8)
+    assert _rope_cpp.supports(torch.zeros(2, 3, 5, 16), cos)
+    assert not _rope_cpp.supports(torch.zeros(2, 3, 5, 16, dtype=torch.float64), cos)
+    assert not _rope_cpp.supports(torch.zeros(2, 3, 16, 5).transpose(-1, -2), cos)
+    assert not _rope_cpp.supports(torch.zeros(1, 2, 3, 5, 16), cos)  # 5-D
+    assert not _rope_cpp.supports(torch.zeros(2, 3, 5, 16), torch.zeros(4, 2, 1, 5, 8))
+
+
+def test_bad_backend_and_failed_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match="backend must be one of"):
+        PF.enable_compiled_rope(True, backend="triton")  # type: ignore[arg-type]
+    monkeypatch.setitem(_rope_cpp._state, "op", None)
+    monkeypatch.setitem(_rope_cpp._state, "error", "could not build (no g++)")
+    try:
+        with pytest.raises(RuntimeError, match="no g\\+\\+"):
+            PF.enable_compiled_rope(True, backend="cpp")
+        with pytest.warns(UserWarning, match="using torch.compile"):
+            PF.enable_compiled_rope(True, backend="auto")
+        assert _rope_compiled._state["cpp"] is False
+    finally:
+        PF.enable_compiled_rope(False)
