@@ -13,9 +13,11 @@ from .._validate import check_ndim, check_positions, check_positions_match, chec
 from ..encodings.base import PositionalEncoding, batch_positions, default_positions
 from .flex import flex_bias_attention
 from .kv_cache import CachedKeys, KVCache
+from .toeplitz import toeplitz_bias_attention
 
 #: Bias entries (H x block x Tk) per query block when ``block_size`` is not given: 16 MiB fp32.
 BIAS_BLOCK_ENTRIES = 1 << 22
+BIAS_BACKENDS = ("auto", "blocks", "flex")
 
 
 class Attention(nn.Module):
@@ -33,9 +35,12 @@ class Attention(nn.Module):
         causal: mask keys after the query (by order in the sequence/cache, not by position id).
         block_size: queries per block when the encoding has a ``bias``, so the (Tq, Tk) bias
             is never materialised whole; default: about 4M bias entries per block (16 MiB).
-        bias_backend: "blocks" (bias per query block + SDPA) or "flex": offset-only biases
-            (ALiBi, T5, Kerple) fused into compiled FlexAttention when no padding, segments,
-            cache offset or learned-bias gradients are involved (otherwise blocks).
+        bias_backend: how a score bias reaches SDPA. "auto" (default): on CPU, offset-only
+            biases (ALiBi, T5, Kerple) at consecutive positions are a zero-copy Toeplitz view
+            of a per-offset table (``toeplitz``), anything else goes by blocks. "blocks": the
+            bias of one query block at a time. "flex": offset-only biases fused into compiled
+            FlexAttention. Both fused forms fall back to blocks when padding, segments, a cache
+            offset or learned-bias gradients are involved.
     """
 
     def __init__(
@@ -49,7 +54,7 @@ class Attention(nn.Module):
         dropout: float = 0.0,
         bias: bool = False,
         block_size: int | None = None,
-        bias_backend: Literal["blocks", "flex"] = "blocks",
+        bias_backend: Literal["auto", "blocks", "flex"] = "auto",
     ) -> None:
         super().__init__()
         check_positive_int(d_model, "d_model")
@@ -72,8 +77,8 @@ class Attention(nn.Module):
             check_positive_int(block_size, "block_size")
         self.causal, self.dropout, self.pe = causal, dropout, pe
         self.block_size = block_size  # query block for score-bias encodings (memory O(H·block·T))
-        if bias_backend not in ("blocks", "flex"):
-            raise ValueError(f"bias_backend must be 'blocks' or 'flex', got {bias_backend!r}")
+        if bias_backend not in BIAS_BACKENDS:
+            raise ValueError(f"bias_backend must be one of {BIAS_BACKENDS}, got {bias_backend!r}")
         self.bias_backend = bias_backend
         kv_width = n_kv_heads * self.head_dim
         self.qkv = nn.Linear(d_model, d_model + 2 * kv_width, bias=bias)
@@ -168,6 +173,21 @@ class Attention(nn.Module):
             out = flex_bias_attention(q, keys.k, keys.v, self.pe, q_pos, k_pos, causal=self.causal)
             if out is not None:
                 return out
+        if has_bias and allowed is None and self._toeplitz(q):
+            out = toeplitz_bias_attention(
+                q,
+                keys.k,
+                keys.v,
+                self.pe,
+                q_pos,
+                k_pos,
+                causal=self.causal,
+                scale=1.0 / math.sqrt(self.head_dim),
+                dropout=self.dropout if self.training else 0.0,
+                block=self.block_size,
+            )
+            if out is not None:
+                return out
         block = self.block_size or max(64, BIAS_BLOCK_ENTRIES // (self.n_heads * L))
         if not has_bias or block >= T:
             return self._sdpa(q, keys.k, keys.v, self.pe.bias(q_pos, k_pos), allowed)
@@ -188,6 +208,12 @@ class Attention(nn.Module):
         fusable = self.bias_backend == "flex" and self.pe.bias_is_relative
         fusable = fusable and (self.causal or q.device.type != "cpu")
         return fusable and not (self.training and self.dropout > 0)
+
+    def _toeplitz(self, q: Tensor) -> bool:
+        """Toeplitz view: the default for offset-only biases on CPU (CPU SDPA reads the
+        strided mask in place; GPU kernels would copy it)."""
+        auto = self.bias_backend == "auto" and q.device.type == "cpu"
+        return auto and self.pe.bias_is_relative
 
     def _sdpa(
         self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, allowed: Tensor | None

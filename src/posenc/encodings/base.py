@@ -20,7 +20,7 @@ Shapes: B batch, H query heads, Hkv key/value heads, T length (Tq, Tk), D head d
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -35,11 +35,17 @@ class PositionalEncoding(nn.Module):
     #: low-precision frequencies ruin rotations at large positions (HF #25681).
     keep_dtype_buffers: ClassVar[tuple[str, ...]] = ()
     #: True when ``bias(q_pos, k_pos)`` depends on q_pos - k_pos alone (ALiBi, T5, Kerple):
-    #: attention may then fuse it from a per-offset table (``bias_backend="flex"``).
+    #: attention then reads it from a per-offset table (Toeplitz view or FlexAttention). A
+    #: subclass that rewrites ``bias`` must declare it again (it is reset to False otherwise).
     bias_is_relative: ClassVar[bool] = False
     #: KV-cache policy read by ``Attention``: "reference" caches keys as ``rotate`` left them;
     #: "rerotate" caches unrotated keys and rotates all of them at every step (dynamic RoPE).
     kv_policy: str = "reference"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "bias" in cls.__dict__ and "bias_is_relative" not in cls.__dict__:
+            cls.bias_is_relative = False  # an inherited claim does not cover a new bias
 
     def embed(self, x: Tensor, pos: Tensor) -> Tensor:
         """Add position information to token embeddings. x (B, T, C), pos (B, T) or (T,)."""

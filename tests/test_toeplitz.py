@@ -1,0 +1,130 @@
+"""Offset-only biases through the zero-copy Toeplitz view equal the dense and blockwise paths."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import posenc
+from posenc.attention.toeplitz import arithmetic_start, toeplitz_bias_attention
+
+NAMES = ["alibi", "t5", "kerple"]
+
+
+def _dense(q, k, v, pe, q_pos, k_pos, causal):  # type: ignore[no-untyped-def]
+    """softmax(q k^T / sqrt(D) + bias, causal by cache index) v with the whole (T, L) bias."""
+    T, L = q.shape[2], k.shape[2]
+    bias = pe.bias(q_pos, k_pos).expand(q.shape[0], q.shape[1], T, L).to(q.dtype)
+    if causal:
+        allowed = torch.ones(T, L, dtype=torch.bool).tril(L - T)
+        bias = bias.masked_fill(~allowed, float("-inf"))
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=bias, enable_gqa=k.shape[1] != q.shape[1]
+    )
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize(("T", "L", "a"), [(37, 37, 0), (20, 53, 33), (9, 9, 1000)])
+def test_functional_matches_dense(name: str, causal: bool, T: int, L: int, a: int) -> None:
+    """Consecutive positions with a cache prefix (L > T) and a start offset; blocks of 8."""
+    torch.manual_seed(0)
+    pe = posenc.build_for_model(name, dim=32, n_heads=4, max_len=2048)
+    q, k, v = torch.randn(2, 4, T, 8), torch.randn(2, 2, L, 8), torch.randn(2, 2, L, 8)
+    q_pos = torch.arange(a + L - T, a + L)
+    k_pos = torch.arange(a, a + L)[None].expand(2, L)  # (B, L) with equal rows
+    with torch.no_grad():
+        got = toeplitz_bias_attention(q, k, v, pe, q_pos, k_pos, causal=causal, block=8)
+        expected = _dense(q, k, v, pe, q_pos, k_pos, causal)
+    assert got is not None
+    torch.testing.assert_close(got, expected, atol=2e-6, rtol=1e-5)
+
+
+def test_non_consecutive_positions_and_learned_gradients_fall_back() -> None:
+    assert arithmetic_start(torch.arange(5, 9)) == 5
+    assert arithmetic_start(torch.tensor([[0, 1, 2], [1, 2, 3]])) is None  # rows differ
+    assert arithmetic_start(torch.tensor([0, 2, 4])) is None
+    q, k, v = torch.randn(1, 4, 6, 8), torch.randn(1, 4, 6, 8), torch.randn(1, 4, 6, 8)
+    pe = posenc.build("alibi", n_heads=4)
+    gapped = torch.tensor([0, 1, 2, 5, 6, 7])
+    assert toeplitz_bias_attention(q, k, v, pe, gapped, gapped, causal=True) is None
+    t5 = posenc.build("t5", n_heads=4)  # learned table: SDPA would expand the view for its grad
+    pos = torch.arange(6)
+    assert toeplitz_bias_attention(q, k, v, t5, pos, pos, causal=True) is None
+    with torch.no_grad():
+        assert toeplitz_bias_attention(q, k, v, t5, pos, pos, causal=True) is not None
+
+
+def _pair(name: str, causal: bool) -> tuple[posenc.Attention, posenc.Attention]:
+    torch.manual_seed(0)
+    pe = posenc.build_for_model(name, dim=32, n_heads=4, max_len=256)
+    blocks = posenc.Attention(32, 4, pe=pe, causal=causal, n_kv_heads=2, bias_backend="blocks")
+    auto = posenc.Attention(32, 4, pe=pe, causal=causal, n_kv_heads=2)
+    auto.load_state_dict(blocks.state_dict())
+    return blocks, auto
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("causal", [True, False])
+def test_attention_default_equals_blocks(name: str, causal: bool) -> None:
+    blocks, auto = _pair(name, causal)
+    x = torch.randn(2, 300, 32)  # 300 > the causal block: several blocks
+    for pos in (None, torch.arange(50, 350), torch.arange(300) * 2):  # last: not consecutive
+        with torch.no_grad():
+            torch.testing.assert_close(auto(x, pos), blocks(x, pos), atol=2e-5, rtol=1e-4)
+
+
+def test_alibi_training_gradients_equal_blocks() -> None:
+    blocks, auto = _pair("alibi", True)
+    x = torch.randn(2, 270, 32, requires_grad=True)
+    auto(x).square().sum().backward()
+    grads = [x.grad.clone(), *(p.grad.clone() for p in auto.parameters())]  # type: ignore[union-attr]
+    x.grad = None
+    blocks(x).square().sum().backward()
+    expected = [x.grad, *(p.grad for p in blocks.parameters())]
+    for g, e in zip(grads, expected, strict=True):
+        torch.testing.assert_close(g, e, atol=1e-4, rtol=1e-4)
+
+
+def test_bf16_matches_blocks_and_decode_with_cache_still_works() -> None:
+    blocks, auto = _pair("alibi", True)
+    blocks, auto = blocks.to(torch.bfloat16), auto.to(torch.bfloat16)
+    x = torch.randn(1, 40, 32, dtype=torch.bfloat16)
+    with torch.no_grad():
+        torch.testing.assert_close(auto(x).float(), blocks(x).float(), atol=2e-2, rtol=2e-2)
+        full = auto(x)
+        cache = posenc.KVCache()
+        steps = [auto(x[:, :30], cache=cache)] + [
+            auto(x[:, t : t + 1], cache=cache) for t in range(30, 40)
+        ]
+    torch.testing.assert_close(torch.cat(steps, 1).float(), full.float(), atol=3e-2, rtol=3e-2)
+
+
+def test_scale_is_one_over_sqrt_head_dim() -> None:
+    pe = posenc.build("alibi", n_heads=2)
+    q, k, v = torch.randn(1, 2, 5, 16), torch.randn(1, 2, 5, 16), torch.randn(1, 2, 5, 16)
+    pos = torch.arange(5)
+    base = toeplitz_bias_attention(q, k, v, pe, pos, pos, causal=False)
+    halved = toeplitz_bias_attention(q, k, v, pe, pos, pos, causal=False, scale=0.5 / math.sqrt(16))
+    assert base is not None and halved is not None and not torch.allclose(base, halved)
+
+
+def test_a_subclass_rewriting_bias_loses_the_offset_only_claim() -> None:
+    from posenc.encodings.bias import ALiBi
+
+    class Rewritten(ALiBi):
+        def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor | None:
+            out = super().bias(q_pos, k_pos)
+            return None if out is None else out * (1 + q_pos[..., :, None].float())
+
+    class Declared(Rewritten):
+        bias_is_relative = True
+
+        def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor | None:
+            return ALiBi.bias(self, q_pos, k_pos)
+
+    assert ALiBi.bias_is_relative and not Rewritten.bias_is_relative
+    assert Declared.bias_is_relative
