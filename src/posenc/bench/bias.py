@@ -1,7 +1,9 @@
-"""Score-bias attention benchmark: posenc's blockwise bias + SDPA against SDPA without bias.
+"""Score-bias attention benchmark: posenc's bias paths against SDPA without bias.
 
-For ALiBi, T5, Kerple and FIRE at long T (causal and bidirectional): time per call (interleaved
-with plain SDPA, and with the dense (1, H, T, T) bias that the anchors build, where it fits)
+For ALiBi, T5, Kerple and FIRE at long T (causal and bidirectional): time per call of the
+default path (``bias_backend="auto"``: the Toeplitz view for offset-only biases, blocks for
+FIRE), the blockwise path and compiled FlexAttention (interleaved with plain SDPA, and with the
+dense (1, H, T, T) bias that the anchors build, where it fits)
 and peak extra memory, measured in a fresh process (peak resident size, reset just before
 the call, minus the resident size then), so no implementation inherits another's high-water
 mark.
@@ -34,12 +36,14 @@ def _impls(name: str, T: int, H: int, D: int, causal: bool) -> dict[str, Callabl
 
     pe = build_for_model(name, dim=H * D, n_heads=H, max_len=T)
     attn = Attention(H * D, H, pe=pe, causal=causal)
+    blocks = Attention(H * D, H, pe=pe, causal=causal, bias_backend="blocks")
     q, k, v = _inputs(T, H, D)
     pos = torch.arange(T)
     keys = CachedKeys(k, v, pos[None], torch.ones(1, T, dtype=torch.bool), pos[None] * 0)
     impls: dict[str, Callable[[], Any]] = {
         "sdpa_no_bias": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
-        "posenc_blockwise": lambda: attn._sdpa_blocks(q, keys, pos, pos, None, 0),
+        "posenc_default": lambda: attn._sdpa_blocks(q, keys, pos, pos, None, 0),
+        "posenc_blockwise": lambda: blocks._sdpa_blocks(q, keys, pos, pos, None, 0),
     }
     if pe.bias_is_relative:  # fused into compiled FlexAttention (inference)
         flex = Attention(H * D, H, pe=pe, causal=causal, bias_backend="flex")

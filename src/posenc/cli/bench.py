@@ -83,9 +83,11 @@ def _bias_table(cases: list[dict[str, Any]]) -> Any:
         "encoding",
         "T",
         "causal",
+        "default",
         "blockwise",
         "flex",
         "dense",
+        "MiB default",
         "MiB blockwise",
         "MiB flex",
         "MiB dense",
@@ -99,12 +101,19 @@ def _bias_table(cases: list[dict[str, Any]]) -> Any:
             c["encoding"],
             str(c["T"]),
             str(c["causal"]),
+            f"{x['posenc_default']:.2f}",
             f"{x['posenc_blockwise']:.2f}",
             "-" if "posenc_flex" not in x else f"{x['posenc_flex']:.2f}",
             "-" if dense is None else f"{dense:.2f}",
             *(
                 _mib(mem, n)
-                for n in ("posenc_blockwise", "posenc_flex", "dense_bias", "sdpa_no_bias")
+                for n in (
+                    "posenc_default",
+                    "posenc_blockwise",
+                    "posenc_flex",
+                    "dense_bias",
+                    "sdpa_no_bias",
+                )
             ),
         )
     return table
