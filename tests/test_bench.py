@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import posenc
 from posenc.cli import app
 
 
@@ -32,6 +33,16 @@ def test_bench_quick_writes_json(tmp_path: Path) -> None:
     assert {c["encoding"] for c in data["bias"]} == {"alibi", "t5", "kerple", "fire"}
     for case in data["bias"]:
         assert case["x_sdpa_no_bias"]["sdpa_no_bias"] == pytest.approx(1.0)
+        assert {"posenc_default", "posenc_blockwise"} <= set(case["x_sdpa_no_bias"])
+    assert {(c["encoding"], c["mode"]) for c in data["attention"]} >= {
+        ("alibi", "fwd"),
+        ("alibi", "fwd+bwd"),
+    }
+    for case in data["attention"]:
+        assert case["x_nope"]["nope"] == pytest.approx(1.0)
+    lab_rows = data["lab"]["results"]
+    assert {r["encoding"] for r in lab_rows} == set(posenc.names())
+    assert all(r["posenc_tokens_per_s"] > 0 for r in lab_rows)
 
 
 def test_bench_rejects_unknown_device(tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ import typer
 class Suite(str, Enum):
     rope = "rope"
     bias = "bias"
+    attention = "attention"
+    lab = "lab"
     all = "all"
 
 
@@ -25,10 +27,13 @@ def bench(
     """Time posenc against the anchors (interleaved, medians) and write JSON."""
     from rich.console import Console
 
-    from ..bench import bias, harness, rope
+    from ..bench import attention, bias, harness, lab, rope
 
     if device != "cpu":
-        raise typer.BadParameter(f"only --device cpu is implemented here, got {device!r}")
+        raise typer.BadParameter(
+            f"only --device cpu is implemented, got {device!r}: the GPU suite (a Triton RoPE "
+            "kernel against Liger-Kernel, FlexAttention biases) is not written yet"
+        )
     console = Console()
     result: dict[str, Any] = {"machine": harness.machine(), "quick": quick}
     if suite in (Suite.rope, Suite.all):
@@ -37,6 +42,12 @@ def bench(
     if suite in (Suite.bias, Suite.all):
         result["bias"] = bias.run(quick=quick)
         console.print(_bias_table(result["bias"]))
+    if suite in (Suite.attention, Suite.all):
+        result["attention"] = attention.run(quick=quick)
+        console.print(_attention_table(result["attention"]))
+    if suite in (Suite.lab, Suite.all):
+        result["lab"] = lab.run(quick=quick)
+        console.print(_lab_table(result["lab"]["results"]))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))
     console.print(f"wrote {out}")
@@ -121,3 +132,40 @@ def _bias_table(cases: list[dict[str, Any]]) -> Any:
 
 def _mib(mem: dict[str, float], name: str) -> str:
     return f"{mem[name]:.0f}" if name in mem else "-"
+
+
+def _attention_table(cases: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
+
+    table = Table(title="One causal attention layer: time / the same layer without position")
+    for col in ["encoding", "mode", "posenc", "x-transformers", "posenc speed-up over x-t"]:
+        table.add_column(col, justify="right")
+    for c in cases:
+        x = c["x_nope"]
+        sp = c.get("speedup_vs_x_transformers")
+        table.add_row(
+            c["encoding"],
+            c["mode"],
+            f"{x['posenc']:.2f}",
+            f"{x['x_transformers']:.2f}" if "x_transformers" in x else "-",
+            "-" if sp is None else f"{sp:.2f}x",
+        )
+    return table
+
+
+def _lab_table(rows: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
+
+    table = Table(title="Lab training step (one thread): tokens/s")
+    for col in ["encoding", "batch x length", "posenc", "best x-transformers", "ratio"]:
+        table.add_column(col, justify="right")
+    for r in rows:
+        xt = [v for k, v in r.items() if k.startswith("xt") and k.endswith("tokens_per_s")]
+        table.add_row(
+            r["encoding"],
+            f"{r['batch']}x{r['length']}",
+            str(r["posenc_tokens_per_s"]),
+            str(max(xt)) if xt else "-",
+            f"{r['ratio_vs_best_xt']:.2f}" if "ratio_vs_best_xt" in r else "-",
+        )
+    return table

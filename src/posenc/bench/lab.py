@@ -1,7 +1,7 @@
 """Training-step throughput (tokens/s) of posenc's TinyTransformer vs x-transformers'
 TransformerWrapper, same size and the matching positional option, in the same process.
 
-    python -m benchmarks.lab_step --out benchmarks/results/lab_step.json
+    posenc bench lab --out benchmarks/results/lab_step.json
 
 One torch thread; each (encoding, library) pair is timed in interleaved rounds and the median
 round is kept, so load from other processes hits both sides alike. x-transformers is timed
@@ -11,13 +11,10 @@ compared with the faster of the two.
 
 from __future__ import annotations
 
-import argparse
-import json
 import platform
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -39,6 +36,14 @@ XT_OPTIONS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "pope": ({"polar_pos_emb": True}, {"use_abs_pos_emb": False}),
 }
 NO_FLASH = {"t5", "pope"}  # x-transformers refuses flash attention with these
+
+
+def _has_xt() -> bool:
+    try:
+        import x_transformers  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def posenc_model(name: str, max_len: int) -> nn.Module:
@@ -89,7 +94,7 @@ def measure(name: str, batch: int, length: int, rounds: int, steps: int) -> dict
     """Median seconds per step for posenc and each x-transformers variant, interleaved."""
     torch.manual_seed(0)
     fns = {"posenc": step_fn(posenc_model(name, length), batch, length)}
-    if name in XT_OPTIONS:
+    if name in XT_OPTIONS and _has_xt():
         fns["xt"] = step_fn(xt_model(name, length, flash=False), batch, length)
         if name not in NO_FLASH:
             fns["xt_flash"] = step_fn(xt_model(name, length, flash=True), batch, length)
@@ -109,40 +114,37 @@ def measure(name: str, batch: int, length: int, rounds: int, steps: int) -> dict
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/lab_step.json"))
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--encodings", nargs="*", default=posenc.names())
-    parser.add_argument(
-        "--shapes", nargs="*", default=["64x16", "16x128"], help="BATCHxLENGTH training shapes"
-    )
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    from importlib.metadata import version
+SHAPES = ((64, 16), (16, 128))
+QUICK_SHAPES = ((8, 16),)
 
-    rows = []
-    for shape in args.shapes:
-        batch, length = (int(v) for v in shape.split("x"))
-        for name in args.encodings:
-            row = measure(name, batch, length, args.rounds, args.steps)
-            print(json.dumps(row), flush=True)
-            rows.append(row)
+
+def run(quick: bool = False, encodings: list[str] | None = None) -> dict[str, Any]:
+    """Every encoding at the lab's training shapes (BATCH, LENGTH), one torch thread; ``quick``:
+    one small shape, one round of two steps (a smoke run)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        rows = [
+            measure(name, batch, length, rounds=1 if quick else 5, steps=2 if quick else 10)
+            for batch, length in (QUICK_SHAPES if quick else SHAPES)
+            for name in (encodings or posenc.names())
+        ]
+    finally:
+        torch.set_num_threads(threads)
+    try:
+        xt_version: str | None = version("x-transformers")
+    except PackageNotFoundError:
+        xt_version = None
     meta = {
         "torch": torch.__version__,
-        "x_transformers": version("x-transformers"),
+        "x_transformers": xt_version,
         "posenc": posenc.__version__,
-        "threads": torch.get_num_threads(),
+        "threads": 1,
         "python": platform.python_version(),
         "machine": platform.machine(),
         "model": {"d_model": DIM, "n_layers": DEPTH, "n_heads": HEADS, "vocab": VOCAB},
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"meta": meta, "results": rows}, indent=1) + "\n")
-    print(f"wrote {args.out}")
-
-
-if __name__ == "__main__":
-    main()
+    return {"meta": meta, "results": rows}

@@ -1,0 +1,112 @@
+"""Attention-layer benchmark: what each encoding adds to one attention layer, and x-transformers.
+
+One ``posenc.Attention`` (causal, B x T tokens of width C, H heads) per encoding, forward and
+forward+backward, timed interleaved with the same layer without position (NoPE): the ratio is
+the price of the encoding. Where x-transformers has the matching option, its attention-only
+layer (``Decoder(custom_layers=("a",))``, flash attention where it allows, its pre-norm and
+residual included) runs in the same rounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .. import registry
+from ..attention import Attention
+from .harness import as_json, interleaved
+from .lab import NO_FLASH, XT_OPTIONS
+
+SHAPE = (1, 2048, 512, 8)  # B, T, C, H
+QUICK_SHAPE = (1, 128, 64, 4)
+
+
+def _xt_layer(name: str, C: int, H: int, T: int) -> torch.nn.Module | None:
+    try:
+        from x_transformers import Decoder
+    except ImportError:
+        return None
+    if name not in ("rope", "xpos", "alibi", "t5", "pope", "nope"):
+        return None  # absolute tables live outside x-transformers' attention layers
+    layer_kw = dict(XT_OPTIONS[name][0])
+    if "rotary_emb_dim" in layer_kw:
+        layer_kw["rotary_emb_dim"] = C // H
+    return Decoder(
+        dim=C,
+        depth=1,
+        heads=H,
+        attn_dim_head=C // H,
+        custom_layers=("a",),
+        attn_flash=name not in NO_FLASH,
+        **layer_kw,
+    )
+
+
+def _impls(name: str, shape: tuple[int, int, int, int], backward: bool) -> dict[str, Callable]:
+    B, T, C, H = shape
+    x = torch.randn(B, T, C, requires_grad=backward)
+    layers: dict[str, torch.nn.Module] = {}
+    for label, pe_name in (("nope", "nope"), ("posenc", name)):
+        torch.manual_seed(0)
+        pe = registry.build_for_model(pe_name, dim=C, n_heads=H, max_len=T)
+        layers[label] = Attention(C, H, pe=pe, causal=True)
+    xt = _xt_layer(name, C, H, T)
+    if xt is not None:
+        layers["x_transformers"] = xt
+    embed = {
+        label: layer.pe if isinstance(layer, Attention) else None for label, layer in layers.items()
+    }
+
+    def call(label: str) -> Callable[[], Any]:
+        layer, pe = layers[label], embed[label]
+
+        def run() -> Any:
+            h = x if pe is None else pe.embed(x, torch.arange(T))  # absolute tables add here
+            out = layer(h)
+            if backward:
+                out.sum().backward()
+                x.grad = None
+                layer.zero_grad(set_to_none=True)
+            return out
+
+        return run
+
+    return {label: call(label) for label in layers}
+
+
+def run_case(
+    name: str, shape: tuple[int, int, int, int], backward: bool, rounds: int
+) -> dict[str, Any]:
+    """Time one encoding's layer against NoPE and x-transformers (forward or forward+backward)."""
+    impls = _impls(name, shape, backward)
+    if not backward:
+        with torch.no_grad():
+            timings = interleaved(impls, rounds=rounds, warmup=1)
+    else:
+        timings = interleaved(impls, rounds=rounds, warmup=1)
+    med = {n: t.median for n, t in timings.items()}
+    out: dict[str, Any] = {
+        "encoding": name,
+        "shape_BTCH": list(shape),
+        "mode": "fwd+bwd" if backward else "fwd",
+        "us": {n: as_json(t) for n, t in timings.items()},
+        "x_nope": {n: m / med["nope"] for n, m in med.items()},
+    }
+    if "x_transformers" in med:
+        out["speedup_vs_x_transformers"] = med["x_transformers"] / med["posenc"]
+    return out
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    """Every encoding but NoPE itself, forward and forward+backward."""
+    shape = QUICK_SHAPE if quick else SHAPE
+    names = [n for n in registry.names() if n != "nope"]
+    if quick:
+        names = names[:3]
+    return [
+        run_case(name, shape, backward, rounds=1 if quick else 5)
+        for name in names
+        for backward in (False, True)
+    ]
