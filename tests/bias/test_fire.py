@@ -106,3 +106,31 @@ def test_gradcheck_float64() -> None:
 def test_bad_config_raises(config: dict, error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):
         posenc.build("fire", **{"n_heads": 2, **config})
+
+
+def test_mlp_pieces_equal_the_mlp_and_its_gradients() -> None:
+    """The piecewise-linear form is the MLP itself: values and parameter gradients, with
+    constant units (w1 = 0, on and off) and two units sharing a kink."""
+    torch.manual_seed(3)
+    pe = posenc.build("fire", n_heads=3, hidden=8).double()
+    with torch.no_grad():
+        pe.mlp_in.weight[0, 0], pe.mlp_in.bias[0] = 0.0, 0.5  # constant, on
+        pe.mlp_in.weight[1, 0], pe.mlp_in.bias[1] = 0.0, -0.5  # constant, off
+        pe.mlp_in.weight[2, 0], pe.mlp_in.bias[2] = 2.0, -1.0  # kink at 0.5 ...
+        pe.mlp_in.weight[3, 0], pe.mlp_in.bias[3] = -4.0, 2.0  # ... shared, opposite slope
+    x = torch.linspace(-3, 3, 2001, dtype=torch.float64)
+
+    def direct() -> torch.Tensor:
+        return pe.mlp_out(torch.relu(pe.mlp_in(x[:, None])))  # (N, H)
+
+    kinks, slopes, intercepts = pe.mlp_pieces(torch.float64)
+    seg = torch.searchsorted(kinks, x)
+    pieces = (slopes[:, seg] * x + intercepts[:, seg]).T  # (N, H)
+    torch.testing.assert_close(pieces, direct(), rtol=1e-12, atol=1e-12)
+    params = list(pe.mlp_in.parameters()) + list(pe.mlp_out.parameters())
+    g = torch.randn(x.shape[0], 3, dtype=torch.float64)
+    expected = torch.autograd.grad(direct(), params, g)
+    kinks, slopes, intercepts = pe.mlp_pieces(torch.float64)
+    got = torch.autograd.grad((slopes[:, seg] * x + intercepts[:, seg]).T, params, g)
+    for a, b in zip(got, expected, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)

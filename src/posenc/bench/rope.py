@@ -24,6 +24,7 @@ SHAPES = [(1, 32, 2048, 128), (4, 8, 1024, 64), (1, 8, 8192, 64)]
 QUICK_SHAPES = [(1, 8, 512, 64)]
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 Impl = Callable[[], Any]
+ANCHORS = ("hf_apply_rotary_pos_emb", "rotary_embedding_torch", "x_transformers", "torchtune")
 #: Tensors whose gradients a forward+backward sample resets (anchors fed their own layout).
 _LEAVES: list[torch.Tensor] = []
 
@@ -161,6 +162,13 @@ def run_case(
         "copy_into": med.get("floor_copy_into"),
     }
     result["speedup_vs_hf"] = {n: ref["hf"] / m for n, m in med.items()} if ref["hf"] else {}
+    anchor_times = {n: m for n, m in med.items() if n in ANCHORS}
+    if anchor_times:
+        fastest = min(anchor_times, key=anchor_times.__getitem__)
+        result["fastest_anchor"] = fastest
+        result["speedup_vs_fastest_anchor"] = {
+            n: anchor_times[fastest] / m for n, m in med.items() if n.startswith("posenc")
+        }
     if ref["clone"]:
         result["x_clone_floor"] = {n: m / ref["clone"] for n, m in med.items()}
     if ref["copy_into"]:

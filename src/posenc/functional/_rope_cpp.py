@@ -38,7 +38,7 @@ def _cpu_tag() -> str:
 
 
 def load_kernel() -> Any:
-    """Build (first time) and load the extension; returns ``torch.ops.posenc_rope_cpu.rope_into``.
+    """Build (first time) and load the extension; returns ``torch.ops.posenc_rope_cpu``.
 
     Raises: RuntimeError naming what is missing (a C++ compiler, ninja) when the build fails.
     """
@@ -65,7 +65,7 @@ def load_kernel() -> Any:
                 "it needs a C++ compiler (g++) and ninja"
             )
             raise RuntimeError(_state["error"]) from err
-        _state["op"] = torch.ops.posenc_rope_cpu.rope_into
+        _state["op"] = torch.ops.posenc_rope_cpu
         return _state["op"]
 
 
@@ -82,7 +82,7 @@ def supports(x: Tensor, cos: Tensor) -> bool:
         and x.dtype in _DTYPES
         and x.stride(-1) == 1
         and 2 <= x.ndim <= 4
-        and cos.ndim <= 4
+        and cos.ndim <= x.ndim
     )
     try:
         return ok and torch.broadcast_shapes(x.shape[:-1], cos.shape[:-1]) == x.shape[:-1]
@@ -90,43 +90,27 @@ def supports(x: Tensor, cos: Tensor) -> bool:
         return False
 
 
-def _as_4d(x: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """x (..., T, D) -> (B, H, T, R) view of the rotated features; cos, sin -> float32
-    (B, H, T, P) broadcast views (stride 0 where shared)."""
-    P = cos.shape[-1]
-    x4 = x[(None,) * (4 - x.ndim)][..., : 2 * P]
-    c, s = cos.to(torch.float32), sin.to(torch.float32)
-    shape = (*x4.shape[:-1], P)
-    c = c[(None,) * (4 - c.ndim)].expand(shape)
-    s = s[(None,) * (4 - s.ndim)].expand(shape)
-    if c.stride(-1) != 1 or s.stride(-1) != 1:
-        c, s = c.contiguous(), s.contiguous()
-    return x4, c, s
+def _f32(t: Tensor) -> Tensor:
+    """A float32 table with unit last stride (what the kernel reads); usually t itself."""
+    return t if t.dtype == torch.float32 and t.stride(-1) == 1 else t.float().contiguous()
 
 
 def rope_pair(
     xs: list[Tensor], tables: list[tuple[Tensor, Tensor]], layout: str, sign: float = 1.0
 ) -> list[Tensor]:
-    """Rotated copies of each x (..., T, D) by its (cos, sin) (..., T, P); features past 2P are
-    copied through. No autograd (see ``RopeKernelFunction``)."""
-    op = load_kernel()
-    outs = [torch.empty_like(x, memory_format=torch.contiguous_format) for x in xs]
-    views = [_as_4d(x, c, s) for x, (c, s) in zip(xs, tables, strict=True)]
-    out4 = [_as_4d(o, c, s)[0] for o, (c, s) in zip(outs, tables, strict=True)]
-    op([v[0] for v in views], out4, [v[1] for v in views], [v[2] for v in views],
-       sign, layout == "interleaved")  # fmt: skip
-    for x, o, (c, _) in zip(xs, outs, tables, strict=True):
-        if x.shape[-1] > 2 * c.shape[-1]:
-            o[..., 2 * c.shape[-1] :] = x[..., 2 * c.shape[-1] :]
+    """Rotated copies of each x (..., T, D) by its (cos, sin) (..., T, P), broadcast
+    right-aligned; features past 2P are copied through. No autograd (``RopeKernelFunction``)."""
+    cos = [_f32(c) for c, _ in tables]
+    sin = [_f32(s) for _, s in tables]
+    outs: list[Tensor] = load_kernel().rope(xs, cos, sin, sign, layout == "interleaved")
     return outs
 
 
 def rope_pair_(xs: list[Tensor], tables: list[tuple[Tensor, Tensor]], layout: str) -> list[Tensor]:
     """Rotate each x in place (inference); returns the same tensors."""
-    op = load_kernel()
-    views = [_as_4d(x, c, s) for x, (c, s) in zip(xs, tables, strict=True)]
-    x4 = [v[0] for v in views]
-    op(x4, x4, [v[1] for v in views], [v[2] for v in views], 1.0, layout == "interleaved")
+    cos = [_f32(c) for c, _ in tables]
+    sin = [_f32(s) for _, s in tables]
+    load_kernel().rope_(xs, cos, sin, 1.0, layout == "interleaved")
     return xs
 
 

@@ -7,15 +7,18 @@
 // Su et al. 2021, RoFormer (arXiv:2104.09864). `out` may be `x` itself (in place): every
 // iteration loads its pair before storing it, so exact aliasing is safe. Rows are
 // (B, H, T) with arbitrary strides, the last dimension unit-stride; cos/sin are float32
-// (B, H, T, P) views (broadcast dimensions have stride 0). q and k go through one parallel
-// region. Built on first use by posenc/functional/_rope_cpp.py.
+// (..., T, P) tensors broadcast against x right-aligned (no copies). q and k go through one
+// parallel region. Built on first use by posenc/functional/_rope_cpp.py.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <cstdint>
 #include <vector>
 
@@ -60,9 +63,10 @@ inline void vstore(c10::Half* p, __m512 v) {
 }
 #endif
 
-// One row of P pairs: x (2P,) -> out (2P,), angles from c, s (P,).
+// One row of P pairs: x (2P,) -> out (2P,), angles from c, s (P,); then `tail` features copied.
 template <typename T, bool Interleaved>
-void rope_row(const T* x, T* out, const float* c, const float* s, int64_t P, float sign) {
+void rope_row(const T* x, T* out, const float* c, const float* s, int64_t P, int64_t tail,
+              float sign) {
   int64_t i = 0;
   if constexpr (Interleaved) {
 #if defined(__AVX512F__)
@@ -99,6 +103,7 @@ void rope_row(const T* x, T* out, const float* c, const float* s, int64_t P, flo
       store(out + i + P, b * cc + a * ss);
     }
   }
+  if (tail > 0 && out != x) std::memcpy(out + 2 * P, x + 2 * P, tail * sizeof(T));
 }
 
 struct Job {
@@ -106,7 +111,7 @@ struct Job {
   void* out;
   const float* c;
   const float* s;
-  int64_t H, T, P, rows;
+  int64_t H, T, P, tail, rows;
   int64_t xs[3], os[3], cs[3], ss[3];  // strides of the (B, H, T) dimensions
 };
 
@@ -119,7 +124,7 @@ void run_rows(const Job& j, int64_t begin, int64_t end, float sign) {
     rope_row<T, Interleaved>(x + b * j.xs[0] + h * j.xs[1] + t * j.xs[2],
                              out + b * j.os[0] + h * j.os[1] + t * j.os[2],
                              j.c + b * j.cs[0] + h * j.cs[1] + t * j.cs[2],
-                             j.s + b * j.ss[0] + h * j.ss[1] + t * j.ss[2], j.P, sign);
+                             j.s + b * j.ss[0] + h * j.ss[1] + t * j.ss[2], j.P, j.tail, sign);
     if (++t == j.T) {
       t = 0;
       if (++h == j.H) { h = 0; ++b; }
@@ -143,50 +148,105 @@ void run_all(const std::vector<Job>& jobs, int64_t total, float sign, bool inter
   });
 }
 
-void rope_into(at::TensorList xs, at::TensorList outs, at::TensorList cos, at::TensorList sin,
-               double sign, bool interleaved) {
-  TORCH_CHECK(!xs.empty() && xs.size() == outs.size() && xs.size() == cos.size() &&
-                  xs.size() == sin.size(),
-              "rope_into: non-empty lists of equal length expected");
-  const at::ScalarType dtype = xs[0].scalar_type();
-  std::vector<Job> jobs;
-  int64_t total = 0;
-  for (size_t n = 0; n < xs.size(); ++n) {
-    const at::Tensor &x = xs[n], &o = outs[n], &c = cos[n], &s = sin[n];
-    TORCH_CHECK(x.dim() == 4 && o.dim() == 4 && c.dim() == 4 && s.dim() == 4,
-                "rope_into: 4-D (B, H, T, .) tensors expected");
-    TORCH_CHECK(x.device().is_cpu() && o.device().is_cpu() && c.device().is_cpu() &&
-                    s.device().is_cpu(), "rope_into: CPU tensors expected");
-    TORCH_CHECK(x.scalar_type() == dtype && o.scalar_type() == dtype,
-                "rope_into: x and out must share one dtype");
-    TORCH_CHECK(c.scalar_type() == at::kFloat && s.scalar_type() == at::kFloat,
-                "rope_into: float32 cos/sin expected");
-    TORCH_CHECK(x.stride(3) == 1 && o.stride(3) == 1 && c.stride(3) == 1 && s.stride(3) == 1,
-                "rope_into: unit stride in the last dimension expected");
-    TORCH_CHECK(x.sizes() == o.sizes() && c.sizes() == s.sizes() && x.size(3) == 2 * c.size(3) &&
-                    c.size(0) == x.size(0) && c.size(1) == x.size(1) && c.size(2) == x.size(2),
-                "rope_into: x, out (B, H, T, 2P) and cos, sin (B, H, T, P) expected");
-    Job j{x.data_ptr(), o.data_ptr(), c.data_ptr<float>(), s.data_ptr<float>(),
-          x.size(1), x.size(2), c.size(3), x.size(0) * x.size(1) * x.size(2), {}, {}, {}, {}};
-    for (int d = 0; d < 3; ++d) {
-      j.xs[d] = x.stride(d); j.os[d] = o.stride(d); j.cs[d] = c.stride(d); j.ss[d] = s.stride(d);
-    }
-    total += j.rows;
-    jobs.push_back(j);
+// Strides of t's dimensions right-aligned to `ndim` (B, H, T, feature) slots; a dimension that
+// t lacks or broadcasts (size 1 against a larger x) gets stride 0.
+std::array<int64_t, 4> aligned_strides(const at::Tensor& t, at::IntArrayRef x_sizes) {
+  std::array<int64_t, 4> st{0, 0, 0, 0};
+  const int64_t off = 4 - t.dim();
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t xd = d + off - (4 - static_cast<int64_t>(x_sizes.size()));
+    const bool broadcast = t.size(d) == 1 && xd >= 0 && x_sizes[xd] != 1;
+    st[d + off] = broadcast ? 0 : t.stride(d);
   }
+  return st;
+}
+
+Job make_job(const at::Tensor& x, const at::Tensor& o, const at::Tensor& c, const at::Tensor& s,
+             at::ScalarType dtype) {
+  TORCH_CHECK(x.dim() >= 2 && x.dim() <= 4, "rope: x must have 2 to 4 dimensions (..., T, D), got ",
+              x.dim());
+  TORCH_CHECK(c.dim() >= 1 && c.dim() <= x.dim() && c.sizes() == s.sizes(),
+              "rope: cos and sin must share one shape (..., T, P) with at most x's dimensions");
+  TORCH_CHECK(x.device().is_cpu() && c.device().is_cpu() && s.device().is_cpu(),
+              "rope: CPU tensors expected");
+  TORCH_CHECK(x.scalar_type() == dtype && o.scalar_type() == dtype,
+              "rope: every x must share one dtype");
+  TORCH_CHECK(c.scalar_type() == at::kFloat && s.scalar_type() == at::kFloat,
+              "rope: float32 cos/sin expected");
+  TORCH_CHECK(x.stride(-1) == 1 && o.stride(-1) == 1 && c.stride(-1) == 1 && s.stride(-1) == 1,
+              "rope: unit stride in the last dimension expected");
+  const int64_t P = c.size(-1);
+  TORCH_CHECK(2 * P <= x.size(-1), "rope: cos/sin have ", P, " pairs but x has ", x.size(-1),
+              " features");
+  for (int64_t d = 1; d < c.dim(); ++d) {
+    const int64_t cs = c.size(-1 - d), xs = x.size(-1 - d);
+    TORCH_CHECK(cs == xs || cs == 1, "rope: cos/sin dimension ", -1 - d, " has size ", cs,
+                ", x has ", xs);
+  }
+  std::array<int64_t, 4> xsz{1, 1, 1, 1};
+  for (int64_t d = 0; d < x.dim(); ++d) xsz[d + 4 - x.dim()] = x.size(d);
+  std::array<int64_t, 4> xst{0, 0, 0, 0}, ost{0, 0, 0, 0};
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    xst[d + 4 - x.dim()] = x.stride(d);
+    ost[d + 4 - x.dim()] = o.stride(d);
+  }
+  const auto cst = aligned_strides(c, x.sizes()), sst = aligned_strides(s, x.sizes());
+  Job j{x.data_ptr(), o.data_ptr(), c.data_ptr<float>(), s.data_ptr<float>(), xsz[1], xsz[2],
+        P, x.size(-1) - 2 * P, xsz[0] * xsz[1] * xsz[2], {}, {}, {}, {}};
+  for (int d = 0; d < 3; ++d) {
+    j.xs[d] = xst[d]; j.os[d] = ost[d]; j.cs[d] = cst[d]; j.ss[d] = sst[d];
+  }
+  return j;
+}
+
+void launch(const std::vector<Job>& jobs, at::ScalarType dtype, double sign, bool interleaved) {
+  int64_t total = 0;
+  for (const Job& j : jobs) total += j.rows;
+  if (total == 0) return;
   const float sg = static_cast<float>(sign);
   switch (dtype) {
     case at::kFloat: run_all<float>(jobs, total, sg, interleaved); break;
     case at::kBFloat16: run_all<c10::BFloat16>(jobs, total, sg, interleaved); break;
     case at::kHalf: run_all<c10::Half>(jobs, total, sg, interleaved); break;
-    default: TORCH_CHECK(false, "rope_into: float32, bfloat16 or float16 expected, got ", dtype);
+    default: TORCH_CHECK(false, "rope: float32, bfloat16 or float16 expected, got ", dtype);
   }
+}
+
+void check_lists(at::TensorList xs, at::TensorList cos, at::TensorList sin) {
+  TORCH_CHECK(!xs.empty() && xs.size() == cos.size() && xs.size() == sin.size(),
+              "rope: non-empty lists of equal length expected");
+}
+
+// Rotated copies of each x (..., T, D) by its cos/sin (..., T, P), broadcast right-aligned;
+// features past 2P are copied through.
+std::vector<at::Tensor> rope(at::TensorList xs, at::TensorList cos, at::TensorList sin,
+                             double sign, bool interleaved) {
+  check_lists(xs, cos, sin);
+  std::vector<at::Tensor> outs;
+  std::vector<Job> jobs;
+  for (size_t n = 0; n < xs.size(); ++n) {
+    outs.push_back(at::empty(xs[n].sizes(), xs[n].options()));
+    jobs.push_back(make_job(xs[n], outs.back(), cos[n], sin[n], xs[0].scalar_type()));
+  }
+  launch(jobs, xs[0].scalar_type(), sign, interleaved);
+  return outs;
+}
+
+// The same rotation written into each x (inference).
+void rope_(at::TensorList xs, at::TensorList cos, at::TensorList sin, double sign,
+           bool interleaved) {
+  check_lists(xs, cos, sin);
+  std::vector<Job> jobs;
+  for (size_t n = 0; n < xs.size(); ++n)
+    jobs.push_back(make_job(xs[n], xs[n], cos[n], sin[n], xs[0].scalar_type()));
+  launch(jobs, xs[0].scalar_type(), sign, interleaved);
 }
 
 }  // namespace
 
 TORCH_LIBRARY(posenc_rope_cpu, m) {
-  m.def("rope_into(Tensor[] xs, Tensor(a!)[] outs, Tensor[] cos, Tensor[] sin, float sign, "
-        "bool interleaved) -> ()");
-  m.impl("rope_into", c10::DispatchKey::CPU, &rope_into);
+  m.def("rope(Tensor[] xs, Tensor[] cos, Tensor[] sin, float sign, bool interleaved) -> Tensor[]");
+  m.def("rope_(Tensor(a!)[] xs, Tensor[] cos, Tensor[] sin, float sign, bool interleaved) -> ()");
+  m.impl("rope", c10::DispatchKey::CPU, &rope);
+  m.impl("rope_", c10::DispatchKey::CPU, &rope_);
 }
