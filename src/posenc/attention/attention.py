@@ -18,6 +18,8 @@ from .toeplitz import toeplitz_bias_attention
 #: Bias entries (H x block x Tk) per query block when ``block_size`` is not given: 16 MiB fp32.
 BIAS_BLOCK_ENTRIES = 1 << 22
 BIAS_BACKENDS = ("auto", "blocks", "flex")
+#: Smallest (Tq x L) bias that "auto" reads through the Toeplitz view (lab-size models below).
+TOEPLITZ_MIN_ENTRIES = 1 << 16
 
 
 class Attention(nn.Module):
@@ -173,7 +175,7 @@ class Attention(nn.Module):
             out = flex_bias_attention(q, keys.k, keys.v, self.pe, q_pos, k_pos, causal=self.causal)
             if out is not None:
                 return out
-        if has_bias and allowed is None and self._toeplitz(q):
+        if has_bias and allowed is None and self._toeplitz(q, L):
             out = toeplitz_bias_attention(
                 q,
                 keys.k,
@@ -209,11 +211,12 @@ class Attention(nn.Module):
         fusable = fusable and (self.causal or q.device.type != "cpu")
         return fusable and not (self.training and self.dropout > 0)
 
-    def _toeplitz(self, q: Tensor) -> bool:
+    def _toeplitz(self, q: Tensor, L: int) -> bool:
         """Toeplitz view: the default for offset-only biases on CPU (CPU SDPA reads the
-        strided mask in place; GPU kernels would copy it)."""
+        strided mask in place; GPU kernels would copy it) once the bias is worth sparing;
+        below ``TOEPLITZ_MIN_ENTRIES`` one small dense bias is as fast."""
         auto = self.bias_backend == "auto" and q.device.type == "cpu"
-        return auto and self.pe.bias_is_relative
+        return auto and self.pe.bias_is_relative and q.shape[2] * L >= TOEPLITZ_MIN_ENTRIES
 
     def _sdpa(
         self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, allowed: Tensor | None

@@ -89,12 +89,18 @@ void rope_row(const T* x, T* out, const float* c, const float* s, int64_t P, int
     }
   } else {
 #if defined(__AVX512F__)
-    const __m512 sg = _mm512_set1_ps(sign);
-    for (; i + kLanes <= P; i += kLanes) {
-      __m512 a = vload(x + i), b = vload(x + i + P);
-      __m512 cc = vload(c + i), ss = _mm512_mul_ps(sg, vload(s + i));
-      vstore(out + i, _mm512_fmsub_ps(a, cc, _mm512_mul_ps(b, ss)));
-      vstore(out + i + P, _mm512_fmadd_ps(b, cc, _mm512_mul_ps(a, ss)));
+    if (sign > 0) {  // sign is +1 (forward) or -1 (backward)
+      for (; i + kLanes <= P; i += kLanes) {
+        __m512 a = vload(x + i), b = vload(x + i + P), cc = vload(c + i), ss = vload(s + i);
+        vstore(out + i, _mm512_fnmadd_ps(b, ss, _mm512_mul_ps(a, cc)));  // a c - b s
+        vstore(out + i + P, _mm512_fmadd_ps(a, ss, _mm512_mul_ps(b, cc)));  // b c + a s
+      }
+    } else {  // backward: rotate by -θ
+      for (; i + kLanes <= P; i += kLanes) {
+        __m512 a = vload(x + i), b = vload(x + i + P), cc = vload(c + i), ss = vload(s + i);
+        vstore(out + i, _mm512_fmadd_ps(b, ss, _mm512_mul_ps(a, cc)));  // a c + b s
+        vstore(out + i + P, _mm512_fnmadd_ps(a, ss, _mm512_mul_ps(b, cc)));  // b c - a s
+      }
     }
 #endif
     for (; i < P; ++i) {
