@@ -18,7 +18,10 @@ LOW = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float32: 2.0**-24
 
 @pytest.fixture
 def cpp() -> Iterator[None]:
-    PF.enable_compiled_rope(True, backend="cpp")
+    try:
+        PF.enable_compiled_rope(True, backend="cpp")
+    except RuntimeError as err:  # no C++ toolchain on this machine: nothing to test
+        pytest.skip(str(err))
     yield
     PF.enable_compiled_rope(False)
 
