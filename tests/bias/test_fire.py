@@ -123,14 +123,14 @@ def test_mlp_pieces_equal_the_mlp_and_its_gradients() -> None:
     def direct() -> torch.Tensor:
         return pe.mlp_out(torch.relu(pe.mlp_in(x[:, None])))  # (N, H)
 
-    kinks, slopes, intercepts = pe.mlp_pieces(torch.float64)
-    seg = torch.searchsorted(kinks, x)
-    pieces = (slopes[:, seg] * x + intercepts[:, seg]).T  # (N, H)
-    torch.testing.assert_close(pieces, direct(), rtol=1e-12, atol=1e-12)
+    def pieces() -> torch.Tensor:
+        w1, b1 = pe.mlp_in.weight[:, 0], pe.mlp_in.bias
+        return PF.fire_mlp(x, *PF.fire_mlp_pieces(w1, b1, pe.mlp_out.weight, pe.mlp_out.bias)).T
+
+    torch.testing.assert_close(pieces(), direct(), rtol=1e-12, atol=1e-12)
     params = list(pe.mlp_in.parameters()) + list(pe.mlp_out.parameters())
     g = torch.randn(x.shape[0], 3, dtype=torch.float64)
     expected = torch.autograd.grad(direct(), params, g)
-    kinks, slopes, intercepts = pe.mlp_pieces(torch.float64)
-    got = torch.autograd.grad((slopes[:, seg] * x + intercepts[:, seg]).T, params, g)
+    got = torch.autograd.grad(pieces(), params, g)
     for a, b in zip(got, expected, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)

@@ -30,6 +30,10 @@ INV = PF.rope_inv_freq(D, base=500.0)  # (P,)
 SLOPES = PF.alibi_slopes(H)
 R1, R2 = rng.uniform(0.1, 2.0, size=H), rng.uniform(0.1, 1.5, size=H)
 C_FIRE, L_FIRE = np.asarray(0.1), np.asarray(3.0)
+# FIRE's MLP: two constant units (on, off) and two sharing a kink at 0.5
+W1_FIRE = np.array([0.0, 0.0, 2.0, -4.0, 1.5, -0.7])
+B1_FIRE = np.array([0.5, -0.5, -1.0, 2.0, 0.3, 0.2])
+W2_FIRE, B2_FIRE = rng.normal(size=(H, 6)), rng.normal(size=H)
 TABLE = rng.normal(size=(9, D))  # Shaw rows for max_distance = 4
 PROBS = rng.dirichlet(np.ones(Tk), size=(B, H, Tq))  # (B, H, Tq, Tk)
 ANG = PF.angles(np.arange(Tq), PF.rope_inv_freq(2 * D))  # (Tq, D) phases for PoPE
@@ -79,6 +83,13 @@ CASES: dict[str, Callable[[Callable[[Any], Any], Any], Any]] = {
     ),
     "fire_psi": lambda a, xp: PF.fire_psi(a(np.linspace(-5.0, 5.0, 11)), a(C_FIRE)),
     "fire_distance": lambda a, xp: PF.fire_distance(a(BQ_POS), a(K_POS), a(C_FIRE), a(L_FIRE)),
+    "fire_mlp_pieces": lambda a, xp: PF.fire_mlp_pieces(
+        a(W1_FIRE), a(B1_FIRE), a(W2_FIRE), a(B2_FIRE)
+    ),
+    "fire_mlp": lambda a, xp: PF.fire_mlp(
+        a(np.linspace(-2.0, 2.0, 41)),
+        *PF.fire_mlp_pieces(a(W1_FIRE), a(B1_FIRE), a(W2_FIRE), a(B2_FIRE)),
+    ),
     "shaw_relative_index": lambda a, xp: _shaw_index(a),
     "relative_key_logits": lambda a, xp: PF.relative_key_logits(a(X), a(TABLE), _shaw_index(a)),
     "relative_value_output": lambda a, xp: PF.relative_value_output(

@@ -219,7 +219,8 @@ class FIRE(PositionalEncoding):
     (init 1, so L starts at 512), eps = 1e-6 added to the normaliser, PyTorch's default Linear
     init. i is the query's own position, so a decoded token is normalised exactly as in the
     full forward. The MLP runs in float32 (or wider) whatever the module dtype, evaluated as the
-    piecewise-linear function it is (``mlp_pieces``: one gather per score, not ``hidden``).
+    piecewise-linear function it is (``functional.fire_mlp_pieces``: two gathers per score,
+    not a ``hidden``-wide activation).
     """
 
     def __init__(
@@ -259,31 +260,10 @@ class FIRE(PositionalEncoding):
         dtype = work_dtype(self.c, self.mlp_in.weight)
         c, threshold = self.c.to(dtype), self.threshold.to(dtype)
         x = PF.fire_distance(q_pos, k_pos, c, threshold, eps=self.eps)  # (..., Tq, Tk)
-        kinks, slopes, intercepts = self.mlp_pieces(dtype)
-        seg = torch.searchsorted(kinks, x)  # (..., Tq, Tk): the linear piece each x falls on
-        out = torch.addcmul(intercepts[:, seg], slopes[:, seg], x)  # (H, ..., Tq, Tk)
+        w1, b1 = self.mlp_in.weight[:, 0].to(dtype), self.mlp_in.bias.to(dtype)
+        w2, b2 = self.mlp_out.weight.to(dtype), self.mlp_out.bias.to(dtype)
+        out = PF.fire_mlp(x, *PF.fire_mlp_pieces(w1, b1, w2, b2))  # (H, ..., Tq, Tk)
         return as_4d(out.movedim(0, -3))  # (B|1, H, Tq, Tk)
-
-    def mlp_pieces(self, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
-        """f_θ(x) = W2 relu(w1 x + b1) + b2 of a scalar x is piecewise linear with a kink at each
-        -b1_k / w1_k: returns the sorted kinks (hidden,), slopes and intercepts (H, hidden + 1)
-        with f(x) = slopes[:, m] x + intercepts[:, m] for m = #kinks below x. Exact, and it
-        spares the (..., Tq, Tk, hidden) activation; gradients reach every MLP parameter.
-        """
-        w1, b1 = self.mlp_in.weight[:, 0].to(dtype), self.mlp_in.bias.to(dtype)  # (hidden,)
-        W2, b2 = self.mlp_out.weight.to(dtype), self.mlp_out.bias.to(dtype)  # (H, hidden), (H,)
-        with torch.no_grad():
-            flat = w1 == 0  # constant units: no kink (sorted last, never below any x)
-            kinks = torch.where(flat, torch.inf, -b1 / torch.where(flat, 1.0, w1))
-            order = kinks.argsort()
-            rank = torch.empty_like(order)
-            rank[order] = torch.arange(order.numel(), device=order.device)
-            m = torch.arange(order.numel() + 1, device=order.device)[:, None]  # (hidden + 1, 1)
-            active = ((w1 > 0) & (rank < m)) | ((w1 < 0) & (rank >= m)) | (flat & (b1 > 0))
-            active = active.to(dtype)  # (hidden + 1, hidden): units on in piece m
-        slopes = W2 @ (active * w1).T  # (H, hidden + 1)
-        intercepts = W2 @ (active * b1).T + b2[:, None]
-        return kinks[order], slopes, intercepts
 
     def extra_repr(self) -> str:
         return (

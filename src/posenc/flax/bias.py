@@ -198,13 +198,10 @@ class FIRE(PositionalEncoding):
         q_pos, k_pos = check_bias_positions(q_pos, k_pos)
         dtype = work_dtype(self.c[...], self.mlp_in.kernel[...])
         c, threshold = self.c[...].astype(dtype), self.threshold.astype(dtype)
-        x = PF.fire_distance(q_pos, k_pos, c, threshold, eps=self.eps)[..., None]  # (..., 1)
-        h = jax.nn.relu(_linear(x, self.mlp_in, dtype))  # (..., Tq, Tk, hidden)
-        out = _linear(h, self.mlp_out, dtype)  # (..., Tq, Tk, H)
-        return as_4d(jnp.moveaxis(out, -1, -3))  # (B|1, H, Tq, Tk)
-
-
-def _linear(x: Array, layer: nnx.Linear, dtype: Any) -> Array:
-    """``layer(x)`` with its weights cast to ``dtype``."""
-    out = x @ layer.kernel[...].astype(dtype)
-    return out if layer.bias is None else out + layer.bias[...].astype(dtype)
+        x = PF.fire_distance(q_pos, k_pos, c, threshold, eps=self.eps)  # (..., Tq, Tk)
+        b_in, b_out = self.mlp_in.bias, self.mlp_out.bias
+        assert b_in is not None and b_out is not None  # _torch_linear gives both a bias
+        w1, b1 = self.mlp_in.kernel[0].astype(dtype), b_in[...].astype(dtype)  # (hidden,)
+        w2, b2 = self.mlp_out.kernel[...].T.astype(dtype), b_out[...].astype(dtype)  # (H, hidden)
+        out = PF.fire_mlp(x, *PF.fire_mlp_pieces(w1, b1, w2, b2))  # (H, ..., Tq, Tk)
+        return as_4d(jnp.moveaxis(out, 0, -3))  # (B|1, H, Tq, Tk)

@@ -33,3 +33,35 @@ def fire_distance(q_pos: Any, k_pos: Any, c: Any, threshold: Any, *, eps: float 
     i = xp.astype(q_pos, dtype)  # (..., Tq)
     normaliser = fire_psi(xp.maximum(i, threshold), c) + eps  # (..., Tq)
     return fire_psi(offsets, c) / normaliser[..., :, None]
+
+
+def fire_mlp_pieces(w1: Any, b1: Any, w2: Any, b2: Any) -> tuple[Any, Any, Any]:
+    """FIRE's MLP f(x) = w2 · relu(w1 x + b1) + b2 of a scalar x as the piecewise-linear function
+    it is: unit k bends at -b1_k / w1_k, so between sorted kinks f is one line per head.
+
+    Shapes: w1, b1 (hidden,), w2 (H, hidden), b2 (H,) -> kinks (hidden,) ascending (constant
+    units, w1_k = 0, sort last as +inf), slopes and intercepts (H, hidden + 1) with
+    f(x) = slopes[:, m] x + intercepts[:, m] on piece m = #kinks below x (``fire_mlp``).
+    Differentiable in all four parameters (the piece bookkeeping is integer).
+    """
+    xp = namespace(w1, b1, w2, b2)
+    flat = w1 == 0
+    kinks = xp.where(flat, xp.inf, -b1 / xp.where(flat, xp.ones_like(w1), w1))  # (hidden,)
+    order = xp.argsort(kinks, stable=True)
+    rank = xp.argsort(order, stable=True)  # position of each unit's kink in sorted order
+    m = xp.arange(w1.shape[0] + 1)[:, None]  # (hidden + 1, 1): piece index
+    on = ((w1 > 0) & (rank < m)) | ((w1 < 0) & (rank >= m)) | (flat & (b1 > 0))
+    on = xp.astype(on, w1.dtype)  # (hidden + 1, hidden): units active on piece m
+    slopes = w2 @ xp.matrix_transpose(on * w1)  # (H, hidden + 1)
+    intercepts = w2 @ xp.matrix_transpose(on * b1) + b2[:, None]
+    return xp.take(kinks, order), slopes, intercepts
+
+
+def fire_mlp(x: Any, kinks: Any, slopes: Any, intercepts: Any) -> Any:
+    """f(x) per head from ``fire_mlp_pieces``: one searchsorted and two gathers per entry
+    instead of a ``hidden``-wide activation. Shapes: x (...,) -> (H, ...)."""
+    xp = namespace(x, kinks, slopes, intercepts)
+    flat_x = xp.reshape(x, (-1,))
+    piece = xp.searchsorted(kinks, flat_x)  # (N,)
+    out = xp.take(slopes, piece, axis=1) * flat_x + xp.take(intercepts, piece, axis=1)
+    return xp.reshape(out, (slopes.shape[0], *x.shape))
