@@ -103,13 +103,16 @@ def test_bf16_matches_blocks_and_decode_with_cache_still_works() -> None:
     torch.testing.assert_close(torch.cat(steps, 1).float(), full.float(), atol=3e-2, rtol=3e-2)
 
 
-def test_scale_is_one_over_sqrt_head_dim() -> None:
+def test_explicit_scale_is_used() -> None:
     pe = posenc.build("alibi", n_heads=2)
     q, k, v = torch.randn(1, 2, 5, 16), torch.randn(1, 2, 5, 16), torch.randn(1, 2, 5, 16)
     pos = torch.arange(5)
-    base = toeplitz_bias_attention(q, k, v, pe, pos, pos, causal=False)
-    halved = toeplitz_bias_attention(q, k, v, pe, pos, pos, causal=False, scale=0.5 / math.sqrt(16))
-    assert base is not None and halved is not None and not torch.allclose(base, halved)
+    scale = 0.5 / math.sqrt(16)
+    got = toeplitz_bias_attention(q, k, v, pe, pos, pos, causal=False, scale=scale)
+    bias = pe.bias(pos, pos).expand(1, 2, 5, 5)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
+    assert got is not None
+    torch.testing.assert_close(got, expected)
 
 
 def test_a_subclass_rewriting_bias_loses_the_offset_only_claim() -> None:

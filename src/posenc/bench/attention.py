@@ -23,7 +23,7 @@ SHAPE = (1, 2048, 512, 8)  # B, T, C, H
 QUICK_SHAPE = (1, 128, 64, 4)
 
 
-def _xt_layer(name: str, C: int, H: int, T: int) -> torch.nn.Module | None:
+def _xt_layer(name: str, C: int, H: int) -> torch.nn.Module | None:
     try:
         from x_transformers import Decoder
     except ImportError:
@@ -47,12 +47,13 @@ def _xt_layer(name: str, C: int, H: int, T: int) -> torch.nn.Module | None:
 def _impls(name: str, shape: tuple[int, int, int, int], backward: bool) -> dict[str, Callable]:
     B, T, C, H = shape
     x = torch.randn(B, T, C, requires_grad=backward)
+    pos = torch.arange(T)
     layers: dict[str, torch.nn.Module] = {}
     for label, pe_name in (("nope", "nope"), ("posenc", name)):
         torch.manual_seed(0)
         pe = registry.build_for_model(pe_name, dim=C, n_heads=H, max_len=T)
         layers[label] = Attention(C, H, pe=pe, causal=True)
-    xt = _xt_layer(name, C, H, T)
+    xt = _xt_layer(name, C, H)
     if xt is not None:
         layers["x_transformers"] = xt
     embed = {
@@ -63,7 +64,7 @@ def _impls(name: str, shape: tuple[int, int, int, int], backward: bool) -> dict[
         layer, pe = layers[label], embed[label]
 
         def run() -> Any:
-            h = x if pe is None else pe.embed(x, torch.arange(T))  # absolute tables add here
+            h = x if pe is None else pe.embed(x, pos)  # absolute tables add here
             out = layer(h)
             if backward:
                 out.sum().backward()
