@@ -60,6 +60,26 @@ def test_kernel_matches_float64_reference(
 
 
 @pytest.mark.usefixtures("cpp")
+@pytest.mark.parametrize("per_head", [False, True])
+def test_position_blocks_with_ragged_end_and_per_head_tables(per_head: bool) -> None:
+    """The kernel walks blocks of positions (64 at P = 32) with every head inside: T = 150 ends
+    in a partial block; q and k differ in length; tables per (batch, head) or per batch."""
+    q = torch.randn(2, 3, 150, 64, dtype=torch.bfloat16)
+    k = torch.randn(2, 3, 131, 64, dtype=torch.bfloat16)
+    pos_q = torch.randint(0, 9000, (2, 3, 150) if per_head else (2, 1, 150))
+    pos_k = torch.randint(0, 9000, (2, 3, 131) if per_head else (2, 1, 131))
+    (cq, sq), (ck, sk) = _tables(pos_q, 64), _tables(pos_k, 64)
+    oq, ok = PF.apply_rope_pair(q, k, cq, sq, ck, sk)
+    for x, pos, out in ((q, pos_q, oq), (k, pos_k, ok)):
+        pos3 = pos.expand(*x.shape[:3])
+        exact = np.stack([  # (B, H, T, D): the float64 loop per (batch, head) row of positions
+            ref_rope(x[b, h][None, None].double().numpy(), pos3[b, h].numpy())[0, 0]
+            for b in range(2) for h in range(3)
+        ]).reshape(x.shape)  # fmt: skip
+        _assert_rounding_level(out, exact)
+
+
+@pytest.mark.usefixtures("cpp")
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 def test_strided_and_3d_inputs(layout: str) -> None:
     """q as a (B, T, H, D) -> (B, H, T, D) transpose view, and 3-D (H, T, D) keys."""

@@ -116,6 +116,9 @@ def compiled_rope_pair(
         if inplace:
             oq, ok = _rope_cpp.rope_pair_([q, k], tables, layout)
             return oq, ok
+        if not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)):
+            oq, ok = _rope_cpp.rope_pair([q, k], tables, layout)  # no graph: skip the Function
+            return oq, ok
         rotated: tuple[Tensor, Tensor] = _rope_cpp.RopeKernelFunction.apply(
             q, k, cos_q, sin_q, cos_k, sin_k, layout
         )

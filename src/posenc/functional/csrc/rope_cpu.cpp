@@ -8,7 +8,8 @@
 // iteration loads its pair before storing it, so exact aliasing is safe. Rows are
 // (B, H, T) with arbitrary strides, the last dimension unit-stride; cos/sin are float32
 // (..., T, P) tensors broadcast against x right-aligned (no copies). q and k go through one
-// parallel region. Built on first use by posenc/functional/_rope_cpp.py.
+// parallel region, in blocks of positions with every head inside (tables read once per
+// block). Built on first use by posenc/functional/_rope_cpp.py.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -64,9 +65,11 @@ inline void vstore(c10::Half* p, __m512 v) {
 #endif
 
 // One row of P pairs: x (2P,) -> out (2P,), angles from c, s (P,); then `tail` features copied.
-template <typename T, bool Interleaved>
-void rope_row(const T* x, T* out, const float* c, const float* s, int64_t P, int64_t tail,
-              float sign) {
+// Backward rotates by -θ.
+template <typename T, bool Interleaved, bool Backward>
+__attribute__((always_inline)) inline void rope_row(const T* x, T* out, const float* c,
+                                                    const float* s, int64_t P, int64_t tail) {
+  constexpr float sign = Backward ? -1.0f : 1.0f;
   int64_t i = 0;
   if constexpr (Interleaved) {
 #if defined(__AVX512F__)
@@ -89,17 +92,14 @@ void rope_row(const T* x, T* out, const float* c, const float* s, int64_t P, int
     }
   } else {
 #if defined(__AVX512F__)
-    if (sign > 0) {  // sign is +1 (forward) or -1 (backward)
-      for (; i + kLanes <= P; i += kLanes) {
-        __m512 a = vload(x + i), b = vload(x + i + P), cc = vload(c + i), ss = vload(s + i);
-        vstore(out + i, _mm512_fnmadd_ps(b, ss, _mm512_mul_ps(a, cc)));  // a c - b s
-        vstore(out + i + P, _mm512_fmadd_ps(a, ss, _mm512_mul_ps(b, cc)));  // b c + a s
-      }
-    } else {  // backward: rotate by -θ
-      for (; i + kLanes <= P; i += kLanes) {
-        __m512 a = vload(x + i), b = vload(x + i + P), cc = vload(c + i), ss = vload(s + i);
-        vstore(out + i, _mm512_fmadd_ps(b, ss, _mm512_mul_ps(a, cc)));  // a c + b s
+    for (; i + kLanes <= P; i += kLanes) {
+      __m512 a = vload(x + i), b = vload(x + i + P), cc = vload(c + i), ss = vload(s + i);
+      if constexpr (Backward) {
+        vstore(out + i, _mm512_fmadd_ps(b, ss, _mm512_mul_ps(a, cc)));      // a c + b s
         vstore(out + i + P, _mm512_fnmadd_ps(a, ss, _mm512_mul_ps(b, cc)));  // b c - a s
+      } else {
+        vstore(out + i, _mm512_fnmadd_ps(b, ss, _mm512_mul_ps(a, cc)));     // a c - b s
+        vstore(out + i + P, _mm512_fmadd_ps(a, ss, _mm512_mul_ps(b, cc)));  // b c + a s
       }
     }
 #endif
@@ -117,41 +117,60 @@ struct Job {
   void* out;
   const float* c;
   const float* s;
-  int64_t H, T, P, tail, rows;
+  int64_t B, H, T, P, tail;
+  int64_t TB, blocks;  // positions per block, blocks per job (B * ceil(T / TB))
   int64_t xs[3], os[3], cs[3], ss[3];  // strides of the (B, H, T) dimensions
 };
 
-template <typename T, bool Interleaved>
-void run_rows(const Job& j, int64_t begin, int64_t end, float sign) {
-  int64_t t = begin % j.T, h = (begin / j.T) % j.H, b = begin / (j.T * j.H);
+// Positions per block: the block's cos/sin rows (TB x P x 8 bytes) stay in L1 while every head
+// of the block is rotated, so the tables are read from memory once per block, not once per head.
+constexpr int64_t kTableBytes = 16 * 1024;
+
+// Blocks [begin, end) of one job: for each (b, position block), every head, every position.
+template <typename T, bool Interleaved, bool Backward>
+void run_blocks(const Job& j, int64_t begin, int64_t end) {
   const T* x = static_cast<const T*>(j.x);
   T* out = static_cast<T*>(j.out);
-  for (int64_t r = begin; r < end; ++r) {
-    rope_row<T, Interleaved>(x + b * j.xs[0] + h * j.xs[1] + t * j.xs[2],
-                             out + b * j.os[0] + h * j.os[1] + t * j.os[2],
-                             j.c + b * j.cs[0] + h * j.cs[1] + t * j.cs[2],
-                             j.s + b * j.ss[0] + h * j.ss[1] + t * j.ss[2], j.P, j.tail, sign);
-    if (++t == j.T) {
-      t = 0;
-      if (++h == j.H) { h = 0; ++b; }
+  const int64_t per_b = (j.T + j.TB - 1) / j.TB;
+  for (int64_t u = begin; u < end; ++u) {
+    const int64_t b = u / per_b, t0 = (u % per_b) * j.TB, t1 = std::min(j.T, t0 + j.TB);
+    for (int64_t h = 0; h < j.H; ++h) {
+      const T* xr = x + b * j.xs[0] + h * j.xs[1] + t0 * j.xs[2];
+      T* orow = out + b * j.os[0] + h * j.os[1] + t0 * j.os[2];
+      const float* cr = j.c + b * j.cs[0] + h * j.cs[1] + t0 * j.cs[2];
+      const float* sr = j.s + b * j.ss[0] + h * j.ss[1] + t0 * j.ss[2];
+      for (int64_t t = t0; t < t1; ++t) {
+        rope_row<T, Interleaved, Backward>(xr, orow, cr, sr, j.P, j.tail);
+        xr += j.xs[2]; orow += j.os[2]; cr += j.cs[2]; sr += j.ss[2];
+      }
     }
   }
 }
 
-template <typename T>
-void run_all(const std::vector<Job>& jobs, int64_t total, float sign, bool interleaved) {
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, jobs[0].P));
+template <typename T, bool Interleaved, bool Backward>
+void run_all(const std::vector<Job>& jobs, int64_t total) {
+  const Job& j0 = jobs[0];
+  const int64_t pairs_per_block = std::max<int64_t>(1, j0.H * j0.TB * j0.P);
+  const int64_t grain = std::max<int64_t>(1, 16384 / pairs_per_block);
   at::parallel_for(0, total, grain, [&](int64_t begin, int64_t end) {
     int64_t base = 0;
     for (const Job& j : jobs) {
-      const int64_t lo = std::max(begin, base) - base, hi = std::min(end, base + j.rows) - base;
-      if (lo < hi) {
-        if (interleaved) run_rows<T, true>(j, lo, hi, sign);
-        else run_rows<T, false>(j, lo, hi, sign);
-      }
-      base += j.rows;
+      const int64_t lo = std::max(begin, base) - base, hi = std::min(end, base + j.blocks) - base;
+      if (lo < hi) run_blocks<T, Interleaved, Backward>(j, lo, hi);
+      base += j.blocks;
     }
   });
+}
+
+template <typename T>
+void dispatch(const std::vector<Job>& jobs, int64_t total, bool backward, bool interleaved) {
+  if (interleaved) {
+    if (backward) run_all<T, true, true>(jobs, total);
+    else run_all<T, true, false>(jobs, total);
+  } else {
+    if (backward) run_all<T, false, true>(jobs, total);
+    else run_all<T, false, false>(jobs, total);
+  }
 }
 
 // Strides of t's dimensions right-aligned to `ndim` (B, H, T, feature) slots; a dimension that
@@ -197,8 +216,10 @@ Job make_job(const at::Tensor& x, const at::Tensor& o, const at::Tensor& c, cons
     ost[d + 4 - x.dim()] = o.stride(d);
   }
   const auto cst = aligned_strides(c, x.sizes()), sst = aligned_strides(s, x.sizes());
-  Job j{x.data_ptr(), o.data_ptr(), c.data_ptr<float>(), s.data_ptr<float>(), xsz[1], xsz[2],
-        P, x.size(-1) - 2 * P, xsz[0] * xsz[1] * xsz[2], {}, {}, {}, {}};
+  const int64_t TB = std::max<int64_t>(1, kTableBytes / (8 * std::max<int64_t>(1, P)));
+  const int64_t blocks = xsz[2] == 0 ? 0 : xsz[0] * ((xsz[2] + TB - 1) / TB);
+  Job j{x.data_ptr(), o.data_ptr(), c.data_ptr<float>(), s.data_ptr<float>(), xsz[0], xsz[1],
+        xsz[2], P, x.size(-1) - 2 * P, TB, xsz[1] == 0 ? 0 : blocks, {}, {}, {}, {}};
   for (int d = 0; d < 3; ++d) {
     j.xs[d] = xst[d]; j.os[d] = ost[d]; j.cs[d] = cst[d]; j.ss[d] = sst[d];
   }
@@ -207,13 +228,14 @@ Job make_job(const at::Tensor& x, const at::Tensor& o, const at::Tensor& c, cons
 
 void launch(const std::vector<Job>& jobs, at::ScalarType dtype, double sign, bool interleaved) {
   int64_t total = 0;
-  for (const Job& j : jobs) total += j.rows;
+  for (const Job& j : jobs) total += j.blocks;
   if (total == 0) return;
-  const float sg = static_cast<float>(sign);
+  TORCH_CHECK(sign == 1.0 || sign == -1.0, "rope: sign must be +1 (forward) or -1 (backward)");
+  const bool bwd = sign < 0;
   switch (dtype) {
-    case at::kFloat: run_all<float>(jobs, total, sg, interleaved); break;
-    case at::kBFloat16: run_all<c10::BFloat16>(jobs, total, sg, interleaved); break;
-    case at::kHalf: run_all<c10::Half>(jobs, total, sg, interleaved); break;
+    case at::kFloat: dispatch<float>(jobs, total, bwd, interleaved); break;
+    case at::kBFloat16: dispatch<c10::BFloat16>(jobs, total, bwd, interleaved); break;
+    case at::kHalf: dispatch<c10::Half>(jobs, total, bwd, interleaved); break;
     default: TORCH_CHECK(false, "rope: float32, bfloat16 or float16 expected, got ", dtype);
   }
 }
