@@ -47,6 +47,17 @@ def full_tables(cos: Tensor, sin: Tensor, layout: str, dtype: torch.dtype) -> tu
     return C, S
 
 
+def negated(S: Tensor) -> Tensor:
+    """-S, memoised on the last S (the backward's table: every layer's backward reuses it)."""
+    last = _memo.get("neg")
+    if last is not None and last[0] is S and last[1] == S._version:
+        return last[2]
+    neg = -S
+    if not torch.compiler.is_compiling():
+        _memo["neg"] = (S, S._version, neg)
+    return neg
+
+
 def _table_dtype(x: Tensor, cos: Tensor) -> torch.dtype:
     low = x.dtype in (torch.bfloat16, torch.float16)
     return x.dtype if low else torch.promote_types(x.dtype, cos.dtype)
@@ -79,7 +90,7 @@ class _RopeFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None]:
         C, S = ctx.saved_tensors
-        return rotate(grad, C, -S, ctx.layout), None, None, None  # R(θ)^T = R(-θ)
+        return rotate(grad, C, negated(S), ctx.layout), None, None, None  # R(θ)^T = R(-θ)
 
 
 def apply_rope_torch(x: Tensor, cos: Tensor, sin: Tensor, layout: str, inplace: bool) -> Tensor:
