@@ -11,6 +11,8 @@ from torch import Tensor, nn
 
 from .._validate import check_ndim, check_positions, check_positions_match, check_positive_int
 from ..encodings.base import PositionalEncoding, batch_positions, default_positions
+from ..encodings.bias import FIRE
+from .fire_fused import fire_fused_attention
 from .flex import flex_bias_attention
 from .kv_cache import CachedKeys, KVCache
 from .toeplitz import toeplitz_bias_attention
@@ -39,7 +41,8 @@ class Attention(nn.Module):
             is never materialised whole; default: about 4M bias entries per block (16 MiB).
         bias_backend: how a score bias reaches SDPA. "auto" (default): on CPU, offset-only
             biases (ALiBi, T5, Kerple) at consecutive positions are a zero-copy Toeplitz view
-            of a per-offset table (``toeplitz``), anything else goes by blocks. "blocks": the
+            of a per-offset table (``toeplitz``); FIRE in inference runs one fused kernel
+            (``fire_fused``); anything else goes by blocks. "blocks": the
             bias of one query block at a time. "flex": offset-only biases fused into compiled
             FlexAttention. Both fused forms fall back to blocks when padding, segments, a cache
             offset or learned-bias gradients are involved.
@@ -190,6 +193,13 @@ class Attention(nn.Module):
             )
             if out is not None:
                 return out
+        if has_bias and allowed is None and self._fused_fire(q):
+            scale = 1.0 / math.sqrt(self.head_dim)
+            out = fire_fused_attention(
+                q, keys.k, keys.v, self.pe, q_pos, k_pos, causal=self.causal, scale=scale
+            )
+            if out is not None:
+                return out
         block = self.block_size or max(64, BIAS_BLOCK_ENTRIES // (self.n_heads * L))
         if not has_bias or block >= T:
             return self._sdpa(q, keys.k, keys.v, self.pe.bias(q_pos, k_pos), allowed)
@@ -217,6 +227,11 @@ class Attention(nn.Module):
         below ``TOEPLITZ_MIN_ENTRIES`` one small dense bias is as fast."""
         auto = self.bias_backend == "auto" and q.device.type == "cpu"
         return auto and self.pe.bias_is_relative and q.shape[2] * L >= TOEPLITZ_MIN_ENTRIES
+
+    def _fused_fire(self, q: Tensor) -> bool:
+        """FIRE's fused CPU kernel: the default on CPU for inference (no dropout)."""
+        auto = self.bias_backend == "auto" and q.device.type == "cpu"
+        return auto and isinstance(self.pe, FIRE) and not (self.training and self.dropout > 0)
 
     def _sdpa(
         self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, allowed: Tensor | None

@@ -257,13 +257,31 @@ class FIRE(PositionalEncoding):
 
     def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         q_pos, k_pos = check_bias_positions(q_pos, k_pos)
-        dtype = work_dtype(self.c, self.mlp_in.weight)
-        c, threshold = self.c.to(dtype), self.threshold.to(dtype)
+        c, threshold = self._c_threshold()
         x = PF.fire_distance(q_pos, k_pos, c, threshold, eps=self.eps)  # (..., Tq, Tk)
+        out = PF.fire_mlp(x, *self.mlp_pieces())  # (H, ..., Tq, Tk)
+        return as_4d(out.movedim(0, -3))  # (B|1, H, Tq, Tk)
+
+    def _c_threshold(self) -> tuple[Tensor, Tensor]:
+        dtype = work_dtype(self.c, self.mlp_in.weight)
+        return self.c.to(dtype), self.threshold.to(dtype)
+
+    def mlp_pieces(self) -> tuple[Tensor, Tensor, Tensor]:
+        """The MLP as kinks (hidden,), slopes and intercepts (H, hidden + 1): f_h(x) =
+        slopes[h, m] x + intercepts[h, m] on piece m = #kinks below x (``PF.fire_mlp_pieces``)."""
+        dtype = work_dtype(self.c, self.mlp_in.weight)
         w1, b1 = self.mlp_in.weight[:, 0].to(dtype), self.mlp_in.bias.to(dtype)
         w2, b2 = self.mlp_out.weight.to(dtype), self.mlp_out.bias.to(dtype)
-        out = PF.fire_mlp(x, *PF.fire_mlp_pieces(w1, b1, w2, b2))  # (H, ..., Tq, Tk)
-        return as_4d(out.movedim(0, -3))  # (B|1, H, Tq, Tk)
+        kinks, slopes, intercepts = PF.fire_mlp_pieces(w1, b1, w2, b2)
+        return kinks, slopes, intercepts
+
+    def distance_terms(self, q_pos: Tensor, max_offset: int) -> tuple[Tensor, Tensor]:
+        """ψ(0), ..., ψ(max_offset) and the normaliser per query: x = ψ(|i - j|) / normaliser_i,
+        the MLP's input factored for fused kernels (``attention.fire_fused``).
+        Shapes: q_pos (..., Tq) -> psi (max_offset + 1,), normaliser (..., Tq)."""
+        c, threshold = self._c_threshold()
+        psi = PF.fire_psi(torch.arange(max_offset + 1, device=c.device, dtype=c.dtype), c)
+        return psi, PF.fire_normaliser(q_pos, c, threshold, eps=self.eps)
 
     def extra_repr(self) -> str:
         return (

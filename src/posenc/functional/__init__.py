@@ -8,7 +8,7 @@ from ._rope_compiled import enable_compiled_rope
 from ._xp import namespace, np_xp, torch_xp
 from .alibi import alibi_bias, alibi_slopes
 from .cope import cope_interpolate, cope_positions
-from .fire import fire_distance, fire_mlp, fire_mlp_pieces, fire_psi
+from .fire import fire_distance, fire_mlp, fire_mlp_pieces, fire_normaliser, fire_psi
 from .frequencies import angles, rope_inv_freq, wavelengths
 from .kerple import (
     KERPLE_VARIANTS,
@@ -50,6 +50,7 @@ __all__ = [
     "fire_distance",
     "fire_mlp",
     "fire_mlp_pieces",
+    "fire_normaliser",
     "fire_psi",
     "gather_relative",
     "kerple_bias",

@@ -1,40 +1,24 @@
 """Hand-written CPU RoPE kernel (``csrc/rope_cpu.cpp``): one pass over q and k, both layouts.
 
-Built on first use with the machine's C++ compiler (what ``torch.compile`` on CPU needs too)
-through ``torch.utils.cpp_extension``, for this CPU (``-march=native``), and cached on disk
-(``TORCH_EXTENSIONS_DIR``, default ``~/.cache/torch_extensions``): seconds once, then a load.
-The kernel reads x once, rotates in float32 registers and writes once (float32, bfloat16,
+Built on first use for this CPU and cached on disk (``posenc.native``): seconds once, then a
+load. The kernel reads x once, rotates in float32 registers and writes once (float32, bfloat16,
 float16); ``out`` may be x itself (in place). The backward rotates the gradient by -θ.
 """
 
 from __future__ import annotations
 
-import hashlib
-import platform
-import threading
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
-_SOURCE = Path(__file__).with_name("csrc") / "rope_cpu.cpp"
+from ..native import NativeKernel
+
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-_lock = threading.Lock()
-_state: dict[str, Any] = {"op": None, "error": None}
-
-
-def _cpu_tag() -> str:
-    """A short hash of this CPU's model and flags: ``-march=native`` builds differ per CPU."""
-    text = platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            text += "".join(
-                line for line in f if line.startswith(("model name", "flags", "Features"))
-            )[:4096]
-    except OSError:
-        pass
-    return hashlib.sha1(text.encode()).hexdigest()[:8]
+KERNEL = NativeKernel(
+    "posenc_rope_cpu", Path(__file__).with_name("csrc") / "rope_cpu.cpp", "CPU RoPE kernel"
+)
 
 
 def load_kernel() -> Any:
@@ -42,35 +26,7 @@ def load_kernel() -> Any:
 
     Raises: RuntimeError naming what is missing (a C++ compiler, ninja) when the build fails.
     """
-    with _lock:
-        if _state["op"] is not None:
-            return _state["op"]
-        if _state["error"] is not None:
-            raise RuntimeError(_state["error"])
-        from torch.utils import cpp_extension
-
-        flags = ["-O3", "-fopenmp"] + (["-march=native"] if _native_ok() else [])
-        try:
-            cpp_extension.load(
-                name=f"posenc_rope_cpu_{_cpu_tag()}",
-                sources=[str(_SOURCE)],
-                extra_cflags=flags,
-                extra_ldflags=["-fopenmp"],
-                is_python_module=False,
-                verbose=False,
-            )
-        except Exception as err:  # compiler, ninja or headers missing
-            _state["error"] = (
-                f"could not build posenc's CPU RoPE kernel ({type(err).__name__}: {err}); "
-                "it needs a C++ compiler (g++) and ninja"
-            )
-            raise RuntimeError(_state["error"]) from err
-        _state["op"] = torch.ops.posenc_rope_cpu
-        return _state["op"]
-
-
-def _native_ok() -> bool:
-    return platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64")
+    return KERNEL.load()
 
 
 def supports(x: Tensor, cos: Tensor) -> bool:

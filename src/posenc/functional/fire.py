@@ -30,9 +30,18 @@ def fire_distance(q_pos: Any, k_pos: Any, c: Any, threshold: Any, *, eps: float 
     xp = namespace(q_pos, k_pos, c, threshold)
     dtype = xp.result_type(c.dtype, threshold.dtype)
     offsets = xp.astype(relative_offsets(q_pos, k_pos), dtype)  # (..., Tq, Tk)
-    i = xp.astype(q_pos, dtype)  # (..., Tq)
-    normaliser = fire_psi(xp.maximum(i, threshold), c) + eps  # (..., Tq)
+    normaliser = fire_normaliser(q_pos, c, threshold, eps=eps)  # (..., Tq)
     return fire_psi(offsets, c) / normaliser[..., :, None]
+
+
+def fire_normaliser(q_pos: Any, c: Any, threshold: Any, *, eps: float = 1e-6) -> Any:
+    """The denominator of ``fire_distance``, ψ(max(L, i)) + eps, per query position i.
+
+    Shapes: q_pos (...,) integer; c, threshold 0-d float arrays -> (...,) in their dtype.
+    """
+    xp = namespace(q_pos, c, threshold)
+    i = xp.astype(q_pos, xp.result_type(c.dtype, threshold.dtype))
+    return fire_psi(xp.maximum(i, threshold), c) + eps
 
 
 def fire_mlp_pieces(w1: Any, b1: Any, w2: Any, b2: Any) -> tuple[Any, Any, Any]:

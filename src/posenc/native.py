@@ -1,0 +1,84 @@
+"""C++ kernels built on first use (``torch.utils.cpp_extension``) and cached on disk.
+
+Each kernel is one source file registering ``torch.ops.<name>``. It is compiled once per
+machine with the system C++ compiler and ninja (what ``torch.compile`` on CPU needs too) for
+this CPU (``-march=native``, so the build name carries a hash of the CPU's model and flags),
+cached in ``TORCH_EXTENSIONS_DIR`` (default ``~/.cache/torch_extensions``): seconds once, then
+a load. A failed build is remembered and raised again as one clear RuntimeError.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import threading
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def cpu_tag() -> str:
+    """A short hash of this CPU's model and flags: ``-march=native`` builds differ per CPU."""
+    text = platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            text += "".join(
+                line for line in f if line.startswith(("model name", "flags", "Features"))
+            )[:4096]
+    except OSError:
+        pass
+    return hashlib.sha1(text.encode()).hexdigest()[:8]
+
+
+def _native_ok() -> bool:
+    return platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64")
+
+
+class NativeKernel:
+    """One C++ source registering the operator namespace ``name``; ``load()`` builds it once."""
+
+    def __init__(self, name: str, source: Path, what: str) -> None:
+        self.name, self.source, self.what = name, source, what
+        self.op: Any = None
+        self.error: str | None = None
+        self._lock = threading.Lock()
+
+    def load(self) -> Any:
+        """Build (first time) and load; returns ``torch.ops.<name>``.
+
+        Raises: RuntimeError naming what is missing (a C++ compiler, ninja) when the build fails.
+        """
+        with self._lock:
+            if self.op is not None:
+                return self.op
+            if self.error is not None:
+                raise RuntimeError(self.error)
+            from torch.utils import cpp_extension
+
+            flags = ["-O3", "-fopenmp"] + (["-march=native"] if _native_ok() else [])
+            try:
+                cpp_extension.load(
+                    name=f"{self.name}_{cpu_tag()}",
+                    sources=[str(self.source)],
+                    extra_cflags=flags,
+                    extra_ldflags=["-fopenmp"],
+                    is_python_module=False,
+                    verbose=False,
+                )
+            except Exception as err:  # compiler, ninja, headers or a symbol missing
+                self.error = (
+                    f"could not build posenc's {self.what} ({type(err).__name__}: {err}); "
+                    "it needs a C++ compiler (g++) and ninja"
+                )
+                raise RuntimeError(self.error) from err
+            self.op = getattr(torch.ops, self.name)
+            return self.op
+
+    def available(self) -> bool:
+        """Whether the kernel loads (building it if needed); never raises."""
+        try:
+            self.load()
+        except RuntimeError:
+            return False
+        return True

@@ -1,0 +1,161 @@
+"""FIRE's fused CPU attention kernel (``attention.fire_fused``) against float64 attention."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import posenc
+import posenc.attention.attention
+from posenc.attention import Attention
+from posenc.attention import fire_fused as FF
+from tests.reference import bias as ref
+
+
+@pytest.fixture(autouse=True)
+def _kernel() -> None:
+    if not FF.KERNEL.available():  # no C++ toolchain here: the blocks path covers FIRE
+        pytest.skip(str(FF.KERNEL.error))
+
+
+def _fire(H: int, hidden: int = 8, seed: int = 0, **kw: float) -> torch.nn.Module:
+    """FIRE with spread-out parameters: kinks on both sides of 0 and inside [0, 1]."""
+    torch.manual_seed(seed)
+    pe = posenc.build("fire", n_heads=H, hidden=hidden, **kw)
+    with torch.no_grad():
+        pe.mlp_in.weight.normal_(0.0, 3.0)
+        pe.mlp_in.bias.uniform_(-1.5, 1.5)
+        pe.mlp_out.weight.normal_(0.0, 2.0)
+    return pe
+
+
+def _attention64(q, k, v, bias: np.ndarray, causal: bool) -> torch.Tensor:
+    """softmax(q k^T / sqrt(D) + bias) v in float64; causal by index (key c <= L - T + r)."""
+    T, L = q.shape[2], k.shape[2]
+    mask = torch.from_numpy(bias)
+    if causal:
+        mask = mask.masked_fill(~torch.ones(T, L, dtype=torch.bool).tril(L - T), -math.inf)
+    groups = q.shape[1] // k.shape[1]
+    k, v = (t.double().repeat_interleave(groups, dim=1) for t in (k, v))
+    return F.scaled_dot_product_attention(q.double(), k, v, attn_mask=mask)
+
+
+def _run(pe, q, k, v, q_pos, k_pos, causal: bool) -> torch.Tensor:
+    with torch.no_grad():
+        out = FF.fire_fused_attention(
+            q, k, v, pe, q_pos, k_pos, causal=causal, scale=1 / math.sqrt(q.shape[-1])
+        )
+    assert out is not None
+    return out
+
+
+def _reference_bias(pe, q_pos: torch.Tensor, k_pos: torch.Tensor) -> np.ndarray:
+    w = {n: p.detach().double().numpy() for n, p in pe.named_parameters()}
+    threshold = abs(float(w["threshold_scale"]) * pe.init_threshold)
+    return ref.fire(
+        q_pos.numpy(), k_pos.numpy(), float(w["c"]), threshold, pe.eps,
+        w["mlp_in.weight"], w["mlp_in.bias"], w["mlp_out.weight"], w["mlp_out.bias"],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_matches_the_paper_formula_in_float64(causal: bool) -> None:
+    """Two query blocks (T = 140 > 128) over two key tiles (L = 600 > 512), keys starting
+    before the queries (a cache prefix), grouped-query heads, threshold inside the range."""
+    pe = _fire(4, init_threshold=60.0, init_c=0.3)
+    T, L, a = 140, 600, 700
+    q, k, v = torch.randn(1, 4, T, 24), torch.randn(1, 2, L, 24), torch.randn(1, 2, L, 24)
+    q_pos, k_pos = torch.arange(a, a + T), torch.arange(a + T - L, a + T)
+    out = _run(pe, q, k, v, q_pos, k_pos, causal)
+    exact = _attention64(q, k, v, _reference_bias(pe, q_pos, k_pos), causal)
+    torch.testing.assert_close(out.double(), exact, rtol=0, atol=2e-5)
+
+
+@pytest.mark.parametrize(
+    ("T", "L", "a", "b", "causal"),
+    [
+        (300, 300, 0, 0, True),  # prefill
+        (1, 777, 776, 0, True),  # decode one token against a cache
+        (257, 1100, 5, 40, False),  # keys after and before the queries: offsets of both signs
+        (130, 130, 9000, 9000, False),  # far past the threshold: every query normalised
+    ],
+)
+def test_tiles_edges_and_offsets_match_dense_attention(
+    T: int, L: int, a: int, b: int, causal: bool
+) -> None:
+    pe = _fire(3, hidden=32, seed=T)
+    B = 2
+    q, k, v = torch.randn(B, 3, T, 64), torch.randn(B, 3, L, 64), torch.randn(B, 3, L, 64)
+    q_pos, k_pos = torch.arange(a, a + T).expand(B, T), torch.arange(b, b + L).expand(B, L)
+    out = _run(pe, q, k, v, q_pos, k_pos, causal)
+    with torch.no_grad():
+        bias = copy.deepcopy(pe).double().bias(q_pos[0], k_pos[0])[0].numpy()  # checked: test_fire
+    torch.testing.assert_close(out.double(), _attention64(q, k, v, bias, causal), rtol=0, atol=2e-5)
+
+
+def test_strided_queries_and_flat_units() -> None:
+    """q as a transposed (B, T, H, D) view; MLP units with w1 = 0 (constant, no kink)."""
+    pe = _fire(2)
+    with torch.no_grad():
+        pe.mlp_in.weight[:3] = 0.0
+    q = torch.randn(1, 50, 2, 16).transpose(1, 2)
+    k, v = torch.randn(1, 2, 50, 16), torch.randn(1, 2, 50, 16)
+    pos = torch.arange(50)
+    exact = _attention64(q, k, v, _reference_bias(pe, pos, pos), True)
+    torch.testing.assert_close(_run(pe, q, k, v, pos, pos, True).double(), exact, rtol=0, atol=2e-5)
+
+
+def test_nan_in_a_query_stays_in_its_row() -> None:
+    pe = _fire(2)
+    q, k, v = torch.randn(1, 2, 20, 16), torch.randn(1, 2, 20, 16), torch.randn(1, 2, 20, 16)
+    q[0, 1, 7, 3] = math.nan
+    out = _run(pe, q, k, v, torch.arange(20), torch.arange(20), False)
+    assert out[0, 1, 7].isnan().all()
+    assert not out[0, 0].isnan().any() and not out[0, 1, 8:].isnan().any()
+
+
+def test_declines_what_it_does_not_cover() -> None:
+    """Gradients, low precision, gapped positions, another encoding: None (caller's blocks)."""
+    pe = _fire(2)
+    q, k, v = torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16)
+    pos = torch.arange(8)
+
+    def call(pe=pe, q=q, pos=pos):
+        return FF.fire_fused_attention(q, k, v, pe, pos, pos, causal=True, scale=0.25)
+
+    assert call() is None  # FIRE's parameters require grad: training takes the blocks
+    with torch.no_grad():
+        assert call() is not None
+        assert call(q=q.bfloat16()) is None
+        assert call(pos=pos * 2) is None
+        assert call(pe=posenc.build("alibi", n_heads=2)) is None
+
+
+def test_attention_uses_it_in_inference_and_blocks_in_training(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``Attention`` (bias_backend="auto") takes the kernel in eval mode and agrees with the
+    blocks backend; in training it declines, and gradients reach FIRE's parameters."""
+    results: list[torch.Tensor | None] = []
+
+    def spy(*args, **kwargs):
+        results.append(FF.fire_fused_attention(*args, **kwargs))
+        return results[-1]
+
+    monkeypatch.setattr(posenc.attention.attention, "fire_fused_attention", spy)
+    pe = _fire(4)
+    fused = Attention(64, 4, pe=pe, causal=True)
+    blocks = Attention(64, 4, pe=pe, causal=True, bias_backend="blocks")
+    blocks.load_state_dict(fused.state_dict())
+    x = torch.randn(2, 90, 64)
+    with torch.no_grad():
+        torch.testing.assert_close(fused.eval()(x), blocks.eval()(x), rtol=0, atol=2e-5)
+    assert len(results) == 1 and results[0] is not None
+    fused.train()(x).sum().backward()
+    assert len(results) == 2 and results[1] is None
+    assert pe.mlp_out.weight.grad is not None and pe.c.grad is not None
