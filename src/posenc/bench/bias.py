@@ -1,10 +1,10 @@
 """Score-bias attention benchmark: posenc's bias paths against SDPA without bias.
 
 For ALiBi, T5, Kerple and FIRE at long T (causal and bidirectional): time per call of the
-default path (``bias_backend="auto"``: the Toeplitz view for offset-only biases, blocks for
-FIRE), the blockwise path and compiled FlexAttention (interleaved with plain SDPA, and with the
-dense (1, H, T, T) bias that the anchors build, where it fits)
-and peak extra memory, measured in a fresh process (peak resident size, reset just before
+default path (``bias_backend="auto"``: the Toeplitz view for offset-only biases, the fused
+kernel for FIRE), the blockwise path and compiled FlexAttention (interleaved with plain SDPA,
+and with the dense (1, H, T, T) bias that the anchors build, where it fits) and peak extra
+memory, measured in a fresh process (peak resident size, reset just before
 the call, minus the resident size then), so no implementation inherits another's high-water
 mark.
 """

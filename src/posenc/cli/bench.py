@@ -35,21 +35,29 @@ def bench(
             "kernel against Liger-Kernel, FlexAttention biases) is not written yet"
         )
     console = Console()
-    result: dict[str, Any] = {"machine": harness.machine(), "quick": quick}
+    heap = harness.steady_heap()
+    result: dict[str, Any] = {"machine": {**harness.machine(), "heap": heap}, "quick": quick}
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:  # after every suite: a killed run keeps what it finished
+        out.write_text(json.dumps(result, indent=1))
+
     if suite in (Suite.rope, Suite.all):
         result["rope"] = rope.run(quick=quick)
         console.print(_rope_table(result["rope"]))
+        save()
     if suite in (Suite.bias, Suite.all):
         result["bias"] = bias.run(quick=quick)
         console.print(_bias_table(result["bias"]))
+        save()
     if suite in (Suite.attention, Suite.all):
         result["attention"] = attention.run(quick=quick)
         console.print(_attention_table(result["attention"]))
+        save()
     if suite in (Suite.lab, Suite.all):
         result["lab"] = lab.run(quick=quick)
         console.print(_lab_table(result["lab"]["results"]))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
+        save()
     console.print(f"wrote {out}")
 
 
