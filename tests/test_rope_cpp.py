@@ -81,6 +81,26 @@ def test_position_blocks_with_ragged_end_and_per_head_tables(per_head: bool) -> 
 
 @pytest.mark.usefixtures("cpp")
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_large_outputs_streamed_past_the_cache(layout: str, dtype: torch.dtype) -> None:
+    """Outputs of 8 MiB or more take non-temporal stores: same values, forward and backward."""
+    q = torch.randn(2, 8, 2048, 64, dtype=dtype, requires_grad=True)  # 4-8 MiB each
+    k = torch.randn(2, 8, 2048, 64, dtype=dtype, requires_grad=True)
+    pos = torch.arange(2048)
+    cos, sin = _tables(pos, 64)
+    oq, ok = PF.apply_rope_pair(q, k, cos, sin, cos, sin, layout=layout)
+    c64, s64 = PF.rope_cos_sin(pos, PF.rope_inv_freq(64, xp=PF.torch_xp))
+    for x, out in ((q, oq), (k, ok)):  # float64 torch formula: the loop reference is too slow
+        exact = PF.apply_rope(x.detach().double(), c64, s64, layout=layout)
+        _assert_rounding_level(out.detach(), exact.numpy())
+    g = torch.randn_like(oq)
+    torch.autograd.backward([oq, ok], [g, g])
+    exact_grad = PF.apply_rope(g.double(), c64, -s64, layout=layout)  # R(θ)^T g = R(-θ) g
+    _assert_rounding_level(q.grad, exact_grad.numpy())
+
+
+@pytest.mark.usefixtures("cpp")
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
 def test_strided_and_3d_inputs(layout: str) -> None:
     """q as a (B, T, H, D) -> (B, H, T, D) transpose view, and 3-D (H, T, D) keys."""
     pos = torch.arange(40, 47)
