@@ -83,6 +83,7 @@ CASES: dict[str, Callable[[Callable[[Any], Any], Any], Any]] = {
     ),
     "fire_psi": lambda a, xp: PF.fire_psi(a(np.linspace(-5.0, 5.0, 11)), a(C_FIRE)),
     "fire_distance": lambda a, xp: PF.fire_distance(a(BQ_POS), a(K_POS), a(C_FIRE), a(L_FIRE)),
+    "fire_normaliser": lambda a, xp: PF.fire_normaliser(a(BQ_POS), a(C_FIRE), a(L_FIRE)),
     "fire_mlp_pieces": lambda a, xp: PF.fire_mlp_pieces(
         a(W1_FIRE), a(B1_FIRE), a(W2_FIRE), a(B2_FIRE)
     ),
