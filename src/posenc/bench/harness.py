@@ -13,6 +13,7 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -52,21 +53,37 @@ def interleaved(
     warmup: int = 2,
     device: str = "cpu",
     target: float = 0.02,
+    settings: dict[str, Callable[[], AbstractContextManager[Any]]] | None = None,
 ) -> dict[str, Timing]:
-    """Time each callable ``rounds`` times, round-robin; returns seconds per call."""
-    for fn in impls.values():
-        for _ in range(warmup):
-            fn()
-    reps = {name: _calls_per_sample(fn, device, target) for name, fn in impls.items()}
+    """Time each callable ``rounds`` times, round-robin; returns seconds per call.
+
+    ``settings[name]()`` is a context entered around each of that implementation's samples,
+    outside the clock (a process-wide switch such as ``enable_compiled_rope``: set once, as a
+    user would, not once per call).
+    """
+    settings = settings or {}
+
+    def setting(name: str) -> AbstractContextManager[Any]:
+        return settings.get(name, nullcontext)()
+
+    for name, fn in impls.items():
+        with setting(name):
+            for _ in range(warmup):
+                fn()
+    reps = {}
+    for name, fn in impls.items():
+        with setting(name):
+            reps[name] = _calls_per_sample(fn, device, target)
     samples: dict[str, list[float]] = {name: [] for name in impls}
     for _ in range(rounds):
         for name, fn in impls.items():
-            _sync(device)
-            start = time.perf_counter()
-            for _ in range(reps[name]):
-                fn()
-            _sync(device)
-            samples[name].append((time.perf_counter() - start) / reps[name])
+            with setting(name):
+                _sync(device)
+                start = time.perf_counter()
+                for _ in range(reps[name]):
+                    fn()
+                _sync(device)
+                samples[name].append((time.perf_counter() - start) / reps[name])
     return {n: Timing(n, statistics.median(s), min(s), max(s), s) for n, s in samples.items()}
 
 

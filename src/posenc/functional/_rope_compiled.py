@@ -8,8 +8,11 @@ registers, write x's dtype once. Backends:
   shape-agnostic; CPU float32/bfloat16/float16 with unit last stride.
 - ``"inductor"``: ``torch.compile`` of the formula, one cached kernel per shape/dtype (the first
   call per shape compiles, seconds on CPU); any device and dtype.
-- ``"auto"`` (default): ``"cpp"`` where it applies, ``"inductor"`` elsewhere (and everywhere
-  when the C++ kernel cannot be built, with a warning).
+- ``"triton"``: posenc's Triton kernel (``_rope_triton``: q and k in one launch), for GPUs
+  (any device under Triton's interpreter, ``TRITON_INTERPRET=1``).
+- ``"auto"`` (default): ``"cpp"`` on CPU, ``"triton"`` on CUDA when Triton is installed
+  (imported on the first CUDA call: CPU-only installs never import it), ``"inductor"``
+  elsewhere (and on CPU when the C++ kernel cannot be built, with a warning).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import functools
 import warnings
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
@@ -25,8 +28,8 @@ from torch import Tensor
 from . import _rope_cpp
 from ._rope_torch import full_tables, swap_pairs
 
-Backend = Literal["auto", "cpp", "inductor"]
-BACKENDS: tuple[Backend, ...] = ("auto", "cpp", "inductor")
+Backend = Literal["auto", "cpp", "inductor", "triton"]
+BACKENDS: tuple[Backend, ...] = ("auto", "cpp", "inductor", "triton")
 _state: dict[str, object] = {"enabled": False, "backend": "auto", "cpp": False}
 #: Kernels kept per layout (one per shape/dtype/grad combination seen).
 RECOMPILE_LIMIT = 256
@@ -37,12 +40,15 @@ def enable_compiled_rope(enabled: bool = True, backend: Backend = "auto") -> Non
     (``backend`` "auto"/"cpp") so the first forward pays nothing.
 
     Raises: ValueError for an unknown backend; RuntimeError for ``backend="cpp"`` when the
-    kernel cannot be built (no C++ compiler or ninja).
+    kernel cannot be built (no C++ compiler or ninja) and for ``backend="triton"`` without
+    Triton.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if enabled and backend == "triton" and _triton() is None:
+        raise RuntimeError("backend='triton' needs Triton (pip install triton)")
     cpp = False
-    if enabled and backend != "inductor":
+    if enabled and backend in ("auto", "cpp"):
         try:
             _rope_cpp.load_kernel()
             cpp = True
@@ -51,6 +57,18 @@ def enable_compiled_rope(enabled: bool = True, backend: Backend = "auto") -> Non
                 raise
             warnings.warn(f"{err}; using torch.compile (Inductor) instead", stacklevel=2)
     _state.update(enabled=bool(enabled), backend=backend, cpp=cpp)
+
+
+def _triton() -> Any:
+    """posenc's Triton kernel module, or None without Triton; imported on first need."""
+    if "triton" not in _state:
+        try:
+            from . import _rope_triton
+
+            _state["triton"] = _rope_triton
+        except ImportError:
+            _state["triton"] = None
+    return _state["triton"]
 
 
 def compiled_rope_enabled() -> bool:
@@ -105,6 +123,19 @@ def compiled_rope_pair(
     Inductor: each shape/dtype/grad combination is its own cached kernel; dynamo's default
     limit of 8 recompiles per function would stop a model that sees more sequence lengths.
     """
+    backend = _state["backend"]
+    use_triton = backend == "triton" or (backend == "auto" and q.device.type == "cuda")
+    kernel: Any = _triton() if use_triton else None
+    fits = kernel is not None and q.dtype == k.dtype
+    if fits and kernel.supports(q, cos_q) and kernel.supports(k, cos_k):
+        if inplace or not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)):
+            tables = [(cos_q, sin_q), (cos_k, sin_k)]
+            oq, ok = kernel.launch([q, k], tables, layout, inplace=inplace)
+            return oq, ok
+        rotated_t: tuple[Tensor, Tensor] = kernel.RopeTritonFunction.apply(
+            q, k, cos_q, sin_q, cos_k, sin_k, layout
+        )
+        return rotated_t
     use_cpp = (
         _state["cpp"]
         and q.dtype == k.dtype

@@ -1,0 +1,212 @@
+"""Triton RoPE kernel for GPUs: q and k rotated in one launch, both layouts, backward by -θ.
+
+Each program rotates ``ROWS`` rows (one (batch, head, position) each) of q or of k: programs
+below ``n_q`` take q's rows, the rest k's. A row's P pairs are read once, turned in float32 and
+written once in x's dtype; features past 2P (partial rotary) are copied. cos/sin are float32
+tables broadcast against x right-aligned through strides (0 where a table has no batch or head
+dimension), so position ids per batch (decode, packing) cost no copies. The backward is the same
+kernel rotating the gradient by -θ (Su et al. 2021, RoPE is orthogonal).
+
+Imported only when a CUDA tensor takes the fast path: CPU-only installs never import Triton.
+Correctness is tested on CPU in Triton's interpreter (``TRITON_INTERPRET=1``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+ROWS = 4  # rows per program
+
+
+@triton.jit
+def _rotate_rows(
+    x,
+    out,
+    cos,
+    sin,
+    prog,
+    rows,
+    H,
+    T,
+    xs0,
+    xs1,
+    xs2,
+    os0,
+    os1,
+    os2,
+    cs0,
+    cs1,
+    cs2,
+    P: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+    BLOCK_TAIL: tl.constexpr,
+    ROWS: tl.constexpr,
+    INTERLEAVED: tl.constexpr,
+    BACKWARD: tl.constexpr,
+    COPY_TAIL: tl.constexpr,
+):
+    r = prog * ROWS + tl.arange(0, ROWS)  # (ROWS,) flat (b, h, t) row index
+    live = r < rows
+    t = r % T
+    h = (r // T) % H
+    b = r // (T * H)
+    x_row = (b * xs0 + h * xs1 + t * xs2)[:, None]
+    o_row = (b * os0 + h * os1 + t * os2)[:, None]
+    c_row = (b * cs0 + h * cs1 + t * cs2)[:, None]
+    i = tl.arange(0, BLOCK_P)[None, :]  # pair index
+    m = live[:, None] & (i < P)
+    if INTERLEAVED:
+        ia = 2 * i
+        ib = 2 * i + 1
+    else:
+        ia = i
+        ib = i + P
+    a = tl.load(x + x_row + ia, mask=m).to(tl.float32)
+    bb = tl.load(x + x_row + ib, mask=m).to(tl.float32)
+    c = tl.load(cos + c_row + i, mask=m)
+    s = tl.load(sin + c_row + i, mask=m)
+    if BACKWARD:
+        s = -s
+    ty = out.dtype.element_ty
+    tl.store(out + o_row + ia, (a * c - bb * s).to(ty), mask=m)
+    tl.store(out + o_row + ib, (bb * c + a * s).to(ty), mask=m)
+    if COPY_TAIL:
+        j = 2 * P + tl.arange(0, BLOCK_TAIL)[None, :]
+        mt = live[:, None] & (j < D)
+        tl.store(out + o_row + j, tl.load(x + x_row + j, mask=mt), mask=mt)
+
+
+@triton.jit
+def _rope_pair_kernel(
+    q,
+    oq,
+    cq,
+    sq,
+    k,
+    ok,
+    ck,
+    sk,
+    n_q,
+    rows_q,
+    rows_k,
+    Hq,
+    Tq,
+    Hk,
+    Tk,
+    qs0,
+    qs1,
+    qs2,
+    oqs0,
+    oqs1,
+    oqs2,
+    cqs0,
+    cqs1,
+    cqs2,
+    ks0,
+    ks1,
+    ks2,
+    oks0,
+    oks1,
+    oks2,
+    cks0,
+    cks1,
+    cks2,
+    P: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+    BLOCK_TAIL: tl.constexpr,
+    ROWS: tl.constexpr,
+    INTERLEAVED: tl.constexpr,
+    BACKWARD: tl.constexpr,
+    COPY_TAIL: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    if pid < n_q:
+        _rotate_rows(q, oq, cq, sq, pid, rows_q, Hq, Tq, qs0, qs1, qs2, oqs0, oqs1, oqs2,
+                     cqs0, cqs1, cqs2, P, D, BLOCK_P, BLOCK_TAIL, ROWS, INTERLEAVED, BACKWARD,
+                     COPY_TAIL)  # fmt: skip
+    else:
+        _rotate_rows(k, ok, ck, sk, pid - n_q, rows_k, Hk, Tk, ks0, ks1, ks2, oks0, oks1, oks2,
+                     cks0, cks1, cks2, P, D, BLOCK_P, BLOCK_TAIL, ROWS, INTERLEAVED, BACKWARD,
+                     COPY_TAIL)  # fmt: skip
+
+
+def supports(x: Tensor, cos: Tensor) -> bool:
+    """Whether the kernel takes x (..., T, D) with tables cos (..., T, P): float32/bf16/fp16,
+    unit last stride, 2 to 4 dimensions, cos broadcasting to x right-aligned."""
+    if x.dtype not in (torch.float32, torch.bfloat16, torch.float16) or x.stride(-1) != 1:
+        return False
+    if not (2 <= x.ndim <= 4 and cos.ndim <= x.ndim and cos.device == x.device):
+        return False
+    xs, cs = x.shape[:-1], cos.shape[:-1]
+    return all(c in (1, n) for c, n in zip(reversed(cs), reversed(xs), strict=False))
+
+
+def _as4d(t: Tensor) -> Tensor:
+    return t.reshape((1,) * (4 - t.ndim) + tuple(t.shape)) if t.ndim < 4 else t
+
+
+def _table(t: Tensor, x4: Tensor) -> Tensor:
+    """A contiguous float32 table expanded (zero strides) to x's (B, H, T, P): cos and sin of
+    one shape then share strides, which the kernel assumes."""
+    t = t.float().contiguous()
+    return _as4d(t).expand(*x4.shape[:3], t.shape[-1])
+
+
+def launch(
+    xs: list[Tensor],
+    tables: list[tuple[Tensor, Tensor]],
+    layout: str,
+    *,
+    backward: bool = False,
+    inplace: bool = False,
+) -> list[Tensor]:
+    """Rotate x_q and x_k (each (..., T, D)) by their (cos, sin) (..., T, P) in one launch;
+    returns the outputs (the inputs themselves when ``inplace``)."""
+    (q, k), ((cq, sq), (ck, sk)) = xs, tables
+    outs = [q, k] if inplace else [torch.empty_like(q), torch.empty_like(k)]
+    q4, k4, oq4, ok4 = (_as4d(t) for t in (q, k, *outs))
+    cq4, sq4 = _table(cq, q4), _table(sq, q4)
+    ck4, sk4 = _table(ck, k4), _table(sk, k4)
+    P, D = cq.shape[-1], q.shape[-1]
+    rows_q, rows_k = q4[..., 0].numel(), k4[..., 0].numel()  # (B, H, T) rows each
+    n_q, n_k = triton.cdiv(rows_q, ROWS), triton.cdiv(rows_k, ROWS)
+    if n_q + n_k == 0:
+        return outs
+    _rope_pair_kernel[(n_q + n_k,)](
+        q4, oq4, cq4, sq4, k4, ok4, ck4, sk4,
+        n_q, rows_q, rows_k, q4.shape[1], q4.shape[2], k4.shape[1], k4.shape[2],
+        *q4.stride()[:3], *oq4.stride()[:3], *cq4.stride()[:3],
+        *k4.stride()[:3], *ok4.stride()[:3], *ck4.stride()[:3],
+        P=P, D=D, BLOCK_P=triton.next_power_of_2(P),
+        BLOCK_TAIL=triton.next_power_of_2(max(D - 2 * P, 1)), ROWS=ROWS,
+        INTERLEAVED=layout == "interleaved", BACKWARD=backward,
+        COPY_TAIL=D > 2 * P and not inplace,
+    )  # fmt: skip
+    return outs
+
+
+class RopeTritonFunction(torch.autograd.Function):
+    """(q, k) -> (R(θ_q) q, R(θ_k) k) in one launch; backward: R(-θ) on both gradients."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, q: Tensor, k: Tensor, cq: Tensor, sq: Tensor, ck: Tensor, sk: Tensor, layout: str
+    ) -> tuple[Tensor, Tensor]:
+        ctx.save_for_backward(cq, sq, ck, sk)
+        ctx.layout = layout
+        oq, ok = launch([q, k], [(cq, sq), (ck, sk)], layout)
+        return oq, ok
+
+    @staticmethod
+    def backward(ctx: Any, gq: Tensor, gk: Tensor) -> tuple[Tensor | None, ...]:
+        cq, sq, ck, sk = ctx.saved_tensors  # unused outputs' gradients arrive as zeros
+        grads = [g if g.stride(-1) == 1 else g.contiguous() for g in (gq, gk)]
+        dq, dk = launch(grads, [(cq, sq), (ck, sk)], ctx.layout, backward=True)
+        return dq, dk, None, None, None, None, None

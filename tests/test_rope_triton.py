@@ -1,0 +1,132 @@
+"""posenc's Triton RoPE kernel, run on CPU in Triton's interpreter (no GPU needed).
+
+Skipped when Triton is not installed (``pip install -c constraints.txt -e ".[triton]"``; CI
+installs it for this file). Speed is a GPU matter (``posenc bench --device cuda``), not tested.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # before Triton is imported: kernels on CPU
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("triton")
+
+from posenc import functional as PF
+from posenc.functional import _rope_compiled
+from tests.reference.rotary import rope_vector
+
+LOW = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float32: 2.0**-24}
+
+
+@pytest.fixture
+def triton_backend() -> Iterator[None]:
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("TRITON_INTERPRET is not 1: these tests run the kernel on CPU tensors")
+    PF.enable_compiled_rope(True, backend="triton")
+    yield
+    PF.enable_compiled_rope(False)
+
+
+def _exact(x: torch.Tensor, pos: torch.Tensor, rot: int, layout: str) -> np.ndarray:
+    """float64 loop reference per row; pos broadcast to x's (B, H, T)."""
+    xs, ps = x.double().numpy(), pos.expand(*x.shape[:-1]).numpy()
+    out = np.empty(xs.shape)
+    for idx in np.ndindex(*xs.shape[:-1]):
+        out[idx] = rope_vector(xs[idx], int(ps[idx]), layout=layout, rotary_dim=rot)
+    return out
+
+
+def _assert_rounding_level(out: torch.Tensor, exact: np.ndarray) -> None:
+    exact_t = torch.from_numpy(exact)
+    bound = (exact_t.abs() + 1e-3) * 2 * LOW[out.dtype] + 4e-6
+    err = (out.double() - exact_t).abs()
+    assert bool((err <= bound).all()), float((err / bound).max())
+
+
+def _tables(pos: torch.Tensor, rot: int) -> tuple[torch.Tensor, torch.Tensor]:
+    cos, sin = PF.rope_cos_sin(pos, PF.rope_inv_freq(rot, xp=PF.torch_xp))
+    return cos.float(), sin.float()
+
+
+@pytest.mark.usefixtures("triton_backend")
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(("D", "rot"), [(64, 64), (40, 24), (6, 6)])
+def test_kernel_matches_float64_reference(
+    layout: str, dtype: torch.dtype, D: int, rot: int
+) -> None:
+    """One launch for q and k of different lengths and head counts, position ids per batch
+    (packing, decode), partial rotary (features past ``rot`` copied)."""
+    q, k = torch.randn(2, 4, 9, D).to(dtype), torch.randn(2, 2, 5, D).to(dtype)
+    pos_q, pos_k = torch.randint(0, 5000, (2, 1, 9)), torch.randint(0, 5000, (2, 1, 5))
+    (cq, sq), (ck, sk) = _tables(pos_q, rot), _tables(pos_k, rot)
+    oq, ok = PF.apply_rope_pair(q, k, cq, sq, ck, sk, layout=layout)
+    for x, pos, out in ((q, pos_q, oq), (k, pos_k, ok)):
+        _assert_rounding_level(out, _exact(x, pos, rot, layout))
+        torch.testing.assert_close(out[..., rot:], x[..., rot:], rtol=0, atol=0)
+
+
+@pytest.mark.usefixtures("triton_backend")
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_backward_is_the_inverse_rotation(layout: str) -> None:
+    pos = torch.arange(300, 311)
+    cos, sin = _tables(pos, 32)
+    q = torch.randn(1, 2, 11, 32, requires_grad=True)
+    k = torch.randn(1, 2, 11, 32, requires_grad=True)
+    oq, ok = PF.apply_rope_pair(q, k, cos, sin, cos, sin, layout=layout)
+    gq, gk = torch.randn_like(oq), torch.randn_like(ok)
+    torch.autograd.backward([oq, ok], [gq, gk])
+    assert q.grad is not None and k.grad is not None
+    _assert_rounding_level(q.grad, _exact(gq, -pos, 32, layout))  # R(θ)^T = R(-θ)
+    _assert_rounding_level(k.grad, _exact(gk, -pos, 32, layout))
+    q.grad = None
+    oq, _ = PF.apply_rope_pair(q, k, cos, sin, cos, sin, layout=layout)
+    oq.sum().backward()  # k's output unused: its gradient arrives as zeros
+    assert q.grad is not None
+
+
+@pytest.mark.usefixtures("triton_backend")
+def test_inplace_and_strided_inputs() -> None:
+    """In place writes into q and k (bit-equal to out of place); a transposed (B, T, H, D) view
+    of q is read through its strides."""
+    pos = torch.arange(40, 47)
+    cos, sin = _tables(pos, 32)
+    q = torch.randn(2, 7, 4, 32).transpose(1, 2)
+    k = torch.randn(2, 4, 7, 32)
+    oq, ok = PF.apply_rope_pair(q, k, cos, sin, cos, sin)
+    _assert_rounding_level(oq, _exact(q, pos, 32, "half"))
+    q2, k2 = q.clone(), k.clone()
+    with torch.no_grad():
+        rq, rk = PF.apply_rope_pair(q2, k2, cos, sin, cos, sin, inplace=True)
+    assert rq is q2 and rk is k2
+    torch.testing.assert_close(q2, oq, rtol=0, atol=0)
+    torch.testing.assert_close(k2, ok, rtol=0, atol=0)
+
+
+def test_cpu_only_paths_never_import_triton() -> None:
+    """``auto`` on CPU tensors uses the C++ kernel or Inductor without importing Triton."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch; import posenc.functional as PF\n"
+        "PF.enable_compiled_rope(True)\n"
+        "c, s = torch.ones(4, 4), torch.zeros(4, 4)\n"
+        "PF.apply_rope_pair(torch.randn(1, 1, 4, 8), torch.randn(1, 1, 4, 8), c, s, c, s)\n"
+        "assert 'triton' not in sys.modules, 'triton imported'\n"
+    )
+    env = {**os.environ, "TRITON_INTERPRET": "0"}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+def test_triton_backend_without_triton_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(_rope_compiled._state, "triton", None)
+    with pytest.raises(RuntimeError, match="needs Triton"):
+        PF.enable_compiled_rope(True, backend="triton")
