@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -159,3 +160,17 @@ def test_attention_uses_it_in_inference_and_blocks_in_training(
     fused.train()(x).sum().backward()
     assert len(results) == 2 and results[1] is None
     assert pe.mlp_out.weight.grad is not None and pe.c.grad is not None
+
+
+def test_failed_build_warns_once_and_declines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(FF.KERNEL, "op", None)
+    monkeypatch.setattr(FF.KERNEL, "error", "could not build (no g++)")
+    monkeypatch.setattr(FF, "_warned", [])
+    pe = _fire(2)
+    q = torch.randn(1, 2, 8, 16)
+    pos = torch.arange(8)
+    with torch.no_grad(), pytest.warns(UserWarning, match="no g\\+\\+.*query blocks"):
+        assert FF.fire_fused_attention(q, q, q, pe, pos, pos, causal=True, scale=0.25) is None
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once
+        assert FF.fire_fused_attention(q, q, q, pe, pos, pos, causal=True, scale=0.25) is None

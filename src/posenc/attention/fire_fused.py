@@ -14,6 +14,7 @@ positions, no gradients and no dropout. Anything else returns None (the caller's
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import torch
@@ -29,6 +30,19 @@ KERNEL = NativeKernel(
     Path(__file__).with_name("csrc") / "fire_attention_cpu.cpp",
     "CPU FIRE attention kernel",
 )
+
+
+_warned: list[bool] = []
+
+
+def _kernel_ready() -> bool:
+    """Whether the kernel loads (built on first use, seconds); warns once when it cannot."""
+    if KERNEL.available():
+        return True
+    if not _warned:
+        warnings.warn(f"{KERNEL.error}; FIRE attention runs by query blocks", stacklevel=4)
+        _warned.append(True)
+    return False
 
 
 def fire_fused_attention(
@@ -55,7 +69,7 @@ def fire_fused_attention(
     if (torch.is_grad_enabled() and needs_grad) or (causal and k.shape[2] < q.shape[2]):
         return None
     a, b = arithmetic_start(q_pos), arithmetic_start(k_pos)
-    if a is None or b is None or not KERNEL.available():
+    if a is None or b is None or not _kernel_ready():
         return None
     T, L = q.shape[2], k.shape[2]
     shift = a - b  # offset of query row r and key c: shift + r - c
