@@ -229,8 +229,10 @@ class Attention(nn.Module):
         return auto and self.pe.bias_is_relative and q.shape[2] * L >= TOEPLITZ_MIN_ENTRIES
 
     def _fused_fire(self, q: Tensor) -> bool:
-        """FIRE's fused CPU kernel: the default on CPU for inference (no dropout)."""
+        """FIRE's fused CPU kernel: the default on CPU for inference (no dropout), eager only
+        (under ``torch.compile`` the blocks path traces; the kernel reads positions on the host)."""
         auto = self.bias_backend == "auto" and q.device.type == "cpu"
+        auto = auto and not torch.compiler.is_compiling()
         return auto and isinstance(self.pe, FIRE) and not (self.training and self.dropout > 0)
 
     def _sdpa(
