@@ -105,3 +105,15 @@ def test_torch_compile_runs_and_matches_eager(name: str) -> None:
     compiled = torch.compile(model, fullgraph=True)
     with torch.no_grad():
         torch.testing.assert_close(compiled(idx), model(idx), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["alibi", "fire"])
+def test_torch_compile_at_fused_path_lengths(name: str) -> None:
+    """At T = 300 eager attention takes the Toeplitz view (ALiBi) or FIRE's kernel, which read
+    positions on the host; a full-graph compile traces the blocks path instead."""
+    model = posenc.TinyTransformer(vocab_size=29, pe=name, d_model=32, n_heads=4).eval()
+    idx = torch.randint(0, 29, (1, 300), generator=torch.Generator().manual_seed(7))
+    compiled = torch.compile(model, fullgraph=True)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(idx), model(idx), rtol=1e-4, atol=1e-4)

@@ -226,6 +226,7 @@ class Attention(nn.Module):
         strided mask in place; GPU kernels would copy it) once the bias is worth sparing;
         below ``TOEPLITZ_MIN_ENTRIES`` one small dense bias is as fast."""
         auto = self.bias_backend == "auto" and q.device.type == "cpu"
+        auto = auto and not torch.compiler.is_compiling()  # positions are read on the host
         return auto and self.pe.bias_is_relative and q.shape[2] * L >= TOEPLITZ_MIN_ENTRIES
 
     def _fused_fire(self, q: Tensor) -> bool:
