@@ -11,17 +11,7 @@ import torch
 
 import posenc
 from posenc import functional as PF
-from tests.bias.helpers import BiasCall
-from tests.reference import bias as ref
-
-
-def _reference(pe: torch.nn.Module, q_pos: torch.Tensor, k_pos: torch.Tensor) -> np.ndarray:
-    w = {n: p.detach().double().numpy() for n, p in pe.named_parameters()}
-    threshold = abs(float(w["threshold_scale"]) * pe.init_threshold)
-    return ref.fire(
-        q_pos.numpy(), k_pos.numpy(), float(w["c"]), threshold, pe.eps,
-        w["mlp_in.weight"], w["mlp_in.bias"], w["mlp_out.weight"], w["mlp_out.bias"],
-    )  # fmt: skip
+from tests.bias.helpers import BiasCall, fire_reference
 
 
 @pytest.mark.parametrize("init_threshold", [512.0, 3.5])
@@ -31,7 +21,7 @@ def test_bias_matches_reference(init_threshold: float) -> None:
     k_pos = torch.tensor([[0, 1, 2, 3, 5, 6, 7], [0, 0, 0, 0, 0, 1, 2]])
     got = pe.bias(q_pos, k_pos)
     assert got.shape == (2, 3, 3, 7) and got.dtype == torch.float32
-    torch.testing.assert_close(got, torch.from_numpy(_reference(pe, q_pos, k_pos)).float())
+    torch.testing.assert_close(got, torch.from_numpy(fire_reference(pe, q_pos, k_pos)).float())
 
 
 def test_distance_is_progressively_interpolated() -> None:

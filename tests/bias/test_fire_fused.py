@@ -15,7 +15,7 @@ import posenc
 import posenc.attention.attention
 from posenc.attention import Attention
 from posenc.attention import fire_fused as FF
-from tests.reference import bias as ref
+from tests.bias.helpers import fire_reference
 
 
 @pytest.fixture(autouse=True)
@@ -55,15 +55,6 @@ def _run(pe, q, k, v, q_pos, k_pos, causal: bool) -> torch.Tensor:
     return out
 
 
-def _reference_bias(pe, q_pos: torch.Tensor, k_pos: torch.Tensor) -> np.ndarray:
-    w = {n: p.detach().double().numpy() for n, p in pe.named_parameters()}
-    threshold = abs(float(w["threshold_scale"]) * pe.init_threshold)
-    return ref.fire(
-        q_pos.numpy(), k_pos.numpy(), float(w["c"]), threshold, pe.eps,
-        w["mlp_in.weight"], w["mlp_in.bias"], w["mlp_out.weight"], w["mlp_out.bias"],
-    )  # fmt: skip
-
-
 @pytest.mark.parametrize("causal", [True, False])
 def test_matches_the_paper_formula_in_float64(causal: bool) -> None:
     """Two query blocks (T = 140 > 128) over two key tiles (L = 600 > 512), keys starting
@@ -73,7 +64,7 @@ def test_matches_the_paper_formula_in_float64(causal: bool) -> None:
     q, k, v = torch.randn(1, 4, T, 24), torch.randn(1, 2, L, 24), torch.randn(1, 2, L, 24)
     q_pos, k_pos = torch.arange(a, a + T), torch.arange(a + T - L, a + T)
     out = _run(pe, q, k, v, q_pos, k_pos, causal)
-    exact = _attention64(q, k, v, _reference_bias(pe, q_pos, k_pos), causal)
+    exact = _attention64(q, k, v, fire_reference(pe, q_pos, k_pos), causal)
     torch.testing.assert_close(out.double(), exact, rtol=0, atol=2e-5)
 
 
@@ -107,7 +98,7 @@ def test_strided_queries_and_flat_units() -> None:
     q = torch.randn(1, 50, 2, 16).transpose(1, 2)
     k, v = torch.randn(1, 2, 50, 16), torch.randn(1, 2, 50, 16)
     pos = torch.arange(50)
-    exact = _attention64(q, k, v, _reference_bias(pe, pos, pos), True)
+    exact = _attention64(q, k, v, fire_reference(pe, pos, pos), True)
     torch.testing.assert_close(_run(pe, q, k, v, pos, pos, True).double(), exact, rtol=0, atol=2e-5)
 
 
