@@ -180,3 +180,36 @@ def test_rope_bad_inputs() -> None:
         rope.rotate(q, k, pos.float(), pos)
     with pytest.raises(ValueError, match=r"k_pos must have shape \(9,\) or \(2, 9\)"):
         rope.rotate(q, k, pos, torch.arange(5))
+
+
+@pytest.mark.parametrize(
+    ("dtype", "T", "big"),
+    [(torch.float32, 64, False), (torch.float32, 2100, True), (torch.bfloat16, 4200, True)],
+)
+def test_eager_kernel_both_forms_forward_and_backward(
+    dtype: torch.dtype, T: int, big: bool
+) -> None:
+    """The eager half-layout kernel writes small x by half-width products and large x (above
+    ``HALVES_MAX_BYTES``) by a swap copy; both equal the float64 formula in value and in the
+    inverse-rotation gradient."""
+    from posenc import functional as PF
+    from posenc.functional import _rope_torch
+
+    pos = torch.arange(T) + 5000
+    cos, sin = PF.rope_cos_sin(pos, PF.rope_inv_freq(64, xp=PF.torch_xp))  # float64
+    x = torch.randn(2, 8, T, 64).to(dtype).requires_grad_()
+    assert (x.numel() * x.element_size() > _rope_torch.HALVES_MAX_BYTES) == big
+    out = PF.apply_rope(x, cos.float(), sin.float())
+    g = torch.randn_like(out)
+    out.backward(g)
+    # the array-API formula on numpy (not the torch kernel under test), float64
+    c64, s64 = cos.numpy(), sin.numpy()
+    exact = torch.from_numpy(PF.apply_rope(x.detach().double().numpy(), c64, s64))
+    exact_grad = torch.from_numpy(PF.apply_rope(g.double().numpy(), c64, -s64))
+    unit = 2.0**-24 if dtype == torch.float32 else 2.0**-8
+    for got, want, v in ((out, exact, x), (x.grad, exact_grad, g)):
+        assert got is not None
+        a, b = v.detach().double().chunk(2, dim=-1)
+        size = torch.hypot(a, b).repeat(1, 1, 1, 2)  # each pair's length (kept by the rotation)
+        err = (got.double() - want).abs()
+        assert bool((err <= 4 * unit * size + 1e-6).all()), float((err / (unit * size)).max())

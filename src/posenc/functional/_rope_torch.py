@@ -63,10 +63,26 @@ def _table_dtype(x: Tensor, cos: Tensor) -> torch.dtype:
     return x.dtype if low else torch.promote_types(x.dtype, cos.dtype)
 
 
+#: Largest x (bytes) rotated by half-width products: 8 MiB, cache-resident on the CPUs measured.
+HALVES_MAX_BYTES = 8 << 20
+
+
 def rotate(x: Tensor, C: Tensor, S: Tensor, layout: str) -> Tensor:
-    """x ⊙ C + swap(x) ⊙ S out of place; features past C's width pass through."""
+    """x ⊙ C + swap(x) ⊙ S out of place; features past C's width pass through.
+
+    Half layout, small x: the swap is fused into the S product by writing each half of the
+    output from the other half of x (two half-width multiplies, then one ``addcmul_``): 10-25%
+    faster while x stays in cache, but each half pass touches every cache line of x, so larger
+    tensors (2x slower at 16 MiB) take the copy-then-multiply form.
+    """
     R = C.shape[-1]
     rot = x if x.shape[-1] == R else x[..., :R]
+    if layout == "half" and rot is x and x.numel() * x.element_size() <= HALVES_MAX_BYTES:
+        P = R // 2
+        out = torch.empty_like(x, memory_format=torch.contiguous_format)
+        torch.mul(x[..., P:], S[..., :P], out=out[..., :P])  # -b sin θ
+        torch.mul(x[..., :P], S[..., P:], out=out[..., P:])  # a sin θ
+        return out.addcmul_(x, C)
     out = swap_pairs(rot, R // 2, layout)  # (..., R), fresh
     out.mul_(S).addcmul_(rot, C)
     return out if rot is x else torch.cat([out, x[..., R:]], dim=-1)
