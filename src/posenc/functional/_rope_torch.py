@@ -1,16 +1,17 @@
-"""Eager torch kernel behind ``apply_rope``: three contiguous passes, inverse-rotation backward.
+"""Eager torch kernel behind ``apply_rope``: three PyTorch passes, inverse-rotation backward.
 
-The formula is ``functional.rotary.apply_rope``'s, rewritten over the full rotated width so
-every kernel runs on contiguous rows (slicing pairs into strided halves is 2-3x slower on CPU
-in bf16):
+The formula is ``functional.rotary.apply_rope``'s, rewritten over the full rotated width:
 
     R(θ) x = x ⊙ C + swap(x) ⊙ S,   C = (cos, cos), S = (-sin, sin)  ("half" layout)
 
 where swap exchanges the two members of each pair. That is one copy (swap), one in-place
-multiply and one in-place ``addcmul_``. Low-precision inputs use tables rounded once to their
-dtype (mixed bf16 x fp32 kernels are unvectorised on CPU); the angles themselves are exact.
-The backward rotates the gradient by -θ (R is orthogonal), saving only the tables.
-``inplace=True`` rotates x itself (inference).
+multiply and one in-place ``addcmul_`` over contiguous rows; in the half layout, x of up to
+``HALVES_MAX_BYTES`` instead writes each output half from the other input half (two
+half-width products, then the ``addcmul_``), which is faster while x stays in cache (half-width
+passes touch every cache line, so they lose on larger x). Low-precision inputs use tables
+rounded once to their dtype (mixed bf16 x fp32 kernels are unvectorised on CPU); the angles
+themselves are exact. The backward rotates the gradient by -θ (R is orthogonal), saving only
+the tables. ``inplace=True`` rotates x itself (inference).
 """
 
 from __future__ import annotations
