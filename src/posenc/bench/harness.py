@@ -109,9 +109,9 @@ def steady_heap() -> dict[str, Any]:
 
     glibc's defaults make this a lottery: blocks above a moving mmap threshold come straight
     from the kernel and fault in page by page (4 KiB each), and a freed heap top is returned
-    once it passes the trim threshold. Under ``perf stat``, a loop cloning two 8 MiB bf16
-    tensors faulted every page of every clone and ran 2.4x slower than the RoPE kernel writing
-    the same bytes into recycled memory; in another order the roles swap. Fixed thresholds
+    once it passes the trim threshold. In a one-off ``perf stat``, a loop cloning two 8 MiB bf16
+    tensors faulted every page of every clone while the RoPE kernel writing the same bytes
+    faulted almost none; in another order the roles swap. Fixed thresholds
     (mmap at glibc's maximum, 32 MiB; trim at 1 GiB) give every contender the same heap.
     Returns what was set (for the JSON); an empty dict off glibc.
     """

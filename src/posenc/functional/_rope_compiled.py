@@ -71,6 +71,50 @@ def _triton() -> Any:
     return _state["triton"]
 
 
+def _triton_rotate(
+    xs: list[Tensor], tables: list[tuple[Tensor, Tensor]], layout: str, *, backward: bool = False
+) -> list[Tensor]:
+    rotated: list[Tensor] = _triton().launch(xs, tables, layout, backward=backward)
+    return rotated
+
+
+class PairRotation(torch.autograd.Function):
+    """(q, k) -> (R(θ_q) q, R(θ_k) k) by a kernel ``rotate(xs, tables, layout, backward=)``
+    (C++ or Triton); backward: R(-θ) on the gradients that arrive, saving only the tables."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        rotate: Callable[..., list[Tensor]],
+        q: Tensor,
+        k: Tensor,
+        cq: Tensor,
+        sq: Tensor,
+        ck: Tensor,
+        sk: Tensor,
+        layout: str,
+    ) -> tuple[Tensor, Tensor]:
+        ctx.save_for_backward(cq, sq, ck, sk)
+        ctx.rotate, ctx.layout = rotate, layout
+        ctx.set_materialize_grads(False)  # an unused output costs no zero-rotation
+        oq, ok = rotate([q, k], [(cq, sq), (ck, sk)], layout)
+        return oq, ok
+
+    @staticmethod
+    def backward(ctx: Any, gq: Tensor | None, gk: Tensor | None) -> tuple[Tensor | None, ...]:
+        cq, sq, ck, sk = ctx.saved_tensors
+        present = [
+            (g if g.stride(-1) == 1 else g.contiguous(), (c, s))
+            for g, c, s in ((gq, cq, sq), (gk, ck, sk))
+            if g is not None
+        ]
+        grads = [g for g, _ in present]
+        rotated = iter(ctx.rotate(grads, [t for _, t in present], ctx.layout, backward=True))
+        dq = next(rotated) if gq is not None else None
+        dk = next(rotated) if gk is not None else None
+        return None, dq, dk, None, None, None, None, None
+
+
 def compiled_rope_enabled() -> bool:
     """Whether ``enable_compiled_rope`` is on (and we are not already inside a compile)."""
     return bool(_state["enabled"]) and not torch.compiler.is_compiling()
@@ -132,8 +176,8 @@ def compiled_rope_pair(
             tables = [(cos_q, sin_q), (cos_k, sin_k)]
             oq, ok = kernel.launch([q, k], tables, layout, inplace=inplace)
             return oq, ok
-        rotated_t: tuple[Tensor, Tensor] = kernel.RopeTritonFunction.apply(
-            q, k, cos_q, sin_q, cos_k, sin_k, layout
+        rotated_t: tuple[Tensor, Tensor] = PairRotation.apply(
+            _triton_rotate, q, k, cos_q, sin_q, cos_k, sin_k, layout
         )
         return rotated_t
     use_cpp = (
@@ -150,8 +194,8 @@ def compiled_rope_pair(
         if not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)):
             oq, ok = _rope_cpp.rope_pair([q, k], tables, layout)  # no graph: skip the Function
             return oq, ok
-        rotated: tuple[Tensor, Tensor] = _rope_cpp.RopeKernelFunction.apply(
-            q, k, cos_q, sin_q, cos_k, sin_k, layout
+        rotated: tuple[Tensor, Tensor] = PairRotation.apply(
+            _rope_cpp.rope_pair, q, k, cos_q, sin_q, cos_k, sin_k, layout
         )
         return rotated
     import torch._dynamo.config as dynamo_config

@@ -53,12 +53,14 @@ def _f32(t: Tensor) -> Tensor:
 
 
 def rope_pair(
-    xs: list[Tensor], tables: list[tuple[Tensor, Tensor]], layout: str, sign: float = 1.0
+    xs: list[Tensor], tables: list[tuple[Tensor, Tensor]], layout: str, *, backward: bool = False
 ) -> list[Tensor]:
     """Rotated copies of each x (..., T, D) by its (cos, sin) (..., T, P), broadcast
-    right-aligned; features past 2P are copied through. No autograd (``RopeKernelFunction``)."""
+    right-aligned (by -θ when ``backward``); features past 2P are copied through. No autograd
+    (``_rope_compiled.PairRotation``)."""
     cos = [_f32(c) for c, _ in tables]
     sin = [_f32(s) for _, s in tables]
+    sign = -1.0 if backward else 1.0
     outs: list[Tensor] = load_kernel().rope(xs, cos, sin, sign, layout == "interleaved")
     return outs
 
@@ -69,30 +71,3 @@ def rope_pair_(xs: list[Tensor], tables: list[tuple[Tensor, Tensor]], layout: st
     sin = [_f32(s) for _, s in tables]
     load_kernel().rope_(xs, cos, sin, 1.0, layout == "interleaved")
     return xs
-
-
-class RopeKernelFunction(torch.autograd.Function):
-    """(q, k) -> (R(θ_q) q, R(θ_k) k) with the kernel; backward: R(-θ) on the gradients."""
-
-    @staticmethod
-    def forward(
-        ctx: Any, q: Tensor, k: Tensor, cq: Tensor, sq: Tensor, ck: Tensor, sk: Tensor, layout: str
-    ) -> tuple[Tensor, Tensor]:
-        ctx.save_for_backward(cq, sq, ck, sk)
-        ctx.layout = layout
-        ctx.set_materialize_grads(False)  # an unused output costs no zero-rotation
-        oq, ok = rope_pair([q, k], [(cq, sq), (ck, sk)], layout)
-        return oq, ok
-
-    @staticmethod
-    def backward(ctx: Any, gq: Tensor | None, gk: Tensor | None) -> tuple[Tensor | None, ...]:
-        cq, sq, ck, sk = ctx.saved_tensors
-        grads = [
-            (g if g.stride(-1) == 1 else g.contiguous(), (c, s))
-            for g, c, s in ((gq, cq, sq), (gk, ck, sk))
-            if g is not None
-        ]
-        rotated = iter(rope_pair([g for g, _ in grads], [t for _, t in grads], ctx.layout, -1.0))
-        dq = next(rotated) if gq is not None else None
-        dk = next(rotated) if gk is not None else None
-        return dq, dk, None, None, None, None, None

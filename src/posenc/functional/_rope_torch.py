@@ -64,7 +64,7 @@ def _table_dtype(x: Tensor, cos: Tensor) -> torch.dtype:
     return x.dtype if low else torch.promote_types(x.dtype, cos.dtype)
 
 
-#: Largest x (bytes) rotated by half-width products: 8 MiB, cache-resident on the CPUs measured.
+#: Largest x (bytes) rotated by half-width products (chosen on one 2-core EPYC, 32 MiB L3).
 HALVES_MAX_BYTES = 8 << 20
 
 
@@ -72,9 +72,9 @@ def rotate(x: Tensor, C: Tensor, S: Tensor, layout: str) -> Tensor:
     """x ⊙ C + swap(x) ⊙ S out of place; features past C's width pass through.
 
     Half layout, small x: the swap is fused into the S product by writing each half of the
-    output from the other half of x (two half-width multiplies, then one ``addcmul_``): 10-25%
-    faster while x stays in cache, but each half pass touches every cache line of x, so larger
-    tensors (2x slower at 16 MiB) take the copy-then-multiply form.
+    output from the other half of x (two half-width multiplies, then one ``addcmul_``): faster
+    while x stays in cache, but each half pass touches every cache line of x, so larger tensors
+    take the copy-then-multiply form (``posenc bench rope``'s eager column).
     """
     R = C.shape[-1]
     rot = x if x.shape[-1] == R else x[..., :R]

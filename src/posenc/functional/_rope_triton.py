@@ -13,8 +13,6 @@ Correctness is tested on CPU in Triton's interpreter (``TRITON_INTERPRET=1``).
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import triton
 import triton.language as tl
@@ -167,15 +165,19 @@ def launch(
     backward: bool = False,
     inplace: bool = False,
 ) -> list[Tensor]:
-    """Rotate x_q and x_k (each (..., T, D)) by their (cos, sin) (..., T, P) in one launch;
-    returns the outputs (the inputs themselves when ``inplace``)."""
-    (q, k), ((cq, sq), (ck, sk)) = xs, tables
-    outs = [q, k] if inplace else [torch.empty_like(q), torch.empty_like(k)]
-    q4, k4, oq4, ok4 = (_as4d(t) for t in (q, k, *outs))
+    """Rotate x_q and x_k (each (..., T, D)) by their (cos, sin) (..., T, P) in one launch
+    (or a single x); returns the outputs (the inputs themselves when ``inplace``)."""
+    if len(xs) not in (1, 2) or len(tables) != len(xs):
+        raise ValueError(f"one or two tensors with their tables expected, got {len(xs)}")
+    outs = list(xs) if inplace else [torch.empty_like(x) for x in xs]
+    (q, *rest), ((cq, sq), *rest_tables) = xs, tables
+    k, (ck, sk) = (rest[0], rest_tables[0]) if rest else (q, (cq, sq))
+    q4, k4, oq4, ok4 = (_as4d(t) for t in (q, k, outs[0], outs[-1]))
     cq4, sq4 = _table(cq, q4), _table(sq, q4)
     ck4, sk4 = _table(ck, k4), _table(sk, k4)
     P, D = cq.shape[-1], q.shape[-1]
-    rows_q, rows_k = q4[..., 0].numel(), k4[..., 0].numel()  # (B, H, T) rows each
+    rows_q = q4[..., 0].numel()  # (B, H, T) rows
+    rows_k = k4[..., 0].numel() if rest else 0  # a single x: no k programs
     n_q, n_k = triton.cdiv(rows_q, ROWS), triton.cdiv(rows_k, ROWS)
     if n_q + n_k == 0:
         return outs
@@ -190,23 +192,3 @@ def launch(
         COPY_TAIL=D > 2 * P and not inplace,
     )  # fmt: skip
     return outs
-
-
-class RopeTritonFunction(torch.autograd.Function):
-    """(q, k) -> (R(θ_q) q, R(θ_k) k) in one launch; backward: R(-θ) on both gradients."""
-
-    @staticmethod
-    def forward(
-        ctx: Any, q: Tensor, k: Tensor, cq: Tensor, sq: Tensor, ck: Tensor, sk: Tensor, layout: str
-    ) -> tuple[Tensor, Tensor]:
-        ctx.save_for_backward(cq, sq, ck, sk)
-        ctx.layout = layout
-        oq, ok = launch([q, k], [(cq, sq), (ck, sk)], layout)
-        return oq, ok
-
-    @staticmethod
-    def backward(ctx: Any, gq: Tensor, gk: Tensor) -> tuple[Tensor | None, ...]:
-        cq, sq, ck, sk = ctx.saved_tensors  # unused outputs' gradients arrive as zeros
-        grads = [g if g.stride(-1) == 1 else g.contiguous() for g in (gq, gk)]
-        dq, dk = launch(grads, [(cq, sq), (ck, sk)], ctx.layout, backward=True)
-        return dq, dk, None, None, None, None, None

@@ -182,9 +182,9 @@ void run_all(const std::vector<Job>& jobs, int64_t total) {
 
 // Outputs of at least 8 MiB (all jobs together) are streamed past the cache when every vector
 // store is aligned: reading each line for ownership before overwriting it doubles the write
-// traffic (bf16 1x8x8192x64: 1.34x a clone streamed, 2.6x not). Not for outputs of 32 MiB or
-// more each: glibc maps those fresh, the page faults leave zeroed lines in the cache, and
-// streaming over them measured 1.8x a clone against 1.1x.
+// traffic (``posenc bench rope``: the fast path against its clone floor). Not for outputs of
+// 32 MiB or more each: glibc maps those fresh, the page faults leave zeroed lines in the cache,
+// and streaming over them was slower in one-off timings on this machine.
 constexpr int64_t kStreamBytes = int64_t{8} << 20;
 constexpr int64_t kFreshMapBytes = int64_t{32} << 20;
 
