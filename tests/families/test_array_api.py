@@ -72,3 +72,22 @@ def test_cope_formulas() -> None:
     s_p = PF.cope_positions(_strict(logits), n_positions=3)
     _close(s_p, p)
     _close(PF.cope_interpolate(s_p, _strict(per_position)), PF.cope_interpolate(p, per_position))
+
+
+def test_scatter_add_last_matches_one_hot_sum_and_gradient() -> None:
+    """torch's scatter-add path equals the one-hot sum (NumPy), forward and backward; rows no
+    index names stay 0 and an index broadcast over heads is expanded, not misread."""
+    from posenc.functional._xp import scatter_add_last, take_along_last
+
+    g = torch.Generator().manual_seed(1)
+    values = torch.randn(2, 3, 4, 7, generator=g, dtype=torch.float64, requires_grad=True)
+    index = torch.randint(0, 4, (2, 1, 4, 7), generator=g)  # size 6: rows 4 and 5 unused
+    got = scatter_add_last(values, index, 6)  # (2, 3, 4, 6)
+    want = scatter_add_last(values.detach().numpy(), index.numpy(), 6)
+    np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-12, atol=1e-13)
+    assert torch.all(got[..., 4:] == 0)
+    weights = torch.randn(2, 3, 4, 6, generator=g, dtype=torch.float64)
+    (got * weights).sum().backward()
+    assert values.grad is not None  # d/dv_i = weights[index_i]
+    want_grad = take_along_last(weights.numpy(), np.broadcast_to(index.numpy(), values.shape))
+    np.testing.assert_allclose(values.grad.numpy(), want_grad, rtol=1e-12, atol=1e-13)

@@ -272,7 +272,7 @@ class Attention(nn.Module):
         groups = self.n_heads // self.n_kv_heads
         k = k.repeat_interleave(groups, dim=1) if groups > 1 else k  # (B, H, L, D)
         v = v.repeat_interleave(groups, dim=1) if groups > 1 else v
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)  # (B, H, T, L)
+        scores = (q / math.sqrt(self.head_dim)) @ k.transpose(-2, -1)  # (B, H, T, L)
         if bias is not None:
             scores = scores + bias
         if allowed is None and self.causal:

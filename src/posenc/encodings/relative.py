@@ -55,8 +55,10 @@ class Shaw(PositionalEncoding):
     ) -> Tensor:
         _check_head_dim(q, self.head_dim)
         q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
-        extra = PF.relative_key_logits(q, self.key_table.to(q.dtype), self.index(q_pos, k_pos))
-        return scores + extra / math.sqrt(self.head_dim)  # (B, H, Tq, Tk)
+        scaled = q / math.sqrt(self.head_dim)  # scale the (B, H, Tq, D) factor, not the logits
+        return scores + PF.relative_key_logits(
+            scaled, self.key_table.to(q.dtype), self.index(q_pos, k_pos)
+        )  # (B, H, Tq, Tk)
 
     def relative_values(self, probs: Tensor, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
         if self.value_table is None:
@@ -104,17 +106,18 @@ class TransformerXL(PositionalEncoding):
         if q.shape[1] != self.n_heads:
             raise ValueError(f"q must have n_heads={self.n_heads} heads, got {q.shape[1]}")
         q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
+        scale = 1.0 / math.sqrt(self.head_dim)  # on the factors q, u, v, not the (Tq, Tk) terms
         terms = PF.transformer_xl_terms(
-            q,
+            q * scale,
             k,
             q_pos,
             k_pos,
             r_proj=self.r_proj.to(q.dtype),
-            u=self.u.to(q.dtype),
-            v=self.v.to(q.dtype),
+            u=self.u.to(q.dtype) * scale,
+            v=self.v.to(q.dtype) * scale,
             base=self.base,
-        )  # (B, H, Tq, Tk)
-        return scores + terms / math.sqrt(self.head_dim)
+        )  # (B, H, Tq, Tk), already divided by sqrt(D)
+        return scores + terms
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, n_heads={self.n_heads}, head_dim={self.head_dim}, base={self.base}"

@@ -10,7 +10,15 @@ import array_api_compat.numpy as np_xp
 import array_api_compat.torch as torch_xp
 import torch
 
-__all__ = ["namespace", "np_xp", "torch_xp", "widest_float", "widest_int"]
+__all__ = [
+    "namespace",
+    "np_xp",
+    "scatter_add_last",
+    "take_along_last",
+    "torch_xp",
+    "widest_float",
+    "widest_int",
+]
 
 
 def namespace(*arrays: Any) -> ModuleType:
@@ -46,3 +54,30 @@ def _has_dtype(xp: ModuleType, name: str, kind: str) -> bool:
 def device_of(x: Any) -> Any:
     """The device of array ``x`` (creation functions need it so GPU inputs stay on GPU)."""
     return array_api_compat.device(x)
+
+
+def take_along_last(x: Any, index: Any) -> Any:
+    """out[..., i] = x[..., index[..., i]] for in-range, non-negative ``index`` (same ndim).
+
+    torch: one ``gather`` (array-api-compat's ``take_along_axis`` first wraps negative indices
+    with two extra passes over the index, which dominated Transformer-XL's relative shift).
+    """
+    if isinstance(x, torch.Tensor):
+        return torch.gather(x, -1, index)
+    return namespace(x, index).take_along_axis(x, index, axis=-1)
+
+
+def scatter_add_last(values: Any, index: Any, size: int) -> Any:
+    """out[..., r] = Σ_i values[..., i] over the i with index[..., i] = r, r in [0, size).
+
+    Shapes: values (..., N); index integer in [0, size), broadcastable to values -> (..., size).
+    torch uses one ``scatter_add``; other namespaces sum a one-hot of the index
+    (index's shape + (size,) in memory).
+    """
+    if isinstance(values, torch.Tensor):
+        out = values.new_zeros((*values.shape[:-1], size))
+        return out.scatter_add(-1, index.expand(values.shape), values)
+    xp = namespace(values, index)
+    rows = xp.arange(size, dtype=index.dtype, device=device_of(index))
+    one_hot = xp.astype(index[..., None] == rows, values.dtype)  # (..., N, size)
+    return xp.matmul(values[..., None, :], one_hot)[..., 0, :]

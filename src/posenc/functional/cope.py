@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from .._validate import check_positive_int
-from ._xp import namespace, widest_int
+from ._xp import namespace, take_along_last, widest_int
 
 
 def cope_positions(logits: Any, *, n_positions: int) -> Any:
@@ -36,13 +38,16 @@ def cope_interpolate(positions: Any, per_position: Any) -> Any:
     w = positions - floor  # (..., Tq, Tk)
     lo = xp.astype(floor, widest_int(xp))
     hi = xp.astype(xp.ceil(positions), widest_int(xp))
-    e_lo = xp.take_along_axis(per_position, lo, axis=-1)
-    e_hi = xp.take_along_axis(per_position, hi, axis=-1)
+    e_lo = take_along_last(per_position, lo)
+    e_hi = take_along_last(per_position, hi)
     return e_lo * (1.0 - w) + e_hi * w
 
 
 def _sigmoid(z: Any, xp: Any) -> Any:
-    """σ(z) without overflow, with finite gradients at z = -inf (each branch sees safe inputs)."""
+    """σ(z) without overflow, with finite gradients at z = -inf (each branch sees safe inputs;
+    torch's own sigmoid already is, in one pass)."""
+    if isinstance(z, torch.Tensor):
+        return torch.sigmoid(z)
     nonneg = z >= 0
     z_pos, z_neg = xp.where(nonneg, z, 0.0), xp.where(nonneg, 0.0, z)
     e = xp.exp(z_neg)  # in [0, 1]

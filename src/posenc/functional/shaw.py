@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._validate import check_positive_int
-from ._xp import device_of, namespace
+from ._xp import namespace, scatter_add_last, take_along_last
 from .relative import relative_offsets
 
 
@@ -33,7 +33,7 @@ def gather_relative(per_offset: Any, index: Any) -> Any:
     if index.ndim == 3:
         index = index[:, None, ...]  # (B, 1, Tq, Tk)
     index = xp.broadcast_to(index, (B, H, Tq, index.shape[-1]))
-    return xp.take_along_axis(per_offset, index, axis=-1)
+    return take_along_last(per_offset, index)
 
 
 def relative_key_logits(q: Any, table: Any, index: Any) -> Any:
@@ -49,15 +49,12 @@ def relative_key_logits(q: Any, table: Any, index: Any) -> Any:
 def relative_value_output(probs: Any, table: Any, index: Any) -> Any:
     """Σ_j α_ij a^V_ij with a^V_ij = table[index_ij] (Shaw et al. 2018, eq. 3).
 
-    Attention mass is summed per table row (a one-hot of the index, (B?, Tq, Tk, 2K+1): about
-    the size of the attention weights), then mixed by the table.
+    Attention mass is summed per table row (m_ir = Σ_(j: index_ij = r) α_ij, one scatter-add
+    over the weights), then mixed by the table: Σ_r m_ir a^V_r.
     Shapes: probs (B, H, Tq, Tk); table (R, D); index (Tq, Tk) or (B, Tq, Tk) -> (B, H, Tq, D).
     """
     xp = namespace(probs, table, index)
-    R = table.shape[0]
-    rows = xp.arange(R, dtype=index.dtype, device=device_of(index))
-    one_hot = xp.astype(index[..., None] == rows, probs.dtype)  # (B?, Tq, Tk, R)
-    if one_hot.ndim == 4:
-        one_hot = one_hot[:, None, ...]  # (B, 1, Tq, Tk, R)
-    per_row = xp.matmul(probs[..., None, :], one_hot)[..., 0, :]  # (B, H, Tq, R)
+    if index.ndim == 3:
+        index = index[:, None, ...]  # (B, 1, Tq, Tk)
+    per_row = scatter_add_last(probs, index, table.shape[0])  # (B, H, Tq, R)
     return xp.matmul(per_row, xp.astype(table, probs.dtype))  # (B, H, Tq, D)
