@@ -293,3 +293,52 @@ def test_blockwise_bias_with_kv_cache_prefill_and_decode() -> None:
     cache = KVCache()
     attn(x[:, :2], cache=cache)
     torch.testing.assert_close(attn(x[:, 2:], cache=cache), full[:, 2:])  # 11 queries, offset 2
+
+
+@pytest.mark.parametrize("name", ["shaw", "transformer_xl", "cope"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_explicit_attention_by_query_blocks_equals_whole(name: str, causal: bool) -> None:
+    """Relative-term encodings attend one query block at a time (causal blocks stop at their
+    last query's keys): outputs and every gradient equal the one-block computation, with
+    per-row positions, padding and packed segments."""
+    from posenc.registry import build_for_model
+
+    torch.manual_seed(0)
+    pe = build_for_model(name, dim=32, n_heads=4, max_len=64).double()
+    whole = posenc.Attention(32, 4, pe=pe, causal=causal, n_kv_heads=2, block_size=1024).double()
+    blocks = posenc.Attention(32, 4, pe=pe, causal=causal, n_kv_heads=2, block_size=3).double()
+    blocks.load_state_dict(whole.state_dict())
+    x = torch.randn(2, 11, 32, dtype=torch.float64, requires_grad=True)
+    pos = torch.stack([torch.arange(11), torch.arange(11) + 5])
+    mask = torch.ones(2, 11, dtype=torch.bool)
+    mask[1, :4] = False
+    segments = torch.tensor([[0] * 6 + [1] * 5, [0] * 11])
+    for kwargs in ({}, {"padding_mask": mask}, {"segment_ids": segments}):
+        got, want = blocks(x, pos, **kwargs), whole(x, pos, **kwargs)
+        keep = kwargs.get("padding_mask", torch.ones(2, 11, dtype=torch.bool))
+        torch.testing.assert_close(got[keep], want[keep])
+    weights = torch.randn(2, 11, 32, dtype=torch.float64)
+    grads = []
+    for layer in (blocks, whole):
+        x.grad = None
+        pe.zero_grad(set_to_none=True)
+        (layer(x, pos) * weights).sum().backward()
+        grads.append([x.grad.clone(), *(p.grad.clone() for p in pe.parameters())])
+    for got_grad, want_grad in zip(*grads, strict=True):
+        torch.testing.assert_close(got_grad, want_grad)
+
+
+@pytest.mark.parametrize("name", ["shaw", "transformer_xl", "cope"])
+def test_explicit_attention_by_blocks_with_kv_cache(name: str) -> None:
+    from posenc.registry import build_for_model
+
+    torch.manual_seed(0)
+    pe = build_for_model(name, dim=32, n_heads=4, max_len=64).double()
+    attn = posenc.Attention(32, 4, pe=pe, causal=True, block_size=4).double()
+    x = torch.randn(1, 13, 32, dtype=torch.float64)
+    full = attn(x)
+    cache = KVCache()
+    parts = [attn(x[:, :9], cache=cache)] + [
+        attn(x[:, t : t + 1], cache=cache) for t in range(9, 13)
+    ]
+    torch.testing.assert_close(torch.cat(parts, dim=1), full)

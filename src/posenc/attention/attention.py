@@ -127,8 +127,7 @@ class Attention(nn.Module):
             new, keys, offset, plain=padding_mask is None and segment_ids is None
         )
         if self.pe.needs_explicit_attention:
-            bias = self.pe.bias(pos, k_pos)  # (B|1, H|1, T, L) or None
-            out = self._explicit(q, keys.k, keys.v, pos, k_pos, bias, allowed)
+            out = self._explicit_blocks(q, keys.k, keys.v, pos, k_pos, allowed, offset)
         else:
             out = self._sdpa_blocks(q, keys, pos, k_pos, allowed, offset)
         return self.proj(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
@@ -259,6 +258,35 @@ class Attention(nn.Module):
             scale=1.0 / math.sqrt(self.head_dim),  # not 1/sqrt(q's width): PoPE doubles it
         )
 
+    def _explicit_blocks(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        allowed: Tensor | None,
+        offset: int,
+    ) -> Tensor:
+        """Explicit attention (relative terms need the weights) one query block at a time, as
+        ``_sdpa_blocks``: (B, H, block, L_b) scores at once, and a causal block stops at the
+        keys its last query sees (L_b = offset + block end), which halves the work at T = L."""
+        groups = self.n_heads // self.n_kv_heads
+        k = k.repeat_interleave(groups, dim=1) if groups > 1 else k  # (B, H, L, D)
+        v = v.repeat_interleave(groups, dim=1) if groups > 1 else v
+        T, L = q.shape[2], k.shape[2]
+        block = self.block_size or max(64, BIAS_BLOCK_ENTRIES // (self.n_heads * L))
+        if block >= T:
+            return self._explicit(q, k, v, q_pos, k_pos, allowed)
+        outs = []
+        for s in range(0, T, block):
+            e = min(s + block, T)
+            Lb = offset + e if self.causal else L
+            blk_allowed = None if allowed is None else allowed[..., s:e, :Lb]
+            qb, kb, vb = q[:, :, s:e], k[:, :, :Lb], v[:, :, :Lb]
+            outs.append(self._explicit(qb, kb, vb, q_pos[..., s:e], k_pos[..., :Lb], blk_allowed))
+        return torch.cat(outs, dim=2)  # (B, H, T, D)
+
     def _explicit(
         self,
         q: Tensor,
@@ -266,12 +294,11 @@ class Attention(nn.Module):
         v: Tensor,
         q_pos: Tensor,
         k_pos: Tensor,
-        bias: Tensor | None,
         allowed: Tensor | None,
     ) -> Tensor:
-        groups = self.n_heads // self.n_kv_heads
-        k = k.repeat_interleave(groups, dim=1) if groups > 1 else k  # (B, H, L, D)
-        v = v.repeat_interleave(groups, dim=1) if groups > 1 else v
+        """softmax(q kᵀ/√D + bias + relative terms) v (+ relative values) for one query block.
+        Shapes: q (B, H, T, D); k, v (B, H, L, D) (heads already repeated) -> (B, H, T, D)."""
+        bias = self.pe.bias(q_pos, k_pos)  # (B|1, H|1, T, L) or None
         scores = (q / math.sqrt(self.head_dim)) @ k.transpose(-2, -1)  # (B, H, T, L)
         if bias is not None:
             scores = scores + bias
