@@ -92,6 +92,22 @@ def test_terms_on_numpy_equal_torch() -> None:
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-12, atol=1e-12)
 
 
+def test_terms_from_rows_of_a_wider_offset_range() -> None:
+    """Rows computed once for a wider offset range (one attention call's query blocks) give
+    the same terms; rows that miss an offset are refused."""
+    pe = _txl()
+    q, k, _ = qkv(H=3)
+    q_pos, k_pos = torch.arange(2, 5), torch.arange(5)
+    r_proj, u, v = (p.detach() for p in (pe.r_proj, pe.u, pe.v))
+    kwargs = {"r_proj": r_proj, "u": u, "v": v}
+    want = PF.transformer_xl_terms(q[:, :, 2:], k, q_pos, k_pos, **kwargs)
+    rows = PF.transformer_xl_position_rows(-7, 9, r_proj=r_proj, n_heads=3, dtype=q.dtype)
+    got = PF.transformer_xl_terms(q[:, :, 2:], k, q_pos, k_pos, rows=(-7, rows), **kwargs)
+    torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-13)
+    with pytest.raises(ValueError, match=r"rows cover offsets -1..9, the positions need -2..4"):
+        PF.transformer_xl_terms(q[:, :, 2:], k, q_pos, k_pos, rows=(-1, rows[:, 6:]), **kwargs)
+
+
 @pytest.mark.parametrize(
     ("config", "error", "match"),
     [

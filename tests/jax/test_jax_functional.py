@@ -105,6 +105,7 @@ CASES: dict[str, Callable[[Callable[[Any], Any], Any], Any]] = {
         u=a(rng_fixed(3, (H, D))),
         v=a(rng_fixed(4, (H, D))),
     ),
+    "transformer_xl_position_rows": lambda a, xp: _txl_rows(a(rng_fixed(2, (H * D, C)))),
     "xpos_scale": lambda a, xp: PF.xpos_scale(a(BQ_POS), D, scale_base=64.0),
     "softplus": lambda a, xp: PF.softplus(a(np.linspace(-30.0, 30.0, 13))),
     "pope_polar": lambda a, xp: PF.pope_polar(a(X), a(np.cos(ANG)), a(np.sin(ANG))),
@@ -170,6 +171,10 @@ def _run(name: str, backend: Backend) -> list[np.ndarray]:
     with warnings.catch_warnings(), jax.enable_x64(backend.name == "jax64"):
         warnings.simplefilter("error")  # e.g. JAX truncating an explicit float64 request
         return _to_numpy(CASES[name](backend.to, backend.xp))
+
+
+def _txl_rows(r_proj: Any) -> Any:
+    return PF.transformer_xl_position_rows(-6, 4, r_proj=r_proj, n_heads=H, dtype=r_proj.dtype)
 
 
 @pytest.mark.parametrize("backend", ["torch", "strict", "jax64"])

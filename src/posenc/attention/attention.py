@@ -279,12 +279,15 @@ class Attention(nn.Module):
         if block >= T:
             return self._explicit(q, k, v, q_pos, k_pos, allowed)
         outs = []
-        for s in range(0, T, block):
-            e = min(s + block, T)
-            Lb = offset + e if self.causal else L
-            blk_allowed = None if allowed is None else allowed[..., s:e, :Lb]
-            qb, kb, vb = q[:, :, s:e], k[:, :, :Lb], v[:, :, :Lb]
-            outs.append(self._explicit(qb, kb, vb, q_pos[..., s:e], k_pos[..., :Lb], blk_allowed))
+        with self.pe.attention_call(q_pos, k_pos):  # work the blocks share, done once
+            for s in range(0, T, block):
+                e = min(s + block, T)
+                Lb = offset + e if self.causal else L
+                blk_allowed = None if allowed is None else allowed[..., s:e, :Lb]
+                qb, kb, vb = q[:, :, s:e], k[:, :, :Lb], v[:, :, :Lb]
+                outs.append(
+                    self._explicit(qb, kb, vb, q_pos[..., s:e], k_pos[..., :Lb], blk_allowed)
+                )
         return torch.cat(outs, dim=2)  # (B, H, T, D)
 
     def _explicit(

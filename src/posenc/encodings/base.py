@@ -19,7 +19,8 @@ Shapes: B batch, H query heads, Hkv key/value heads, T length (Tq, Tk), D head d
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import torch
@@ -73,6 +74,13 @@ class PositionalEncoding(nn.Module):
     def relative_values(self, probs: Tensor, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
         """Term added to the attention output (B, H, Tq, D) from probs (B, H, Tq, Tk), or None."""
         return None
+
+    @contextmanager
+    def attention_call(self, q_pos: Tensor, k_pos: Tensor) -> Iterator[None]:
+        """Scope of one attention call whose queries arrive in blocks (``relative_logits`` once
+        per block): work every block shares can be done once here. Default: nothing.
+        q_pos (Tq,) | (B, Tq), k_pos (Tk,) | (B, Tk): the whole call's positions."""
+        yield
 
     @property
     def needs_explicit_attention(self) -> bool:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -93,6 +96,7 @@ class TransformerXL(PositionalEncoding):
         self.r_proj = nn.Parameter(torch.empty(n_heads * head_dim, dim))  # W_R (H*D, C)
         self.u = nn.Parameter(torch.empty(n_heads, head_dim))  # (H, D)
         self.v = nn.Parameter(torch.empty(n_heads, head_dim))  # (H, D)
+        self._call: dict[str, Any] | None = None  # set inside ``attention_call``
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -116,8 +120,36 @@ class TransformerXL(PositionalEncoding):
             u=self.u.to(q.dtype) * scale,
             v=self.v.to(q.dtype) * scale,
             base=self.base,
+            rows=self._call_rows(q.dtype),
         )  # (B, H, Tq, Tk), already divided by sqrt(D)
         return scores + terms
+
+    @contextmanager
+    def attention_call(self, q_pos: Tensor, k_pos: Tensor) -> Iterator[None]:
+        """W_R R for every offset the call's positions meet, computed at the first query block
+        and sliced by the others (each block would otherwise redo a (R, C) x (C, H·D) product)."""
+        lo, hi = int(q_pos.min() - k_pos.max()), int(q_pos.max() - k_pos.min())
+        self._call = {"lo": lo, "hi": hi}
+        try:
+            yield
+        finally:
+            self._call = None
+
+    def _call_rows(self, dtype: torch.dtype) -> tuple[int, Tensor] | None:
+        call = self._call
+        if call is None:
+            return None
+        if call.get("dtype") != dtype:
+            call["rows"] = PF.transformer_xl_position_rows(
+                call["lo"],
+                call["hi"],
+                r_proj=self.r_proj,
+                n_heads=self.n_heads,
+                dtype=dtype,
+                base=self.base,
+            )  # (H, R, D)
+            call["dtype"] = dtype
+        return call["lo"], call["rows"]
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, n_heads={self.n_heads}, head_dim={self.head_dim}, base={self.base}"

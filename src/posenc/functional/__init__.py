@@ -29,7 +29,7 @@ from .shaw import (
 )
 from .sinusoidal import sinusoidal_table
 from .t5 import check_t5_buckets, t5_relative_bucket
-from .transformer_xl import transformer_xl_terms
+from .transformer_xl import transformer_xl_position_rows, transformer_xl_terms
 from .xpos import xpos_scale
 
 __all__ = [
@@ -70,6 +70,7 @@ __all__ = [
     "softplus",
     "t5_relative_bucket",
     "torch_xp",
+    "transformer_xl_position_rows",
     "transformer_xl_terms",
     "wavelengths",
     "xpos_scale",

@@ -4,31 +4,66 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._xp import device_of, namespace
+from ._xp import device_of, namespace, widest_int
 from .relative import relative_offsets
 from .shaw import gather_relative
 from .sinusoidal import sinusoidal_table
 
 
+def transformer_xl_position_rows(
+    lo: int, hi: int, *, r_proj: Any, n_heads: int, dtype: Any, base: float = 10000.0
+) -> Any:
+    """W_R R_p for every offset p in lo..hi, split by head: (H, hi - lo + 1, D).
+
+    R_p is the sinusoidal row of offset p (width C); W_R = ``r_proj`` (H*D, C). Computed in
+    ``dtype`` (the queries' dtype).
+    """
+    xp = namespace(r_proj)
+    rel = xp.arange(lo, hi + 1, dtype=widest_int(xp), device=device_of(r_proj))  # (R,)
+    table = xp.astype(sinusoidal_table(rel, r_proj.shape[1], base=base), dtype)  # (R, C)
+    w_r = xp.matmul(table, xp.matrix_transpose(xp.astype(r_proj, dtype)))  # (R, H*D)
+    D = r_proj.shape[0] // n_heads
+    return xp.permute_dims(xp.reshape(w_r, (rel.shape[0], n_heads, D)), (1, 0, 2))  # (H, R, D)
+
+
 def transformer_xl_terms(
-    q: Any, k: Any, q_pos: Any, k_pos: Any, *, r_proj: Any, u: Any, v: Any, base: float = 10000.0
+    q: Any,
+    k: Any,
+    q_pos: Any,
+    k_pos: Any,
+    *,
+    r_proj: Any,
+    u: Any,
+    v: Any,
+    base: float = 10000.0,
+    rows: tuple[int, Any] | None = None,
 ) -> Any:
     """Terms (b) + (c) + (d) of A_ij = q_i·k_j + q_i·W_R R_(i-j) + u·k_j + v·W_R R_(i-j), unscaled.
 
     R_p is the sinusoidal table row of offset p = i - j (width C); W_R = ``r_proj`` maps it to
     the H heads. W_R R is computed once per distinct offset in [min(i - j), max(i - j)] and
-    gathered per pair (the relative shift of the paper, for any positions).
+    gathered per pair (the relative shift of the paper, for any positions); ``rows`` = (lo,
+    ``transformer_xl_position_rows(lo, ...)``) reuses rows computed for a wider offset range
+    (query blocks of one attention call).
     Shapes: q (B, H, Tq, D); k (B, H, Tk, D); q_pos (Tq,) | (B, Tq); k_pos (Tk,) | (B, Tk);
     r_proj (H*D, C); u, v (H, D) -> (B, H, Tq, Tk).
+    Raises: ValueError when ``rows`` misses an offset of these positions.
     """
     xp = namespace(q, k, r_proj)
-    H, D = q.shape[1], q.shape[3]
     offsets = relative_offsets(q_pos, k_pos)  # (Tq, Tk) | (B, Tq, Tk), i - j
     lo, hi = int(xp.min(offsets)), int(xp.max(offsets))
-    rel = xp.arange(lo, hi + 1, dtype=offsets.dtype, device=device_of(offsets))  # (R,)
-    table = xp.astype(sinusoidal_table(rel, r_proj.shape[1], base=base), q.dtype)  # (R, C)
-    w_r = xp.matmul(table, xp.matrix_transpose(r_proj))  # (R, H*D)
-    w_r = xp.permute_dims(xp.reshape(w_r, (rel.shape[0], H, D)), (1, 0, 2))  # (H, R, D)
+    if rows is None:
+        w_r = transformer_xl_position_rows(
+            lo, hi, r_proj=r_proj, n_heads=q.shape[1], dtype=q.dtype, base=base
+        )  # (H, R, D)
+    else:
+        start, table = rows
+        if lo < start or hi >= start + table.shape[1]:
+            raise ValueError(
+                f"rows cover offsets {start}..{start + table.shape[1] - 1}, "
+                f"the positions need {lo}..{hi}"
+            )
+        w_r = table[:, lo - start : hi - start + 1]  # (H, R, D)
     position = xp.matmul(q + v[:, None, :], xp.matrix_transpose(w_r))  # (B, H, Tq, R)
     content = xp.matmul(u[:, None, :], xp.matrix_transpose(k))  # (B, H, 1, Tk)
     return gather_relative(position, offsets - lo) + content
