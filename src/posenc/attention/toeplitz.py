@@ -10,8 +10,10 @@ offset, so it lives in the table as -inf; causal calls run one query block at a 
 keys the block can see, so masked blocks cost nothing.
 
 Cost: memory O(H·(T + L)); time about SDPA without bias (bench: ``posenc bench bias``).
-Falls back (returns None) for non-consecutive positions and for tables that need gradients
-(learned T5/Kerple in training: SDPA would expand the view to take its gradient).
+Learned tables (T5, Kerple in training) keep the view: SDPA's gradient for the (block, L_b)
+window is summed back onto the table along its anti-diagonals (``unfold``'s backward), instead
+of a (T, L) bucket index scattered by ``embedding``'s backward. Falls back (returns None) for
+non-consecutive positions.
 """
 
 from __future__ import annotations
@@ -52,15 +54,13 @@ def toeplitz_bias_attention(
     block: int | None = None,
 ) -> Tensor | None:
     """softmax(q k^T / sqrt(D) + bias) v with the bias read from a per-offset table, or None
-    when the positions are not consecutive or the table needs gradients.
+    when the positions are not consecutive.
 
     Shapes: q (B, H, T, D); k, v (B, Hkv, L, D); q_pos (T,) | (B, T); k_pos (L,) | (B, L).
     Causal masking is by index (query r sees keys up to L - T + r), as in ``Attention``.
     """
     H, T, D = q.shape[1:]
     L = k.shape[2]
-    if torch.is_grad_enabled() and any(p.requires_grad for p in pe.parameters()):
-        return None  # a learned table's gradient would need the view expanded
     a, b = arithmetic_start(q_pos), arithmetic_start(k_pos)
     if a is None or b is None:
         return None
@@ -70,7 +70,6 @@ def toeplitz_bias_attention(
         offsets = torch.arange(lo, lo + T + L - 1, device=table.device)
         table = table.masked_fill(offsets < (a - b) - (L - T), float("-inf"))
     table = table.to(q.dtype).contiguous()  # (H, n)
-    n = table.shape[1]
     k_rev, v_rev = k.flip(2), v.flip(2)  # key c' = L - 1 - c
     lo_block, hi_block = CAUSAL_BLOCK
     step = T if not causal else (block or max(lo_block, min(hi_block, T // 16)))
@@ -78,9 +77,10 @@ def toeplitz_bias_attention(
     for s in range(0, T, step):
         e = min(s + step, T)
         Lb = L - T + e if causal else L  # keys the block's last query can see
-        # bias[r, c'] for rows s..e-1 and reversed keys L-Lb..L-1 sits at table[h, L-Lb+r+c']
-        start = table.storage_offset() + L - Lb + s
-        view = table.as_strided((1, H, e - s, Lb), (0, n, 1, 1), start)
+        # bias[r, c'] for rows s..e-1 and reversed keys L-Lb..L-1 sits at table[h, L-Lb+s+r+c']:
+        # windows of the table (strides (n, 1, 1)); a learned table's gradient sums them back
+        first = L - Lb + s
+        view = table[:, first : first + e - s + Lb - 1].unfold(-1, Lb, 1)[None]  # (1, H, e-s, Lb)
         outs.append(
             torch.nn.functional.scaled_dot_product_attention(
                 q[:, :, s:e],
