@@ -71,12 +71,15 @@ def scatter_add_last(values: Any, index: Any, size: int) -> Any:
     """out[..., r] = Σ_i values[..., i] over the i with index[..., i] = r, r in [0, size).
 
     Shapes: values (..., N); index integer in [0, size), broadcastable to values -> (..., size).
-    torch uses one ``scatter_add``; other namespaces sum a one-hot of the index
-    (index's shape + (size,) in memory).
+    torch uses one ``scatter_add`` into a float32 (or wider) sum: CUDA's adds atomically in the
+    output dtype, where a bfloat16 sum of a thousand weights near 1e-3 would stall near 0.25;
+    other namespaces sum a one-hot of the index (index's shape + (size,) in memory).
     """
     if isinstance(values, torch.Tensor):
-        out = values.new_zeros((*values.shape[:-1], size))
-        return out.scatter_add(-1, index.expand(values.shape), values)
+        work = torch.promote_types(values.dtype, torch.float32)
+        out = values.new_zeros((*values.shape[:-1], size), dtype=work)
+        out = out.scatter_add(-1, index.expand(values.shape), values.to(work))
+        return out.to(values.dtype)
     xp = namespace(values, index)
     rows = xp.arange(size, dtype=index.dtype, device=device_of(index))
     one_hot = xp.astype(index[..., None] == rows, values.dtype)  # (..., N, size)
