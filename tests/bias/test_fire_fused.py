@@ -111,8 +111,26 @@ def test_nan_in_a_query_stays_in_its_row() -> None:
     assert not out[0, 0].isnan().any() and not out[0, 1, 8:].isnan().any()
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_is_computed_in_float32(dtype: torch.dtype) -> None:
+    """bfloat16/float16 inputs: the float64 formula on the rounded inputs, to the output
+    dtype's rounding, with a cache prefix (L > T) and GQA."""
+    pe = _fire(4)
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(1, 4, 70, 16, generator=g).to(dtype)
+    k, v = (torch.randn(1, 2, 90, 16, generator=g).to(dtype) for _ in range(2))
+    q_pos, k_pos = torch.arange(20, 90), torch.arange(90)
+    for causal in (True, False):
+        got = _run(pe, q, k, v, q_pos, k_pos, causal)
+        assert got.dtype == dtype
+        bias = fire_reference(pe, q_pos, k_pos)
+        want = _attention64(q, k, v, bias, causal)
+        torch.testing.assert_close(got.double(), want, rtol=2e-2, atol=1e-2)
+
+
 def test_declines_what_it_does_not_cover() -> None:
-    """Gradients, low precision, gapped positions, another encoding: None (caller's blocks)."""
+    """Gradients, float64 or mixed dtypes, gapped positions, another encoding: None (the
+    caller's blocks)."""
     pe = _fire(2)
     q, k, v = torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16)
     pos = torch.arange(8)
@@ -123,7 +141,10 @@ def test_declines_what_it_does_not_cover() -> None:
     assert call() is None  # FIRE's parameters require grad: training takes the blocks
     with torch.no_grad():
         assert call() is not None
-        assert call(q=q.bfloat16()) is None
+        assert call(q=q.bfloat16()) is None  # k, v stay float32
+        assert FF.fire_fused_attention(
+            q.double(), k.double(), v.double(), pe, pos, pos, causal=True, scale=0.25
+        ) is None
         assert call(pos=pos * 2) is None
         assert call(pe=posenc.build("alibi", n_heads=2)) is None
 

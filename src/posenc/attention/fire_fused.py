@@ -8,8 +8,9 @@ normaliser N_i depends on the query), so it has no Toeplitz view; built per quer
 piecewise linear in x (``functional.fire_mlp_pieces``) and x grows with |i - j|, so along a
 tile row the bias is a few runs of one multiply-add each over a ψ table. Memory O(tile).
 
-Used by ``Attention`` (``bias_backend="auto"``, CPU) for inference: float32, consecutive
-positions, no gradients and no dropout. Anything else returns None (the caller's blocks).
+Used by ``Attention`` (``bias_backend="auto"``, CPU) for inference: float32, or bfloat16 /
+float16 computed in float32 (q, k, v converted first, O(T·D)), consecutive positions, no
+gradients and no dropout. Anything else (float64 among it) returns None (the caller's blocks).
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ KERNEL = NativeKernel(
     "CPU FIRE attention kernel",
 )
 
+
+#: Input dtypes the kernel takes (low precision is computed in float32).
+LOW_OR_SINGLE = (torch.float32, torch.bfloat16, torch.float16)
 
 _warned: list[bool] = []
 
@@ -63,7 +67,8 @@ def fire_fused_attention(
     """
     if not isinstance(pe, FIRE) or q.device.type != "cpu":
         return None
-    if not all(t.dtype == torch.float32 for t in (q, k, v)):
+    dtype = q.dtype
+    if dtype not in LOW_OR_SINGLE or any(t.dtype != dtype for t in (k, v)):
         return None
     needs_grad = any(t.requires_grad for t in (q, k, v, *pe.parameters()))
     if (torch.is_grad_enabled() and needs_grad) or (causal and k.shape[2] < q.shape[2]):
@@ -77,7 +82,9 @@ def fire_fused_attention(
     psi, norm = pe.distance_terms(torch.arange(a, a + T), max_offset)
     kinks, slopes, intercepts = pe.mlp_pieces()
     f32 = [t.detach().float().contiguous() for t in (psi, 1.0 / norm, kinks, slopes, intercepts)]
+    if dtype != torch.float32:  # the tiles run in float32: convert the inputs, not the tiles
+        q, k, v = (t.float() for t in (q, k, v))
     q, k, v = (t if t.stride(-1) == 1 and t.stride(-2) >= t.shape[-1] else t.contiguous()
                for t in (q, k, v))  # fmt: skip
     out: Tensor = KERNEL.load().fire_attention(q, k, v, *f32, shift, causal, scale)
-    return out
+    return out.to(dtype)
