@@ -142,9 +142,12 @@ def test_declines_what_it_does_not_cover() -> None:
     with torch.no_grad():
         assert call() is not None
         assert call(q=q.bfloat16()) is None  # k, v stay float32
-        assert FF.fire_fused_attention(
-            q.double(), k.double(), v.double(), pe, pos, pos, causal=True, scale=0.25
-        ) is None
+        assert (
+            FF.fire_fused_attention(
+                q.double(), k.double(), v.double(), pe, pos, pos, causal=True, scale=0.25
+            )
+            is None
+        )
         assert call(pos=pos * 2) is None
         assert call(pe=posenc.build("alibi", n_heads=2)) is None
 
