@@ -126,5 +126,7 @@ def apply_rope_torch(x: Tensor, cos: Tensor, sin: Tensor, layout: str, inplace: 
         if torch.is_grad_enabled() and x.requires_grad:
             raise ValueError("inplace=True is for inference: x requires grad")
         return rotate_(x, C, S, layout)
+    if not (torch.is_grad_enabled() and x.requires_grad):  # no graph: skip the Function's cost
+        return rotate(x, C, S, layout)
     rotated: Tensor = _RopeFunction.apply(x, C, S, layout)
     return rotated
