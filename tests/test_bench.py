@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 import posenc
@@ -51,3 +52,18 @@ def test_bench_rejects_unknown_device(tmp_path: Path) -> None:
     )
     assert result.exit_code != 0
     assert "only --device cpu" in result.output
+
+
+@pytest.mark.parametrize("name", ["alibi", "fire"])
+def test_bias_case_in_bfloat16(name: str) -> None:
+    """The bf16 bias cases (``bench bias`` times them at T = 4096) run every implementation
+    in bfloat16 and say so."""
+    from posenc.bench import bias
+
+    impls = bias._impls(name, 64, 2, 16, True, "bf16")
+    with torch.no_grad():  # as the bench runs them: the fused and Toeplitz paths apply
+        for fn in impls.values():
+            out = fn()
+            assert out.dtype == torch.bfloat16 and out.isfinite().all()
+    case = bias.run_case(name, 64, True, H=2, D=16, rounds=1, memory=False, dtype="bf16")
+    assert case["dtype"] == "bf16" and case["peak_extra_MiB"] == {}

@@ -25,19 +25,24 @@ ENCODINGS = ("alibi", "t5", "kerple", "fire")
 DENSE_LIMIT_BYTES = 2 << 30  # skip the dense anchor when its bias alone exceeds 2 GiB
 
 
-def _inputs(T: int, H: int, D: int) -> tuple[torch.Tensor, ...]:
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def _inputs(T: int, H: int, D: int, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
     g = torch.Generator().manual_seed(0)
-    return tuple(torch.randn(1, H, T, D, generator=g) for _ in range(3))
+    return tuple(torch.randn(1, H, T, D, generator=g).to(dtype) for _ in range(3))
 
 
-def _impls(name: str, T: int, H: int, D: int, causal: bool) -> dict[str, Callable[[], Any]]:
+def _impls(
+    name: str, T: int, H: int, D: int, causal: bool, dtype: str = "fp32"
+) -> dict[str, Callable[[], Any]]:
     from ..attention import Attention, CachedKeys
     from ..registry import build_for_model
 
-    pe = build_for_model(name, dim=H * D, n_heads=H, max_len=T)
+    pe = build_for_model(name, dim=H * D, n_heads=H, max_len=T).to(DTYPES[dtype])
     attn = Attention(H * D, H, pe=pe, causal=causal)
     blocks = Attention(H * D, H, pe=pe, causal=causal, bias_backend="blocks")
-    q, k, v = _inputs(T, H, D)
+    q, k, v = _inputs(T, H, D, DTYPES[dtype])
     pos = torch.arange(T)
     keys = CachedKeys(k, v, pos[None], torch.ones(1, T, dtype=torch.bool), pos[None] * 0)
     impls: dict[str, Callable[[], Any]] = {
@@ -56,7 +61,7 @@ def _impls(name: str, T: int, H: int, D: int, causal: bool) -> dict[str, Callabl
                 raise ValueError(f"{name} has no score bias")
             if causal:
                 bias = bias.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype))
 
         impls["dense_bias"] = dense
     return impls
@@ -110,11 +115,19 @@ def peak_extra_bytes(name: str, T: int, H: int, D: int, causal: bool, impl: str)
 
 
 def run_case(
-    name: str, T: int, causal: bool, *, H: int, D: int, rounds: int, memory: bool = True
+    name: str,
+    T: int,
+    causal: bool,
+    *,
+    H: int,
+    D: int,
+    rounds: int,
+    memory: bool = True,
+    dtype: str = "fp32",
 ) -> dict[str, Any]:
     """Timings and peak extra memory of each implementation for one encoding and length."""
     with torch.no_grad():
-        impls = _impls(name, T, H, D, causal)
+        impls = _impls(name, T, H, D, causal, dtype)
         timings = interleaved(impls, rounds=rounds, warmup=1, target=0.0)
     base = timings["sdpa_no_bias"].median
     return {
@@ -123,6 +136,7 @@ def run_case(
         "H": H,
         "D": D,
         "causal": causal,
+        "dtype": dtype,
         "us": {n: as_json(t) for n, t in timings.items()},
         "x_sdpa_no_bias": {n: t.median / base for n, t in timings.items()},
         "peak_extra_MiB": {
@@ -133,14 +147,16 @@ def run_case(
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
-    """All cases; ``quick``: T=256, one round, no memory processes (a CI smoke run)."""
-    lengths = (256,) if quick else (4096, 16384)
+    """All cases: fp32 with peak memory at T = 4096 and 16384, then bf16 time at T = 4096;
+    ``quick``: T=256, one round, no memory processes (a CI smoke run)."""
+    cases = [(256, "fp32", False)] if quick else [(4096, "fp32", True), (16384, "fp32", True)]
+    cases += [] if quick else [(4096, "bf16", False)]
     results = []
-    for T in lengths:
+    for T, dtype, memory in cases:
         rounds = 1 if quick else (5 if T <= 4096 else 2)
         for name in ENCODINGS:
             for causal in (True, False):
                 results.append(
-                    run_case(name, T, causal, H=8, D=64, rounds=rounds, memory=not quick)
+                    run_case(name, T, causal, H=8, D=64, rounds=rounds, memory=memory, dtype=dtype)
                 )
     return results

@@ -101,6 +101,7 @@ def _bias_table(cases: list[dict[str, Any]]) -> Any:
     for col in [
         "encoding",
         "T",
+        "dtype",
         "causal",
         "default",
         "blockwise",
@@ -119,6 +120,7 @@ def _bias_table(cases: list[dict[str, Any]]) -> Any:
         table.add_row(
             c["encoding"],
             str(c["T"]),
+            c.get("dtype", "fp32"),
             str(c["causal"]),
             f"{x['posenc_default']:.2f}",
             f"{x['posenc_blockwise']:.2f}",
