@@ -183,22 +183,28 @@ def test_rope_bad_inputs() -> None:
 
 
 @pytest.mark.parametrize(
-    ("dtype", "T", "big"),
-    [(torch.float32, 64, False), (torch.float32, 2100, True), (torch.bfloat16, 4200, True)],
+    ("dtype", "T", "D", "halves"),
+    [
+        (torch.float32, 64, 64, True),
+        (torch.float32, 2100, 64, True),
+        (torch.bfloat16, 4200, 64, True),
+        (torch.bfloat16, 64, 128, True),
+        (torch.bfloat16, 1100, 128, False),
+    ],
 )
 def test_eager_kernel_both_forms_forward_and_backward(
-    dtype: torch.dtype, T: int, big: bool
+    dtype: torch.dtype, T: int, D: int, halves: bool
 ) -> None:
-    """The eager half-layout kernel writes small x by half-width products and large x (above
-    ``HALVES_MAX_BYTES``) by a swap copy; both equal the float64 formula in value and in the
-    inverse-rotation gradient."""
+    """The eager half-layout kernel writes x by half-width products or (2-byte x with wide
+    half-rows above ``WIDE_HALVES_MAX_BYTES``) by a swap copy; both equal the float64 formula
+    in value and in the inverse-rotation gradient."""
     from posenc import functional as PF
     from posenc.functional import _rope_torch
 
     pos = torch.arange(T) + 5000
-    cos, sin = PF.rope_cos_sin(pos, PF.rope_inv_freq(64, xp=PF.torch_xp))  # float64
-    x = torch.randn(2, 8, T, 64).to(dtype).requires_grad_()
-    assert (x.numel() * x.element_size() > _rope_torch.HALVES_MAX_BYTES) == big
+    cos, sin = PF.rope_cos_sin(pos, PF.rope_inv_freq(D, xp=PF.torch_xp))  # float64
+    x = torch.randn(2, 8, T, D).to(dtype).requires_grad_()
+    assert _rope_torch.halves_pay(x, D // 2) == halves
     out = PF.apply_rope(x, cos.float(), sin.float())
     g = torch.randn_like(out)
     out.backward(g)

@@ -5,11 +5,10 @@ The formula is ``functional.rotary.apply_rope``'s, rewritten over the full rotat
     R(θ) x = x ⊙ C + swap(x) ⊙ S,   C = (cos, cos), S = (-sin, sin)  ("half" layout)
 
 where swap exchanges the two members of each pair. That is one copy (swap), one in-place
-multiply and one in-place ``addcmul_`` over contiguous rows; in the half layout, x of up to
-``HALVES_MAX_BYTES`` instead writes each output half from the other input half (two
-half-width products, then the ``addcmul_``), which is faster while x stays in cache (half-width
-passes touch every cache line, so they lose on larger x). Low-precision inputs use tables
-rounded once to their dtype (mixed bf16 x fp32 kernels are unvectorised on CPU); the angles
+multiply and one in-place ``addcmul_`` over contiguous rows; in the half layout, x usually
+writes each output half from the other input half instead (two half-width products, then the
+``addcmul_``: ``halves_pay``). Low-precision inputs use tables rounded once to their dtype
+(mixed bf16 x fp32 kernels are unvectorised on CPU); the angles
 themselves are exact. The backward rotates the gradient by -θ (R is orthogonal), saving only
 the tables. ``inplace=True`` rotates x itself (inference).
 """
@@ -64,21 +63,29 @@ def _table_dtype(x: Tensor, cos: Tensor) -> torch.dtype:
     return x.dtype if low else torch.promote_types(x.dtype, cos.dtype)
 
 
-#: Largest x (bytes) rotated by half-width products (chosen on one 2-core EPYC, 32 MiB L3).
-HALVES_MAX_BYTES = 8 << 20
+#: Largest 2-byte x (bytes) with half-rows of 128 bytes or more rotated by half-width products.
+WIDE_HALVES_MAX_BYTES = 4 << 20
+
+
+def halves_pay(x: Tensor, P: int) -> bool:
+    """Whether half-width products beat copy-then-multiply for x (..., 2P). Measured on one
+    2-core EPYC (``posenc bench rope``'s eager column): they win for float32 at every size and
+    for bfloat16 at D = 64 up to 16 MiB, but bfloat16 at D = 128 beyond 4 MiB ran 1.8-2x slower
+    (float32 with the same 128-byte half-rows did not; the cause is not pinned down)."""
+    wide_low = x.element_size() < 4 and P * x.element_size() >= 128
+    return not wide_low or x.numel() * x.element_size() <= WIDE_HALVES_MAX_BYTES
 
 
 def rotate(x: Tensor, C: Tensor, S: Tensor, layout: str) -> Tensor:
     """x ⊙ C + swap(x) ⊙ S out of place; features past C's width pass through.
 
-    Half layout, small x: the swap is fused into the S product by writing each half of the
-    output from the other half of x (two half-width multiplies, then one ``addcmul_``): faster
-    while x stays in cache, but each half pass touches every cache line of x, so larger tensors
-    take the copy-then-multiply form (``posenc bench rope``'s eager column).
+    Half layout: the swap is fused into the S product by writing each half of the output from
+    the other half of x (two half-width multiplies, then one ``addcmul_``) where that pays
+    (``halves_pay``); otherwise a swap copy, then the multiply and the ``addcmul_``.
     """
     R = C.shape[-1]
     rot = x if x.shape[-1] == R else x[..., :R]
-    if layout == "half" and rot is x and x.numel() * x.element_size() <= HALVES_MAX_BYTES:
+    if layout == "half" and rot is x and halves_pay(x, R // 2):
         P = R // 2
         out = torch.empty_like(x, memory_format=torch.contiguous_format)
         torch.mul(x[..., P:], S[..., :P], out=out[..., :P])  # -b sin θ
