@@ -199,18 +199,29 @@ class Attention(nn.Module):
             )
             if out is not None:
                 return out
-        block = self.block_size or max(64, BIAS_BLOCK_ENTRIES // (self.n_heads * L))
-        if not has_bias or block >= T:
+        blocks = self._query_blocks(T, L, offset)
+        if not has_bias or len(blocks) == 1:
             return self._sdpa(q, keys.k, keys.v, self.pe.bias(q_pos, k_pos), allowed)
         outs = []
-        for s in range(0, T, block):
-            e = min(s + block, T)
-            Lb = offset + e if self.causal else L
+        for s, e, Lb in blocks:
             bias = self.pe.bias(q_pos[..., s:e], k_pos[..., :Lb])  # (B|1, H|1, e - s, Lb)
             blk_allowed = None if allowed is None else allowed[..., s:e, :Lb]
             k, v = keys.k[:, :, :Lb], keys.v[:, :, :Lb]
             outs.append(self._sdpa(q[:, :, s:e], k, v, bias, blk_allowed))
         return torch.cat(outs, dim=2)  # (B, H, T, D)
+
+    def _query_blocks(self, T: int, L: int, offset: int) -> list[tuple[int, int, int]]:
+        """(start, end, keys) of each query block: ``block_size`` queries (default: about
+        ``BIAS_BLOCK_ENTRIES`` scores per block over all heads, at least 64); a causal block
+        sees the keys up to its last query, offset + end (cache order)."""
+        block = self.block_size or max(64, BIAS_BLOCK_ENTRIES // (self.n_heads * L))
+        if block >= T:
+            return [(0, T, L)]
+        blocks = []
+        for s in range(0, T, block):
+            e = min(s + block, T)
+            blocks.append((s, e, offset + e if self.causal else L))
+        return blocks
 
     def _fusable(self, q: Tensor) -> bool:
         """Flex path: opted in, offset-only bias, no dropout (flex has none); on CPU causal
@@ -274,15 +285,12 @@ class Attention(nn.Module):
         groups = self.n_heads // self.n_kv_heads
         k = k.repeat_interleave(groups, dim=1) if groups > 1 else k  # (B, H, L, D)
         v = v.repeat_interleave(groups, dim=1) if groups > 1 else v
-        T, L = q.shape[2], k.shape[2]
-        block = self.block_size or max(64, BIAS_BLOCK_ENTRIES // (self.n_heads * L))
-        if block >= T:
+        blocks = self._query_blocks(q.shape[2], k.shape[2], offset)
+        if len(blocks) == 1:
             return self._explicit(q, k, v, q_pos, k_pos, allowed)
         outs = []
         with self.pe.attention_call(q_pos, k_pos):  # work the blocks share, done once
-            for s in range(0, T, block):
-                e = min(s + block, T)
-                Lb = offset + e if self.causal else L
+            for s, e, Lb in blocks:
                 blk_allowed = None if allowed is None else allowed[..., s:e, :Lb]
                 qb, kb, vb = q[:, :, s:e], k[:, :, :Lb], v[:, :, :Lb]
                 outs.append(
