@@ -83,10 +83,11 @@ def test_position_blocks_with_ragged_end_and_per_head_tables(per_head: bool) -> 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_large_outputs_streamed_past_the_cache(layout: str, dtype: torch.dtype) -> None:
-    """Outputs of 8 MiB or more take non-temporal stores: same values, forward and backward."""
-    q = torch.randn(2, 8, 2048, 64, dtype=dtype, requires_grad=True)  # 4-8 MiB each
-    k = torch.randn(2, 8, 2048, 64, dtype=dtype, requires_grad=True)
-    pos = torch.arange(2048)
+    """Outputs of 16 MiB or more (q and k together) take non-temporal stores: same values,
+    forward and backward."""
+    q = torch.randn(2, 8, 4096, 64, dtype=dtype, requires_grad=True)  # 8-16 MiB each
+    k = torch.randn(2, 8, 4096, 64, dtype=dtype, requires_grad=True)
+    pos = torch.arange(4096)
     cos, sin = _tables(pos, 64)
     oq, ok = PF.apply_rope_pair(q, k, cos, sin, cos, sin, layout=layout)
     c64, s64 = PF.rope_cos_sin(pos, PF.rope_inv_freq(64, xp=PF.torch_xp))

@@ -180,12 +180,14 @@ void run_all(const std::vector<Job>& jobs, int64_t total) {
   });
 }
 
-// Outputs of at least 8 MiB (all jobs together) are streamed past the cache when every vector
+// Outputs of at least 16 MiB (all jobs together) are streamed past the cache when every vector
 // store is aligned: reading each line for ownership before overwriting it doubles the write
-// traffic (``posenc bench rope``: the fast path against its clone floor). Not for outputs of
-// 32 MiB or more each: glibc maps those fresh, the page faults leave zeroed lines in the cache,
-// and streaming over them was slower in one-off timings on this machine.
-constexpr int64_t kStreamBytes = int64_t{8} << 20;
+// traffic (``posenc bench rope``: the fast path against its clone floor). Smaller outputs stay
+// in the cache that the next reader (and the clone floor) would use: at 8 MiB in all, the rope
+// suite measured streaming slower than cached stores. Not for outputs of 32 MiB or
+// more each: glibc maps those fresh, the page faults leave zeroed lines in the cache, and
+// streaming over them was slower in one-off timings on this machine.
+constexpr int64_t kStreamBytes = int64_t{16} << 20;
 constexpr int64_t kFreshMapBytes = int64_t{32} << 20;
 
 template <typename T>
