@@ -68,10 +68,10 @@ WIDE_HALVES_MAX_BYTES = 4 << 20
 
 
 def halves_pay(x: Tensor, P: int) -> bool:
-    """Whether half-width products beat copy-then-multiply for x (..., 2P). Measured on one
-    2-core EPYC (``posenc bench rope``'s eager column): they win for float32 at every size and
-    for bfloat16 at D = 64 up to 16 MiB, but bfloat16 at D = 128 beyond 4 MiB ran 1.8-2x slower
-    (float32 with the same 128-byte half-rows did not; the cause is not pinned down)."""
+    """Whether half-width products beat copy-then-multiply for x (..., 2P), as timed on one
+    2-core EPYC (``posenc bench rope``'s eager column): yes for float32 and for bfloat16 at
+    D = 64; not for 2-byte x with half-rows of 128 bytes or more beyond 4 MiB (float32 with the
+    same half-rows is unaffected; the cause is not pinned down)."""
     wide_low = x.element_size() < 4 and P * x.element_size() >= 128
     return not wide_low or x.numel() * x.element_size() <= WIDE_HALVES_MAX_BYTES
 
