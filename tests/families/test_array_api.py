@@ -91,4 +91,3 @@ def test_scatter_add_last_matches_one_hot_sum_and_gradient() -> None:
     assert values.grad is not None  # d/dv_i = weights[index_i]
     want_grad = take_along_last(weights.numpy(), np.broadcast_to(index.numpy(), values.shape))
     np.testing.assert_allclose(values.grad.numpy(), want_grad, rtol=1e-12, atol=1e-13)
-
