@@ -62,12 +62,13 @@ def test_kernel_matches_float64_reference(
 @pytest.mark.usefixtures("cpp")
 @pytest.mark.parametrize("per_head", [False, True])
 def test_position_blocks_with_ragged_end_and_per_head_tables(per_head: bool) -> None:
-    """The kernel walks blocks of positions (64 at P = 32) with every head inside: T = 150 ends
-    in a partial block; q and k differ in length; tables per (batch, head) or per batch."""
-    q = torch.randn(2, 3, 150, 64, dtype=torch.bfloat16)
-    k = torch.randn(2, 3, 131, 64, dtype=torch.bfloat16)
-    pos_q = torch.randint(0, 9000, (2, 3, 150) if per_head else (2, 1, 150))
-    pos_k = torch.randint(0, 9000, (2, 3, 131) if per_head else (2, 1, 131))
+    """The kernel walks blocks of positions (512 at P = 32) with every head inside: T = 1100
+    ends in a partial third block; q and k differ in length; tables per (batch, head) or per
+    batch."""
+    q = torch.randn(2, 3, 1100, 64, dtype=torch.bfloat16)
+    k = torch.randn(2, 3, 1031, 64, dtype=torch.bfloat16)
+    pos_q = torch.randint(0, 9000, (2, 3, 1100) if per_head else (2, 1, 1100))
+    pos_k = torch.randint(0, 9000, (2, 3, 1031) if per_head else (2, 1, 1031))
     (cq, sq), (ck, sk) = _tables(pos_q, 64), _tables(pos_k, 64)
     oq, ok = PF.apply_rope_pair(q, k, cq, sq, ck, sk)
     for x, pos, out in ((q, pos_q, oq), (k, pos_k, ok)):
