@@ -46,12 +46,35 @@ def test_bench_quick_writes_json(tmp_path: Path) -> None:
     assert all(r["posenc_tokens_per_s"] > 0 for r in lab_rows)
 
 
-def test_bench_rejects_unknown_device(tmp_path: Path) -> None:
+def test_bench_rejects_unknown_or_missing_device(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         app, ["bench", "rope", "--device", "tpu", "--out", str(tmp_path / "x")]
     )
     assert result.exit_code != 0
-    assert "only --device cpu" in result.output
+    assert "cpu or cuda" in result.output
+    if not torch.cuda.is_available():
+        result = CliRunner().invoke(
+            app, ["bench", "rope", "--device", "cuda", "--out", str(tmp_path / "x")]
+        )
+        assert result.exit_code != 0
+        assert "no CUDA device" in result.output
+    assert not (tmp_path / "x").exists()
+
+
+def test_rope_case_reports_bandwidth_and_copy_fractions() -> None:
+    """Every implementation's GB/s (q and k read and written once per direction) and, forward,
+    the share of the copy floor's bandwidth (the GPU target) come with the timings."""
+    from posenc.bench import rope
+
+    case = rope.run_case((1, 2, 8, 16), "fp32", False, rounds=1)
+    assert case["device"] == "cpu" and case["fast_backend"] == "cpp"
+    moved = 2 * 2 * (2 * 8 * 16) * 4  # q, k: read once, written once
+    for name, gbps in case["GBps"].items():
+        assert gbps == pytest.approx(moved / (case["us"][name]["median"] * 1e-6) / 1e9)
+    fr = case["copy_bandwidth_fraction"]
+    assert fr["posenc_cpp"] == pytest.approx(
+        case["us"]["floor_copy_into"]["median"] / case["us"]["posenc_cpp"]["median"]
+    )
 
 
 @pytest.mark.parametrize("name", ["alibi", "fire"])

@@ -130,3 +130,20 @@ def test_triton_backend_without_triton_raises(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setitem(_rope_compiled._state, "triton", None)
     with pytest.raises(RuntimeError, match="needs Triton"):
         PF.enable_compiled_rope(True, backend="triton")
+
+
+@pytest.mark.usefixtures("triton_backend")
+@pytest.mark.parametrize("backward", [False, True])
+def test_gpu_bench_suite_runs_the_triton_kernel(backward: bool) -> None:
+    """``posenc bench rope --device cuda`` times the Triton kernel as the fast path (here on
+    CPU tensors in the interpreter, so only that it runs and reports, never its speed)."""
+    from posenc.bench import rope
+
+    case = rope.run_case((1, 2, 8, 16), "fp32", backward, rounds=1, fast="triton")
+    assert case["fast_backend"] == "triton"
+    assert {"posenc_triton", "posenc_eager"} <= set(case["us"])
+    assert all(v > 0 for v in case["GBps"].values())
+    if not backward:
+        fractions = case["copy_bandwidth_fraction"]
+        assert {"posenc_triton", "posenc_inplace_triton"} <= set(fractions)
+        assert set(case["inplace_x_copy_floor"]) == {"posenc_inplace", "posenc_inplace_triton"}

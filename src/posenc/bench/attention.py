@@ -44,18 +44,20 @@ def _xt_layer(name: str, C: int, H: int) -> torch.nn.Module | None:
     )
 
 
-def _impls(name: str, shape: tuple[int, int, int, int], backward: bool) -> dict[str, Callable]:
+def _impls(
+    name: str, shape: tuple[int, int, int, int], backward: bool, device: str = "cpu"
+) -> dict[str, Callable]:
     B, T, C, H = shape
-    x = torch.randn(B, T, C, requires_grad=backward)
-    pos = torch.arange(T)
+    x = torch.randn(B, T, C, device=device, requires_grad=backward)
+    pos = torch.arange(T, device=device)
     layers: dict[str, torch.nn.Module] = {}
     for label, pe_name in (("nope", "nope"), ("posenc", name)):
         torch.manual_seed(0)
         pe = registry.build_for_model(pe_name, dim=C, n_heads=H, max_len=T)
-        layers[label] = Attention(C, H, pe=pe, causal=True)
+        layers[label] = Attention(C, H, pe=pe, causal=True).to(device)
     xt = _xt_layer(name, C, H)
     if xt is not None:
-        layers["x_transformers"] = xt
+        layers["x_transformers"] = xt.to(device)
     embed = {
         label: layer.pe if isinstance(layer, Attention) else None for label, layer in layers.items()
     }
@@ -78,20 +80,19 @@ def _impls(name: str, shape: tuple[int, int, int, int], backward: bool) -> dict[
 
 
 def run_case(
-    name: str, shape: tuple[int, int, int, int], backward: bool, rounds: int
+    name: str, shape: tuple[int, int, int, int], backward: bool, rounds: int, device: str = "cpu"
 ) -> dict[str, Any]:
     """Time one encoding's layer against NoPE and x-transformers (forward or forward+backward)."""
-    impls = _impls(name, shape, backward)
-    if not backward:
-        with torch.no_grad():
-            timings = interleaved(impls, rounds=rounds, warmup=1)
-    else:
-        timings = interleaved(impls, rounds=rounds, warmup=1)
+    impls = _impls(name, shape, backward, device)
+    dev = torch.device(device).type
+    with torch.set_grad_enabled(backward):
+        timings = interleaved(impls, rounds=rounds, warmup=1, device=dev)
     med = {n: t.median for n, t in timings.items()}
     out: dict[str, Any] = {
         "encoding": name,
         "shape_BTCH": list(shape),
         "mode": "fwd+bwd" if backward else "fwd",
+        "device": dev,
         "us": {n: as_json(t) for n, t in timings.items()},
         "x_nope": {n: m / med["nope"] for n, m in med.items()},
     }
@@ -100,14 +101,14 @@ def run_case(
     return out
 
 
-def run(quick: bool = False) -> list[dict[str, Any]]:
-    """Every encoding but NoPE itself, forward and forward+backward."""
+def run(quick: bool = False, device: str = "cpu") -> list[dict[str, Any]]:
+    """Every encoding but NoPE itself, forward and forward+backward, on ``device``."""
     shape = QUICK_SHAPE if quick else SHAPE
     names = [n for n in registry.names() if n != "nope"]
     if quick:
         names = names[:3]
     return [
-        run_case(name, shape, backward, rounds=1 if quick else 5)
+        run_case(name, shape, backward, rounds=1 if quick else 5, device=device)
         for name in names
         for backward in (False, True)
     ]

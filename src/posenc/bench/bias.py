@@ -6,7 +6,9 @@ kernel for FIRE), the blockwise path and compiled FlexAttention (interleaved wit
 and with the dense (1, H, T, T) bias that the anchors build, where it fits) and peak extra
 memory, measured in a fresh process (peak resident size, reset just before
 the call, minus the resident size then), so no implementation inherits another's high-water
-mark.
+mark. On CUDA the default path is the blockwise one (the Toeplitz view and FIRE's kernel are
+CPU paths), FlexAttention takes bidirectional calls too, and the peak is the CUDA allocator's
+(``max_memory_allocated`` over one call, minus what was allocated before it).
 """
 
 from __future__ import annotations
@@ -28,23 +30,26 @@ DENSE_LIMIT_BYTES = 2 << 30  # skip the dense anchor when its bias alone exceeds
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
-def _inputs(T: int, H: int, D: int, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+def _inputs(
+    T: int, H: int, D: int, dtype: torch.dtype, device: str = "cpu"
+) -> tuple[torch.Tensor, ...]:
     g = torch.Generator().manual_seed(0)
-    return tuple(torch.randn(1, H, T, D, generator=g).to(dtype) for _ in range(3))
+    return tuple(torch.randn(1, H, T, D, generator=g).to(device, dtype) for _ in range(3))
 
 
 def _impls(
-    name: str, T: int, H: int, D: int, causal: bool, dtype: str = "fp32"
+    name: str, T: int, H: int, D: int, causal: bool, dtype: str = "fp32", device: str = "cpu"
 ) -> dict[str, Callable[[], Any]]:
     from ..attention import Attention, CachedKeys
     from ..registry import build_for_model
 
-    pe = build_for_model(name, dim=H * D, n_heads=H, max_len=T).to(DTYPES[dtype])
+    pe = build_for_model(name, dim=H * D, n_heads=H, max_len=T).to(device, DTYPES[dtype])
     attn = Attention(H * D, H, pe=pe, causal=causal)
     blocks = Attention(H * D, H, pe=pe, causal=causal, bias_backend="blocks")
-    q, k, v = _inputs(T, H, D, DTYPES[dtype])
-    pos = torch.arange(T)
-    keys = CachedKeys(k, v, pos[None], torch.ones(1, T, dtype=torch.bool), pos[None] * 0)
+    q, k, v = _inputs(T, H, D, DTYPES[dtype], device)
+    pos = torch.arange(T, device=device)
+    valid = torch.ones(1, T, dtype=torch.bool, device=device)
+    keys = CachedKeys(k, v, pos[None], valid, pos[None] * 0)
     impls: dict[str, Callable[[], Any]] = {
         "sdpa_no_bias": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
         "posenc_default": lambda: attn._sdpa_blocks(q, keys, pos, pos, None, 0),
@@ -60,7 +65,9 @@ def _impls(
             if bias is None:
                 raise ValueError(f"{name} has no score bias")
             if causal:
-                bias = bias.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+                bias = bias.masked_fill(
+                    torch.ones(T, T, dtype=torch.bool, device=device).triu(1), float("-inf")
+                )
             return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype))
 
         impls["dense_bias"] = dense
@@ -124,11 +131,19 @@ def run_case(
     rounds: int,
     memory: bool = True,
     dtype: str = "fp32",
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Timings and peak extra memory of each implementation for one encoding and length."""
+    dev = torch.device(device).type
     with torch.no_grad():
-        impls = _impls(name, T, H, D, causal, dtype)
-        timings = interleaved(impls, rounds=rounds, warmup=1, target=0.0)
+        impls = _impls(name, T, H, D, causal, dtype, device)
+        timings = interleaved(impls, rounds=rounds, warmup=1, target=0.0, device=dev)
+        if memory and dev == "cuda":
+            peaks = {n: cuda_peak_extra_bytes(fn) / 2**20 for n, fn in impls.items()}
+        elif memory:
+            peaks = {n: peak_extra_bytes(name, T, H, D, causal, n) / 2**20 for n in impls}
+        else:
+            peaks = {}
     base = timings["sdpa_no_bias"].median
     return {
         "encoding": name,
@@ -137,26 +152,48 @@ def run_case(
         "D": D,
         "causal": causal,
         "dtype": dtype,
+        "device": dev,
         "us": {n: as_json(t) for n, t in timings.items()},
         "x_sdpa_no_bias": {n: t.median / base for n, t in timings.items()},
-        "peak_extra_MiB": {
-            n: peak_extra_bytes(name, T, H, D, causal, n) / 2**20 for n in impls if memory
-        },
+        "peak_extra_MiB": peaks,
         "dense_bias_MiB": H * T * T * 4 / 2**20,
     }
 
 
-def run(quick: bool = False) -> list[dict[str, Any]]:
-    """All cases: fp32 with peak memory at T = 4096 and 16384, then bf16 time at T = 4096;
+def cuda_peak_extra_bytes(fn: Callable[[], Any]) -> int:
+    """Peak CUDA memory one (already warmed-up) call adds over what was allocated before it."""
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    out = fn()
+    torch.cuda.synchronize()
+    del out
+    return max(torch.cuda.max_memory_allocated() - before, 0)
+
+
+def run(quick: bool = False, device: str = "cpu") -> list[dict[str, Any]]:
+    """All cases: fp32 with peak memory at T = 4096 and 16384, then bf16 time at T = 4096
+    (on CUDA with memory too: the allocator's peak costs nothing to read);
     ``quick``: T=256, one round, no memory processes (a CI smoke run)."""
+    gpu = torch.device(device).type == "cuda"
     cases = [(256, "fp32", False)] if quick else [(4096, "fp32", True), (16384, "fp32", True)]
-    cases += [] if quick else [(4096, "bf16", False)]
+    cases += [] if quick else [(4096, "bf16", gpu)]
     results = []
     for T, dtype, memory in cases:
         rounds = 1 if quick else (5 if T <= 4096 else 2)
         for name in ENCODINGS:
             for causal in (True, False):
                 results.append(
-                    run_case(name, T, causal, H=8, D=64, rounds=rounds, memory=memory, dtype=dtype)
+                    run_case(
+                        name,
+                        T,
+                        causal,
+                        H=8,
+                        D=64,
+                        rounds=rounds,
+                        memory=memory,
+                        dtype=dtype,
+                        device=device,
+                    )
                 )
     return results

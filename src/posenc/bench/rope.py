@@ -2,12 +2,14 @@
 
 Cases: (B, H, T, D) x dtype x {forward, forward+backward}; q and k rotated per call. posenc:
 the default eager path, the opt-in fast path (``enable_compiled_rope()``: the C++ kernel on
-CPU) and its Inductor backend, and the in-place forms. Anchors (each skipped, and said so, when
-not installed): Hugging Face ``apply_rotary_pos_emb`` with cos/sin given in the input dtype
-(what ``LlamaRotaryEmbedding`` returns), rotary-embedding-torch, x-transformers, torchtune
-(fed its own (B, T, H, D) layout). Floors: ``clone`` of q and k (out of place) and ``copy_``
-into preallocated buffers (in place). The fast path is switched on around each sample, outside
-the clock, as a user switches it on once.
+CPU, the Triton kernel on CUDA) and its Inductor backend, and the in-place forms. Anchors (each
+skipped, and said so, when not installed): Hugging Face ``apply_rotary_pos_emb`` with cos/sin
+given in the input dtype (what ``LlamaRotaryEmbedding`` returns), rotary-embedding-torch,
+x-transformers, torchtune (fed its own (B, T, H, D) layout), and on CUDA Liger-Kernel's
+``liger_rotary_pos_emb`` (HF's signature). Floors: ``clone`` of q and k (out of place) and
+``copy_`` into preallocated buffers (in place; on a GPU, the device-to-device copy bandwidth).
+The fast path is switched on around each sample, outside the clock, as a user switches it on
+once.
 """
 
 from __future__ import annotations
@@ -27,14 +29,22 @@ SHAPES = [(1, 32, 2048, 128), (4, 8, 1024, 64), (1, 8, 8192, 64)]
 QUICK_SHAPES = [(1, 8, 512, 64)]
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 Impl = Callable[[], Any]
-ANCHORS = ("hf_apply_rotary_pos_emb", "rotary_embedding_torch", "x_transformers", "torchtune")
+ANCHORS = (
+    "hf_apply_rotary_pos_emb",
+    "rotary_embedding_torch",
+    "x_transformers",
+    "torchtune",
+    "liger_rotary_pos_emb",
+)
+#: The fast path's backend on each device: the C++ kernel on CPU, the Triton kernel on CUDA.
+FAST_BACKEND: dict[str, Backend] = {"cpu": "cpp", "cuda": "triton"}
 #: Tensors whose gradients a forward+backward sample resets (anchors fed their own layout).
 _LEAVES: list[torch.Tensor] = []
 
 
-def _tables(T: int, D: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _tables(T: int, D: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     cos, sin = PF.rope_cos_sin(torch.arange(T), PF.rope_inv_freq(D, xp=PF.torch_xp))
-    return cos.float(), sin.float()  # (T, D/2)
+    return cos.float().to(device), sin.float().to(device)  # (T, D/2)
 
 
 @contextmanager
@@ -47,24 +57,25 @@ def _fast_path(backend: Backend | None) -> Iterator[None]:
         PF.enable_compiled_rope(False)
 
 
-#: Fast-path backend of each posenc implementation (None: the default eager path).
-BACKEND: dict[str, Backend | None] = {
-    "posenc_eager": None,
-    "posenc_cpp": "cpp",
-    "posenc_inductor": "inductor",
-    "posenc_inplace": None,
-    "posenc_inplace_cpp": "cpp",
-}
+def backends(fast: Backend) -> dict[str, Backend | None]:
+    """Fast-path backend of each posenc implementation (None: the default eager path)."""
+    return {
+        "posenc_eager": None,
+        f"posenc_{fast}": fast,
+        "posenc_inductor": "inductor",
+        "posenc_inplace": None,
+        f"posenc_inplace_{fast}": fast,
+    }
 
 
-def settings() -> dict[str, Callable[[], AbstractContextManager[None]]]:
+def settings(fast: Backend = "cpp") -> dict[str, Callable[[], AbstractContextManager[None]]]:
     """The switch each posenc implementation runs under (see ``harness.interleaved``)."""
-    return {name: functools.partial(_fast_path, backend) for name, backend in BACKEND.items()}
+    return {n: functools.partial(_fast_path, b) for n, b in backends(fast).items()}
 
 
-def _posenc(q: torch.Tensor, k: torch.Tensor) -> dict[str, Impl]:
+def _posenc(q: torch.Tensor, k: torch.Tensor, fast: Backend) -> dict[str, Impl]:
     T, D = q.shape[-2:]
-    cos, sin = _tables(T, D)
+    cos, sin = _tables(T, D, q.device)
     qb, kb = q.detach().clone(), k.detach().clone()
 
     def pair() -> Any:
@@ -74,7 +85,8 @@ def _posenc(q: torch.Tensor, k: torch.Tensor) -> dict[str, Impl]:
         with torch.no_grad():
             return PF.apply_rope_pair(qb, kb, cos, sin, cos, sin, inplace=True)
 
-    return {name: pair_inplace if name.startswith("posenc_inplace") else pair for name in BACKEND}
+    names = backends(fast)
+    return {name: pair_inplace if name.startswith("posenc_inplace") else pair for name in names}
 
 
 def _anchors(q: torch.Tensor, k: torch.Tensor) -> tuple[dict[str, Impl], list[str]]:
@@ -82,19 +94,19 @@ def _anchors(q: torch.Tensor, k: torch.Tensor) -> tuple[dict[str, Impl], list[st
     impls: dict[str, Impl] = {}
     skipped: list[str] = []
     T, D = q.shape[-2:]
+    cos, sin = _tables(T, D, q.device)
+    hc = torch.cat([cos, cos], -1)[None].to(q.dtype)  # (1, T, D) as HF's rotary returns
+    hs = torch.cat([sin, sin], -1)[None].to(q.dtype)
     try:
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-        cos, sin = _tables(T, D)
-        hc = torch.cat([cos, cos], -1)[None].to(q.dtype)  # (1, T, D) as HF's rotary returns
-        hs = torch.cat([sin, sin], -1)[None].to(q.dtype)
         impls["hf_apply_rotary_pos_emb"] = lambda: apply_rotary_pos_emb(q, k, hc, hs)
     except ImportError:
         skipped.append("transformers")
     try:
         from rotary_embedding_torch import RotaryEmbedding
 
-        ret = RotaryEmbedding(D)
+        ret = RotaryEmbedding(D).to(q.device)
         impls["rotary_embedding_torch"] = lambda: (
             ret.rotate_queries_or_keys(q),
             ret.rotate_queries_or_keys(k),
@@ -105,8 +117,8 @@ def _anchors(q: torch.Tensor, k: torch.Tensor) -> tuple[dict[str, Impl], list[st
         from x_transformers.x_transformers import RotaryEmbedding as XRot
         from x_transformers.x_transformers import apply_rotary_pos_emb as x_apply
 
-        xrot = XRot(D)
-        t = torch.arange(T)
+        xrot = XRot(D).to(q.device)
+        t = torch.arange(T, device=q.device)
 
         def xt() -> Any:
             freqs, scale = xrot(t)
@@ -118,13 +130,20 @@ def _anchors(q: torch.Tensor, k: torch.Tensor) -> tuple[dict[str, Impl], list[st
     try:
         from torchtune.modules import RotaryPositionalEmbeddings as TuneRope
 
-        tune = TuneRope(D, max_seq_len=T)
+        tune = TuneRope(D, max_seq_len=T).to(q.device)
         qt = q.detach().transpose(1, 2).contiguous().requires_grad_(q.requires_grad)
         kt = k.detach().transpose(1, 2).contiguous().requires_grad_(k.requires_grad)
         impls["torchtune"] = lambda: (tune(qt).transpose(1, 2), tune(kt).transpose(1, 2))
         _LEAVES.extend([qt, kt])
     except ImportError:
         skipped.append("torchtune")
+    if q.device.type == "cuda":  # Triton kernels: a GPU anchor
+        try:
+            from liger_kernel.transformers.rope import liger_rotary_pos_emb
+
+            impls["liger_rotary_pos_emb"] = lambda: liger_rotary_pos_emb(q, k, hc, hs)
+        except ImportError:
+            skipped.append("liger-kernel")
     return impls, skipped
 
 
@@ -153,23 +172,36 @@ def _with_backward(impls: dict[str, Impl], q: torch.Tensor, k: torch.Tensor) -> 
 
 
 def run_case(
-    shape: tuple[int, int, int, int], dtype: str, backward: bool, rounds: int
+    shape: tuple[int, int, int, int],
+    dtype: str,
+    backward: bool,
+    rounds: int,
+    device: str = "cpu",
+    fast: Backend | None = None,
 ) -> dict[str, Any]:
-    """Time every implementation on one case; ratios are to HF and to the copy floors."""
+    """Time every implementation on one case; ratios are to HF, to the fastest anchor and to
+    the copy floors. ``fast``: the fast path's backend (default ``FAST_BACKEND[device]``)."""
+    fast = fast or FAST_BACKEND[torch.device(device).type]
     torch.manual_seed(0)
     B, H, T, D = shape
-    q = torch.randn(B, H, T, D, dtype=DTYPES[dtype], requires_grad=backward)
-    k = torch.randn(B, H, T, D, dtype=DTYPES[dtype], requires_grad=backward)
+    q = torch.randn(B, H, T, D, dtype=DTYPES[dtype], device=device, requires_grad=backward)
+    k = torch.randn(B, H, T, D, dtype=DTYPES[dtype], device=device, requires_grad=backward)
     anchors, skipped = _anchors(q, k)
-    impls = {**_posenc(q, k), **anchors}
+    impls = {**_posenc(q, k, fast), **anchors}
     impls = _with_backward(impls, q, k) if backward else {**impls, **_floors(q, k)}
-    timings = interleaved(impls, rounds=rounds, settings=settings())
+    dev = torch.device(device).type
+    timings = interleaved(impls, rounds=rounds, device=dev, settings=settings(fast))
+    moved = 2 * (q.numel() + k.numel()) * q.element_size() * (2 if backward else 1)
     result: dict[str, Any] = {
         "shape": list(shape),
         "dtype": dtype,
         "mode": "fwd+bwd" if backward else "fwd",
+        "device": dev,
+        "fast_backend": fast,
         "skipped_anchors": skipped,
         "us": {n: as_json(t) for n, t in timings.items()},
+        # q and k read and written once per direction: what a one-pass kernel must move
+        "GBps": {n: moved / t.median / 1e9 for n, t in timings.items()},
     }
     med = {n: t.median for n, t in timings.items()}
     ref = {
@@ -189,17 +221,25 @@ def run_case(
         result["x_clone_floor"] = {n: m / ref["clone"] for n, m in med.items()}
     if ref["copy_into"]:
         result["inplace_x_copy_floor"] = {
-            n: med[n] / ref["copy_into"] for n in ("posenc_inplace", "posenc_inplace_cpp")
+            n: med[n] / ref["copy_into"] for n in ("posenc_inplace", f"posenc_inplace_{fast}")
         }
+        # the share of the copy bandwidth each reaches (the GPU target: >= 0.8 for the kernel)
+        result["copy_bandwidth_fraction"] = {
+            n: ref["copy_into"] / m for n, m in med.items() if n.startswith("posenc")
+        }
+    if "liger_rotary_pos_emb" in med:
+        liger = med["liger_rotary_pos_emb"]
+        ours = {n: m for n, m in med.items() if n.startswith("posenc")}
+        result["speedup_vs_liger"] = {n: liger / m for n, m in ours.items()}
     return result
 
 
-def run(quick: bool = False) -> list[dict[str, Any]]:
-    """All RoPE cases (``quick``: one small shape, few rounds, for CI smoke runs)."""
+def run(quick: bool = False, device: str = "cpu") -> list[dict[str, Any]]:
+    """All RoPE cases on ``device`` (``quick``: one small shape, few rounds, for CI smoke runs)."""
     shapes = QUICK_SHAPES if quick else SHAPES
     rounds = 3 if quick else 11
     return [
-        run_case(shape, dtype, backward, rounds)
+        run_case(shape, dtype, backward, rounds, device=device)
         for shape in shapes
         for dtype in DTYPES
         for backward in (False, True)

@@ -25,15 +25,15 @@ def bench(
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
 ) -> None:
     """Time posenc against the anchors (interleaved, medians) and write JSON."""
+    import torch
     from rich.console import Console
 
     from ..bench import attention, bias, harness, lab, rope
 
-    if device != "cpu":
-        raise typer.BadParameter(
-            f"only --device cpu is implemented, got {device!r}: the GPU suite (a Triton RoPE "
-            "kernel against Liger-Kernel, FlexAttention biases) is not written yet"
-        )
+    if device not in ("cpu", "cuda"):
+        raise typer.BadParameter(f"--device must be cpu or cuda, got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise typer.BadParameter("--device cuda: torch sees no CUDA device here")
     console = Console()
     heap = harness.steady_heap()
     result: dict[str, Any] = {"machine": {**harness.machine(), "heap": heap}, "quick": quick}
@@ -43,18 +43,22 @@ def bench(
         out.write_text(json.dumps(result, indent=1))
 
     if suite in (Suite.rope, Suite.all):
-        result["rope"] = rope.run(quick=quick)
+        result["rope"] = rope.run(quick=quick, device=device)
         console.print(_rope_table(result["rope"]))
         save()
     if suite in (Suite.bias, Suite.all):
-        result["bias"] = bias.run(quick=quick)
+        result["bias"] = bias.run(quick=quick, device=device)
         console.print(_bias_table(result["bias"]))
         save()
     if suite in (Suite.attention, Suite.all):
-        result["attention"] = attention.run(quick=quick)
+        result["attention"] = attention.run(quick=quick, device=device)
         console.print(_attention_table(result["attention"]))
         save()
-    if suite in (Suite.lab, Suite.all):
+    if suite == Suite.lab and device == "cuda":
+        raise typer.BadParameter("the lab suite times one-thread CPU training: --device cpu")
+    if suite == Suite.all and device == "cuda":
+        console.print("lab: a CPU suite (one-thread training steps), not run with --device cuda")
+    elif suite in (Suite.lab, Suite.all):
         result["lab"] = lab.run(quick=quick)
         console.print(_lab_table(result["lab"]["results"]))
         save()
@@ -65,15 +69,17 @@ def _rope_table(cases: list[dict[str, Any]]) -> Any:
     from rich.table import Table
 
     table = Table(title="RoPE on q and k: speed-up over HF apply_rotary_pos_emb (x clone floor)")
+    fast = cases[0].get("fast_backend", "cpp") if cases else "cpp"
     impls = [
         "posenc_eager",
-        "posenc_cpp",
+        f"posenc_{fast}",
         "posenc_inductor",
         "rotary_embedding_torch",
         "x_transformers",
         "torchtune",
+        *(["liger_rotary_pos_emb"] if fast == "triton" else []),
     ]
-    for col in ["shape", "dtype", "mode", *impls, "in place x copy floor (eager / cpp)"]:
+    for col in ["shape", "dtype", "mode", *impls, f"in place x copy floor (eager / {fast})"]:
         table.add_column(col, justify="right")
     for c in cases:
         cells = []
