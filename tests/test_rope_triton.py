@@ -135,13 +135,16 @@ def test_triton_backend_without_triton_raises(monkeypatch: pytest.MonkeyPatch) -
 @pytest.mark.usefixtures("triton_backend")
 @pytest.mark.parametrize("backward", [False, True])
 def test_gpu_bench_suite_runs_the_triton_kernel(backward: bool) -> None:
-    """``posenc bench rope --device cuda`` times the Triton kernel as the fast path (here on
-    CPU tensors in the interpreter, so only that it runs and reports, never its speed)."""
+    """``posenc bench rope --device cuda`` times the Triton kernel as the fast path against
+    Liger-Kernel (here on CPU tensors in the interpreter, so only that they run and report,
+    never their speed)."""
     from posenc.bench import rope
 
     case = rope.run_case((1, 2, 8, 16), "fp32", backward, rounds=1, fast="triton")
     assert case["fast_backend"] == "triton"
     assert {"posenc_triton", "posenc_eager"} <= set(case["us"])
+    if "liger-kernel" not in case["skipped_anchors"]:  # extra [bench-gpu]
+        assert set(case["speedup_vs_liger"]) >= {"posenc_triton", "posenc_eager"}
     assert all(v > 0 for v in case["GBps"].values())
     if not backward:
         fractions = case["copy_bandwidth_fraction"]

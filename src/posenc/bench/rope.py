@@ -5,11 +5,12 @@ the default eager path, the opt-in fast path (``enable_compiled_rope()``: the C+
 CPU, the Triton kernel on CUDA) and its Inductor backend, and the in-place forms. Anchors (each
 skipped, and said so, when not installed): Hugging Face ``apply_rotary_pos_emb`` with cos/sin
 given in the input dtype (what ``LlamaRotaryEmbedding`` returns), rotary-embedding-torch,
-x-transformers, torchtune (fed its own (B, T, H, D) layout), and on CUDA Liger-Kernel's
-``liger_rotary_pos_emb`` (HF's signature). Floors: ``clone`` of q and k (out of place) and
-``copy_`` into preallocated buffers (in place; on a GPU, the device-to-device copy bandwidth).
-The fast path is switched on around each sample, outside the clock, as a user switches it on
-once.
+x-transformers, torchtune (fed its own (B, T, H, D) layout), and with the Triton fast path (the
+GPU suite) Liger-Kernel's ``liger_rotary_pos_emb``: HF's signature, fed the (B, H, T, D) view of
+(B, T, H, D) memory that HF's attention passes, which it rotates in place. Floors: ``clone`` of
+q and k (out of place) and ``copy_`` into preallocated buffers (in place; on a GPU, the
+device-to-device copy bandwidth). The fast path is switched on around each sample, outside the
+clock, as a user switches it on once.
 """
 
 from __future__ import annotations
@@ -89,7 +90,9 @@ def _posenc(q: torch.Tensor, k: torch.Tensor, fast: Backend) -> dict[str, Impl]:
     return {name: pair_inplace if name.startswith("posenc_inplace") else pair for name in names}
 
 
-def _anchors(q: torch.Tensor, k: torch.Tensor) -> tuple[dict[str, Impl], list[str]]:
+def _anchors(
+    q: torch.Tensor, k: torch.Tensor, liger: bool = False
+) -> tuple[dict[str, Impl], list[str]]:
     _LEAVES[:] = [q, k]
     impls: dict[str, Impl] = {}
     skipped: list[str] = []
@@ -137,11 +140,16 @@ def _anchors(q: torch.Tensor, k: torch.Tensor) -> tuple[dict[str, Impl], list[st
         _LEAVES.extend([qt, kt])
     except ImportError:
         skipped.append("torchtune")
-    if q.device.type == "cuda":  # Triton kernels: a GPU anchor
+    if liger:  # a Triton kernel: the GPU suite's anchor
         try:
             from liger_kernel.transformers.rope import liger_rotary_pos_emb
 
-            impls["liger_rotary_pos_emb"] = lambda: liger_rotary_pos_emb(q, k, hc, hs)
+            # (B, T, H, D) memory seen as (B, H, T, D), as HF's attention hands it over
+            ql = q.detach().transpose(1, 2).contiguous().requires_grad_(q.requires_grad)
+            kl = k.detach().transpose(1, 2).contiguous().requires_grad_(k.requires_grad)
+            qv, kv = ql.transpose(1, 2), kl.transpose(1, 2)
+            impls["liger_rotary_pos_emb"] = lambda: liger_rotary_pos_emb(qv, kv, hc, hs)
+            _LEAVES.extend([ql, kl])
         except ImportError:
             skipped.append("liger-kernel")
     return impls, skipped
@@ -186,7 +194,7 @@ def run_case(
     B, H, T, D = shape
     q = torch.randn(B, H, T, D, dtype=DTYPES[dtype], device=device, requires_grad=backward)
     k = torch.randn(B, H, T, D, dtype=DTYPES[dtype], device=device, requires_grad=backward)
-    anchors, skipped = _anchors(q, k)
+    anchors, skipped = _anchors(q, k, liger=fast == "triton")
     impls = {**_posenc(q, k, fast), **anchors}
     impls = _with_backward(impls, q, k) if backward else {**impls, **_floors(q, k)}
     dev = torch.device(device).type
