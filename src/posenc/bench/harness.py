@@ -115,16 +115,18 @@ def steady_heap() -> dict[str, Any]:
     so at (1, 32, 2048, 128) fp32 (32 MiB per tensor) every output and every intermediate was
     still a fresh mapping: run to run the fast path measured 3.7-9x HF and 1.1-1.9x its clone
     floor, HF's own time moving 17-35 ms with how many intermediates it faulted. So mmap is
-    switched off altogether (``M_MMAP_MAX`` = 0) and the heap is never trimmed below 1 GiB:
-    every contender allocates from the same warm heap at every size. Returns what was set (for
-    the JSON); an empty dict off glibc.
+    switched off altogether (``M_MMAP_MAX`` = 0) and the heap is never trimmed (-1): every
+    contender allocates from the same warm heap at every size. (A 1 GiB trim threshold was not
+    enough: freeing the bias suite's dense (H, T, T) anchor then handed the heap top back, and
+    the next contender faulted its tensors in again, 1.5x ALiBi's time at T = 4096.) Returns
+    what was set (for the JSON); an empty dict off glibc.
     """
     try:
         libc = ctypes.CDLL("libc.so.6")
     except OSError:
         return {}
     m_trim_threshold, m_mmap_max = -1, -4  # mallopt parameters in <malloc.h>
-    settings = {"mmap_max": 0, "trim_threshold": 1 << 30}
+    settings = {"mmap_max": 0, "trim_threshold": -1}
     ok = libc.mallopt(m_mmap_max, settings["mmap_max"]) == 1
     ok = ok and libc.mallopt(m_trim_threshold, settings["trim_threshold"]) == 1
     return {"glibc_mallopt": settings} if ok else {}
