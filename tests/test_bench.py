@@ -31,6 +31,9 @@ def test_bench_quick_writes_json(tmp_path: Path) -> None:
     for case in data["rope"]:
         assert case["speedup_vs_hf"]["hf_apply_rotary_pos_emb"] == pytest.approx(1.0)
         assert all(t["median"] > 0 for t in case["us"].values())
+    cache = data["rope_cache"]
+    assert cache["positions"] == 4096 and cache["build_s"] > 0 and cache["hf_build_s"] > 0
+    assert set(cache["decode_step_us"]) == {"16", "4095"}
     assert {c["encoding"] for c in data["bias"]} == {"alibi", "t5", "kerple", "fire"}
     for case in data["bias"]:
         assert case["x_sdpa_no_bias"]["sdpa_no_bias"] == pytest.approx(1.0)

@@ -16,6 +16,8 @@ clock, as a user switches it on once.
 from __future__ import annotations
 
 import functools
+import statistics
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -252,3 +254,50 @@ def run(quick: bool = False, device: str = "cpu") -> list[dict[str, Any]]:
         for dtype in DTYPES
         for backward in (False, True)
     ]
+
+
+def _median_seconds(fn: Callable[[], Any], setup: Callable[[], Any], n: int) -> float:
+    """Median wall time of ``fn`` over n calls, ``setup`` run (untimed) before each."""
+    times = []
+    for _ in range(n):
+        setup()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def cache_case(positions: int = 1 << 20, head_dim: int = 128, rounds: int = 5) -> dict[str, Any]:
+    """The cos/sin cache: building it for ``positions`` positions (float64 angles, float32
+    tables), against HF's ``LlamaRotaryEmbedding`` on the same positions where installed; and
+    one decode step (cos/sin of a new one-position tensor, then q and k of one token rotated)
+    near the start and at the end of that range: equal times mean no table is rebuilt per
+    step, O(1) in the position."""
+    from ..encodings.rotary import RoPE
+
+    rope = RoPE(head_dim=head_dim)
+    pos = torch.arange(positions)
+    result: dict[str, Any] = {"positions": positions, "head_dim": head_dim}
+    result["build_s"] = _median_seconds(lambda: rope.cos_sin(pos), rope.clear_cache, rounds)
+    try:
+        from transformers import LlamaConfig
+        from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+        config = LlamaConfig(hidden_size=head_dim, num_attention_heads=1, head_dim=head_dim)
+        hf = LlamaRotaryEmbedding(config)
+        x = torch.zeros(1, 1, head_dim)
+        result["hf_build_s"] = _median_seconds(lambda: hf(x, pos[None]), lambda: None, rounds)
+    except ImportError:
+        result["hf_build_s"] = None
+    q, k = torch.randn(1, 8, 1, head_dim), torch.randn(1, 8, 1, head_dim)
+    decode: dict[str, float] = {}
+    for at in (16, positions - 1):
+        times = []
+        for _ in range(200):
+            p = torch.tensor([at])  # a decode loop's new position tensor for each step
+            start = time.perf_counter()
+            rope.rotate(q, k, p, p)
+            times.append(time.perf_counter() - start)
+        decode[str(at)] = statistics.median(times) * 1e6
+    result["decode_step_us"] = decode
+    return result

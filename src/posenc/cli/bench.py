@@ -45,6 +45,16 @@ def bench(
     if suite in (Suite.rope, Suite.all):
         result["rope"] = rope.run(quick=quick, device=device)
         console.print(_rope_table(result["rope"]))
+        if device == "cpu":  # the cos/sin cache is built on the host
+            cache = rope.cache_case(**({"positions": 4096, "rounds": 1} if quick else {}))
+            result["rope_cache"] = cache
+            hf = cache["hf_build_s"]
+            console.print(
+                f"cos/sin cache of {cache['positions']} positions: {cache['build_s']:.2f} s"
+                + ("" if hf is None else f" (HF LlamaRotaryEmbedding {hf:.2f} s)")
+                + "; decode step (q, k of one token) at positions "
+                + ", ".join(f"{p}: {us:.0f} µs" for p, us in cache["decode_step_us"].items())
+            )
         save()
     if suite in (Suite.bias, Suite.all):
         result["bias"] = bias.run(quick=quick, device=device)
