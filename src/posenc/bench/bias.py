@@ -21,13 +21,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .harness import as_json, interleaved
+from .harness import DTYPES, as_json, interleaved
 
 ENCODINGS = ("alibi", "t5", "kerple", "fire")
 DENSE_LIMIT_BYTES = 2 << 30  # skip the dense anchor when its bias alone exceeds 2 GiB
-
-
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
 def _inputs(

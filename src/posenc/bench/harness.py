@@ -19,6 +19,9 @@ from typing import Any
 
 import torch
 
+#: Benchmark dtype labels (JSON and tables) and what they stand for.
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
 
 @dataclass
 class Timing:

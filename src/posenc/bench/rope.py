@@ -26,11 +26,10 @@ import torch
 
 from .. import functional as PF
 from ..functional._rope_compiled import Backend
-from .harness import as_json, interleaved
+from .harness import DTYPES, as_json, interleaved
 
 SHAPES = [(1, 32, 2048, 128), (4, 8, 1024, 64), (1, 8, 8192, 64)]
 QUICK_SHAPES = [(1, 8, 512, 64)]
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 Impl = Callable[[], Any]
 ANCHORS = (
     "hf_apply_rotary_pos_emb",
@@ -71,7 +70,7 @@ def backends(fast: Backend) -> dict[str, Backend | None]:
     }
 
 
-def settings(fast: Backend = "cpp") -> dict[str, Callable[[], AbstractContextManager[None]]]:
+def settings(fast: Backend) -> dict[str, Callable[[], AbstractContextManager[None]]]:
     """The switch each posenc implementation runs under (see ``harness.interleaved``)."""
     return {n: functools.partial(_fast_path, b) for n, b in backends(fast).items()}
 

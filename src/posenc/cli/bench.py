@@ -34,6 +34,8 @@ def bench(
         raise typer.BadParameter(f"--device must be cpu or cuda, got {device!r}")
     if device == "cuda" and not torch.cuda.is_available():
         raise typer.BadParameter("--device cuda: torch sees no CUDA device here")
+    if suite == Suite.lab and device == "cuda":
+        raise typer.BadParameter("the lab suite times one-thread CPU training: --device cpu")
     console = Console()
     heap = harness.steady_heap()
     result: dict[str, Any] = {"machine": {**harness.machine(), "heap": heap}, "quick": quick}
@@ -64,8 +66,6 @@ def bench(
         result["attention"] = attention.run(quick=quick, device=device)
         console.print(_attention_table(result["attention"]))
         save()
-    if suite == Suite.lab and device == "cuda":
-        raise typer.BadParameter("the lab suite times one-thread CPU training: --device cpu")
     if suite == Suite.all and device == "cuda":
         console.print("lab: a CPU suite (one-thread training steps), not run with --device cuda")
     elif suite in (Suite.lab, Suite.all):
