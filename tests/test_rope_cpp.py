@@ -42,11 +42,12 @@ def _assert_rounding_level(out: torch.Tensor, exact: np.ndarray) -> None:
 @pytest.mark.usefixtures("cpp")
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
-@pytest.mark.parametrize(("D", "rot"), [(64, 64), (80, 80), (64, 24), (6, 6)])
+@pytest.mark.parametrize(("D", "rot"), [(128, 128), (96, 96), (64, 64), (80, 80), (64, 24), (6, 6)])
 def test_kernel_matches_float64_reference(
     layout: str, dtype: torch.dtype, D: int, rot: int
 ) -> None:
-    """Vector body and scalar tail (P = 32, 40, 12, 3), partial rotary, per-batch positions."""
+    """Line-wide and half-line vector steps and the scalar tail (P = 64, 48, 32, 40, 12, 3),
+    partial rotary, per-batch positions."""
     q64, k64 = torch.randn(2, 4, 9, D, dtype=torch.float64), torch.randn(2, 2, 9, D)
     q, k = q64.to(dtype), k64.to(dtype)
     pos = torch.randint(0, 5000, (2, 9))

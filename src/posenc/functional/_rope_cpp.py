@@ -32,19 +32,15 @@ def load_kernel() -> Any:
 def supports(x: Tensor, cos: Tensor) -> bool:
     """Whether the kernel takes x (..., T, D) with tables cos (..., T, P): CPU, float32/bf16/fp16,
     unit last stride, at most 4 dimensions, cos broadcasting to x right-aligned."""
-    if not (
-        x.device.type == "cpu"
-        and cos.device.type == "cpu"
-        and x.dtype in _DTYPES
-        and x.stride(-1) == 1
-        and 2 <= x.ndim <= 4
-        and cos.ndim <= x.ndim
-    ):
+    # cheap attribute checks: this runs twice per call, and torch's broadcast helper costs as
+    # much as the kernel at decode sizes
+    nx, nc = x.dim(), cos.dim()
+    if not (x.is_cpu and cos.is_cpu and x.dtype in _DTYPES and 2 <= nx <= 4 and nc <= nx):
         return False
-    # right-aligned broadcast of cos's leading dims (not P) into x's, without torch's helper
-    # (tens of microseconds per call, as much as the kernel itself at decode sizes)
-    xs, cs = x.shape[:-1], cos.shape[:-1]
-    return all(c in (1, n) for c, n in zip(reversed(cs), reversed(xs), strict=False))
+    if x.stride(-1) != 1:
+        return False
+    xs, cs = x.shape, cos.shape  # leading dims of cos, right-aligned (not P)
+    return all(cs[-d] in (1, xs[-d]) for d in range(2, nc + 1))
 
 
 def _f32(t: Tensor) -> Tensor:

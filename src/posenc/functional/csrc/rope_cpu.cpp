@@ -64,7 +64,7 @@ template <typename T>
 inline void vstore(T* p, __m512 v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), pack16(v, p));
 }
-// Non-temporal stores (aligned: 64 bytes for float32, 32 for 16-bit types): a large output
+// Non-temporal stores (aligned: 64 bytes for a line, 32 for half a line of 16-bit types): a large output
 // goes to memory without first being read into the cache (no read-for-ownership).
 inline void vstream(float* p, __m512 v) { _mm512_stream_ps(p, v); }
 template <typename T>
@@ -76,6 +76,31 @@ template <bool Stream, typename T>
 inline void put(T* p, __m512 v) {
   if constexpr (Stream) vstream(p, v);
   else vstore(p, v);
+}
+// Two vectors to 2 x kLanes consecutive elements: for 16-bit types one full 64-byte line (a
+// 32-byte store leaves the line half written until the next one, and the out-of-place kernel
+// measured 1.05-1.1x slower that way at (4, 8, 1024, 64) bf16).
+inline __m512i pack32(__m512 lo, __m512 hi, const c10::BFloat16* p) {
+#if defined(__AVX512BF16__)
+  (void)p;
+  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));  // lo in the low 256 bits
+#else
+  return _mm512_inserti64x4(_mm512_castsi256_si512(pack16(lo, p)), pack16(hi, p), 1);
+#endif
+}
+inline __m512i pack32(__m512 lo, __m512 hi, const c10::Half* p) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(pack16(lo, p)), pack16(hi, p), 1);
+}
+template <bool Stream>
+inline void put2(float* p, __m512 lo, __m512 hi) {
+  put<Stream>(p, lo);
+  put<Stream>(p + kLanes, hi);
+}
+template <bool Stream, typename T>
+inline void put2(T* p, __m512 lo, __m512 hi) {
+  const __m512i v = pack32(lo, hi, p);
+  if constexpr (Stream) _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v);
+  else _mm512_storeu_si512(p, v);
 }
 #endif
 
@@ -92,6 +117,17 @@ __attribute__((always_inline)) inline void rope_row(const T* x, T* out, const fl
     const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
     const __m512 sg = _mm512_set_ps(sign, -sign, sign, -sign, sign, -sign, sign, -sign,
                                     sign, -sign, sign, -sign, sign, -sign, sign, -sign);
+    const __m512i dup_hi = _mm512_add_epi32(dup, _mm512_set1_epi32(8));
+    for (; i + kLanes <= P; i += kLanes) {  // 16 pairs: two vectors, one line for 16-bit types
+      __m512 v0 = vload(x + 2 * i), v1 = vload(x + 2 * i + kLanes);
+      __m512 c16 = _mm512_loadu_ps(c + i), s16 = _mm512_mul_ps(_mm512_loadu_ps(s + i), _mm512_set1_ps(sign));
+      __m512 c0 = _mm512_permutexvar_ps(dup, c16), c1 = _mm512_permutexvar_ps(dup_hi, c16);
+      __m512 s0 = _mm512_permutexvar_ps(dup, s16), s1 = _mm512_permutexvar_ps(dup_hi, s16);
+      const __m512 neg = _mm512_set_ps(1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1);
+      __m512 y0 = _mm512_fmadd_ps(v0, c0, _mm512_mul_ps(_mm512_permute_ps(v0, 0xB1), _mm512_mul_ps(s0, neg)));
+      __m512 y1 = _mm512_fmadd_ps(v1, c1, _mm512_mul_ps(_mm512_permute_ps(v1, 0xB1), _mm512_mul_ps(s1, neg)));
+      put2<Stream>(out + 2 * i, y0, y1);
+    }
     for (; i + kLanes / 2 <= P; i += kLanes / 2) {
       __m512 v = vload(x + 2 * i);
       __m512 cc = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(c + i)));
@@ -107,6 +143,23 @@ __attribute__((always_inline)) inline void rope_row(const T* x, T* out, const fl
     }
   } else {
 #if defined(__AVX512F__)
+    for (; i + 2 * kLanes <= P; i += 2 * kLanes) {  // 32 pairs: one line per half (16-bit types)
+      __m512 a0 = vload(x + i), a1 = vload(x + i + kLanes);
+      __m512 b0 = vload(x + i + P), b1 = vload(x + i + P + kLanes);
+      __m512 c0 = vload(c + i), c1 = vload(c + i + kLanes);
+      __m512 s0 = vload(s + i), s1 = vload(s + i + kLanes);
+      if constexpr (Backward) {
+        put2<Stream>(out + i, _mm512_fmadd_ps(b0, s0, _mm512_mul_ps(a0, c0)),
+                     _mm512_fmadd_ps(b1, s1, _mm512_mul_ps(a1, c1)));
+        put2<Stream>(out + i + P, _mm512_fnmadd_ps(a0, s0, _mm512_mul_ps(b0, c0)),
+                     _mm512_fnmadd_ps(a1, s1, _mm512_mul_ps(b1, c1)));
+      } else {
+        put2<Stream>(out + i, _mm512_fnmadd_ps(b0, s0, _mm512_mul_ps(a0, c0)),
+                     _mm512_fnmadd_ps(b1, s1, _mm512_mul_ps(a1, c1)));
+        put2<Stream>(out + i + P, _mm512_fmadd_ps(a0, s0, _mm512_mul_ps(b0, c0)),
+                     _mm512_fmadd_ps(a1, s1, _mm512_mul_ps(b1, c1)));
+      }
+    }
     for (; i + kLanes <= P; i += kLanes) {
       __m512 a = vload(x + i), b = vload(x + i + P), cc = vload(c + i), ss = vload(s + i);
       if constexpr (Backward) {
@@ -137,13 +190,18 @@ struct Job {
   int64_t xs[3], os[3], cs[3], ss[3];  // strides of the (B, H, T) dimensions
 };
 
-// Positions per block: the block's cos/sin rows (TB x P x 8 bytes) stay in L2 while every head
-// of the block is rotated, so the tables are read from memory once per block, not once per head.
-// A block is also what one head reads in one go: 32-64 KiB runs of x for contiguous (B, H, T, D)
-// at D = 64-128, long enough for the prefetchers. With 16 KiB of tables (8 KiB runs) the fast
-// path took 1.3-1.6x longer at (1, 8, 8192, 64) and (1, 32, 2048, 128) (the same kernel with
-// either budget, interleaved in one process, on this project's 2-core EPYC).
-constexpr int64_t kTableBytes = 128 * 1024;
+// Positions per block (TB): the block's cos/sin rows (TB x P x 8 bytes) are read by every head
+// of the block, so the tables come from memory once per block, not once per head; a block is
+// also the run of x one head reads in one go. Two budgets, each the faster one in ``harness``
+// timings of the same kernel with either budget in one process on this project's 2-core EPYC:
+// - outputs under 16 MiB in all (they stay in the cache): 16 KiB, tables in L1 (8 KiB runs at
+//   D = 64). At (4, 8, 1024, 64) bf16, with 128 KiB (tables in L2, their lines refilled into L1
+//   for every head) the kernel took 1.45-1.5x a clone of q and k, with 16 KiB 1.2-1.3x; fp16,
+//   (1, 32, 512, 128) and (2, 8, 1024, 64) alike.
+// - larger outputs: 128 KiB (32-64 KiB runs). With 16 KiB, (1, 8, 8192, 64) and (1, 32, 2048,
+//   128) took 1.3-1.6x longer (streamed), and (1, 32, 2048, 128) fp32 (cached stores) 1.2x.
+constexpr int64_t kSmallTableBytes = 16 * 1024;
+constexpr int64_t kLargeTableBytes = 128 * 1024;
 
 // Blocks [begin, end) of one job: for each (b, position block), every head, every position.
 template <typename T, bool Interleaved, bool Backward, bool Stream>
@@ -169,7 +227,8 @@ void run_blocks(const Job& j, int64_t begin, int64_t end) {
 template <typename T, bool Interleaved, bool Backward, bool Stream>
 void run_all(const std::vector<Job>& jobs, int64_t total) {
   const Job& j0 = jobs[0];
-  const int64_t pairs_per_block = std::max<int64_t>(1, j0.H * j0.TB * j0.P);
+  // a block holds min(T, TB) positions: a decode step (T = 1) runs on the calling thread
+  const int64_t pairs_per_block = std::max<int64_t>(1, j0.H * std::min(j0.T, j0.TB) * j0.P);
   const int64_t grain = std::max<int64_t>(1, 16384 / pairs_per_block);
   at::parallel_for(0, total, grain, [&](int64_t begin, int64_t end) {
     int64_t base = 0;
@@ -197,12 +256,16 @@ constexpr int64_t kFreshMapBytes = int64_t{32} << 20;
 template <typename T>
 bool streamable(const std::vector<Job>& jobs, bool interleaved) {
 #if defined(__AVX512F__)
-  constexpr int64_t align = sizeof(T) == 4 ? 64 : 32;  // bytes per vector store
+  // Every vector store must be aligned: 64 bytes for whole lines (``put2``; float32 always),
+  // 32 for the half-line stores of 16-bit types. Rows start on a line; in the half layout the
+  // second half's stores are lines only when P is a multiple of 32 (16-bit) or 16 (float32).
+  constexpr int64_t align = 64;
+  constexpr int64_t half_step = sizeof(T) == 4 ? kLanes : 2 * kLanes;
   int64_t bytes = 0;
   for (const Job& j : jobs) {
-    if (j.out == j.x || j.tail != 0 || j.P % (interleaved ? kLanes / 2 : kLanes) != 0) return false;
+    if (j.out == j.x || j.tail != 0) return false;
+    if (interleaved ? j.P % (kLanes / 2) != 0 : (j.P % half_step != 0 && j.P != kLanes)) return false;
     if (reinterpret_cast<std::uintptr_t>(j.out) % align != 0) return false;
-    if (!interleaved && (j.P * static_cast<int64_t>(sizeof(T))) % align != 0) return false;
     for (int d = 0; d < 3; ++d)
       if ((j.os[d] * static_cast<int64_t>(sizeof(T))) % align != 0) return false;
     const int64_t out_bytes = j.B * j.H * j.T * 2 * j.P * static_cast<int64_t>(sizeof(T));
@@ -228,9 +291,25 @@ void dispatch_dir(const std::vector<Job>& jobs, int64_t total, bool backward, bo
   }
 }
 
+// Cuts every job into blocks of positions for a table budget; returns the blocks of all jobs.
+int64_t plan_blocks(std::vector<Job>& jobs, int64_t table_bytes) {
+  int64_t total = 0;
+  for (Job& j : jobs) {
+    j.TB = std::max<int64_t>(1, table_bytes / (8 * std::max<int64_t>(1, j.P)));
+    j.blocks = j.H == 0 || j.T == 0 ? 0 : j.B * ((j.T + j.TB - 1) / j.TB);
+    total += j.blocks;
+  }
+  return total;
+}
+
 template <typename T>
-void dispatch(const std::vector<Job>& jobs, int64_t total, bool backward, bool interleaved) {
-  if (streamable<T>(jobs, interleaved)) dispatch_dir<T, true>(jobs, total, backward, interleaved);
+void dispatch(std::vector<Job>& jobs, bool backward, bool interleaved) {
+  int64_t bytes = 0;
+  for (const Job& j : jobs) bytes += j.B * j.H * j.T * 2 * j.P * static_cast<int64_t>(sizeof(T));
+  const bool stream = streamable<T>(jobs, interleaved);
+  const int64_t total = plan_blocks(jobs, bytes < kStreamBytes ? kSmallTableBytes : kLargeTableBytes);
+  if (total == 0) return;
+  if (stream) dispatch_dir<T, true>(jobs, total, backward, interleaved);
   else dispatch_dir<T, false>(jobs, total, backward, interleaved);
 }
 
@@ -277,26 +356,21 @@ Job make_job(const at::Tensor& x, const at::Tensor& o, const at::Tensor& c, cons
     ost[d + 4 - x.dim()] = o.stride(d);
   }
   const auto cst = aligned_strides(c, x.sizes()), sst = aligned_strides(s, x.sizes());
-  const int64_t TB = std::max<int64_t>(1, kTableBytes / (8 * std::max<int64_t>(1, P)));
-  const int64_t blocks = xsz[2] == 0 ? 0 : xsz[0] * ((xsz[2] + TB - 1) / TB);
   Job j{x.data_ptr(), o.data_ptr(), c.data_ptr<float>(), s.data_ptr<float>(), xsz[0], xsz[1],
-        xsz[2], P, x.size(-1) - 2 * P, TB, xsz[1] == 0 ? 0 : blocks, {}, {}, {}, {}};
+        xsz[2], P, x.size(-1) - 2 * P, 1, 0, {}, {}, {}, {}};  // blocks: ``plan_blocks``
   for (int d = 0; d < 3; ++d) {
     j.xs[d] = xst[d]; j.os[d] = ost[d]; j.cs[d] = cst[d]; j.ss[d] = sst[d];
   }
   return j;
 }
 
-void launch(const std::vector<Job>& jobs, at::ScalarType dtype, double sign, bool interleaved) {
-  int64_t total = 0;
-  for (const Job& j : jobs) total += j.blocks;
-  if (total == 0) return;
+void launch(std::vector<Job>& jobs, at::ScalarType dtype, double sign, bool interleaved) {
   TORCH_CHECK(sign == 1.0 || sign == -1.0, "rope: sign must be +1 (forward) or -1 (backward)");
   const bool bwd = sign < 0;
   switch (dtype) {
-    case at::kFloat: dispatch<float>(jobs, total, bwd, interleaved); break;
-    case at::kBFloat16: dispatch<c10::BFloat16>(jobs, total, bwd, interleaved); break;
-    case at::kHalf: dispatch<c10::Half>(jobs, total, bwd, interleaved); break;
+    case at::kFloat: dispatch<float>(jobs, bwd, interleaved); break;
+    case at::kBFloat16: dispatch<c10::BFloat16>(jobs, bwd, interleaved); break;
+    case at::kHalf: dispatch<c10::Half>(jobs, bwd, interleaved); break;
     default: TORCH_CHECK(false, "rope: float32, bfloat16 or float16 expected, got ", dtype);
   }
 }
