@@ -26,6 +26,9 @@ def _metrics(path: Path) -> list[tuple]:
         return conn.execute("SELECT * FROM metrics ORDER BY run_key, length, name").fetchall()
 
 
+# Ray starts its processes by fork + exec; JAX (imported by the JAX tests in the same pytest
+# process) warns on any fork, though nothing runs in the child before the exec.
+@pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
 def test_ray_results_equal_local_results(tmp_path: Path) -> None:
     ray = pytest.importorskip("ray")
     sweep = parse_sweep(SWEEP)
