@@ -58,6 +58,18 @@ def negated(S: Tensor) -> Tensor:
     return neg
 
 
+def table_halves(S: Tensor) -> tuple[Tensor, Tensor]:
+    """S[..., :P], S[..., P:] as views, memoised for the last two tables (the forward's S and the
+    backward's -S): at lab sizes each slice costs about as much as the arithmetic."""
+    for last in _memo.get("halves", ()):
+        if last[0] is S and last[1] == S._version:
+            return last[2]
+    pair = S.chunk(2, -1)
+    if not torch.compiler.is_compiling():
+        _memo["halves"] = [(S, S._version, pair), *_memo.get("halves", [])[:1]]
+    return pair[0], pair[1]
+
+
 def _table_dtype(x: Tensor, cos: Tensor) -> torch.dtype:
     low = x.dtype in (torch.bfloat16, torch.float16)
     return x.dtype if low else torch.promote_types(x.dtype, cos.dtype)
@@ -86,10 +98,10 @@ def rotate(x: Tensor, C: Tensor, S: Tensor, layout: str) -> Tensor:
     R = C.shape[-1]
     rot = x if x.shape[-1] == R else x[..., :R]
     if layout == "half" and rot is x and halves_pay(x, R // 2):
-        P = R // 2
         out = torch.empty_like(x, memory_format=torch.contiguous_format)
-        torch.mul(x[..., P:], S[..., :P], out=out[..., :P])  # -b sin θ
-        torch.mul(x[..., :P], S[..., P:], out=out[..., P:])  # a sin θ
+        (a, b), (out_a, out_b), (s_a, s_b) = x.chunk(2, -1), out.chunk(2, -1), table_halves(S)
+        torch.mul(b, s_a, out=out_a)  # -b sin θ
+        torch.mul(a, s_b, out=out_b)  # a sin θ
         return out.addcmul_(x, C)
     out = swap_pairs(rot, R // 2, layout)  # (..., R), fresh
     out.mul_(S).addcmul_(rot, C)
