@@ -78,8 +78,8 @@ inline void put(T* p, __m512 v) {
   else vstore(p, v);
 }
 // Two vectors to 2 x kLanes consecutive elements: for 16-bit types one full 64-byte line (a
-// 32-byte store leaves the line half written until the next one, and the out-of-place kernel
-// measured 1.05-1.1x slower that way at (4, 8, 1024, 64) bf16).
+// 32-byte store leaves the line half written until the next one; the same loop with two of
+// them took 1.03-1.1x as long at (4, 8, 1024, 64) bf16 in one-process timings).
 inline __m512i pack32(__m512 lo, __m512 hi, const c10::BFloat16* p) {
 #if defined(__AVX512BF16__)
   (void)p;
