@@ -64,8 +64,8 @@ template <typename T>
 inline void vstore(T* p, __m512 v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), pack16(v, p));
 }
-// Non-temporal stores (aligned: 64 bytes for a line, 32 for half a line of 16-bit types): a large output
-// goes to memory without first being read into the cache (no read-for-ownership).
+// Non-temporal stores (aligned: 64 bytes for a line, 32 for half a line of 16-bit types): a
+// large output goes to memory without first being read into the cache (no read-for-ownership).
 inline void vstream(float* p, __m512 v) { _mm512_stream_ps(p, v); }
 template <typename T>
 inline void vstream(T* p, __m512 v) {
@@ -120,12 +120,12 @@ __attribute__((always_inline)) inline void rope_row(const T* x, T* out, const fl
     const __m512i dup_hi = _mm512_add_epi32(dup, _mm512_set1_epi32(8));
     for (; i + kLanes <= P; i += kLanes) {  // 16 pairs: two vectors, one line for 16-bit types
       __m512 v0 = vload(x + 2 * i), v1 = vload(x + 2 * i + kLanes);
-      __m512 c16 = _mm512_loadu_ps(c + i), s16 = _mm512_mul_ps(_mm512_loadu_ps(s + i), _mm512_set1_ps(sign));
+      __m512 c16 = _mm512_loadu_ps(c + i), s16 = _mm512_loadu_ps(s + i);
       __m512 c0 = _mm512_permutexvar_ps(dup, c16), c1 = _mm512_permutexvar_ps(dup_hi, c16);
-      __m512 s0 = _mm512_permutexvar_ps(dup, s16), s1 = _mm512_permutexvar_ps(dup_hi, s16);
-      const __m512 neg = _mm512_set_ps(1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1);
-      __m512 y0 = _mm512_fmadd_ps(v0, c0, _mm512_mul_ps(_mm512_permute_ps(v0, 0xB1), _mm512_mul_ps(s0, neg)));
-      __m512 y1 = _mm512_fmadd_ps(v1, c1, _mm512_mul_ps(_mm512_permute_ps(v1, 0xB1), _mm512_mul_ps(s1, neg)));
+      __m512 s0 = _mm512_mul_ps(_mm512_permutexvar_ps(dup, s16), sg);  // (-σs, σs) per pair
+      __m512 s1 = _mm512_mul_ps(_mm512_permutexvar_ps(dup_hi, s16), sg);
+      __m512 y0 = _mm512_fmadd_ps(v0, c0, _mm512_mul_ps(_mm512_permute_ps(v0, 0xB1), s0));
+      __m512 y1 = _mm512_fmadd_ps(v1, c1, _mm512_mul_ps(_mm512_permute_ps(v1, 0xB1), s1));
       put2<Stream>(out + 2 * i, y0, y1);
     }
     for (; i + kLanes / 2 <= P; i += kLanes / 2) {
@@ -264,7 +264,8 @@ bool streamable(const std::vector<Job>& jobs, bool interleaved) {
   int64_t bytes = 0;
   for (const Job& j : jobs) {
     if (j.out == j.x || j.tail != 0) return false;
-    if (interleaved ? j.P % (kLanes / 2) != 0 : (j.P % half_step != 0 && j.P != kLanes)) return false;
+    const bool aligned_halves = j.P % half_step == 0 || j.P == kLanes;
+    if (interleaved ? j.P % (kLanes / 2) != 0 : !aligned_halves) return false;
     if (reinterpret_cast<std::uintptr_t>(j.out) % align != 0) return false;
     for (int d = 0; d < 3; ++d)
       if ((j.os[d] * static_cast<int64_t>(sizeof(T))) % align != 0) return false;
@@ -307,7 +308,8 @@ void dispatch(std::vector<Job>& jobs, bool backward, bool interleaved) {
   int64_t bytes = 0;
   for (const Job& j : jobs) bytes += j.B * j.H * j.T * 2 * j.P * static_cast<int64_t>(sizeof(T));
   const bool stream = streamable<T>(jobs, interleaved);
-  const int64_t total = plan_blocks(jobs, bytes < kStreamBytes ? kSmallTableBytes : kLargeTableBytes);
+  const int64_t table_bytes = bytes < kStreamBytes ? kSmallTableBytes : kLargeTableBytes;
+  const int64_t total = plan_blocks(jobs, table_bytes);
   if (total == 0) return;
   if (stream) dispatch_dir<T, true>(jobs, total, backward, interleaved);
   else dispatch_dir<T, false>(jobs, total, backward, interleaved);
