@@ -185,8 +185,10 @@ def test_rope_bad_inputs() -> None:
 @pytest.mark.parametrize(
     ("dtype", "T", "D", "halves"),
     [
+        (torch.float32, 4, 64, False),
         (torch.float32, 64, 64, True),
         (torch.float32, 2100, 64, True),
+        (torch.bfloat16, 8, 128, False),
         (torch.bfloat16, 4200, 64, True),
         (torch.bfloat16, 64, 128, True),
         (torch.bfloat16, 1100, 128, False),
@@ -195,9 +197,9 @@ def test_rope_bad_inputs() -> None:
 def test_eager_kernel_both_forms_forward_and_backward(
     dtype: torch.dtype, T: int, D: int, halves: bool
 ) -> None:
-    """The eager half-layout kernel writes x by half-width products or (2-byte x with wide
-    half-rows above ``WIDE_HALVES_MAX_BYTES``) by a swap copy; both equal the float64 formula
-    in value and in the inverse-rotation gradient."""
+    """The eager half-layout kernel writes x by half-width products or (x up to
+    ``SMALL_MAX_BYTES``, 2-byte x with wide half-rows above ``WIDE_HALVES_MAX_BYTES``) by a swap
+    copy; both equal the float64 formula in value and in the inverse-rotation gradient."""
     from posenc import functional as PF
     from posenc.functional import _rope_torch
 

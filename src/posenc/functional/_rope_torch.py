@@ -77,15 +77,23 @@ def _table_dtype(x: Tensor, cos: Tensor) -> torch.dtype:
 
 #: Largest 2-byte x (bytes) with half-rows of 128 bytes or more rotated by half-width products.
 WIDE_HALVES_MAX_BYTES = 4 << 20
+#: Largest x (bytes) rotated by the swap copy whatever its shape: three ATen calls instead of
+#: six, and at these sizes the calls are the cost (a decode step's q (1, 8, 1, 128): 6 against
+#: 11 µs); the two forms are equal near 256 KiB.
+SMALL_MAX_BYTES = 128 << 10
 
 
 def halves_pay(x: Tensor, P: int) -> bool:
     """Whether half-width products beat copy-then-multiply for x (..., 2P), as timed on one
-    2-core EPYC (``posenc bench rope``'s eager column): yes for float32 and for bfloat16 at
-    D = 64; not for 2-byte x with half-rows of 128 bytes or more beyond 4 MiB (float32 with the
-    same half-rows is unaffected; the cause is not pinned down)."""
+    2-core EPYC (``posenc bench rope``'s eager column): not up to ``SMALL_MAX_BYTES``; above,
+    yes for float32 and for bfloat16 at D = 64; not for 2-byte x with half-rows of 128 bytes or
+    more beyond 4 MiB (float32 with the same half-rows is unaffected; the cause is not pinned
+    down)."""
+    nbytes = x.numel() * x.element_size()
+    if nbytes <= SMALL_MAX_BYTES:
+        return False
     wide_low = x.element_size() < 4 and P * x.element_size() >= 128
-    return not wide_low or x.numel() * x.element_size() <= WIDE_HALVES_MAX_BYTES
+    return not wide_low or nbytes <= WIDE_HALVES_MAX_BYTES
 
 
 def rotate(x: Tensor, C: Tensor, S: Tensor, layout: str) -> Tensor:
