@@ -52,7 +52,13 @@ def _has_dtype(xp: ModuleType, name: str, kind: str) -> bool:
 
 
 def device_of(x: Any) -> Any:
-    """The device of array ``x`` (creation functions need it so GPU inputs stay on GPU)."""
+    """The device of array ``x`` (creation functions need it so GPU inputs stay on GPU).
+
+    torch tensors answer directly: array-api-compat's helper goes through ``lru_cache``d type
+    checks, which ``torch.compile`` warns about and traces around on every compile.
+    """
+    if isinstance(x, torch.Tensor):
+        return x.device
     return array_api_compat.device(x)
 
 
