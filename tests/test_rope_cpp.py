@@ -63,9 +63,9 @@ def test_kernel_matches_float64_reference(
 @pytest.mark.usefixtures("cpp")
 @pytest.mark.parametrize("per_head", [False, True])
 def test_position_blocks_with_ragged_end_and_per_head_tables(per_head: bool) -> None:
-    """The kernel walks blocks of positions (512 at P = 32) with every head inside: T = 1100
-    ends in a partial third block; q and k differ in length; tables per (batch, head) or per
-    batch."""
+    """The kernel walks blocks of positions (64 at P = 32 for outputs this small) with every
+    head inside: T = 1100 and 1031 end in partial blocks; q and k differ in length; tables per
+    (batch, head) or per batch."""
     q = torch.randn(2, 3, 1100, 64, dtype=torch.bfloat16)
     k = torch.randn(2, 3, 1031, 64, dtype=torch.bfloat16)
     pos_q = torch.randint(0, 9000, (2, 3, 1100) if per_head else (2, 1, 1100))
@@ -85,11 +85,11 @@ def test_position_blocks_with_ragged_end_and_per_head_tables(per_head: bool) -> 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_large_outputs_streamed_past_the_cache(layout: str, dtype: torch.dtype) -> None:
-    """Outputs of 16 MiB or more (q and k together) take non-temporal stores: same values,
-    forward and backward."""
-    q = torch.randn(2, 8, 4096, 64, dtype=dtype, requires_grad=True)  # 8-16 MiB each
-    k = torch.randn(2, 8, 4096, 64, dtype=dtype, requires_grad=True)
-    pos = torch.arange(4096)
+    """Outputs of 16 MiB or more (q and k together) take non-temporal stores and blocks of 512
+    positions (P = 32): T = 4100 ends in a partial block. Same values, forward and backward."""
+    q = torch.randn(2, 8, 4100, 64, dtype=dtype, requires_grad=True)  # 8-16 MiB each
+    k = torch.randn(2, 8, 4100, 64, dtype=dtype, requires_grad=True)
+    pos = torch.arange(4100)
     cos, sin = _tables(pos, 64)
     oq, ok = PF.apply_rope_pair(q, k, cos, sin, cos, sin, layout=layout)
     c64, s64 = PF.rope_cos_sin(pos, PF.rope_inv_freq(64, xp=PF.torch_xp))

@@ -253,15 +253,22 @@ void run_all(const std::vector<Job>& jobs, int64_t total) {
 constexpr int64_t kStreamBytes = int64_t{16} << 20;
 constexpr int64_t kFreshMapBytes = int64_t{32} << 20;
 
+// Rotated bytes each job writes (tails, copied through, not counted).
 template <typename T>
-bool streamable(const std::vector<Job>& jobs, bool interleaved) {
+int64_t out_bytes(const Job& j) {
+  return j.B * j.H * j.T * 2 * j.P * static_cast<int64_t>(sizeof(T));
+}
+
+// Whether the outputs (``bytes`` in all) take non-temporal stores.
+template <typename T>
+bool streamable(const std::vector<Job>& jobs, bool interleaved, int64_t bytes) {
 #if defined(__AVX512F__)
   // Every vector store must be aligned: 64 bytes for whole lines (``put2``; float32 always),
   // 32 for the half-line stores of 16-bit types. Rows start on a line; in the half layout the
   // second half's stores are lines only when P is a multiple of 32 (16-bit) or 16 (float32).
   constexpr int64_t align = 64;
   constexpr int64_t half_step = sizeof(T) == 4 ? kLanes : 2 * kLanes;
-  int64_t bytes = 0;
+  if (bytes < kStreamBytes) return false;
   for (const Job& j : jobs) {
     if (j.out == j.x || j.tail != 0) return false;
     const bool aligned_halves = j.P % half_step == 0 || j.P == kLanes;
@@ -269,14 +276,13 @@ bool streamable(const std::vector<Job>& jobs, bool interleaved) {
     if (reinterpret_cast<std::uintptr_t>(j.out) % align != 0) return false;
     for (int d = 0; d < 3; ++d)
       if ((j.os[d] * static_cast<int64_t>(sizeof(T))) % align != 0) return false;
-    const int64_t out_bytes = j.B * j.H * j.T * 2 * j.P * static_cast<int64_t>(sizeof(T));
-    if (out_bytes >= kFreshMapBytes) return false;
-    bytes += out_bytes;
+    if (out_bytes<T>(j) >= kFreshMapBytes) return false;
   }
-  return bytes >= kStreamBytes;
+  return true;
 #else
   (void)jobs;
   (void)interleaved;
+  (void)bytes;
   return false;
 #endif
 }
@@ -306,8 +312,8 @@ int64_t plan_blocks(std::vector<Job>& jobs, int64_t table_bytes) {
 template <typename T>
 void dispatch(std::vector<Job>& jobs, bool backward, bool interleaved) {
   int64_t bytes = 0;
-  for (const Job& j : jobs) bytes += j.B * j.H * j.T * 2 * j.P * static_cast<int64_t>(sizeof(T));
-  const bool stream = streamable<T>(jobs, interleaved);
+  for (const Job& j : jobs) bytes += out_bytes<T>(j);
+  const bool stream = streamable<T>(jobs, interleaved, bytes);
   const int64_t table_bytes = bytes < kStreamBytes ? kSmallTableBytes : kLargeTableBytes;
   const int64_t total = plan_blocks(jobs, table_bytes);
   if (total == 0) return;
