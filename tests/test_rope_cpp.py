@@ -85,8 +85,9 @@ def test_position_blocks_with_ragged_end_and_per_head_tables(per_head: bool) -> 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_large_outputs_streamed_past_the_cache(layout: str, dtype: torch.dtype) -> None:
-    """Outputs of 16 MiB or more (q and k together) take non-temporal stores and blocks of 512
-    positions (P = 32): T = 4100 ends in a partial block. Same values, forward and backward."""
+    """Outputs of 16 MiB or more (q and k together) take non-temporal stores and blocks of one
+    head and 4096 positions (P = 32): T = 4100 ends in a partial block. Same values, forward and
+    backward."""
     q = torch.randn(2, 8, 4100, 64, dtype=dtype, requires_grad=True)  # 8-16 MiB each
     k = torch.randn(2, 8, 4100, 64, dtype=dtype, requires_grad=True)
     pos = torch.arange(4100)

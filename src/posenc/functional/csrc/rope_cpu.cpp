@@ -8,8 +8,7 @@
 // iteration loads its pair before storing it, so exact aliasing is safe. Rows are
 // (B, H, T) with arbitrary strides, the last dimension unit-stride; cos/sin are float32
 // (..., T, P) tensors broadcast against x right-aligned (no copies). q and k go through one
-// parallel region, in blocks of positions with every head inside (tables read once per
-// block). Built on first use by posenc/functional/_rope_cpp.py.
+// parallel region, in blocks of positions (``plan_blocks``). Built on first use by posenc/functional/_rope_cpp.py.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -186,32 +185,37 @@ struct Job {
   const float* c;
   const float* s;
   int64_t B, H, T, P, tail;
-  int64_t TB, blocks;  // positions per block, blocks per job (B * ceil(T / TB))
+  int64_t TB, HB, blocks;  // positions and heads per block; blocks per job
   int64_t xs[3], os[3], cs[3], ss[3];  // strides of the (B, H, T) dimensions
 };
 
-// Positions per block (TB): the block's cos/sin rows (TB x P x 8 bytes) are read by every head
-// of the block, so the tables come from memory once per block, not once per head; a block is
-// also the run of x one head reads in one go. Two budgets, each the faster one in ``harness``
-// timings of the same kernel with either budget in one process on this project's 2-core EPYC:
-// - outputs under 16 MiB in all (they stay in the cache): 16 KiB, tables in L1 (8 KiB runs at
-//   D = 64). At (4, 8, 1024, 64) bf16, with 128 KiB (tables in L2, their lines refilled into L1
-//   for every head) the kernel took 1.45-1.5x a clone of q and k, with 16 KiB 1.2-1.3x; fp16,
-//   (1, 32, 512, 128) and (2, 8, 1024, 64) alike.
-// - larger outputs: 128 KiB (32-64 KiB runs). With 16 KiB, (1, 8, 8192, 64) and (1, 32, 2048,
-//   128) took 1.3-1.6x longer (streamed), and (1, 32, 2048, 128) fp32 (cached stores) 1.2x.
+// Blocks: TB positions of HB heads. A block's cos/sin rows (TB x P x 8 bytes) are read by each
+// of its heads, and one head's TB rows are the run of x it reads in one go. Two plans, each the
+// faster one in ``harness`` timings of the same kernel with either plan in one process on this
+// project's 2-core EPYC:
+// - outputs under 16 MiB in all (they stay in the cache): 16 KiB of tables, in L1 (8 KiB runs
+//   at D = 64), every head inside the block. At (4, 8, 1024, 64) bf16, with 128 KiB (tables in
+//   L2, their lines refilled into L1 for every head) the kernel took 1.45-1.5x a clone of q and
+//   k, with 16 KiB 1.2-1.3x; fp16, (1, 32, 512, 128) and (2, 8, 1024, 64) alike.
+// - larger outputs: one head per block and 1 MiB of tables (whole heads up to T * P = 128 Ki
+//   pairs; runs of 256-512 KiB at the suite's shapes), read again by the next head from L2/L3.
+//   The long runs keep the prefetcher going: with every head inside 128 KiB blocks (32-64 KiB
+//   runs), in place at (1, 32, 2048, 128) took 1.2x as long (bf16 1330 against 1080 µs; fp32
+//   1.05-1.1x) and out of place 1.1-1.15x (bf16), equal elsewhere. With 16 KiB blocks
+//   (1, 8, 8192, 64) and (1, 32, 2048, 128) took 1.3-1.6x longer still.
 constexpr int64_t kSmallTableBytes = 16 * 1024;
-constexpr int64_t kLargeTableBytes = 128 * 1024;
+constexpr int64_t kLargeTableBytes = 1024 * 1024;
 
-// Blocks [begin, end) of one job: for each (b, position block), every head, every position.
+// Blocks [begin, end) of one job: for each block, its heads, and each head's positions in order.
 template <typename T, bool Interleaved, bool Backward, bool Stream>
 void run_blocks(const Job& j, int64_t begin, int64_t end) {
   const T* x = static_cast<const T*>(j.x);
   T* out = static_cast<T*>(j.out);
-  const int64_t per_b = (j.T + j.TB - 1) / j.TB;
-  for (int64_t u = begin; u < end; ++u) {
-    const int64_t b = u / per_b, t0 = (u % per_b) * j.TB, t1 = std::min(j.T, t0 + j.TB);
-    for (int64_t h = 0; h < j.H; ++h) {
+  const int64_t tblocks = (j.T + j.TB - 1) / j.TB, hblocks = (j.H + j.HB - 1) / j.HB;
+  for (int64_t u = begin; u < end; ++u) {  // u = (b, position block, head block), heads fastest
+    const int64_t h0 = (u % hblocks) * j.HB, h1 = std::min(j.H, h0 + j.HB), v = u / hblocks;
+    const int64_t b = v / tblocks, t0 = (v % tblocks) * j.TB, t1 = std::min(j.T, t0 + j.TB);
+    for (int64_t h = h0; h < h1; ++h) {
       const T* xr = x + b * j.xs[0] + h * j.xs[1] + t0 * j.xs[2];
       T* orow = out + b * j.os[0] + h * j.os[1] + t0 * j.os[2];
       const float* cr = j.c + b * j.cs[0] + h * j.cs[1] + t0 * j.cs[2];
@@ -228,7 +232,8 @@ template <typename T, bool Interleaved, bool Backward, bool Stream>
 void run_all(const std::vector<Job>& jobs, int64_t total) {
   const Job& j0 = jobs[0];
   // a block holds min(T, TB) positions: a decode step (T = 1) runs on the calling thread
-  const int64_t pairs_per_block = std::max<int64_t>(1, j0.H * std::min(j0.T, j0.TB) * j0.P);
+  const int64_t rows = std::min(j0.H, j0.HB) * std::min(j0.T, j0.TB);
+  const int64_t pairs_per_block = std::max<int64_t>(1, rows * j0.P);
   const int64_t grain = std::max<int64_t>(1, 16384 / pairs_per_block);
   at::parallel_for(0, total, grain, [&](int64_t begin, int64_t end) {
     int64_t base = 0;
@@ -298,12 +303,16 @@ void dispatch_dir(const std::vector<Job>& jobs, int64_t total, bool backward, bo
   }
 }
 
-// Cuts every job into blocks of positions for a table budget; returns the blocks of all jobs.
-int64_t plan_blocks(std::vector<Job>& jobs, int64_t table_bytes) {
+// Cuts every job into blocks for outputs of ``bytes`` in all; returns the blocks of all jobs.
+int64_t plan_blocks(std::vector<Job>& jobs, int64_t bytes) {
+  const bool large = bytes >= kStreamBytes;
+  const int64_t table_bytes = large ? kLargeTableBytes : kSmallTableBytes;
   int64_t total = 0;
   for (Job& j : jobs) {
     j.TB = std::max<int64_t>(1, table_bytes / (8 * std::max<int64_t>(1, j.P)));
-    j.blocks = j.H == 0 || j.T == 0 ? 0 : j.B * ((j.T + j.TB - 1) / j.TB);
+    j.HB = large ? 1 : std::max<int64_t>(1, j.H);
+    const int64_t tblocks = (j.T + j.TB - 1) / j.TB, hblocks = (j.H + j.HB - 1) / j.HB;
+    j.blocks = j.H == 0 || j.T == 0 ? 0 : j.B * tblocks * hblocks;
     total += j.blocks;
   }
   return total;
@@ -314,8 +323,7 @@ void dispatch(std::vector<Job>& jobs, bool backward, bool interleaved) {
   int64_t bytes = 0;
   for (const Job& j : jobs) bytes += out_bytes<T>(j);
   const bool stream = streamable<T>(jobs, interleaved, bytes);
-  const int64_t table_bytes = bytes < kStreamBytes ? kSmallTableBytes : kLargeTableBytes;
-  const int64_t total = plan_blocks(jobs, table_bytes);
+  const int64_t total = plan_blocks(jobs, bytes);
   if (total == 0) return;
   if (stream) dispatch_dir<T, true>(jobs, total, backward, interleaved);
   else dispatch_dir<T, false>(jobs, total, backward, interleaved);
@@ -365,7 +373,7 @@ Job make_job(const at::Tensor& x, const at::Tensor& o, const at::Tensor& c, cons
   }
   const auto cst = aligned_strides(c, x.sizes()), sst = aligned_strides(s, x.sizes());
   Job j{x.data_ptr(), o.data_ptr(), c.data_ptr<float>(), s.data_ptr<float>(), xsz[0], xsz[1],
-        xsz[2], P, x.size(-1) - 2 * P, 1, 0, {}, {}, {}, {}};  // blocks: ``plan_blocks``
+        xsz[2], P, x.size(-1) - 2 * P, 1, 1, 0, {}, {}, {}, {}};  // blocks: ``plan_blocks``
   for (int d = 0; d < 3; ++d) {
     j.xs[d] = xst[d]; j.os[d] = ost[d]; j.cs[d] = cst[d]; j.ss[d] = sst[d];
   }
