@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import posenc
+import posenc.functional as PF
 from tests.reference.rotary import rope as ref_rope
 
 
@@ -145,8 +146,34 @@ def test_cos_sin_shared_across_layers_of_one_forward() -> None:
     c2, _ = rope.cos_sin(pos)
     assert c1 is c2  # memoised: not recomputed per layer
     c3, _ = rope.cos_sin(torch.arange(10))
-    assert c3 is not c1
-    torch.testing.assert_close(c3, c1)
+    assert c3 is c1  # equal positions (another layer's cache holds its own tensor)
+    assert rope.cos_sin(pos, torch.float64)[0] is not c1  # another dtype
+    pos.add_(5)  # changed in place since: recomputed, from the new values
+    c4, _ = rope.cos_sin(pos)
+    assert c4 is not c1
+    torch.testing.assert_close(c4, rope.cos_sin(torch.arange(5, 15), torch.float64)[0].float())
+
+
+def test_rerotate_decoding_builds_tables_once_per_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The "rerotate" KV policy rotates the new queries and all cached keys in every layer: two
+    position tensors per step, each layer's key positions its own tensor. The tables are built
+    twice per step (queries, keys), not per layer, and decoding still equals a fresh forward."""
+    torch.manual_seed(0)
+    model = posenc.TinyTransformer(
+        vocab_size=20, pe="rope", d_model=32, n_heads=2, n_layers=3,
+        pe_config={"kv_policy": "rerotate"},
+    ).double()  # fmt: skip
+    idx = torch.randint(0, 20, (1, 8))
+    calls = []
+    real = PF.rope_cos_sin
+    monkeypatch.setattr(PF, "rope_cos_sin", lambda pos, f: calls.append(pos.shape) or real(pos, f))
+    cache = model.new_cache()
+    steps = [model(idx[:, :4], cache=cache)]
+    first = len(calls)
+    for t in range(4, 8):
+        steps.append(model(idx[:, t : t + 1], cache=cache))
+    assert first <= 2 and len(calls) - first == 2 * 4  # (1,) queries and (1, L) keys per step
+    torch.testing.assert_close(torch.cat(steps, 1), model(idx), rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize(

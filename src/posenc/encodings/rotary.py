@@ -87,7 +87,7 @@ class RoPE(PositionalEncoding):
         )
         self.register_buffer("default_inv_freq64", default, persistent=False)  # (P,) float64
         self.register_buffer("inv_freq64", inv_freq, persistent=False)  # (P,) float64
-        self._memo: tuple[Tensor, Any, Tensor, Tensor] | None = None
+        self._memo: list[tuple[Tensor, int, Any, Tensor, Tensor]] = []  # newest first
 
     @property
     def inv_freq(self) -> Tensor:
@@ -107,7 +107,7 @@ class RoPE(PositionalEncoding):
         return max((int(p.max()) for p in positions if p.numel()), default=-1) + 1
 
     def clear_cache(self) -> None:
-        self._memo = None
+        self._memo = []
 
     def cos_sin(
         self, pos: Tensor, dtype: torch.dtype = torch.float32, seq_len: int | None = None
@@ -115,22 +115,42 @@ class RoPE(PositionalEncoding):
         """cos, sin (..., P) in ``dtype`` for int64 positions (...,), from float64 angles, times
         the scaling's attention factor. ``seq_len`` (dynamic scaling) defaults to max(pos) + 1.
 
-        The last result is memoised on the position tensor itself, so all layers of a forward
-        share one computation.
+        The last two results are memoised on their position tensors, so all layers of a forward
+        share one computation, also when each rotates q and k at different positions (the
+        "rerotate" KV policy: the new queries' and all cached keys'). On CPU, positions equal in
+        value to a memoised tensor count as it (each layer's cache holds its own key positions).
         """
         seq_len = self.seq_len(pos) if seq_len is None else seq_len
-        key = (pos._version, dtype, seq_len)
-        memo = self._memo
-        if memo is not None and memo[0] is pos and memo[1] == key:
-            return memo[2], memo[3]
+        key = (dtype, seq_len)
+        hit = self._recall(pos, key)
+        if hit is not None:
+            return hit
         inv_freq, scale = self.frequencies(seq_len)
         cos, sin = PF.rope_cos_sin(pos, inv_freq)  # float64
         if scale != 1.0:
             cos, sin = cos * scale, sin * scale
         cos, sin = cos.to(dtype), sin.to(dtype)
         if not torch.compiler.is_compiling():
-            self._memo = (pos, key, cos, sin)
+            self._memo = [(pos, pos._version, key, cos, sin), *self._memo[:1]]
         return cos, sin
+
+    def _recall(self, pos: Tensor, key: Any) -> tuple[Tensor, Tensor] | None:
+        """Memoised (cos, sin) for ``pos``: the same tensor, unchanged since, or (CPU, outside
+        compilation) an unchanged memoised tensor equal to it, which then takes its place."""
+        valid = [m for m in self._memo if m[2] == key and m[0]._version == m[1]]
+        for m in valid:
+            if m[0] is pos:
+                return m[3], m[4]
+        if pos.device.type != "cpu" or torch.compiler.is_compiling():
+            return None  # a value comparison on an accelerator waits for it
+        for m in valid:
+            p = m[0]
+            same_kind = p.shape == pos.shape and p.dtype == pos.dtype and p.device == pos.device
+            if same_kind and torch.equal(p, pos):
+                rest = [e for e in self._memo if e is not m]
+                self._memo = [(pos, pos._version, key, m[3], m[4]), *rest[:1]]
+                return m[3], m[4]
+        return None
 
     def _tables(self, x: Tensor, pos: Tensor, seq_len: int | None) -> tuple[Tensor, Tensor]:
         """cos, sin broadcastable to x (B, H, T, D): (T, P) or (B, 1, T, P)."""

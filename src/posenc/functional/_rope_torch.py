@@ -31,19 +31,20 @@ def swap_pairs(x: Tensor, P: int, layout: str) -> Tensor:
 
 
 def full_tables(cos: Tensor, sin: Tensor, layout: str, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-    """C (..., 2P) and S (..., 2P) in ``dtype``; memoised on the last (cos, sin) objects."""
-    key = (cos, sin, cos._version, sin._version, layout, dtype)
-    last = _memo.get("key")
-    if last is not None and last[0] is cos and last[1] is sin and last[2:] == key[2:]:
-        return _memo["C"], _memo["S"]
-    cos, sin = cos.to(dtype), sin.to(dtype)
+    """C (..., 2P) and S (..., 2P) in ``dtype``; memoised on the last two (cos, sin) objects
+    (q's and k's when they sit at different positions)."""
+    key = (cos._version, sin._version, layout, dtype)
+    for last in _memo.get("full", ()):
+        if last[0] is cos and last[1] is sin and last[2] == key:
+            return last[3], last[4]
+    c, s = cos.to(dtype), sin.to(dtype)
     if layout == "half":
-        C, S = torch.cat([cos, cos], dim=-1), torch.cat([-sin, sin], dim=-1)
+        C, S = torch.cat([c, c], dim=-1), torch.cat([-s, s], dim=-1)
     else:
-        C = torch.stack([cos, cos], dim=-1).flatten(-2)
-        S = torch.stack([-sin, sin], dim=-1).flatten(-2)
+        C = torch.stack([c, c], dim=-1).flatten(-2)
+        S = torch.stack([-s, s], dim=-1).flatten(-2)
     if not torch.compiler.is_compiling():
-        _memo.update(key=key, C=C, S=S)
+        _memo["full"] = [(cos, sin, key, C, S), *_memo.get("full", [])[:1]]
     return C, S
 
 

@@ -201,7 +201,7 @@ struct Job {
 //   pairs; runs of 256-512 KiB at the suite's shapes), read again by the next head from L2/L3.
 //   The long runs keep the prefetcher going: with every head inside 128 KiB blocks (32-64 KiB
 //   runs), in place at (1, 32, 2048, 128) took 1.2x as long (bf16 1330 against 1080 µs; fp32
-//   1.05-1.1x) and out of place 1.1-1.15x (bf16), equal elsewhere. With 16 KiB blocks
+//   1.05-1.1x) and out of place 1.03-1.15x (bf16), equal elsewhere. With 16 KiB blocks
 //   (1, 8, 8192, 64) and (1, 32, 2048, 128) took 1.3-1.6x longer still.
 constexpr int64_t kSmallTableBytes = 16 * 1024;
 constexpr int64_t kLargeTableBytes = 1024 * 1024;
