@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from array_api_compat import device as array_device
 
-from ..functional._xp import namespace
+from ..functional._xp import clip, namespace
 
 __all__ = ["METHODS", "Scaled", "dynamic", "linear", "llama3", "longrope", "ntk", "yarn"]
 
@@ -93,8 +93,7 @@ def _yarn_ramp(inv_freq: Any, *, L: int, beta_fast: float, beta_slow: float, tru
     low, high = max(low, 0), min(high, 2 * P - 1)
     if low == high:
         high += 0.001  # one-step ramp; same singularity guard as transformers
-    xp = namespace(inv_freq)
-    return xp.clip((_pair_index(inv_freq) - low) / (high - low), 0.0, 1.0)
+    return clip((_pair_index(inv_freq) - low) / (high - low), 0.0, 1.0)
 
 
 def yarn(

@@ -11,6 +11,8 @@ import array_api_compat.torch as torch_xp
 import torch
 
 __all__ = [
+    "clip",
+    "cumsum_last",
     "namespace",
     "np_xp",
     "scatter_add_last",
@@ -60,6 +62,24 @@ def device_of(x: Any) -> Any:
     if isinstance(x, torch.Tensor):
         return x.device
     return array_api_compat.device(x)
+
+
+def clip(x: Any, low: float | None = None, high: float | None = None) -> Any:
+    """min(max(x, low), high) elementwise (either bound may be None).
+
+    torch: ``torch.clamp`` (array-api-compat's ``clip`` looks the namespace up again through
+    ``lru_cache``d helpers, which ``torch.compile`` warns about and traces around).
+    """
+    if isinstance(x, torch.Tensor):
+        return torch.clamp(x, low, high)
+    return namespace(x).clip(x, low, high)
+
+
+def cumsum_last(x: Any) -> Any:
+    """out[..., i] = Σ_(t<=i) x[..., t] (torch: ``torch.cumsum``, as in ``clip``)."""
+    if isinstance(x, torch.Tensor):
+        return torch.cumsum(x, dim=-1)
+    return namespace(x).cumulative_sum(x, axis=-1)
 
 
 def take_along_last(x: Any, index: Any) -> Any:

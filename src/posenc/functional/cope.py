@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from .._validate import check_positive_int
-from ._xp import namespace, take_along_last, widest_int
+from ._xp import clip, cumsum_last, namespace, take_along_last, widest_int
 
 
 def cope_positions(logits: Any, *, n_positions: int) -> Any:
@@ -22,8 +22,8 @@ def cope_positions(logits: Any, *, n_positions: int) -> Any:
     check_positive_int(n_positions, "n_positions", minimum=2)
     xp = namespace(logits)
     gates = _sigmoid(logits, xp)  # σ(z), 0 where z = -inf
-    from_j = xp.flip(xp.cumulative_sum(xp.flip(gates, axis=-1), axis=-1), axis=-1)
-    return xp.clip(from_j, max=float(n_positions - 1))
+    from_j = xp.flip(cumsum_last(xp.flip(gates, axis=-1)), axis=-1)
+    return clip(from_j, high=float(n_positions - 1))
 
 
 def cope_interpolate(positions: Any, per_position: Any) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._validate import check_positive_int
-from ._xp import namespace, scatter_add_last, take_along_last
+from ._xp import clip, namespace, scatter_add_last, take_along_last
 from .relative import relative_offsets
 
 
@@ -17,9 +17,8 @@ def shaw_relative_index(q_pos: Any, k_pos: Any, *, max_distance: int) -> Any:
     Raises: ValueError for max_distance < 1.
     """
     check_positive_int(max_distance, "max_distance")
-    xp = namespace(q_pos, k_pos)
     key_minus_query = -relative_offsets(q_pos, k_pos)  # (..., Tq, Tk), j - i
-    return xp.clip(key_minus_query, -max_distance, max_distance) + max_distance
+    return clip(key_minus_query, -max_distance, max_distance) + max_distance
 
 
 def gather_relative(per_offset: Any, index: Any) -> Any:
