@@ -104,6 +104,32 @@ def test_large_outputs_streamed_past_the_cache(layout: str, dtype: torch.dtype) 
 
 
 @pytest.mark.usefixtures("cpp")
+def test_low_precision_tables_converted_once_until_changed() -> None:
+    """bf16 cos/sin (Hugging Face's format for bf16 models) reach the kernel as float32 copies,
+    made once and reused by later calls and the backward; a table changed in place is copied
+    again, so the rotation follows its new values."""
+    pos = torch.arange(16)
+    c64, s64 = PF.rope_cos_sin(pos, PF.rope_inv_freq(32, xp=PF.torch_xp))
+    cos, sin = c64.to(torch.bfloat16), s64.to(torch.bfloat16)
+    q = torch.randn(1, 2, 16, 32, dtype=torch.bfloat16, requires_grad=True)
+    k = torch.randn(1, 2, 16, 32, dtype=torch.bfloat16)
+    first = PF.apply_rope_pair(q, k, cos, sin, cos, sin)[0]
+    copy = _rope_cpp._f32(cos)
+    assert copy.dtype == torch.float32 and _rope_cpp._f32(cos) is copy
+    first.backward(torch.ones_like(first))
+    assert _rope_cpp._f32(cos) is copy  # the backward reused it too
+    with torch.no_grad():
+        sin.neg_()  # R(-θ): changed in place
+    oq, ok = PF.apply_rope_pair(q.detach(), k, cos, sin, cos, sin)
+    assert _rope_cpp._f32(sin).equal(sin.float())
+    for x, out in ((q.detach(), oq), (k, ok)):  # float64 formula with the tables as given
+        exact = PF.apply_rope(x.double(), cos.double(), sin.double())
+        _assert_rounding_level(out, exact.numpy())
+    exact_grad = PF.apply_rope(torch.ones(1, 2, 16, 32).double(), cos.double(), sin.double())
+    _assert_rounding_level(q.grad, exact_grad.numpy())  # first call's R(-θ): the negated sin
+
+
+@pytest.mark.usefixtures("cpp")
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 def test_strided_and_3d_inputs(layout: str) -> None:
     """q as a (B, T, H, D) -> (B, H, T, D) transpose view, and 3-D (H, T, D) keys."""
