@@ -113,11 +113,14 @@ def test_low_precision_tables_converted_once_until_changed() -> None:
     cos, sin = c64.to(torch.bfloat16), s64.to(torch.bfloat16)
     q = torch.randn(1, 2, 16, 32, dtype=torch.bfloat16, requires_grad=True)
     k = torch.randn(1, 2, 16, 32, dtype=torch.bfloat16)
+    _rope_cpp._converted.clear()
     first = PF.apply_rope_pair(q, k, cos, sin, cos, sin)[0]
-    copy = _rope_cpp._f32(cos)
-    assert copy.dtype == torch.float32 and _rope_cpp._f32(cos) is copy
+    made = {id(t): copy for t, _, copy in _rope_cpp._converted}  # what the call converted
+    assert len(_rope_cpp._converted) == 2 and made.keys() == {id(cos), id(sin)}
+    assert made[id(cos)].dtype == torch.float32 and made[id(cos)].equal(cos.float())
     first.backward(torch.ones_like(first))
-    assert _rope_cpp._f32(cos) is copy  # the backward reused it too
+    after = {id(t): copy for t, _, copy in _rope_cpp._converted}
+    assert after.keys() == made.keys() and all(after[i] is made[i] for i in made)  # reused
     with torch.no_grad():
         sin.neg_()  # R(-θ): changed in place
     oq, ok = PF.apply_rope_pair(q.detach(), k, cos, sin, cos, sin)

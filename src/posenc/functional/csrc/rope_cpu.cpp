@@ -8,7 +8,8 @@
 // iteration loads its pair before storing it, so exact aliasing is safe. Rows are
 // (B, H, T) with arbitrary strides, the last dimension unit-stride; cos/sin are float32
 // (..., T, P) tensors broadcast against x right-aligned (no copies). q and k go through one
-// parallel region, in blocks of positions (``plan_blocks``). Built on first use by posenc/functional/_rope_cpp.py.
+// parallel region, in blocks of positions (``plan_blocks``). Built on first use by
+// posenc/functional/_rope_cpp.py.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
