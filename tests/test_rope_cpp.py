@@ -63,20 +63,20 @@ def test_kernel_matches_float64_reference(
 @pytest.mark.usefixtures("cpp")
 @pytest.mark.parametrize("per_head", [False, True])
 def test_position_blocks_with_ragged_end_and_per_head_tables(per_head: bool) -> None:
-    """The kernel walks blocks of positions (64 at P = 32 for outputs this small) with every
-    head inside: T = 1100 and 1031 end in partial blocks; q and k differ in length; tables per
-    (batch, head) or per batch."""
-    q = torch.randn(2, 3, 1100, 64, dtype=torch.bfloat16)
-    k = torch.randn(2, 3, 1031, 64, dtype=torch.bfloat16)
-    pos_q = torch.randint(0, 9000, (2, 3, 1100) if per_head else (2, 1, 1100))
-    pos_k = torch.randint(0, 9000, (2, 3, 1031) if per_head else (2, 1, 1031))
-    (cq, sq), (ck, sk) = _tables(pos_q, 64), _tables(pos_k, 64)
+    """The kernel walks blocks of 2048 positions (P = 64) and 4 heads side by side when they
+    share tables: T = 2100 and 2051 end in partial blocks, 6 heads in groups of 4 and 2; q and
+    k differ in length; tables per (batch, head) (one head at a time) or per batch."""
+    q = torch.randn(2, 6, 2100, 128, dtype=torch.bfloat16)
+    k = torch.randn(2, 6, 2051, 128, dtype=torch.bfloat16)
+    pos_q = torch.randint(0, 9000, (2, 6, 2100) if per_head else (2, 1, 2100))
+    pos_k = torch.randint(0, 9000, (2, 6, 2051) if per_head else (2, 1, 2051))
+    (cq, sq), (ck, sk) = _tables(pos_q, 128), _tables(pos_k, 128)
     oq, ok = PF.apply_rope_pair(q, k, cq, sq, ck, sk)
     for x, pos, out in ((q, pos_q, oq), (k, pos_k, ok)):
         pos3 = pos.expand(*x.shape[:3])
         exact = np.stack([  # (B, H, T, D): the float64 loop per (batch, head) row of positions
             ref_rope(x[b, h][None, None].double().numpy(), pos3[b, h].numpy())[0, 0]
-            for b in range(2) for h in range(3)
+            for b in range(2) for h in range(6)
         ]).reshape(x.shape)  # fmt: skip
         _assert_rounding_level(out, exact)
 
@@ -85,8 +85,8 @@ def test_position_blocks_with_ragged_end_and_per_head_tables(per_head: bool) -> 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_large_outputs_streamed_past_the_cache(layout: str, dtype: torch.dtype) -> None:
-    """Outputs of 16 MiB or more (q and k together) take non-temporal stores and blocks of one
-    head and 4096 positions (P = 32): T = 4100 ends in a partial block. Same values, forward and
+    """Outputs of 16 MiB or more (q and k together) take non-temporal stores; blocks of four
+    heads and 4096 positions (P = 32): T = 4100 ends in a partial block. Same values, forward and
     backward."""
     q = torch.randn(2, 8, 4100, 64, dtype=dtype, requires_grad=True)  # 8-16 MiB each
     k = torch.randn(2, 8, 4100, 64, dtype=dtype, requires_grad=True)

@@ -8,7 +8,7 @@
 // iteration loads its pair before storing it, so exact aliasing is safe. Rows are
 // (B, H, T) with arbitrary strides, the last dimension unit-stride; cos/sin are float32
 // (..., T, P) tensors broadcast against x right-aligned (no copies). q and k go through one
-// parallel region, in blocks of positions (``plan_blocks``). Built on first use by
+// parallel region, in blocks of positions and heads (``plan_blocks``). Built on first use by
 // posenc/functional/_rope_cpp.py.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
@@ -104,11 +104,13 @@ inline void put2(T* p, __m512 lo, __m512 hi) {
 }
 #endif
 
-// One row of P pairs: x (2P,) -> out (2P,), angles from c, s (P,); then `tail` features copied.
-// Backward rotates by -θ; Stream: non-temporal vector stores (only when every store is aligned).
+// Rows of nh heads at one position: x[g] (2P,) -> out[g] (2P,) for g < nh, angles from c, s
+// (P,), each table vector loaded once for all nh rows; then `tail` features copied. Backward
+// rotates by -θ; Stream: non-temporal vector stores (only when every store is aligned).
 template <typename T, bool Interleaved, bool Backward, bool Stream>
-__attribute__((always_inline)) inline void rope_row(const T* x, T* out, const float* c,
-                                                    const float* s, int64_t P, int64_t tail) {
+__attribute__((always_inline)) inline void rope_rows(const T* const* x, T* const* out, int nh,
+                                                     const float* c, const float* s, int64_t P,
+                                                     int64_t tail) {
   constexpr float sign = Backward ? -1.0f : 1.0f;
   int64_t i = 0;
   if constexpr (Interleaved) {
@@ -119,65 +121,84 @@ __attribute__((always_inline)) inline void rope_row(const T* x, T* out, const fl
                                     sign, -sign, sign, -sign, sign, -sign, sign, -sign);
     const __m512i dup_hi = _mm512_add_epi32(dup, _mm512_set1_epi32(8));
     for (; i + kLanes <= P; i += kLanes) {  // 16 pairs: two vectors, one line for 16-bit types
-      __m512 v0 = vload(x + 2 * i), v1 = vload(x + 2 * i + kLanes);
-      __m512 c16 = _mm512_loadu_ps(c + i), s16 = _mm512_loadu_ps(s + i);
-      __m512 c0 = _mm512_permutexvar_ps(dup, c16), c1 = _mm512_permutexvar_ps(dup_hi, c16);
-      __m512 s0 = _mm512_mul_ps(_mm512_permutexvar_ps(dup, s16), sg);  // (-σs, σs) per pair
-      __m512 s1 = _mm512_mul_ps(_mm512_permutexvar_ps(dup_hi, s16), sg);
-      __m512 y0 = _mm512_fmadd_ps(v0, c0, _mm512_mul_ps(_mm512_permute_ps(v0, 0xB1), s0));
-      __m512 y1 = _mm512_fmadd_ps(v1, c1, _mm512_mul_ps(_mm512_permute_ps(v1, 0xB1), s1));
-      put2<Stream>(out + 2 * i, y0, y1);
+      const __m512 c16 = _mm512_loadu_ps(c + i), s16 = _mm512_loadu_ps(s + i);
+      const __m512 c0 = _mm512_permutexvar_ps(dup, c16), c1 = _mm512_permutexvar_ps(dup_hi, c16);
+      const __m512 s0 = _mm512_mul_ps(_mm512_permutexvar_ps(dup, s16), sg);  // (-σs, σs)
+      const __m512 s1 = _mm512_mul_ps(_mm512_permutexvar_ps(dup_hi, s16), sg);
+      for (int g = 0; g < nh; ++g) {
+        const __m512 v0 = vload(x[g] + 2 * i), v1 = vload(x[g] + 2 * i + kLanes);
+        const __m512 y0 = _mm512_fmadd_ps(v0, c0, _mm512_mul_ps(_mm512_permute_ps(v0, 0xB1), s0));
+        const __m512 y1 = _mm512_fmadd_ps(v1, c1, _mm512_mul_ps(_mm512_permute_ps(v1, 0xB1), s1));
+        put2<Stream>(out[g] + 2 * i, y0, y1);
+      }
     }
     for (; i + kLanes / 2 <= P; i += kLanes / 2) {
-      __m512 v = vload(x + 2 * i);
-      __m512 cc = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(c + i)));
-      __m512 ss = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(s + i)));
-      __m512 sw = _mm512_permute_ps(v, 0xB1);  // (b, a) in each pair
-      put<Stream>(out + 2 * i, _mm512_fmadd_ps(v, cc, _mm512_mul_ps(sw, _mm512_mul_ps(ss, sg))));
+      const __m512 cc = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(c + i)));
+      const __m512 ss = _mm512_mul_ps(
+          _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(s + i))), sg);
+      for (int g = 0; g < nh; ++g) {
+        const __m512 v = vload(x[g] + 2 * i);
+        const __m512 sw = _mm512_permute_ps(v, 0xB1);  // (b, a) in each pair
+        put<Stream>(out[g] + 2 * i, _mm512_fmadd_ps(v, cc, _mm512_mul_ps(sw, ss)));
+      }
     }
 #endif
     for (; i < P; ++i) {
-      float a = load(x + 2 * i), b = load(x + 2 * i + 1), cc = c[i], ss = sign * s[i];
-      store(out + 2 * i, a * cc - b * ss);
-      store(out + 2 * i + 1, b * cc + a * ss);
+      const float cc = c[i], ss = sign * s[i];
+      for (int g = 0; g < nh; ++g) {
+        const float a = load(x[g] + 2 * i), b = load(x[g] + 2 * i + 1);
+        store(out[g] + 2 * i, a * cc - b * ss);
+        store(out[g] + 2 * i + 1, b * cc + a * ss);
+      }
     }
   } else {
 #if defined(__AVX512F__)
     for (; i + 2 * kLanes <= P; i += 2 * kLanes) {  // 32 pairs: one line per half (16-bit types)
-      __m512 a0 = vload(x + i), a1 = vload(x + i + kLanes);
-      __m512 b0 = vload(x + i + P), b1 = vload(x + i + P + kLanes);
-      __m512 c0 = vload(c + i), c1 = vload(c + i + kLanes);
-      __m512 s0 = vload(s + i), s1 = vload(s + i + kLanes);
-      if constexpr (Backward) {
-        put2<Stream>(out + i, _mm512_fmadd_ps(b0, s0, _mm512_mul_ps(a0, c0)),
-                     _mm512_fmadd_ps(b1, s1, _mm512_mul_ps(a1, c1)));
-        put2<Stream>(out + i + P, _mm512_fnmadd_ps(a0, s0, _mm512_mul_ps(b0, c0)),
-                     _mm512_fnmadd_ps(a1, s1, _mm512_mul_ps(b1, c1)));
-      } else {
-        put2<Stream>(out + i, _mm512_fnmadd_ps(b0, s0, _mm512_mul_ps(a0, c0)),
-                     _mm512_fnmadd_ps(b1, s1, _mm512_mul_ps(a1, c1)));
-        put2<Stream>(out + i + P, _mm512_fmadd_ps(a0, s0, _mm512_mul_ps(b0, c0)),
-                     _mm512_fmadd_ps(a1, s1, _mm512_mul_ps(b1, c1)));
+      const __m512 c0 = vload(c + i), c1 = vload(c + i + kLanes);
+      const __m512 s0 = vload(s + i), s1 = vload(s + i + kLanes);
+      for (int g = 0; g < nh; ++g) {
+        const T* xg = x[g];
+        const __m512 a0 = vload(xg + i), a1 = vload(xg + i + kLanes);
+        const __m512 b0 = vload(xg + i + P), b1 = vload(xg + i + P + kLanes);
+        if constexpr (Backward) {
+          put2<Stream>(out[g] + i, _mm512_fmadd_ps(b0, s0, _mm512_mul_ps(a0, c0)),
+                       _mm512_fmadd_ps(b1, s1, _mm512_mul_ps(a1, c1)));
+          put2<Stream>(out[g] + i + P, _mm512_fnmadd_ps(a0, s0, _mm512_mul_ps(b0, c0)),
+                       _mm512_fnmadd_ps(a1, s1, _mm512_mul_ps(b1, c1)));
+        } else {
+          put2<Stream>(out[g] + i, _mm512_fnmadd_ps(b0, s0, _mm512_mul_ps(a0, c0)),
+                       _mm512_fnmadd_ps(b1, s1, _mm512_mul_ps(a1, c1)));
+          put2<Stream>(out[g] + i + P, _mm512_fmadd_ps(a0, s0, _mm512_mul_ps(b0, c0)),
+                       _mm512_fmadd_ps(a1, s1, _mm512_mul_ps(b1, c1)));
+        }
       }
     }
     for (; i + kLanes <= P; i += kLanes) {
-      __m512 a = vload(x + i), b = vload(x + i + P), cc = vload(c + i), ss = vload(s + i);
-      if constexpr (Backward) {
-        put<Stream>(out + i, _mm512_fmadd_ps(b, ss, _mm512_mul_ps(a, cc)));      // a c + b s
-        put<Stream>(out + i + P, _mm512_fnmadd_ps(a, ss, _mm512_mul_ps(b, cc)));  // b c - a s
-      } else {
-        put<Stream>(out + i, _mm512_fnmadd_ps(b, ss, _mm512_mul_ps(a, cc)));     // a c - b s
-        put<Stream>(out + i + P, _mm512_fmadd_ps(a, ss, _mm512_mul_ps(b, cc)));  // b c + a s
+      const __m512 cc = vload(c + i), ss = vload(s + i);
+      for (int g = 0; g < nh; ++g) {
+        const __m512 a = vload(x[g] + i), b = vload(x[g] + i + P);
+        if constexpr (Backward) {
+          put<Stream>(out[g] + i, _mm512_fmadd_ps(b, ss, _mm512_mul_ps(a, cc)));      // a c + b s
+          put<Stream>(out[g] + i + P, _mm512_fnmadd_ps(a, ss, _mm512_mul_ps(b, cc)));  // b c - a s
+        } else {
+          put<Stream>(out[g] + i, _mm512_fnmadd_ps(b, ss, _mm512_mul_ps(a, cc)));     // a c - b s
+          put<Stream>(out[g] + i + P, _mm512_fmadd_ps(a, ss, _mm512_mul_ps(b, cc)));  // b c + a s
+        }
       }
     }
 #endif
     for (; i < P; ++i) {
-      float a = load(x + i), b = load(x + i + P), cc = c[i], ss = sign * s[i];
-      store(out + i, a * cc - b * ss);
-      store(out + i + P, b * cc + a * ss);
+      const float cc = c[i], ss = sign * s[i];
+      for (int g = 0; g < nh; ++g) {
+        const float a = load(x[g] + i), b = load(x[g] + i + P);
+        store(out[g] + i, a * cc - b * ss);
+        store(out[g] + i + P, b * cc + a * ss);
+      }
     }
   }
-  if (tail > 0 && out != x) std::memcpy(out + 2 * P, x + 2 * P, tail * sizeof(T));
+  if (tail > 0)
+    for (int g = 0; g < nh; ++g)
+      if (out[g] != x[g]) std::memcpy(out[g] + 2 * P, x[g] + 2 * P, tail * sizeof(T));
 }
 
 struct Job {
@@ -186,45 +207,54 @@ struct Job {
   const float* c;
   const float* s;
   int64_t B, H, T, P, tail;
-  int64_t TB, HB, blocks;  // positions and heads per block; blocks per job
+  int64_t TB, G, blocks;  // positions and heads per block (``plan_blocks``); blocks per job
   int64_t xs[3], os[3], cs[3], ss[3];  // strides of the (B, H, T) dimensions
 };
 
-// Blocks: TB positions of HB heads. A block's cos/sin rows (TB x P x 8 bytes) are read by each
-// of its heads, and one head's TB rows are the run of x it reads in one go. Two plans, each the
-// faster one in ``harness`` timings of the same kernel with either plan in one process on this
-// project's 2-core EPYC:
-// - outputs under 16 MiB in all (they stay in the cache): 16 KiB of tables, in L1 (8 KiB runs
-//   at D = 64), every head inside the block. At (4, 8, 1024, 64) bf16, with 128 KiB (tables in
-//   L2, their lines refilled into L1 for every head) the kernel took 1.45-1.5x a clone of q and
-//   k, with 16 KiB 1.2-1.3x; fp16, (1, 32, 512, 128) and (2, 8, 1024, 64) alike.
-// - larger outputs: one head per block and 1 MiB of tables (whole heads up to T * P = 128 Ki
-//   pairs; runs of 256-512 KiB at the suite's shapes), read again by the next head from L2/L3.
-//   The long runs keep the prefetcher going: with every head inside 128 KiB blocks (32-64 KiB
-//   runs), in place at (1, 32, 2048, 128) took 1.2x as long (bf16 1330 against 1080 µs; fp32
-//   1.05-1.1x) and out of place 1.03-1.15x (bf16), equal elsewhere. With 16 KiB blocks
-//   (1, 8, 8192, 64) and (1, 32, 2048, 128) took 1.3-1.6x longer still.
-constexpr int64_t kSmallTableBytes = 16 * 1024;
-constexpr int64_t kLargeTableBytes = 1024 * 1024;
+// Blocks: G heads of one batch row over TB positions. The G heads are rotated side by side,
+// position by position, when they share cos/sin (G = 4; else 1): each table vector is loaded
+// once for all of them. TB positions hold up to 1 MiB of tables (whole heads up to T * P = 128
+// Ki pairs), so each head's rows are read in one long run, which keeps the prefetcher going.
+// Against the two plans before it (outputs under 16 MiB: 16 KiB of tables, every head inside
+// the block, head after head; larger: one head per block, 1 MiB), the same kernel built both
+// ways and timed interleaved in one process on this project's 2-core EPYC (medians, as a
+// multiple of the clone or copy floor timed beside them; one-off timings, not the benchmark):
+// - out of place (4, 8, 1024, 64) bf16 1.50-1.62 -> 1.12-1.27, (1, 8, 8192, 64) fp32 1.00 ->
+//   0.85, (1, 32, 2048, 128) bf16 1.00-1.08 -> 0.87-0.93; (1, 32, 2048, 128) fp32 and
+//   (1, 32, 512, 128) bf16 equal;
+// - in place (1, 32, 2048, 128) bf16 979 -> 448 µs, (1, 8, 8192, 64) fp32 604 -> 349 µs,
+//   (4, 8, 1024, 64) fp32 245 -> 113 µs;
+// - groups of 2 gained less; of 8, out of place (1, 32, 2048, 128) bf16 took 1.10x the clone
+//   (0.87 with 4); groups of 4 in 16 KiB blocks, 1.33x at (4, 8, 1024, 64) bf16.
+constexpr int64_t kGroup = 4;
+constexpr int64_t kTableBytes = 1024 * 1024;
 
-// Blocks [begin, end) of one job: for each block, its heads, and each head's positions in order.
+// Blocks [begin, end) of one job: for each block, its positions in order, G heads at each.
 template <typename T, bool Interleaved, bool Backward, bool Stream>
 void run_blocks(const Job& j, int64_t begin, int64_t end) {
   const T* x = static_cast<const T*>(j.x);
   T* out = static_cast<T*>(j.out);
-  const int64_t tblocks = (j.T + j.TB - 1) / j.TB, hblocks = (j.H + j.HB - 1) / j.HB;
-  for (int64_t u = begin; u < end; ++u) {  // u = (b, position block, head block), heads fastest
-    const int64_t h0 = (u % hblocks) * j.HB, h1 = std::min(j.H, h0 + j.HB), v = u / hblocks;
+  const int64_t tblocks = (j.T + j.TB - 1) / j.TB, hblocks = (j.H + j.G - 1) / j.G;
+  const T* xr[kGroup];
+  T* orow[kGroup];
+  for (int64_t u = begin; u < end; ++u) {  // u = (b, position block, head group), groups fastest
+    const int64_t h0 = (u % hblocks) * j.G, v = u / hblocks;
     const int64_t b = v / tblocks, t0 = (v % tblocks) * j.TB, t1 = std::min(j.T, t0 + j.TB);
-    for (int64_t h = h0; h < h1; ++h) {
-      const T* xr = x + b * j.xs[0] + h * j.xs[1] + t0 * j.xs[2];
-      T* orow = out + b * j.os[0] + h * j.os[1] + t0 * j.os[2];
-      const float* cr = j.c + b * j.cs[0] + h * j.cs[1] + t0 * j.cs[2];
-      const float* sr = j.s + b * j.ss[0] + h * j.ss[1] + t0 * j.ss[2];
-      for (int64_t t = t0; t < t1; ++t) {
-        rope_row<T, Interleaved, Backward, Stream>(xr, orow, cr, sr, j.P, j.tail);
-        xr += j.xs[2]; orow += j.os[2]; cr += j.cs[2]; sr += j.ss[2];
+    const int nh = static_cast<int>(std::min(j.G, j.H - h0));
+    for (int g = 0; g < nh; ++g) {
+      xr[g] = x + b * j.xs[0] + (h0 + g) * j.xs[1] + t0 * j.xs[2];
+      orow[g] = out + b * j.os[0] + (h0 + g) * j.os[1] + t0 * j.os[2];
+    }
+    const float* cr = j.c + b * j.cs[0] + h0 * j.cs[1] + t0 * j.cs[2];  // the group's own
+    const float* sr = j.s + b * j.ss[0] + h0 * j.ss[1] + t0 * j.ss[2];  // (G > 1: shared)
+    for (int64_t t = t0; t < t1; ++t) {
+      rope_rows<T, Interleaved, Backward, Stream>(xr, orow, nh, cr, sr, j.P, j.tail);
+      for (int g = 0; g < nh; ++g) {
+        xr[g] += j.xs[2];
+        orow[g] += j.os[2];
       }
+      cr += j.cs[2];
+      sr += j.ss[2];
     }
   }
 }
@@ -233,7 +263,7 @@ template <typename T, bool Interleaved, bool Backward, bool Stream>
 void run_all(const std::vector<Job>& jobs, int64_t total) {
   const Job& j0 = jobs[0];
   // a block holds min(T, TB) positions: a decode step (T = 1) runs on the calling thread
-  const int64_t rows = std::min(j0.H, j0.HB) * std::min(j0.T, j0.TB);
+  const int64_t rows = std::min(j0.H, j0.G) * std::min(j0.T, j0.TB);
   const int64_t pairs_per_block = std::max<int64_t>(1, rows * j0.P);
   const int64_t grain = std::max<int64_t>(1, 16384 / pairs_per_block);
   at::parallel_for(0, total, grain, [&](int64_t begin, int64_t end) {
@@ -304,15 +334,13 @@ void dispatch_dir(const std::vector<Job>& jobs, int64_t total, bool backward, bo
   }
 }
 
-// Cuts every job into blocks for outputs of ``bytes`` in all; returns the blocks of all jobs.
-int64_t plan_blocks(std::vector<Job>& jobs, int64_t bytes) {
-  const bool large = bytes >= kStreamBytes;
-  const int64_t table_bytes = large ? kLargeTableBytes : kSmallTableBytes;
+// Cuts every job into blocks; returns the blocks of all jobs.
+int64_t plan_blocks(std::vector<Job>& jobs) {
   int64_t total = 0;
   for (Job& j : jobs) {
-    j.TB = std::max<int64_t>(1, table_bytes / (8 * std::max<int64_t>(1, j.P)));
-    j.HB = large ? 1 : std::max<int64_t>(1, j.H);
-    const int64_t tblocks = (j.T + j.TB - 1) / j.TB, hblocks = (j.H + j.HB - 1) / j.HB;
+    j.TB = std::max<int64_t>(1, kTableBytes / (8 * std::max<int64_t>(1, j.P)));
+    j.G = j.cs[1] == 0 && j.ss[1] == 0 ? kGroup : 1;  // tables shared by the heads
+    const int64_t tblocks = (j.T + j.TB - 1) / j.TB, hblocks = (j.H + j.G - 1) / j.G;
     j.blocks = j.H == 0 || j.T == 0 ? 0 : j.B * tblocks * hblocks;
     total += j.blocks;
   }
@@ -324,7 +352,7 @@ void dispatch(std::vector<Job>& jobs, bool backward, bool interleaved) {
   int64_t bytes = 0;
   for (const Job& j : jobs) bytes += out_bytes<T>(j);
   const bool stream = streamable<T>(jobs, interleaved, bytes);
-  const int64_t total = plan_blocks(jobs, bytes);
+  const int64_t total = plan_blocks(jobs);
   if (total == 0) return;
   if (stream) dispatch_dir<T, true>(jobs, total, backward, interleaved);
   else dispatch_dir<T, false>(jobs, total, backward, interleaved);
