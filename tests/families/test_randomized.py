@@ -164,3 +164,16 @@ def test_tiny_transformer_trains_on_fresh_draws_and_evaluates_deterministically(
     assert not torch.allclose(a, b)  # a new sorted subset per forward
     torch.testing.assert_close(c, d)
     assert not torch.allclose(a, c)
+
+
+def test_each_row_draws_a_subset_of_its_own_length() -> None:
+    """A left-padded row of 2 real tokens (positions [0, .., 0, 1]) in a batch with a longer
+    row gets a uniform 2-subset of range(L) (Ruoss et al.: one draw of the sequence's length),
+    not the 2 smallest of the longer row's subset size."""
+    L, T = 100, 40
+    pe = _randomized(max_len=L, seed=5).train()
+    pos = torch.stack([torch.arange(T), torch.tensor([0] * (T - 1) + [1])])  # (2, T)
+    short = torch.stack([pe.transform(pos, 2, fresh=True)[1, -2:] for _ in range(400)])  # (N, 2)
+    assert (short[:, 1] > short[:, 0]).all()
+    mean = float(short.double().mean())  # each pick uniform on 0..L-1: mean 49.5, std 29 / 28
+    assert abs(mean - (L - 1) / 2) < 6, mean

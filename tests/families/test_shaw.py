@@ -124,3 +124,17 @@ def test_wrong_head_dim_raises() -> None:
     q, k, _ = qkv(D=6)
     with pytest.raises(ValueError, match="head_dim=8 features, got 6"):
         pe.relative_logits(q @ k.transpose(-2, -1), q, k, torch.arange(5), torch.arange(5))
+
+
+def test_relative_values_check_positions() -> None:
+    """relative_values refuses positions that do not fit probs (B, H, Tq, Tk) instead of
+    broadcasting them."""
+    pe = _shaw()
+    probs = torch.full((2, 3, 5, 5), 0.2, dtype=torch.float64)
+    pos = torch.arange(5)
+    with pytest.raises(ValueError, match=r"q_pos must have shape \(T,\) or \(B, T\)"):
+        pe.relative_values(probs, pos[None, None], pos)
+    with pytest.raises(ValueError, match=r"k_pos must have shape \(5,\) or \(2, 5\), got \(3,\)"):
+        pe.relative_values(probs, pos, torch.arange(3))
+    with pytest.raises(TypeError, match="q_pos must be an integer tensor"):
+        pe.relative_values(probs, pos.double(), pos)

@@ -127,3 +127,14 @@ def test_wrong_head_count_raises() -> None:
     q, k, _ = qkv(H=2)
     with pytest.raises(ValueError, match="n_heads=3 heads, got 2"):
         pe.relative_logits(q @ k.transpose(-2, -1), q, k, torch.arange(5), torch.arange(5))
+
+
+def test_empty_positions_give_empty_terms() -> None:
+    """T = 0 (an empty prompt) gives empty logits, in the hook and inside an attention call."""
+    pe = _txl()
+    q, k, _ = qkv(H=3, Tq=0, Tk=0)
+    empty = torch.arange(0)
+    scores = q @ k.transpose(-2, -1)
+    assert pe.relative_logits(scores, q, k, empty, empty).shape == (2, 3, 0, 0)
+    with pe.attention_call(empty, empty):
+        assert pe.relative_logits(scores, q, k, empty, empty).shape == (2, 3, 0, 0)

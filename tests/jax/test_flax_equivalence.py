@@ -342,3 +342,18 @@ def test_bias_hook_with_mixed_position_shapes_equals_torch(name: str) -> None:
     got = fpe.bias(jnp.asarray(q_pos), jnp.asarray(k_pos))
     assert got.shape == tuple(want.shape) == (2, H, 3, 7)
     close(got, want, atol=1e-6)
+
+
+def test_sinusoidal_scale_equals_torch() -> None:
+    """The lab presets build sinusoidal with ``scale`` (``lab.presets.PE_CONFIG``): the Flax
+    twin takes it and scales the table as torch does."""
+    tm, fm = twins("sinusoidal", {"scale": 0.02})
+    idx, pos = tokens(), np.arange(T)[None] + np.array([[0], [1000]])
+    with torch.no_grad():
+        want = tm(torch.from_numpy(idx), torch.from_numpy(pos))
+    close(forward(fm, jnp.asarray(idx), jnp.asarray(pos)), want)
+
+
+def test_transformer_xl_on_an_empty_sequence() -> None:
+    _, fm = twins("transformer_xl", {})
+    assert fm(jnp.zeros((2, 0), dtype=jnp.int32)).shape == (2, 0, V)

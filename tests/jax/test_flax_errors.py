@@ -137,3 +137,12 @@ def test_conversion_errors_name_the_key() -> None:
         pfx.load_torch_state_dict(fm, {k: v for k, v in sd.items() if k != "head.weight"})
     pfx.load_torch_state_dict(fm, sd)
     np.testing.assert_array_equal(np.asarray(fm.head.kernel[...]), sd["head.weight"].numpy().T)
+
+
+def test_shaw_relative_values_check_positions() -> None:
+    pe = pfx.Shaw(head_dim=4, max_distance=2)
+    probs, pos = jnp.full((2, 1, 3, 3), 1 / 3), jnp.arange(3)
+    with pytest.raises(ValueError, match=r"q_pos must have shape \(T,\) or \(B, T\)"):
+        pe.relative_values(probs, pos[None, None], pos)
+    with pytest.raises(ValueError, match=r"k_pos must have shape \(3,\) or \(2, 3\), got \(2,\)"):
+        pe.relative_values(probs, pos, jnp.arange(2))

@@ -20,7 +20,8 @@ class Randomized(PositionalEncoding):
     """Train on random positions from a larger range, so test lengths meet seen positions:
 
     training: pos' = S[pos], S a sorted uniform random subset of {0, ..., L - 1} of size
-    max(pos) + 1, drawn per batch row (L = ``max_len``, e.g. the longest test length);
+    max(pos) + 1, drawn per batch row, each of its own row's size (L = ``max_len``, e.g. the
+    longest test length);
     evaluation: pos' = pos (or sampled too, with ``sample_in_eval=True``).
     The base encoding (``base_encoding``, built with ``dim``/``head_dim``, ``max_len`` = L and
     ``base_config``) receives pos' in every hook. A fresh S is drawn at each ``embed`` call
@@ -55,9 +56,17 @@ class Randomized(PositionalEncoding):
         """True when positions are drawn at random (training, or ``sample_in_eval``)."""
         return self.training or self.sample_in_eval
 
-    def sample(self, batch: int, n: int, device: torch.device | None = None) -> Tensor:
+    def sample(
+        self,
+        batch: int,
+        n: int,
+        device: torch.device | None = None,
+        sizes: Tensor | None = None,
+    ) -> Tensor:
         """(batch, n) int64: per row a sorted uniform random n-subset of range(max_len).
 
+        ``sizes`` (batch,) <= n: row b's first sizes[b] entries are a sorted uniform
+        sizes[b]-subset instead (the rest are max_len), so each row draws its own length.
         Raises: ValueError when n > max_len (the range cannot hold n distinct positions).
         """
         if n > self.max_len:
@@ -69,8 +78,11 @@ class Randomized(PositionalEncoding):
         noise = torch.rand(
             batch, self.max_len, generator=self.generator, device=gen_device or device
         )  # (B, L)
-        subset = noise.argsort(dim=-1)[:, :n]  # (B, n), uniform random n-subset
-        return subset.sort(dim=-1).values.to(device)
+        subset = noise.argsort(dim=-1)[:, :n].to(device)  # (B, n), uniform random n-subset
+        if sizes is not None:  # keep each row's first sizes[b] picks: a uniform sizes[b]-subset
+            keep = torch.arange(n, device=subset.device) < sizes.to(subset.device)[:, None]
+            subset = subset.masked_fill(~keep, self.max_len)  # (B, n), dropped picks sort last
+        return subset.sort(dim=-1).values
 
     def transform(self, pos: Tensor, batch: int, *, fresh: bool = False) -> Tensor:
         """Positions (T,) or (B, T) -> sampled positions (B, T) (or ``pos`` when not sampling)."""
@@ -82,8 +94,9 @@ class Randomized(PositionalEncoding):
             return memo[2]
         check_nonnegative(pos)
         rows = batch_positions(pos, batch)  # (B, T)
-        n = int(rows.max()) + 1 if rows.numel() else 0
-        out = self.sample(batch, n, pos.device).gather(1, rows)  # (B, T)
+        sizes = rows.amax(dim=-1) + 1 if rows.numel() else None  # (B,) each row's length
+        n = int(sizes.max()) if sizes is not None else 0
+        out = self.sample(batch, n, pos.device, sizes).gather(1, rows)  # (B, T)
         if not torch.compiler.is_compiling():
             self._memo = (pos, pos._version, out)
         return out

@@ -11,7 +11,13 @@ import torch
 from torch import Tensor, nn
 
 from .. import functional as PF
-from .._validate import check_positive_float, check_positive_int
+from .._validate import (
+    check_ndim,
+    check_positions,
+    check_positions_match,
+    check_positive_float,
+    check_positive_int,
+)
 from ..registry import register
 from .base import PositionalEncoding
 from .rotary import check_qk
@@ -66,6 +72,10 @@ class Shaw(PositionalEncoding):
     def relative_values(self, probs: Tensor, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
         if self.value_table is None:
             return None
+        check_ndim(probs, 4, "probs", "(B, H, Tq, Tk)")
+        q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
+        check_positions_match(q_pos, probs.shape[0], probs.shape[2], "q_pos")
+        check_positions_match(k_pos, probs.shape[0], probs.shape[3], "k_pos")
         return PF.relative_value_output(probs, self.value_table, self.index(q_pos, k_pos))
 
     def extra_repr(self) -> str:
@@ -128,7 +138,10 @@ class TransformerXL(PositionalEncoding):
     def attention_call(self, q_pos: Tensor, k_pos: Tensor) -> Iterator[None]:
         """W_R R for every offset the call's positions meet, computed at the first query block
         and sliced by the others (each block would otherwise redo a (R, C) x (C, H·D) product)."""
-        lo, hi = int(q_pos.min() - k_pos.max()), int(q_pos.max() - k_pos.min())
+        if q_pos.numel() and k_pos.numel():
+            lo, hi = int(q_pos.min() - k_pos.max()), int(q_pos.max() - k_pos.min())
+        else:  # no pair (T = 0): no rows
+            lo, hi = 0, -1
         self._call = {"lo": lo, "hi": hi}
         try:
             yield

@@ -112,7 +112,8 @@ def clamp_straight_through(x: Array, low: float, high: float | None = None) -> A
 @register("kerple", family="bias")
 class Kerple(PositionalEncoding):
     """KERPLE (Chi et al. 2022, arXiv:2205.09921), d = |i - j|: "log" -r1·log(1 + r2·d),
-    "power" -r1·d^r2; r1, r2 learned per head, clamped (straight-through) to [eps, 2]."""
+    "power" -r1·d^r2; r1, r2 learned per head, clamped (straight-through) to r1 >= eps and
+    r2 >= eps ("log") or eps <= r2 <= 2 ("power")."""
 
     def __init__(
         self,

@@ -56,13 +56,15 @@ class NoPE(PositionalEncoding):
 
 @register("sinusoidal", family="additive")
 class Sinusoidal(PositionalEncoding):
-    """x_p + PE[p], PE[p, 2i] = sin(p / base^(2i/C)), PE[p, 2i+1] = cos(p / base^(2i/C))
-    (Vaswani et al. 2017, arXiv:1706.03762). Table in the widest float JAX allows, cast to x's."""
+    """x_p + scale·PE[p], PE[p, 2i] = sin(p / base^(2i/C)), PE[p, 2i+1] = cos(p / base^(2i/C))
+    (Vaswani et al. 2017, arXiv:1706.03762; ``scale`` 1 there, as the torch module). Table in
+    the widest float JAX allows, cast to x's."""
 
-    def __init__(self, *, dim: int, base: float = 10000.0) -> None:
+    def __init__(self, *, dim: int, base: float = 10000.0, scale: float = 1.0) -> None:
         check_even(dim, "dim")
         check_positive_float(base, "base")
-        self.dim, self.base = dim, float(base)
+        check_positive_float(scale, "scale")
+        self.dim, self.base, self.scale = dim, float(base), float(scale)
 
     def table(self, pos: Array) -> Array:
         """PE rows for positions (...,) -> (..., C)."""
@@ -70,7 +72,8 @@ class Sinusoidal(PositionalEncoding):
 
     def embed(self, x: Array, pos: Array) -> Array:
         pos = _check_embed_inputs(x, pos, self.dim)
-        return x + self.table(pos).astype(x.dtype)  # (B, T, C)
+        pe = self.table(pos)  # (T, C) or (B, T, C)
+        return x + (pe if self.scale == 1.0 else self.scale * pe).astype(x.dtype)  # (B, T, C)
 
 
 @register("learned", family="additive")

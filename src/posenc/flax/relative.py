@@ -10,8 +10,8 @@ import jax.numpy as jnp
 from flax import nnx
 
 from .. import functional as PF
-from .._validate import check_positive_float, check_positive_int
-from .base import PositionalEncoding, is_concrete, register
+from .._validate import check_positions_match, check_positive_float, check_positive_int
+from .base import PositionalEncoding, check_ndim, check_positions, is_concrete, register
 from .encodings import check_qk
 
 Array = jax.Array
@@ -64,6 +64,10 @@ class Shaw(PositionalEncoding):
     def relative_values(self, probs: Array, q_pos: Array, k_pos: Array) -> Array | None:
         if self.value_table is None:
             return None
+        check_ndim(probs, 4, "probs", "(B, H, Tq, Tk)")
+        q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
+        check_positions_match(q_pos, probs.shape[0], probs.shape[2], "q_pos")
+        check_positions_match(k_pos, probs.shape[0], probs.shape[3], "k_pos")
         return PF.relative_value_output(probs, self.value_table[...], self.index(q_pos, k_pos))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ._xp import device_of, namespace, widest_int
@@ -51,6 +52,9 @@ def transformer_xl_terms(
     """
     xp = namespace(q, k, r_proj)
     offsets = relative_offsets(q_pos, k_pos)  # (Tq, Tk) | (B, Tq, Tk), i - j
+    if math.prod(offsets.shape) == 0:  # no query/key pair (T = 0): nothing to add
+        shape = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])  # (B, H, Tq, Tk)
+        return xp.zeros(shape, dtype=q.dtype, device=device_of(q))
     lo, hi = int(xp.min(offsets)), int(xp.max(offsets))
     if rows is None:
         w_r = transformer_xl_position_rows(
