@@ -92,6 +92,17 @@ def test_left_padded_batch_equals_unpadded_rows(name: str) -> None:
     assert torch.isfinite(out).all()
 
 
+def test_positions_from_padding_gives_padding_position_zero_on_either_side() -> None:
+    """As documented: real tokens count from 0, every padding token (left, right or between)
+    gets position 0."""
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 0, 0], [0, 1, 0, 1, 1]], dtype=torch.bool)
+    assert positions_from_padding(mask).tolist() == [
+        [0, 0, 0, 1, 2],
+        [0, 1, 2, 0, 0],
+        [0, 0, 0, 1, 2],
+    ]
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_packed_sequences_equal_separate_sequences(name: str) -> None:
     model, idx = _model(name), _tokens(B=1, T=12)
@@ -237,6 +248,20 @@ def test_kv_cache_rejects_shape_changes() -> None:
     for _ in range(10):  # grows past its initial capacity
         keys = cache.append(entry(1, 2))
     assert keys.k.shape == (1, 2, 33, 4) and len(cache) == 33
+
+
+def test_kv_cache_fed_another_dtype_raises_naming_both() -> None:
+    """Keys of another dtype would be cast silently into the cache, which then fails inside
+    attention (query and key dtypes differ): the cache names the mismatch instead."""
+    torch.manual_seed(0)
+    attn = posenc.Attention(32, 4, pe=posenc.build("rope", head_dim=8), causal=True)
+    x = torch.randn(2, 5, 32)
+    cache = KVCache()
+    attn(x, cache=cache)
+    expected = r"KVCache holds torch\.float32 keys/values; new ones are torch\.float64"
+    with pytest.raises(TypeError, match=expected):
+        attn.double()(x[:, :1].double(), cache=cache)
+    assert len(cache) == 5
 
 
 class _DistanceBias(posenc.PositionalEncoding):

@@ -308,6 +308,24 @@ def test_rope_to_hf_roundtrips(name: str) -> None:
     torch.testing.assert_close(hf.inv_freq, pe.inv_freq, rtol=1.3e-6, atol=0.0)
 
 
+@pytest.mark.parametrize(("mscale", "mscale_all_dim"), [(1.0, 0), (0, 0), (0.707, 0.0), (0, 1.0)])
+def test_yarn_zero_mscale_is_read_as_transformers_reads_it(
+    mscale: float, mscale_all_dim: float
+) -> None:
+    """mscale / mscale_all_dim = 0 (DeepSeek's default mscale_all_dim) is a valid config: like
+    a missing key it selects the temperature 0.1·ln(s) + 1, as in transformers."""
+    cfg = CONFIGS["yarn40-deepseek"] | {
+        "rope_scaling": CONFIGS["yarn40-deepseek"]["rope_scaling"]
+        | {"mscale": mscale, "mscale_all_dim": mscale_all_dim}
+    }
+    rotary, _ = hf_rotary(cfg)
+    pe = posenc.rope_from_hf(cfg)
+    assert math.isclose(pe.attention_scaling, rotary.attention_scaling, rel_tol=1e-12)
+    assert math.isclose(pe.attention_scaling, 0.1 * math.log(40.0) + 1.0, rel_tol=1e-12)
+    torch.testing.assert_close(pe.inv_freq, rotary.inv_freq, rtol=1.3e-6, atol=0.0)
+    assert posenc.rope_from_hf(posenc.rope_to_hf(pe)).scaling == pe.scaling
+
+
 def test_static_ntk_is_written_as_a_larger_base() -> None:
     pe = posenc.build("rope", head_dim=64, scaling={"rope_type": "ntk", "factor": 4.0})
     written = posenc.rope_to_hf(pe)

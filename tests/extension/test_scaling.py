@@ -211,6 +211,17 @@ def test_dynamic_is_default_inside_and_ntk_outside_the_original_context() -> Non
             "same length",
         ),
         (
+            {
+                "rope_type": "longrope",
+                "short_factor": [1.0] * 32,
+                "long_factor": [2.0] * 32,
+                "original_max_position_embeddings": 4096,
+                "factor": 2.0,
+                "short_mscale": 1.2,
+            },
+            "'short_mscale' and 'long_mscale' must be given together",
+        ),
+        (
             {"rope_type": "linear", "factor": 2.0, "beta_fast": 3},
             r"unknown key\(s\) \['beta_fast'\]",
         ),

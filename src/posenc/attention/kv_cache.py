@@ -41,7 +41,8 @@ class KVCache:
     def append(self, new: CachedKeys) -> CachedKeys:
         """Append T new entries and return views of all L = length + T cached entries.
 
-        Raises: ValueError if batch size, key heads or head dim differ from earlier appends.
+        Raises: ValueError if batch size, key heads or head dim differ from earlier appends;
+        TypeError if the keys/values dtype does (the cache would cast them silently).
         """
         T = new.pos.shape[1]
         if self._store is None:
@@ -51,6 +52,11 @@ class KVCache:
             raise ValueError(
                 f"KVCache holds keys (B, Hkv, L, D) = {have}; new keys must match B, Hkv, D, "
                 f"got {tuple(new.k.shape)}"
+            )
+        elif (self._store.k.dtype, self._store.v.dtype) != (new.k.dtype, new.v.dtype):
+            raise TypeError(
+                f"KVCache holds {self._store.k.dtype} keys/values; new ones are "
+                f"{new.k.dtype}/{new.v.dtype} (start a new cache after changing the model dtype)"
             )
         end = self.length + T
         if end > self.capacity:

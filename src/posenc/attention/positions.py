@@ -17,7 +17,8 @@ def positions_from_padding(padding_mask: Tensor) -> Tensor:
             f"padding_mask must be a bool tensor (B, T), got {padding_mask.dtype} "
             f"{tuple(padding_mask.shape)}"
         )
-    return (padding_mask.long().cumsum(-1) - 1).clamp_min(0)
+    counted = padding_mask.long().cumsum(-1) - 1  # (B, T) index among real tokens
+    return counted.masked_fill(~padding_mask, 0)
 
 
 def packed_positions(segment_ids: Tensor) -> Tensor:

@@ -151,8 +151,10 @@ class YaRNScaling(ScalingConfig):
                 "scaling key 'beta_fast' must be > 'beta_slow' (turns where the ramp ends/starts), "
                 f"got beta_fast={self.beta_fast}, beta_slow={self.beta_slow}"
             )
-        for key in ("mscale", "mscale_all_dim", "attention_factor"):
-            _optional(getattr(self, key), key)
+        for key in ("mscale", "mscale_all_dim"):  # 0 (DeepSeek's default) counts as unset
+            if getattr(self, key) is not None:
+                _number(getattr(self, key), key, inclusive=True)
+        _optional(self.attention_factor, "attention_factor")
         if not isinstance(self.truncate, bool):
             raise TypeError(f"scaling key 'truncate' must be a bool, got {self.truncate!r}")
 
@@ -189,6 +191,11 @@ class LongRoPEScaling(ScalingConfig):
         _factor(self.factor)
         for key in ("attention_factor", "short_mscale", "long_mscale"):
             _optional(getattr(self, key), key)
+        if (self.short_mscale is None) != (self.long_mscale is None):
+            raise ValueError(
+                "scaling keys 'short_mscale' and 'long_mscale' must be given together (one per "
+                f"regime), got short_mscale={self.short_mscale}, long_mscale={self.long_mscale}"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -113,7 +113,7 @@ def yarn(
     θ'_i = (1 - γ_i)·θ_i/s + γ_i·θ_i with γ_i = 1 for pairs turning more than ``beta_fast``
     times over L (kept) and 0 below ``beta_slow`` turns (interpolated, θ/s), linear in i between.
     attention_scaling = ``attention_factor`` if given, else mscale(s, mscale)/mscale(s,
-    mscale_all_dim) when both are set (DeepSeek), else 0.1·ln(s) + 1.
+    mscale_all_dim) when both are set and nonzero (DeepSeek), else 0.1·ln(s) + 1.
     Shapes: (P,) -> (P,). Raises: ValueError when P < 2 (no frequency ratio to ramp over).
     """
     P = inv_freq.shape[-1]
