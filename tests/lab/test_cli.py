@@ -139,3 +139,45 @@ def test_jax_backend_trains_decoder_tasks_and_refuses_classification(tmp_path: P
     assert cls.exit_code == 1
     bad = runner.invoke(app, [*base, "--backend", "tensorflow"])
     assert bad.exit_code == 2 and "backend must be one of" in bad.output
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "match"),
+    [
+        ('["nope", "learned"]', '["nope", "ropee"]', "unknown positional encoding 'ropee'"),
+        ('["copy_rep", "ascending"]', '["copy_rep", "copyy"]', "unknown task 'copyy'"),
+    ],
+)
+def test_unknown_encoding_or_task_is_a_one_line_error(
+    tmp_path: Path, old: str, new: str, match: str
+) -> None:
+    (tmp_path / "bad.toml").write_text(TINY.replace(old, new))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        app, ["lab", "sweep", str(tmp_path / "bad.toml"), "--out", str(out)]
+    )
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: config key") and match in result.output
+    assert "Traceback" not in result.output and not isinstance(result.exception, ValueError)
+    assert not out.exists()  # nothing written for a config that cannot run
+
+
+def test_ray_executor_without_ray_is_a_one_line_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # "import ray" raises ImportError
+    (tmp_path / "tiny.toml").write_text(TINY)
+    args = ["lab", "sweep", str(tmp_path / "tiny.toml"), "--out", str(tmp_path / "o")]
+    result = CliRunner().invoke(app, [*args, "--executor", "ray"])
+    assert result.exit_code == 2, result.output
+    assert "pip install 'posenc[ray]'" in result.output
+    assert not isinstance(result.exception, ImportError)
+
+
+def test_zero_workers_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "tiny.toml").write_text(TINY)
+    args = ["lab", "sweep", str(tmp_path / "tiny.toml"), "--out", str(tmp_path / "o")]
+    result = CliRunner().invoke(app, [*args, "--workers", "0"])
+    assert result.exit_code == 2 and "workers must be >= 1, got 0" in result.output

@@ -74,6 +74,7 @@ def test_overrides_set_nested_keys_with_parsed_values(tmp_path: Path) -> None:
         ({"tasks": []}, "tasks must not be empty"),
         ({"tasks": ["copy"], "device": "tpu"}, "device must be 'cpu' or 'cuda"),
         ({"tasks": ["copy"], "colour": 1}, r"'colour': unknown key"),
+        ({"tasks": ["copy"], "seeds": [0, -1]}, r"seeds must be >= 0, got \(0, -1\)"),
     ],
 )
 def test_bad_configs_name_the_key(data: dict, match: str) -> None:

@@ -187,3 +187,36 @@ def test_failures_in_pool_workers_are_reported(tmp_path: Path) -> None:
     assert outcome.ran == 0 and len(outcome.failed) == 2
     assert all("torch.cuda.is_available() is False" in f.error for f in outcome.failed)
     assert _stored(tmp_path / STORE_NAME) == []
+
+
+def test_a_repeated_eval_length_is_measured_once(tmp_path: Path) -> None:
+    task = {"name": "copy_rep", "train_len": [1, 4], "eval_lens": [8, 4, 8]}
+    sweep = parse_sweep(SWEEP | {"encodings": ["nope"], "seeds": [0], "tasks": [task]})
+    outcome = run_sweep(sweep, tmp_path, executor=LocalExecutor(1), live=False)
+    assert outcome.ran == 1 and not outcome.failed
+    assert list(_metrics_per_run(tmp_path / STORE_NAME).values()) == [2 * 3]
+
+
+def test_a_nan_metric_fails_its_run_and_the_sweep_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A diverged run (NaN loss, which SQLite cannot store as a REAL) is reported as a
+    failure; the other runs are stored and nothing of the diverged one is."""
+    from dataclasses import replace
+
+    from posenc.lab import executors
+
+    def diverge(cfg: RunConfig, **kw: Any) -> Any:
+        result = train_run(cfg, **kw)
+        if cfg.encoding != "learned":
+            return result
+        nan = [(n, m, float("nan") if m == "loss" else v) for n, m, v in result.metrics]
+        return replace(result, metrics=nan)
+
+    monkeypatch.setattr(executors, "train_run", diverge)
+    sweep = parse_sweep(SWEEP | {"encodings": ["learned", "nope"], "seeds": [0]})
+    outcome = run_sweep(sweep, tmp_path, executor=LocalExecutor(1), live=False)
+    assert outcome.ran == 1 and [f.config.encoding for f in outcome.failed] == ["learned"]
+    assert "NaN" in outcome.failed[0].error
+    assert len(_stored(tmp_path / STORE_NAME)) == 1
+    assert list(_metrics_per_run(tmp_path / STORE_NAME).values()) == [12]

@@ -127,3 +127,13 @@ def test_impossible_settings_are_refused(name: str, config: dict, match: str) ->
 def test_sample_rejects_bad_length() -> None:
     with pytest.raises(ValueError, match="lengths must be ints >= 1"):
         make_task("copy").sample(_rng(), 2, 0)
+
+
+def test_lm_accepts_only_windows_it_can_draw() -> None:
+    from posenc.lab.tasks.lm import corpus
+
+    longest = len(corpus()[1]) - 2  # n inputs and the next character: n + 1 <= split
+    task = make_task("lm", eval_lens=(longest,))
+    assert task.sample(_rng(), 2, longest, split="eval").tokens.shape == (2, longest + 1)
+    with pytest.raises(ValueError, match="windows must be shorter than the eval split"):
+        make_task("lm", eval_lens=(longest + 1,))

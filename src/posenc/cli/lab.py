@@ -124,10 +124,12 @@ def _run(
     workers: int | None,
     gpus_per_run: float,
 ) -> None:
+    from ..lab.config import expand
     from ..lab.executors import make_executor
     from ..lab.report import write_report
     from ..lab.sweep import run_sweep
 
+    _guard(lambda: expand(sweep))  # unknown encodings/tasks: one line, before any output
     ex = _guard(
         lambda: make_executor(executor, workers=workers, address=address, gpus_per_run=gpus_per_run)
     )

@@ -133,6 +133,8 @@ class SweepConfig:
         for what in ("encodings", "tasks", "seeds", "train_max_lens"):
             if not getattr(self, what):
                 raise ValueError(f"{what} must not be empty")
+        if any(s < 0 for s in self.seeds):  # numpy's generators take no negative seed
+            raise ValueError(f"seeds must be >= 0, got {self.seeds}")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.device != "cpu" and not self.device.startswith("cuda"):

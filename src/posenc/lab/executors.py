@@ -6,6 +6,7 @@ with fractional GPU requests, so several tiny models share one GPU.
 
 from __future__ import annotations
 
+import importlib.util
 import multiprocessing as mp
 import os
 import queue
@@ -35,6 +36,7 @@ StepCallback = Callable[[str, int, float], None]
 #: Pool workers report every ``REPORT_EVERY`` steps (and the last one).
 REPORT_EVERY = 20
 _progress: mp.Queue | None = None  # set in pool workers by ``_init_worker``
+_NO_RAY = "the ray executor needs Ray: pip install 'posenc[ray]'"
 
 
 class Executor(Protocol):
@@ -77,7 +79,7 @@ class LocalExecutor:
     training progress goes to ``on_steps``."""
 
     def __init__(self, workers: int | None = None, on_steps: StepCallback | None = None) -> None:
-        self.workers = workers or os.cpu_count() or 1
+        self.workers = (os.cpu_count() or 1) if workers is None else workers
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.on_steps = on_steps
@@ -150,13 +152,15 @@ class RayExecutor:
     ) -> None:
         if not 0.0 <= gpus_per_run <= 1.0:
             raise ValueError(f"gpus_per_run must be in [0, 1], got {gpus_per_run}")
+        if importlib.util.find_spec("ray") is None:  # say so now, not once the sweep started
+            raise ImportError(_NO_RAY)
         self.address, self.num_cpus, self.gpus_per_run = address, num_cpus, gpus_per_run
 
     def map(self, runs: Sequence[RunConfig], checkpoint_dir: Path | None) -> Iterator[Outcome]:
         try:
             import ray
         except ImportError:
-            raise ImportError("the ray executor needs Ray: pip install 'posenc[ray]'") from None
+            raise ImportError(_NO_RAY) from None
         if not ray.is_initialized():
             ray.init(
                 address=self.address,

@@ -52,7 +52,7 @@ def beyond_training(rows: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
 
 
 def check_findings(rows: list[dict[str, Any]]) -> list[Finding]:
-    """The three findings, each with the numbers behind its verdict."""
+    """The four findings, each with the numbers behind its verdict."""
     beyond = beyond_training(rows)
     return [
         _learned(beyond, _mean_exact(rows, beyond=False)),

@@ -3,7 +3,8 @@ inlined as data URIs, every value escaped, a policy that forbids network fetches
 
 Sections: findings checked against the literature, accuracy vs length per task (mean over
 seeds, band = min..max, training length marked), a table, and per encoding the attention of
-a trained model at the training length and at 2x with the mean attention distance per layer.
+a trained model at the training length and at 2x (at most the longest evaluation length, where
+the model's tables end) with the mean attention distance per layer.
 """
 
 from __future__ import annotations
@@ -155,15 +156,17 @@ def _attention_section(cfg: RunConfig, checkpoint: str) -> Section:
     from .train import load_model
 
     model, task = load_model(cfg, checkpoint), cfg.task.build()
-    lengths = [task.train_len[1], 2 * task.train_len[1]]
+    hi = task.train_len[1]
+    lengths = sorted({hi, min(2 * hi, max(task.eval_lens))})  # the model was built up to these
     maps, dist = [], []
     for n in lengths:
         batch = task.sample(np.random.default_rng([7, n]), 16, n, split="eval")
-        probs = attention_maps(model.net, torch.from_numpy(batch.tokens[:, :-1]))
+        tokens = batch.tokens if task.kind == "classify" else batch.tokens[:, :-1]  # model input
+        probs = attention_maps(model.net, torch.from_numpy(tokens))
         maps.append([p[0].mean(0).numpy() for p in probs])  # first sample, mean over heads
         dist.append([mean_distance(p) for p in probs])
     fig = Figure(figsize=(6.0, 2.9 * len(maps[0])), layout="constrained")
-    axes = fig.subplots(len(maps[0]), 2, squeeze=False)
+    axes = fig.subplots(len(maps[0]), len(lengths), squeeze=False)
     for col, n in enumerate(lengths):
         for layer, weights in enumerate(maps[col]):
             axes[layer][col].imshow(weights, cmap="viridis", vmin=0.0)

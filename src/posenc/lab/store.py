@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import sqlite3
 import time
 from collections.abc import Iterable
@@ -83,8 +84,15 @@ class ResultStore:
         return {k for (k,) in self.conn.execute("SELECT key FROM runs")}
 
     def add(self, result: RunResult, *, sweep: str) -> bool:
-        """Write a finished run in one transaction; False (and no change) if already stored."""
+        """Write a finished run in one transaction; False (and no change) if already stored.
+
+        Raises: ValueError (nothing written) if a metric or the loss curve holds a NaN.
+        """
         cfg = result.config
+        nan = [f"{name} at length {n}" for n, name, v in result.metrics if math.isnan(v)]
+        nan += ["training loss"] if any(math.isnan(v) for _, v in result.loss_curve) else []
+        if nan:  # SQLite keeps NaN as NULL, which the schema refuses mid-transaction
+            raise ValueError(f"NaN {', '.join(nan[:3])} (diverged?); run not stored")
         lo, hi = _train_len(cfg)
         final = result.loss_curve[-1][1] if result.loss_curve else None
         with self.conn:  # one transaction: all of the run or none of it

@@ -51,13 +51,18 @@ def run_sweep(
         if isinstance(executor, LocalExecutor) and executor.on_steps is None:
             executor.on_steps = progress.steps
         failed = []
+        by_key = {r.key(): r for r in todo}
         with progress:
             for result in executor.map(todo, out / "checkpoints"):
+                if not isinstance(result, RunFailure):
+                    try:
+                        store.add(result, sweep=sweep.name)
+                    except ValueError as err:  # a NaN metric: report it, store nothing
+                        result = RunFailure(by_key[result.key], f"ValueError: {err}")
                 if isinstance(result, RunFailure):
                     failed.append(result)
                     progress.run_failed(result)
                     continue
-                store.add(result, sweep=sweep.name)
                 progress.run_done(result)
     ran = len(todo) - len(failed)
     return SweepOutcome(runs, out / STORE_NAME, ran, len(runs) - len(todo), failed)

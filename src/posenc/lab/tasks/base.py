@@ -36,7 +36,8 @@ class Task(ABC):
     Args:
         train_len: (min, max) input lengths drawn uniformly during training (default
             ``default_train_len``: (min_len, 8); (64, 64) for ``lm``).
-        eval_lens: evaluation lengths; default ``EVAL_FACTORS`` times the longest training one.
+        eval_lens: evaluation lengths (a repeat is measured once); default ``EVAL_FACTORS``
+            times the longest training one.
         n_symbols: task symbols in the vocabulary (default per task).
     Raises: ValueError for lengths or vocabularies the task cannot produce.
     """
@@ -66,7 +67,10 @@ class Task(ABC):
         lo, hi = _check_train_len(self.name, train_len, self.min_len)
         self.train_len = (lo, hi)
         factors = self.eval_factors
-        self.eval_lens = tuple(eval_lens or sorted({max(1, round(f * hi)) for f in factors}))
+        # one metric row per (length, name): a repeated length would break the store's key
+        self.eval_lens = tuple(
+            dict.fromkeys(eval_lens or sorted({max(1, round(f * hi)) for f in factors}))
+        )
         for n in (*range(lo, hi + 1), *self.eval_lens):
             self.check_length(n)
 

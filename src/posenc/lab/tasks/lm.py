@@ -60,7 +60,7 @@ class CharLM(Task):
 
     def check_length(self, n: int) -> None:
         super().check_length(n)
-        limit = len(corpus()[1]) - 1
+        limit = len(corpus()[1]) - 2  # a window is n + 1 characters from a split position
         if n > limit:
             raise ValueError(f"lm: windows must be shorter than the eval split ({limit}), got {n}")
 

@@ -1,0 +1,54 @@
+"""The lab report's attention sections: lengths the model was built for, whole inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from posenc.lab import attention_maps as maps_module
+from posenc.lab.config import expand, parse_sweep
+from posenc.lab.executors import LocalExecutor
+from posenc.lab.report import write_report
+from posenc.lab.sweep import run_sweep
+
+
+def _sweep(task: dict[str, Any], encoding: str = "learned") -> Any:
+    return parse_sweep(
+        {
+            "name": "report",
+            "encodings": [encoding],
+            "tasks": [task],
+            "seeds": [0],
+            "model": {"d_model": 16, "n_layers": 1, "n_heads": 2},
+            "train": {"steps": 2, "batch_size": 4, "warmup": 1, "eval_samples": 4},
+        }
+    )
+
+
+def test_attention_stays_within_the_evaluated_lengths(tmp_path: Path) -> None:
+    """Eval lengths short of 2x training: the learned table ends there, so must the maps."""
+    sweep = _sweep({"name": "copy", "train_len": [1, 8], "eval_lens": [4, 12]})
+    run_sweep(sweep, tmp_path, executor=LocalExecutor(1), live=False)
+    html = write_report(expand(sweep), tmp_path).read_text()
+    assert "Attention: learned" in html
+    assert "mean distance at n = 8" in html and "mean distance at n = 12" in html
+
+
+def test_classification_maps_read_the_whole_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[int] = []
+    real = maps_module.attention_maps
+
+    def spy(net: Any, tokens: torch.Tensor) -> list[torch.Tensor]:
+        seen.append(tokens.shape[1])
+        return real(net, tokens)
+
+    monkeypatch.setattr(maps_module, "attention_maps", spy)
+    sweep = _sweep({"name": "ascending", "train_len": [2, 6]}, encoding="rope")
+    run_sweep(sweep, tmp_path, executor=LocalExecutor(1), live=False)
+    write_report(expand(sweep), tmp_path)
+    assert seen == [6, 12]  # n tokens at n = 6 and n = 12, as the model is evaluated
