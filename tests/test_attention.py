@@ -367,3 +367,13 @@ def test_explicit_attention_by_blocks_with_kv_cache(name: str) -> None:
         attn(x[:, t : t + 1], cache=cache) for t in range(9, 13)
     ]
     torch.testing.assert_close(torch.cat(parts, dim=1), full)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_empty_sequence_gives_empty_logits_and_leaves_the_cache_right(name: str) -> None:
+    model, tokens = _model(name), _tokens(2, 5)
+    assert model(tokens[:, :0]).shape == (2, 0, 23)
+    cache = model.new_cache()
+    model(tokens[:, :0], cache=cache)  # an empty step: nothing cached
+    step = torch.cat([model(tokens[:, :3], cache=cache), model(tokens[:, 3:], cache=cache)], 1)
+    torch.testing.assert_close(step, model(tokens))

@@ -23,6 +23,14 @@ def test_list_shows_every_encoding_with_family_and_paper() -> None:
     assert "Vaswani et al." in result.output and "head_dim" in result.output
 
 
+def test_list_filters_by_family_and_refuses_an_unknown_one() -> None:
+    result = runner.invoke(app, ["list", "--family", "bias"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "alibi" in result.output and "sinusoidal" not in result.output
+    result = runner.invoke(app, ["list", "--family", "bogus"], env={"COLUMNS": "200"})
+    assert result.exit_code == 2 and "unknown family 'bogus'" in result.output
+
+
 def test_demo_shows_equivariance_and_rope_identity() -> None:
     result = runner.invoke(app, ["demo"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output

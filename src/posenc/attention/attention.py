@@ -214,7 +214,7 @@ class Attention(nn.Module):
         """(start, end, keys) of each query block: ``block_size`` queries (default: about
         ``BIAS_BLOCK_ENTRIES`` scores per block over all heads, at least 64); a causal block
         sees the keys up to its last query, offset + end (cache order)."""
-        block = self.block_size or max(64, BIAS_BLOCK_ENTRIES // (self.n_heads * L))
+        block = self.block_size or max(64, BIAS_BLOCK_ENTRIES // (self.n_heads * max(L, 1)))
         if block >= T:
             return [(0, T, L)]
         blocks = []

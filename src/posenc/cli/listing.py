@@ -23,6 +23,9 @@ def list_encodings(
     from ..extension import SCALINGS
     from ..registry import info, names
 
+    families = sorted({info(n).family for n in names()})
+    if family is not None and family not in families:
+        raise typer.BadParameter(f"unknown family {family!r}; choose one of {families}")
     methods = Table(title='RoPE context extension: build("rope", scaling={"rope_type": ...})')
     for column in ("rope_type", "parameters", "paper"):
         methods.add_column(column, overflow="fold")
