@@ -240,3 +240,54 @@ def test_bad_backend_and_failed_build(monkeypatch: pytest.MonkeyPatch) -> None:
         assert _rope_compiled._state["cpp"] is False
     finally:
         PF.enable_compiled_rope(False)
+
+
+@pytest.mark.usefixtures("cpp")
+def test_sin_alone_requiring_grad_gets_its_gradient() -> None:
+    """Learnable sin with a constant cos takes the autograd path, as in eager."""
+    pos = torch.arange(5)
+    cos, sin = _tables(pos, 8)
+    sin = sin.clone().requires_grad_()
+    q, k = torch.randn(1, 2, 5, 8), torch.randn(1, 1, 5, 8)
+    oq, ok = PF.apply_rope_pair(q, k, cos, sin, cos, sin)
+    (oq.sum() + ok.sum()).backward()
+    fast = sin.grad
+    sin.grad = None
+    PF.enable_compiled_rope(False)
+    eq, ek = PF.apply_rope_pair(q, k, cos, sin, cos, sin)
+    (eq.sum() + ek.sum()).backward()
+    assert fast is not None
+    torch.testing.assert_close(fast, sin.grad)
+
+
+@pytest.mark.usefixtures("cpp")
+def test_fast_path_refuses_what_eager_refuses() -> None:
+    """Layout, tables that do not fit q/k, and in place on rows sharing memory (an expanded
+    tensor would be rotated once per row sharing it): ValueError, never a silent result."""
+    pos = torch.arange(5)
+    cos, sin = _tables(pos, 8)
+    q, k = torch.randn(1, 2, 5, 8), torch.randn(1, 1, 5, 8)
+    with pytest.raises(ValueError, match="layout must be one of"):
+        PF.apply_rope_pair(q, k, cos, sin, cos, sin, layout="neox")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="cos/sin have 4 pairs but k has only 6 features"):
+        PF.apply_rope_pair(q, k[..., :6], cos, sin, cos, sin)
+    with pytest.raises(ValueError, match="cos and sin must have one shape"):
+        PF.apply_rope_pair(q, k, cos, sin[:1], cos, sin)
+    with pytest.raises(ValueError, match=r"do not broadcast to q of shape \(2, 5, 8\)"):
+        PF.apply_rope_pair(q[0], k, cos.expand(3, 1, 5, 4), sin.expand(3, 1, 5, 4), cos, sin)
+    base = torch.randn(1, 1, 5, 8)
+    with torch.no_grad(), pytest.raises(ValueError, match="inplace=True needs q without shared"):
+        PF.apply_rope_pair(base.expand(2, 3, 5, 8), k, cos, sin, cos, sin, inplace=True)
+
+
+@pytest.mark.usefixtures("cpp")
+def test_double_backward_is_a_clear_error() -> None:
+    """The kernel's backward records no graph: differentiating it again raises instead of
+    dropping the second-order term (a gradient penalty) or failing inside the kernel."""
+    pos = torch.arange(5)
+    cos, sin = _tables(pos, 8)
+    q, k = torch.randn(1, 2, 5, 8, requires_grad=True), torch.randn(1, 1, 5, 8)
+    oq, _ = PF.apply_rope_pair(q, k, cos, sin, cos, sin)
+    (gq,) = torch.autograd.grad((oq**2).sum(), q, create_graph=True)
+    with pytest.raises(RuntimeError, match="differentiate twice"):
+        ((oq**2).sum() + (gq**2).sum()).backward()

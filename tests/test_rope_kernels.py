@@ -148,3 +148,72 @@ def test_compiled_inplace_pair_matches_eager() -> None:
         PF.enable_compiled_rope(False)
     assert iq.data_ptr() == qb.data_ptr() and ik.data_ptr() == kb.data_ptr()
     torch.testing.assert_close((qb, kb), (eq, ek))
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "cos_shape", "sin_shape", "message"),
+    [
+        ((2, 5, 8), (5, 4), (1, 4), r"cos and sin must have one shape, got \(5, 4\) and \(1, 4\)"),
+        ((2, 5, 8), (5, 4), (5, 3), "cos and sin must have one shape"),
+        ((2, 5, 8), (3, 1, 5, 4), (3, 1, 5, 4), r"do not broadcast to x of shape \(2, 5, 8\)"),
+        ((1, 5, 8), (3, 5, 4), (3, 5, 4), r"\(3, 5, 4\) do not broadcast"),
+        ((2, 5, 8), (3, 4), (3, 4), r"\(3, 4\) do not broadcast"),  # T = 3 against 5
+        ((2, 5, 8), (), (), r"\(\) do not broadcast"),
+    ],
+)
+def test_tables_not_fitting_x_are_value_errors(
+    x_shape: tuple[int, ...], cos_shape: tuple[int, ...], sin_shape: tuple[int, ...], message: str
+) -> None:
+    """Never a torch broadcast error, a result larger than x, or a silently broadcast sin."""
+    x = torch.randn(x_shape)
+    for inplace in (False, True):
+        with pytest.raises(ValueError, match=message):
+            PF.apply_rope(x, torch.ones(cos_shape), torch.zeros(sin_shape), inplace=inplace)
+
+
+def test_tables_first_used_in_inference_mode_then_with_autograd() -> None:
+    """The memoised full-width tables of an inference_mode call are inference tensors, which
+    autograd cannot save: a later training call with the same cos/sin rebuilds them."""
+    cos, sin = _tables(8, torch.float32)
+    x = torch.randn(1, 2, 5, 8)
+    with torch.inference_mode():
+        PF.apply_rope(x, cos, sin)
+    xg = x.clone().requires_grad_()
+    PF.apply_rope(xg, cos, sin).backward(torch.ones(1, 2, 5, 8))
+    expected = ref_rope(torch.ones(1, 2, 5, 8, dtype=torch.float64).numpy(), -POS.numpy())
+    torch.testing.assert_close(xg.grad, torch.from_numpy(expected).float())
+
+
+def test_inplace_under_no_grad_with_learnable_tables() -> None:
+    """No graph is recorded under no_grad: tables that require grad do not refuse in place."""
+    cos, sin = (t.clone().requires_grad_() for t in _tables(8))
+    x = torch.randn(1, 2, 5, 8, dtype=torch.float64)
+    buf = x.clone()
+    with torch.no_grad():
+        assert PF.apply_rope(buf, cos, sin, inplace=True) is buf
+    torch.testing.assert_close(buf, torch.from_numpy(ref_rope(x.numpy(), POS.numpy())))
+
+
+@pytest.mark.slow
+def test_compiled_pair_k_with_its_own_sin_and_float64_gradcheck() -> None:
+    """Inductor: k at mirrored positions shares q's cos but not its sin; float64 inputs are
+    rotated in float64 (gradcheck), not float32."""
+    q, k = torch.randn(1, 4, 5, 16), torch.randn(1, 2, 5, 16)
+    cos, sin = _tables(16, torch.float32)
+    PF.enable_compiled_rope(True, backend="inductor")
+    try:
+        _, ok = PF.apply_rope_pair(q, k, cos, sin, cos, -sin)
+        q64 = torch.randn(1, 2, 5, 8, dtype=torch.float64, requires_grad=True)
+        k64 = torch.randn(1, 1, 5, 8, dtype=torch.float64, requires_grad=True)
+        c64, s64 = _tables(6)
+        got = PF.apply_rope_pair(q64, k64, c64, s64, c64, s64)
+        ok_grad = torch.autograd.gradcheck(
+            lambda a, b: PF.apply_rope_pair(a, b, c64, s64, c64, s64), (q64, k64)
+        )
+    finally:
+        PF.enable_compiled_rope(False)
+    expected = ref_rope(k.double().numpy(), -POS.numpy())  # sin(-θ) = -sin θ
+    torch.testing.assert_close(ok, torch.from_numpy(expected).float())
+    exact = ref_rope(q64.detach().numpy(), POS.numpy(), rotary_dim=6)
+    torch.testing.assert_close(got[0], torch.from_numpy(exact), rtol=0, atol=1e-12)
+    assert ok_grad

@@ -150,3 +150,36 @@ def test_gpu_bench_suite_runs_the_triton_kernel(backward: bool) -> None:
         fractions = case["copy_bandwidth_fraction"]
         assert {"posenc_triton", "posenc_inplace_triton"} <= set(fractions)
         assert set(case["inplace_x_copy_floor"]) == {"posenc_inplace", "posenc_inplace_triton"}
+
+
+@pytest.mark.usefixtures("triton_backend")
+def test_tables_not_fitting_and_shared_rows_are_refused() -> None:
+    """The kernel reads sin through cos's strides and 2P features per row: a sin of another
+    shape or 2P > D would read (and write) out of bounds; in place on an expanded tensor would
+    rotate its shared rows more than once."""
+    pos = torch.arange(5)
+    cos, sin = _tables(pos, 8)
+    q, k = torch.randn(1, 2, 5, 8), torch.randn(1, 1, 5, 8)
+    with pytest.raises(ValueError, match="cos and sin must have one shape"):
+        PF.apply_rope_pair(q, k, cos, sin[:1], cos, sin[:1])
+    c16, s16 = _tables(pos, 16)
+    with pytest.raises(ValueError, match="cos/sin have 8 pairs but q has only 8 features"):
+        PF.apply_rope_pair(q, k, c16, s16, c16, s16)
+    with torch.no_grad(), pytest.raises(ValueError, match="inplace=True needs q without shared"):
+        PF.apply_rope_pair(q[:, :1].expand(1, 3, 5, 8), k, cos, sin, cos, sin, inplace=True)
+
+
+@pytest.mark.usefixtures("triton_backend")
+def test_double_backward_raises_and_meta_tensors_trace() -> None:
+    """A gradient penalty through the kernel raises (it used to drop the penalty's gradient);
+    meta tensors (shape tracing) go to Inductor, not to a launch."""
+    pos = torch.arange(5)
+    cos, sin = _tables(pos, 8)
+    q, k = torch.randn(1, 2, 5, 8, requires_grad=True), torch.randn(1, 1, 5, 8)
+    oq, _ = PF.apply_rope_pair(q, k, cos, sin, cos, sin)
+    (gq,) = torch.autograd.grad((oq**2).sum(), q, create_graph=True)
+    with pytest.raises(RuntimeError, match="differentiate twice"):
+        ((oq**2).sum() + (gq**2).sum()).backward()
+    qm, km, cm, sm = (t.to("meta") for t in (q.detach(), k, cos, sin))
+    oqm, okm = PF.apply_rope_pair(qm, km, cm, sm, cm, sm)
+    assert oqm.shape == qm.shape and okm.shape == km.shape and oqm.is_meta

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from . import _rope_cpp
 from ._rope_torch import full_tables, swap_pairs
@@ -101,6 +102,7 @@ class PairRotation(torch.autograd.Function):
         return oq, ok
 
     @staticmethod
+    @once_differentiable  # the kernels record no graph: double backward is a clear error
     def backward(ctx: Any, gq: Tensor | None, gk: Tensor | None) -> tuple[Tensor | None, ...]:
         cq, sq, ck, sk = ctx.saved_tensors
         present = [
@@ -121,15 +123,16 @@ def compiled_rope_enabled() -> bool:
 
 
 def _rotate(x: Tensor, C: Tensor, S: Tensor, layout: str) -> Tensor:
-    """x ⊙ C + swap(x) ⊙ S in float32 (tables from ``_rope_torch.full_tables``): one
-    pointwise kernel over contiguous rows, 2-4x faster under Inductor than slicing halves."""
+    """x ⊙ C + swap(x) ⊙ S in C's dtype (float32, float64 for float64 x; tables from
+    ``_rope_torch.full_tables``): one pointwise kernel over contiguous rows, 2-4x faster under
+    Inductor than slicing halves."""
     R = C.shape[-1]
     rot = x[..., :R]
     P = R // 2
     # flip, not roll: Inductor vectorises the flipped (.., 2, P) view (roll is 2-5x slower)
     swapped = rot.unflatten(-1, (2, P)).flip(-2).flatten(-2) if layout == "half" else None
     swapped = swap_pairs(rot, P, layout) if swapped is None else swapped
-    out = (rot.float() * C + swapped.float() * S).to(x.dtype)
+    out = (rot.to(C.dtype) * C + swapped.to(C.dtype) * S).to(x.dtype)
     return out if x.shape[-1] == R else torch.cat([out, x[..., R:]], dim=-1)
 
 
@@ -201,6 +204,8 @@ def compiled_rope_pair(
     import torch._dynamo.config as dynamo_config
 
     with dynamo_config.patch(recompile_limit=RECOMPILE_LIMIT):
-        cq, sq = full_tables(cos_q, sin_q, layout, torch.float32)
-        ck, sk = (cq, sq) if cos_k is cos_q else full_tables(cos_k, sin_k, layout, torch.float32)
+        work_q, work_k = (torch.promote_types(x.dtype, torch.float32) for x in (q, k))
+        cq, sq = full_tables(cos_q, sin_q, layout, work_q)
+        shared = cos_k is cos_q and sin_k is sin_q and work_k == work_q
+        ck, sk = (cq, sq) if shared else full_tables(cos_k, sin_k, layout, work_k)
         return _compiled(layout, inplace)(q, k, cq, sq, ck, sk)

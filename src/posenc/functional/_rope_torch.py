@@ -33,7 +33,9 @@ def swap_pairs(x: Tensor, P: int, layout: str) -> Tensor:
 def full_tables(cos: Tensor, sin: Tensor, layout: str, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
     """C (..., 2P) and S (..., 2P) in ``dtype``; memoised on the last two (cos, sin) objects
     (q's and k's when they sit at different positions)."""
-    key = (cos._version, sin._version, layout, dtype)
+    # tables made under inference_mode are inference tensors: never reused outside it (autograd
+    # cannot save them for the backward)
+    key = (cos._version, sin._version, layout, dtype, torch.is_inference_mode_enabled())
     for last in _memo.get("full", ()):
         if last[0] is cos and last[1] is sin and last[2] == key:
             return last[3], last[4]
@@ -140,7 +142,7 @@ class _RopeFunction(torch.autograd.Function):
 
 def apply_rope_torch(x: Tensor, cos: Tensor, sin: Tensor, layout: str, inplace: bool) -> Tensor:
     """Dispatch: in place, custom backward, or plain autograd when cos/sin need gradients."""
-    if cos.requires_grad or sin.requires_grad:  # e.g. learnable phases: autograd through both
+    if torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad):  # learnable phases
         if inplace:
             raise ValueError("inplace=True needs cos/sin without gradients")
         C = torch.cat([cos, cos], -1) if layout == "half" else cos.repeat_interleave(2, -1)

@@ -140,8 +140,8 @@ def supports(x: Tensor, cos: Tensor) -> bool:
     unit last stride, 2 to 4 dimensions, cos broadcasting to x right-aligned."""
     if x.dtype not in (torch.float32, torch.bfloat16, torch.float16) or x.stride(-1) != 1:
         return False
-    if not (2 <= x.ndim <= 4 and cos.ndim <= x.ndim and cos.device == x.device):
-        return False
+    if not (2 <= x.ndim <= 4 and cos.ndim <= x.ndim and cos.device == x.device) or x.is_meta:
+        return False  # meta tensors: no memory to launch on (Inductor traces them)
     xs, cs = x.shape[:-1], cos.shape[:-1]
     return all(c in (1, n) for c, n in zip(reversed(cs), reversed(xs), strict=False))
 

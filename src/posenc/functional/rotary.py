@@ -25,6 +25,27 @@ def rope_cos_sin(pos: Any, inv_freq: Any) -> tuple[Any, Any]:
     return xp.cos(ang), xp.sin(ang)
 
 
+def _check_tables(x: Any, cos: Any, sin: Any, name: str = "x") -> None:
+    """Raise ValueError unless cos and sin share one shape (..., T, P) that broadcasts to
+    x (..., T, D) without enlarging it, and 2P <= D. (On every call: plain loops, ~0.4 µs.)"""
+    cs, xs = cos.shape, x.shape
+    if sin.shape != cs:
+        raise ValueError(f"cos and sin must have one shape, got {tuple(cs)} and {tuple(sin.shape)}")
+    fits = 1 <= len(cs) <= len(xs)
+    for i in range(2, len(cs) + 1 if fits else 0):  # leading sizes: 1 or x's own
+        fits = fits and cs[-i] in (1, xs[-i])
+    if not fits:
+        raise ValueError(
+            f"cos/sin of shape {tuple(cs)} do not broadcast to {name} of shape {tuple(xs)}: "
+            "expected (..., T, P) with at most its dimensions, each leading size 1 or its own"
+        )
+    P, D = cs[-1], xs[-1]
+    if 2 * P > D:
+        raise ValueError(
+            f"cos/sin have {P} pairs but {name} has only {D} features (need >= {2 * P})"
+        )
+
+
 def apply_rope(
     x: Any, cos: Any, sin: Any, *, layout: Layout = "half", inplace: bool = False
 ) -> Any:
@@ -36,14 +57,14 @@ def apply_rope(
     Shapes: x (..., T, D); cos, sin broadcastable to (..., T, P) with 2P <= D. Returns x's shape.
     Torch tensors take a fast eager kernel (``_rope_torch``: no concatenation copies, backward
     as the inverse rotation); ``inplace=True`` (torch, inference only) overwrites x.
-    Raises: ValueError for a layout other than "half"/"interleaved" or 2P > D.
+    Raises: ValueError for a layout other than "half"/"interleaved", 2P > D, cos and sin of
+    different shapes, or tables that do not broadcast to x without enlarging it.
     """
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     xp = namespace(x, cos, sin)
-    P, D = cos.shape[-1], x.shape[-1]
-    if 2 * P > D:
-        raise ValueError(f"cos/sin have {P} pairs but x has only {D} features (need >= {2 * P})")
+    _check_tables(x, cos, sin)
+    P = cos.shape[-1]
     if isinstance(x, torch.Tensor):
         return apply_rope_torch(x, cos, sin, layout, inplace)
     if inplace:
@@ -76,9 +97,20 @@ def apply_rope_pair(
     ``enable_compiled_rope()`` is on and the inputs are torch tensors on the autograd-free or
     custom-backward path). Shapes as ``apply_rope``; returns (q', k')."""
     fast = isinstance(q, torch.Tensor) and compiled_rope_enabled()
-    if fast and not (cos_q.requires_grad or cos_k.requires_grad):
+    tables = (cos_q, sin_q, cos_k, sin_k)
+    if fast and not (torch.is_grad_enabled() and any(t.requires_grad for t in tables)):
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        _check_tables(q, cos_q, sin_q, "q")
+        _check_tables(k, cos_k, sin_k, "k")
         if inplace and torch.is_grad_enabled() and (q.requires_grad or k.requires_grad):
             raise ValueError("inplace=True is for inference: q or k requires grad")
+        for name, x in (("q", q), ("k", k)) if inplace else ():  # stride 0: shared rows
+            if any(st == 0 and n > 1 for n, st in zip(x.shape, x.stride(), strict=False)):
+                raise ValueError(
+                    f"inplace=True needs {name} without shared elements, got strides "
+                    f"{tuple(x.stride())} for shape {tuple(x.shape)}: clone() it first"
+                )
         return compiled_rope_pair(q, k, cos_q, sin_q, cos_k, sin_k, layout, inplace)
     return (
         apply_rope(q, cos_q, sin_q, layout=layout, inplace=inplace),
