@@ -166,3 +166,26 @@ def test_a_check_that_raises_is_reported_as_a_failure() -> None:
     assert len(results) == 1 and not results[0].passed
     assert "RuntimeError: kernel exploded" in results[0].detail
     assert results[0].as_dict()["error"] is None  # NaN is not JSON
+
+
+@pytest.mark.parametrize(
+    ("name", "config", "expected"),
+    [
+        ("rope", {"head_dim": 64}, {"rotary_relative", "rotation_norm_preserved", "layouts_agree"}),
+        ("rope", {"head_dim": 32, "partial": 0.5, "layout": "interleaved"}, {"layouts_agree"}),
+        ("sinusoidal", {"dim": 64}, {"table_shift_is_rotation", "kv_cache_decode"}),
+        ("alibi", {"n_heads": 8}, {"alibi_slopes_geometric", "shift_invariant"}),
+        ("t5", {"n_heads": 6}, {"t5_buckets_monotone_clamped", "kv_cache_decode"}),
+    ],
+)
+def test_checks_run_on_an_encoding_built_for_another_model(
+    name: str, config: dict[str, object], expected: set[str]
+) -> None:
+    # the checks used to build q/k and models of the shared geometry (width 32, 4 heads), so
+    # build("rope", head_dim=64) got spurious FAILs ("q/k must have head_dim=64 features")
+    import posenc
+
+    results = run_checks([posenc.build(name, **config)])
+    assert expected <= {r.name for r in results}
+    failed = [(r.name, r.detail) for r in results if not r.passed]
+    assert not failed, failed

@@ -61,3 +61,16 @@ def test_check_list_describes_every_check() -> None:
     assert result.exit_code == 0, result.output
     assert all(name in result.output for name in CHECKS)
     assert "permutation-equivariant" in result.output
+
+
+def test_brackets_in_descriptions_and_details_are_printed_as_text() -> None:
+    # rich reads "[p]" as markup and silently dropped it: "PE[p + k] = M_k PE[p]" showed as
+    # "PE = M_k PE"
+    listing = runner.invoke(app, ["check", "--list"], env=ENV)
+    assert "PE[p + k] = M_k PE[p]" in listing.output
+    assert "min ||PE[p] - PE[q]||" in listing.output
+    result = runner.invoke(
+        app, ["check", "sinusoidal", "--only", "table_shift_is_rotation"], env=ENV
+    )
+    assert result.exit_code == 0, result.output
+    assert "max |M_k PE[p] - PE[p+k]|" in result.output

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 from typer.testing import CliRunner
 
 from posenc.cli import app
+from posenc.cli.plot import _figures, parse_settings
+from posenc.plots import PLOTS
 
 runner = CliRunner()
 ENV = {"COLUMNS": "200"}
@@ -44,3 +47,60 @@ def test_bad_kind_format_or_encoding_is_a_usage_error(tmp_path: Path) -> None:
     result = runner.invoke(app, ["plot", "bias", "rope", *out], env=ENV)
     assert result.exit_code == 2 and "does not apply" in result.output
     assert not list(tmp_path.iterdir())
+
+
+def test_set_routes_drawing_options_and_encoding_parameters() -> None:
+    # seed 004's figure: d_model 128, 100 positions, dims 0, 1, 10, 20, 50
+    settings = parse_settings(["dim=128", "dims=(0, 1, 10, 20, 50)", "n_positions=100"])
+    assert settings == {"dim": 128, "dims": (0, 1, 10, 20, 50), "n_positions": 100}
+    (fig,) = _figures("waveforms", PLOTS["waveforms"], ["sinusoidal"], settings).values()
+    ax = fig.axes[0]
+    pos, pair = np.arange(100)[:, None], np.arange(64)
+    angles = pos / 10000.0 ** (2 * pair / 128)
+    table = np.zeros((100, 128))
+    table[:, 0::2], table[:, 1::2] = np.sin(angles), np.cos(angles)
+    assert [line.get_label() for line in ax.lines] == [f"dim {d}" for d in (0, 1, 10, 20, 50)]
+    for line, d in zip(ax.lines, (0, 1, 10, 20, 50), strict=True):
+        np.testing.assert_allclose(line.get_ydata(), table[:, d], atol=1e-12)
+
+
+def test_set_head_dim_gives_the_rope_decay_of_a_real_head() -> None:
+    settings = parse_settings(["head_dim=64", "n_distances=40"])
+    (fig,) = _figures(
+        "qk-distance", PLOTS["qk-distance"], ["rope", "rope:linear"], settings
+    ).values()
+    rope, linear = fig.axes[0].lines
+    inv_freq = 10000.0 ** (-np.arange(32) * 2 / 64)
+    d = np.arange(40)[:, None]
+    np.testing.assert_allclose(rope.get_ydata(), 2 * np.cos(d * inv_freq).sum(1), atol=1e-10)
+    np.testing.assert_allclose(linear.get_ydata(), 2 * np.cos(d * inv_freq / 4).sum(1), atol=1e-10)
+
+
+def test_names_of_global_kinds_fill_their_argument() -> None:
+    (fig,) = _figures("alibi-slopes", PLOTS["alibi-slopes"], ["12"], {}).values()
+    (line,) = fig.axes[0].lines
+    # H = 12: the 8-head series, then every other term of the 16-head one
+    expected = [*(2.0 ** -np.arange(1, 9)), *(2.0 ** -(np.arange(1, 8, 2) / 2))]
+    np.testing.assert_allclose(line.get_ydata(), expected)
+    (fig,) = _figures("extension", PLOTS["extension"], ["linear", "yarn"], {"dim": 16}).values()
+    assert [line.get_label() for line in fig.axes[0].lines[:2]] == ["linear", "yarn"]
+    np.testing.assert_allclose(fig.axes[0].lines[0].get_ydata(), 0.25)
+
+
+def test_set_through_the_cli(tmp_path: Path) -> None:
+    out = ["--out", str(tmp_path)]
+    result = runner.invoke(app, ["plot", "heatmap", "sinusoidal", "--set", "dim=64", *out])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "heatmap-sinusoidal.png").read_bytes()[:4] == b"\x89PNG"
+    result = runner.invoke(app, ["plot", "alibi-slopes", "8", "12", *out])
+    assert result.exit_code == 0, result.output
+    bad = [
+        (["plot", "heatmap", "rope", "--set", "bogus=1"], "unknown config key"),
+        (["plot", "extension", "--set", "n_heads=2"], "draws no encoding"),
+        (["plot", "heatmap", "sinusoidal", "--set", "dim"], "KEY=VALUE"),
+        (["plot", "extension", "bogus"], "method must be one of"),
+        (["plot", "similarity", "rope", "yarn"], "unknown"),
+    ]
+    for args, message in bad:
+        result = runner.invoke(app, [*args, *out], env=ENV)
+        assert result.exit_code == 2 and message in result.output, (args, result.output)

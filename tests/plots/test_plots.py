@@ -17,6 +17,7 @@ from posenc.analysis.subjects import HEAD_DIM, N_HEADS, subject_names
 from posenc.plots import (
     PLOTS,
     alibi_slopes,
+    attention_decay,
     attention_heatmap,
     bias_heatmaps,
     contamination,
@@ -215,6 +216,39 @@ def test_same_token_attention_is_the_encodings_pattern() -> None:
         np.testing.assert_allclose(alibi[h], expected / expected.sum(-1, keepdims=True), atol=1e-12)
 
 
+def _alibi_rows(T: int) -> np.ndarray:
+    """Causal ALiBi attention on identical content, from the reference slopes: (H, T, T)."""
+    i, j = np.indices((T, T))
+    slopes = np.asarray(ref_bias.alibi_slopes(N_HEADS))[:, None, None]  # (H, 1, 1)
+    logits = np.where(j <= i, -slopes * (i - j), -np.inf)
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    return weights / weights.sum(-1, keepdims=True)
+
+
+def test_attention_decay_by_distance_and_entropy() -> None:
+    T, lengths = 16, (4, 8, 32)
+    fig = attention_decay(["nope", "alibi"], n_positions=T, lengths=lengths)
+    left, right = fig.axes
+    ln_t, nope_h, alibi_h = right.lines
+    # by distance: NoPE puts 1/(i + 1) on each visible key; the mean over queries i >= d
+    nope_d = [np.mean([1.0 / (i + 1) for i in range(d, T)]) for d in range(T)]
+    np.testing.assert_allclose(left.lines[0].get_ydata(), nope_d, atol=1e-12)
+    alibi = _alibi_rows(T)
+    alibi_d = [np.mean([alibi[:, i, i - d] for i in range(d, T)]) for d in range(T)]
+    np.testing.assert_allclose(left.lines[1].get_ydata(), alibi_d, atol=1e-12)
+    # entropy of the last query: ln T for uniform attention, below it for ALiBi
+    np.testing.assert_allclose(ln_t.get_ydata(), np.log(lengths), atol=1e-12)
+    np.testing.assert_allclose(nope_h.get_ydata(), np.log(lengths), atol=1e-12)
+    expected = []
+    for n in lengths:
+        last = _alibi_rows(n)[:, -1]  # (H, T)
+        expected.append(float(np.mean([-sum(p * math.log(p) for p in row) for row in last])))
+    np.testing.assert_allclose(alibi_h.get_ydata(), expected, atol=1e-12)
+    assert np.all(np.asarray(alibi_h.get_ydata()) < np.log(lengths))
+    assert [line.get_label() for line in right.lines] == ["ln T (uniform)", "nope", "alibi"]
+    assert left.get_yscale() == "log" and right.get_xlabel() == "length T"
+
+
 def test_plot_draws_into_a_given_axes() -> None:
     fig = Figure()
     ax = fig.add_subplot()
@@ -240,5 +274,7 @@ def test_bad_requests_raise_clear_errors() -> None:
         PLOTS["heatmap"](["rope", "sinusoidal"])
     with pytest.raises(ValueError, match="does not apply"):
         PLOTS["bias"](["rope"])
+    with pytest.raises(ValueError, match="two Axes"):
+        attention_decay(["nope"], axes=[Figure().add_subplot()])
     with pytest.raises(ValueError, match="one Axes per head"):
         bias_heatmaps("alibi", axes=[Figure().add_subplot()])

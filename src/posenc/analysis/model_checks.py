@@ -8,10 +8,10 @@ from ..attention import decode_positions
 from ..encodings.base import PositionalEncoding
 from .result import check
 from .subjects import (
-    D_MODEL,
     VOCAB,
     is_additive,
     length_dependent,
+    model_geometry,
     tiny_attention,
     tiny_model,
 )
@@ -59,7 +59,8 @@ def _shift_applies(pe: PositionalEncoding) -> bool:
 def shift_invariant(pe: PositionalEncoding) -> tuple[float, str]:
     """Relative encodings see only offsets: outputs unchanged when all positions shift."""
     attn = tiny_attention(pe)
-    x = torch.randn(2, 12, D_MODEL, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    C, _ = model_geometry(pe)
+    x = torch.randn(2, 12, C, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     pos = torch.arange(12)
     errs = []
     with torch.no_grad():

@@ -11,16 +11,18 @@ from torch import Tensor
 
 from ..encodings.base import PositionalEncoding
 from .result import check
-from .subjects import HEAD_DIM, N_HEADS, is_rotary, length_dependent
+from .subjects import head_shape, is_rotary, length_dependent
 
 #: Rotary encodings that rescale on purpose, with the reason (no norm check for them).
 NOT_ORTHOGONAL = {"xpos": "xPos scales q by ζ^m and k by ζ^-n (Sun et al. 2022)"}
 
 
-def _qk(T: int, seed: int) -> tuple[Tensor, Tensor]:
+def _qk(pe: PositionalEncoding, T: int, seed: int) -> tuple[Tensor, Tensor]:
+    """Random float64 q, k (B, H, T, D) in ``pe``'s own head shape."""
+    H, D = head_shape(pe)
     gen = torch.Generator().manual_seed(seed)
-    q = torch.randn(1, N_HEADS, T, HEAD_DIM, generator=gen, dtype=torch.float64)
-    return q, torch.randn(1, N_HEADS, T, HEAD_DIM, generator=gen, dtype=torch.float64)
+    q = torch.randn(1, H, T, D, generator=gen, dtype=torch.float64)
+    return q, torch.randn(1, H, T, D, generator=gen, dtype=torch.float64)
 
 
 def _positions(T: int, seed: int, high: int = 10_000) -> Tensor:
@@ -34,7 +36,7 @@ def _positions(T: int, seed: int, high: int = 10_000) -> Tensor:
 )
 def rotation_norm_preserved(pe: PositionalEncoding) -> tuple[float, str]:
     """A rotation keeps lengths: ||R_m q|| = ||R_0 q|| (= ||q|| for RoPE) at every m."""
-    q, k = _qk(64, 0)
+    q, k = _qk(pe, 64, 0)
     pos = _positions(64, 1)
     with torch.no_grad():
         rq, rk = pe.rotate(q, k, pos, pos)
@@ -51,7 +53,7 @@ def rotation_norm_preserved(pe: PositionalEncoding) -> tuple[float, str]:
 )
 def rotary_relative(pe: PositionalEncoding) -> tuple[float, str]:
     """<R_m q, R_n k> = <q, R_(n-m) k>: the score depends on the offset only."""
-    q, k = _qk(64, 2)
+    q, k = _qk(pe, 64, 2)
     m = _positions(64, 3)
     n = m + _positions(64, 4, high=500)  # n >= m
     with torch.no_grad():
@@ -77,12 +79,13 @@ def layouts_agree(pe: PositionalEncoding) -> tuple[float, str]:
     equals rotate "interleaved"."""
     half, inter = copy.deepcopy(pe), copy.deepcopy(pe)
     half.layout, inter.layout = "half", "interleaved"  # type: ignore[assignment]
-    rot = getattr(pe, "rotary_dim", HEAD_DIM)
-    p = torch.cat([half_from_interleaved(rot), torch.arange(rot, HEAD_DIM)])  # (D,)
-    q, k = _qk(32, 5)
+    _, D = head_shape(pe)
+    rot = getattr(pe, "rotary_dim", D)
+    p = torch.cat([half_from_interleaved(rot), torch.arange(rot, D)])  # (D,)
+    q, k = _qk(pe, 32, 5)
     pos = _positions(32, 6)
     with torch.no_grad():
         iq, ik = inter.rotate(q, k, pos, pos)
         hq, hk = half.rotate(q[..., p], k[..., p], pos, pos)
     err = max(float((hq - iq[..., p]).abs().max()), float((hk - ik[..., p]).abs().max()))
-    return err, f"rotary_dim {rot} of {HEAD_DIM}, 32 positions: max diff {err:.1e}"
+    return err, f"rotary_dim {rot} of {D}, 32 positions: max diff {err:.1e}"

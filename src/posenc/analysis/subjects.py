@@ -44,9 +44,10 @@ EXAMPLE_SCALINGS: dict[str, dict[str, object]] = {
 
 
 def subject(name: str, **config: object) -> PositionalEncoding:
-    """Encoding ``name`` built for the shared geometry (extra ``config`` keys passed through),
-    in eval mode (randomized positions sample only in training). "rope:<method>" is RoPE with
-    the example ``EXAMPLE_SCALINGS[method]`` context extension.
+    """Encoding ``name`` built for the shared geometry (extra ``config`` keys passed through;
+    ``dim``, ``n_heads`` or ``max_len`` there replace the geometry's), in eval mode (randomized
+    positions sample only in training). "rope:<method>" is RoPE with the example
+    ``EXAMPLE_SCALINGS[method]`` context extension.
     """
     base, _, method = name.partition(":")
     if method:
@@ -56,7 +57,8 @@ def subject(name: str, **config: object) -> PositionalEncoding:
                 f"{sorted(EXAMPLE_SCALINGS)}"
             )
         config = {"scaling": {"rope_type": method, **EXAMPLE_SCALINGS[method]}, **config}
-    pe = build_for_model(base, dim=D_MODEL, n_heads=N_HEADS, max_len=MAX_LEN, **config)
+    geometry: dict[str, object] = {"dim": D_MODEL, "n_heads": N_HEADS, "max_len": MAX_LEN}
+    pe = build_for_model(base, **(geometry | config))  # type: ignore[arg-type]
     pe = pe.eval()
     if method:
         pe.name = name  # type: ignore[misc]  # an instance label, the class keeps "rope"
@@ -101,7 +103,8 @@ def is_rotary(pe: PositionalEncoding) -> bool:
     """True when ``rotate`` changes queries or keys at positions 1..4 (probed)."""
     if not overrides(pe, "rotate"):
         return False
-    x = torch.ones(1, N_HEADS, 4, HEAD_DIM, dtype=torch.float64)  # (B, H, T, D)
+    H, D = head_shape(pe)  # its own head_dim when built for another geometry
+    x = torch.ones(1, H, 4, D, dtype=torch.float64)  # (B, H, T, D)
     try:
         with torch.no_grad():
             q, k = pe.rotate(x, x, torch.arange(1, 5), torch.arange(1, 5))
@@ -126,6 +129,14 @@ def head_shape(pe: PositionalEncoding) -> tuple[int, int]:
     return int(getattr(pe, "n_heads", N_HEADS)), int(getattr(pe, "head_dim", HEAD_DIM))
 
 
+def model_geometry(pe: PositionalEncoding) -> tuple[int, int]:
+    """(C, H) of a model around ``pe``: its own width ``dim``, ``n_heads`` and ``head_dim``
+    where it has them (C = H·head_dim without ``dim``), else the shared geometry's, so an
+    encoding built for another model (``build("rope", head_dim=64)``) is checked as built."""
+    H, D = head_shape(pe)
+    return int(getattr(pe, "dim", H * D)), H
+
+
 def length_dependent(pe: PositionalEncoding) -> bool:
     """True for dynamic context extension: frequencies follow the current length max(pos) + 1,
     so scores at one offset differ between lengths (dynamic NTK, LongRoPE)."""
@@ -148,14 +159,15 @@ def _scramble(model: nn.Module, pe: PositionalEncoding, seed: int) -> None:
 
 def tiny_model(pe: PositionalEncoding, *, causal: bool, seed: int = 0) -> TinyTransformer:
     """A float64 TinyTransformer around a private copy of ``pe`` (the caller's is untouched)."""
+    C, H = model_geometry(pe)
     pe = copy.deepcopy(pe)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = TinyTransformer(
             vocab_size=VOCAB,
             pe=pe,
-            d_model=D_MODEL,
-            n_heads=N_HEADS,
+            d_model=C,
+            n_heads=H,
             causal=causal,
             max_len=MAX_LEN,
         )
@@ -166,10 +178,11 @@ def tiny_model(pe: PositionalEncoding, *, causal: bool, seed: int = 0) -> TinyTr
 
 def tiny_attention(pe: PositionalEncoding, *, causal: bool = True, seed: int = 0) -> Attention:
     """A float64 attention layer around a private copy of ``pe``."""
+    C, H = model_geometry(pe)
     pe = copy.deepcopy(pe)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        attn = Attention(D_MODEL, N_HEADS, pe=pe, causal=causal)
+        attn = Attention(C, H, pe=pe, causal=causal)
     attn = attn.double().eval()
     _scramble(attn, attn.pe, seed)
     return attn

@@ -23,6 +23,7 @@ def check(
 ) -> None:
     """Verify the math of each encoding; exit status 1 if any check fails."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from ..analysis import all_checks, run_checks
@@ -32,7 +33,7 @@ def check(
         table.add_column("check")
         table.add_column("property", overflow="fold")
         for c in all_checks():
-            table.add_row(c.name, c.description)
+            table.add_row(c.name, escape(c.description))  # keep "PE[p + k]" literal
         Console(width=160).print(table)
         return
 
@@ -50,12 +51,12 @@ def check(
         for r in results:
             verdict = "[green]PASS[/]" if r.passed else "[bold red]FAIL[/]"
             table.add_row(
-                r.encoding,
+                escape(r.encoding),
                 r.name,
                 f"{r.error:.3g}",
                 f"{r.comparison} {r.tolerance:.3g}",
                 verdict,
-                r.detail,
+                escape(r.detail),  # details index tensors ("PE[p]"): text, not rich markup
             )
         Console(width=160).print(table)
     if failed:

@@ -1,43 +1,131 @@
-"""``posenc plot KIND [NAME...] --out DIR``: write figures of encodings as PNG or SVG."""
+"""``posenc plot KIND [NAME...] [--set KEY=VALUE...] --out DIR``: write figures of encodings as
+PNG or SVG."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from ..encodings.base import PositionalEncoding
+    from ..plots import PlotKind
+
+
+def parse_settings(items: list[str]) -> dict[str, Any]:
+    """``["dim=64", "dims=(0, 10)", "layout=interleaved"]`` -> {key: value}: each value read as
+    a Python literal (64, 1e4, (0, 10), True), else kept as text.
+
+    Raises: typer.BadParameter for an item without ``=`` or without a key.
+    """
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"--set takes KEY=VALUE, got {item!r}")
+        out[key.strip()] = _literal(raw)
+    return out
+
+
+def _literal(raw: str) -> Any:
+    """``raw`` as a Python literal ("64" -> 64, "(0, 10)" -> (0, 10)), else the text itself."""
+    try:
+        return ast.literal_eval(raw.strip())
+    except (ValueError, SyntaxError):
+        return raw.strip()
+
+
+def _accepts(name: str, config: dict[str, Any]) -> bool:
+    """True when subject ``name`` ("rope:yarn" -> rope) takes every key of ``config``: its own
+    parameters or the model geometry (dim, n_heads, max_len) it is built for."""
+    from ..registry import info
+
+    geometry = {"dim", "n_heads", "max_len"}
+    return set(config) <= geometry | set(info(name.partition(":")[0]).parameters)
+
+
+def _encodings(
+    chosen: PlotKind, names: list[str] | None, config: dict[str, Any]
+) -> list[PositionalEncoding]:
+    """The named subjects built with ``config``; without names, every subject the kind applies
+    to that takes the config keys (one that rejects their values is skipped with a note)."""
+    from ..analysis.subjects import subject, subject_names
+
+    if names:
+        return [subject(n, **config) for n in names]
+    applies = chosen.applies or (lambda pe: True)
+    pes = []
+    for name in (n for n in subject_names() if _accepts(n, config)):
+        try:
+            pe = subject(name, **config)
+        except ValueError as err:  # e.g. the rope:longrope example's 4 factors at head_dim 16
+            typer.echo(f"skipped {name}: {err}", err=True)
+            continue
+        if applies(pe):
+            pes.append(pe)
+    if not pes:
+        raise ValueError(f"no encoding that plot {chosen.name!r} applies to takes {sorted(config)}")
+    return pes
+
+
+def _figures(
+    kind: str, chosen: PlotKind, names: list[str] | None, settings: dict[str, Any]
+) -> dict[str, Figure]:
+    """File stem -> figure. Settings named like a drawing option go to the figure, the others
+    to the encodings' constructors."""
+    options = {k: v for k, v in settings.items() if k in chosen.options}
+    config = {k: v for k, v in settings.items() if k not in chosen.options}
+    if chosen.applies is None:
+        if config:
+            raise ValueError(
+                f"plot {kind!r} draws no encoding: unknown option(s) {sorted(config)}; "
+                f"choose from {chosen.options}"
+            )
+        if names and chosen.argument is None:
+            raise ValueError(f"plot {kind!r} takes no names, got {names}")
+        if names:
+            options[str(chosen.argument)] = tuple(_literal(n) for n in names)
+        return {kind: chosen(**options)}
+    pes = _encodings(chosen, names, config)
+    if chosen.multi:
+        return {kind: chosen(pes, **options)}
+    return {f"{kind}-{pe.name.replace(':', '-')}": chosen([pe], **options) for pe in pes}
 
 
 def plot(
     kind: Annotated[str, typer.Argument(help="Figure kind, e.g. heatmap, bias, extension.")],
     names: Annotated[
         list[str] | None,
-        typer.Argument(help="Encodings (default: every one the kind applies to)."),
+        typer.Argument(
+            help="Encodings (default: every one the kind applies to); for extension the "
+            "methods, for alibi-slopes the head counts."
+        ),
+    ] = None,
+    settings: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="KEY=VALUE, repeatable: a drawing option (n_positions=100, dims=(0,1,10)) or "
+            "an encoding parameter (dim=64, head_dim=128, base=500000.0).",
+        ),
     ] = None,
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("posenc-plots"),
     fmt: Annotated[str, typer.Option("--format", help="png or svg.")] = "png",
 ) -> None:
     """Draw one figure per encoding (overlay kinds: one figure for all) into --out."""
-    from ..analysis.subjects import resolve, subject_names
     from ..plots import PLOTS
 
     if kind not in PLOTS:
         raise typer.BadParameter(f"unknown plot kind {kind!r}; choose one of {sorted(PLOTS)}")
     if fmt not in ("png", "svg"):
         raise typer.BadParameter(f"--format must be png or svg, got {fmt!r}")
-    chosen = PLOTS[kind]
     try:
-        if chosen.applies is None:
-            figures = {kind: chosen()}
-        else:
-            pes = [resolve(n) for n in (names or subject_names())]
-            if not names:
-                pes = [pe for pe in pes if chosen.applies(pe)]
-            if chosen.multi:
-                figures = {kind: chosen(pes)}
-            else:
-                figures = {f"{kind}-{pe.name.replace(':', '-')}": chosen([pe]) for pe in pes}
-    except ValueError as err:
+        figures = _figures(kind, PLOTS[kind], names, parse_settings(settings or []))
+    except (ValueError, TypeError) as err:
         raise typer.BadParameter(str(err)) from err
     out.mkdir(parents=True, exist_ok=True)
     for stem, fig in figures.items():

@@ -5,7 +5,14 @@ returns the matplotlib ``Figure`` (never ``plt.show()``); all share one style. `
 the kind names of ``posenc plot KIND`` to functions and the encodings they apply to.
 """
 
-from .attention import attention_grid, attention_heatmap, model_attention
+from .attention import (
+    attention_by_distance,
+    attention_decay,
+    attention_entropy,
+    attention_grid,
+    attention_heatmap,
+    model_attention,
+)
 from .bias import bias_heatmaps, bias_matrix
 from .extension import alibi_slopes, extension_scales, frequency_scales
 from .kinds import PLOTS, PlotKind, plot_kinds_for
@@ -32,6 +39,9 @@ __all__ = [
     "PLOTS",
     "PlotKind",
     "alibi_slopes",
+    "attention_by_distance",
+    "attention_decay",
+    "attention_entropy",
     "attention_grid",
     "attention_heatmap",
     "bias_heatmaps",

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 from ..analysis.subjects import VOCAB, attention_weights, resolve, tiny_model
 from ..encodings.base import PositionalEncoding
-from ._style import SEQUENTIAL, figure_axes, heatmap, styled
+from ._style import LINESTYLES, SEQUENTIAL, figure_axes, heatmap, root_figure, styled
 
 
 def model_attention(
@@ -90,4 +90,82 @@ def attention_grid(
         ax.set_axis_off()
     fig.colorbar(image, ax=list(axes), label="attention weight")
     fig.suptitle(f"Attention weights, layer 0 head {head}: one token repeated, same weights")
+    return fig
+
+
+#: Lengths T at which ``attention_decay`` measures the last query's entropy (<= MAX_LEN).
+ENTROPY_LENGTHS = (8, 16, 32, 64, 128, 256)
+
+
+def attention_by_distance(
+    pe: PositionalEncoding | str, *, n_positions: int = 64, seed: int = 0
+) -> np.ndarray:
+    """Mean weight on the key d positions back, d = 0..T-1: mean over heads h and queries
+    i >= d of a_h(i, i - d) (seed 001's "attention decay with distance"), causal, on one token
+    repeated (``model_attention``): NoPE gives mean_i 1/(i + 1), ALiBi softmax_j(-m_h (i - j)).
+
+    Shapes: returns (T,).
+    """
+    weights = model_attention(pe, n_positions=n_positions, seed=seed)  # (H, T, T)
+    return np.array(
+        [np.diagonal(weights, offset=-d, axis1=1, axis2=2).mean() for d in range(n_positions)]
+    )
+
+
+def attention_entropy(
+    pe: PositionalEncoding | str, lengths: Sequence[int] = ENTROPY_LENGTHS, *, seed: int = 0
+) -> np.ndarray:
+    """Entropy -Σ_j a(T-1, j) ln a(T-1, j) (nats) of the last query's causal attention at each
+    length T, mean over heads, on one token repeated: ln T for uniform attention (NoPE), bounded
+    when a bias decays with distance (ALiBi; Press et al. 2022, arXiv:2108.12409).
+
+    Shapes: returns (len(lengths),).
+    """
+    out = []
+    for T in lengths:
+        last = model_attention(pe, n_positions=T, seed=seed)[:, -1]  # (H, T)
+        plogp = np.where(last > 0, last * np.log(np.where(last > 0, last, 1.0)), 0.0)
+        out.append(float(-plogp.sum(-1).mean()))
+    return np.array(out)
+
+
+@styled
+def attention_decay(
+    encodings: Sequence[PositionalEncoding | str],
+    *,
+    n_positions: int = 64,
+    lengths: Sequence[int] = ENTROPY_LENGTHS,
+    axes: Sequence[Axes] | None = None,
+) -> Figure:
+    """Attention by distance and as length grows (one token repeated, layer 0, head mean):
+    mean weight on the key d positions back (left), entropy of the last query's attention
+    against the length T, with ln T of uniform attention marked (right)."""
+    if axes is None:
+        fig = Figure(figsize=(10.0, 3.8), layout="constrained")
+        axes = list(fig.subplots(1, 2))
+    elif len(axes) != 2:
+        raise ValueError(f"axes must hold two Axes (by distance, by length), got {len(axes)}")
+    left, right = axes
+    fig = root_figure(left)
+    right.plot(lengths, np.log(lengths), color="lightgray", linewidth=4, label="ln T (uniform)")
+    for n, item in enumerate(encodings):
+        pe = resolve(item)
+        style: dict[str, Any] = {"label": pe.name, "linestyle": LINESTYLES[n % len(LINESTYLES)]}
+        left.plot(
+            np.arange(n_positions), attention_by_distance(pe, n_positions=n_positions), **style
+        )
+        right.plot(list(lengths), attention_entropy(pe, lengths), marker="o", markersize=3, **style)
+    left.set_yscale("log")
+    left.set(
+        xlabel="distance d = i - j",
+        ylabel="mean attention weight a(i, i - d)",
+        title=f"Attention by distance (T = {n_positions})",
+    )
+    right.set_xscale("log", base=2)
+    right.set(
+        xlabel="length T",
+        ylabel="entropy of the last query (nats)",
+        title="Attention entropy as length grows",
+    )
+    right.legend(fontsize=8)
     return fig

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,12 +30,20 @@ def _features(pe: PositionalEncoding) -> bool:
 @dataclass(frozen=True)
 class PlotKind:
     """A figure type: ``per_encoding`` kinds draw one encoding, others overlay a list
-    (``multi``) or take none (``applies`` is None)."""
+    (``multi``) or take none (``applies`` is None); ``argument`` is the keyword that the
+    names given to such a kind fill (``posenc plot alibi-slopes 8 12``: head_counts)."""
 
     name: str
     draw: Callable[..., Figure]
     applies: Callable[[PositionalEncoding], bool] | None
     multi: bool = False
+    argument: str | None = None
+
+    @property
+    def options(self) -> list[str]:
+        """The drawing function's keyword options (``n_positions``, ``dims``, ``dim``...)."""
+        skip = {"encodings", "pe", "ax", "axes", self.argument}
+        return [n for n in inspect.signature(self.draw).parameters if n not in skip]
 
     @property
     def description(self) -> str:
@@ -69,8 +78,9 @@ PLOTS: dict[str, PlotKind] = {
         PlotKind("qk-distance", rotary.qk_vs_distance, is_rotary, multi=True),
         PlotKind("bias", bias.bias_heatmaps, has_bias),
         PlotKind("attention", attention.attention_heatmap, lambda pe: True),
-        PlotKind("extension", extension.extension_scales, None),
-        PlotKind("alibi-slopes", extension.alibi_slopes, None),
+        PlotKind("attention-decay", attention.attention_decay, lambda pe: True, multi=True),
+        PlotKind("extension", extension.extension_scales, None, argument="methods"),
+        PlotKind("alibi-slopes", extension.alibi_slopes, None, argument="head_counts"),
     )
 }
 
