@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -47,6 +48,19 @@ def test_bench_quick_writes_json(tmp_path: Path) -> None:
     lab_rows = data["lab"]["results"]
     assert {r["encoding"] for r in lab_rows} == set(posenc.names())
     assert all(r["posenc_tokens_per_s"] > 0 for r in lab_rows)
+    _assert_fields_documented(data)
+
+
+def _assert_fields_documented(data: dict[str, Any]) -> None:
+    """Every JSON field the suites write is named in benchmarks/README.md."""
+    doc = (Path(__file__).resolve().parents[1] / "benchmarks" / "README.md").read_text()
+    cases = [c for suite in ("rope", "bias", "attention") for c in data[suite]]
+    fields = {*data, *data["machine"], *data["rope_cache"], *data["lab"], *data["lab"]["meta"]}
+    fields |= {k for c in cases for k in c} | {
+        k for c in cases for t in c["us"].values() for k in t
+    }
+    fields |= {k for r in data["lab"]["results"] for k in r}
+    assert not {f for f in fields if f"`{f}`" not in doc}
 
 
 def test_bench_rejects_unknown_or_missing_device(tmp_path: Path) -> None:
@@ -93,3 +107,76 @@ def test_bias_case_in_bfloat16(name: str) -> None:
             assert out.dtype == torch.bfloat16 and out.isfinite().all()
     case = bias.run_case(name, 64, True, H=2, D=16, rounds=1, memory=False, dtype="bf16")
     assert case["dtype"] == "bf16" and case["peak_extra_MiB"] == {}
+
+
+def test_bias_memory_probe_builds_the_case_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CPU case with peak memory measures its own dtype: run_case hands it to the probe and
+    the probe's process builds the implementations in it (it built float32 whatever the case)."""
+    from posenc.bench import bias
+
+    probed: list[tuple[Any, ...]] = []
+
+    def probe(*a: Any) -> int:
+        probed.append(a)
+        return 0
+
+    monkeypatch.setattr(bias, "peak_extra_bytes", probe)
+    bias.run_case("fire", 32, True, H=2, D=16, rounds=1, memory=True, dtype="bf16")
+    assert probed and all("bf16" in a for a in probed)
+
+    built: list[str] = []
+    real_impls = bias._impls
+
+    def impls(*a: Any, **kw: Any) -> Any:
+        built.append(a[5] if len(a) > 5 else kw.get("dtype", "fp32"))
+        return real_impls(*a, **kw)
+
+    class Box:
+        def put(self, value: int) -> None:
+            self.value = value
+
+    monkeypatch.setattr(bias, "_impls", impls)
+    threads = torch.get_num_threads()
+    try:
+        bias._peak_child(("fire", 32, 2, 16, True, "sdpa_no_bias", "bf16"), Box())
+    finally:
+        torch.set_num_threads(threads)
+    assert built == ["bf16"]
+
+
+def test_interleaved_rounds_rotate_the_order_and_keep_settings() -> None:
+    from contextlib import contextmanager
+
+    from posenc.bench.harness import interleaved
+
+    calls: list[str] = []
+    active: list[str] = []
+
+    @contextmanager
+    def switch(name: str):  # type: ignore[no-untyped-def]
+        active.append(name)
+        yield
+        active.pop()
+
+    def impl(name: str):  # type: ignore[no-untyped-def]
+        def run() -> None:
+            assert active == [name]  # its own setting, entered around each sample
+            calls.append(name)
+
+        return run
+
+    names = ["a", "b", "c"]
+    timings = interleaved(
+        {n: impl(n) for n in names},
+        rounds=3,
+        warmup=1,
+        target=0.0,  # one call per sample
+        settings={n: (lambda n=n: switch(n)) for n in names},
+    )
+    timed = calls[2 * len(names) :]  # after warm-up and the calls-per-sample probe
+    assert [timed[i : i + 3] for i in (0, 3, 6)] == [
+        ["a", "b", "c"],
+        ["b", "c", "a"],
+        ["c", "a", "b"],
+    ]
+    assert all(len(t.samples) == 3 for t in timings.values())

@@ -71,11 +71,11 @@ def _impls(
     return impls
 
 
-def _peak_child(args: tuple[str, int, int, int, bool, str], out: Any) -> None:
-    name, T, H, D, causal, impl = args
+def _peak_child(args: tuple[str, int, int, int, bool, str, str], out: Any) -> None:
+    name, T, H, D, causal, impl, dtype = args
     torch.set_num_threads(1)
     with torch.no_grad():
-        fn = _impls(name, T, H, D, causal)[impl]
+        fn = _impls(name, T, H, D, causal, dtype)[impl]
         fn()  # kernels, thread pools and compiled code exist before the measured call
         before = _status_kib("VmRSS")
         _reset_peak()
@@ -97,11 +97,14 @@ def _reset_peak() -> None:
         f.write("5")
 
 
-def peak_extra_bytes(name: str, T: int, H: int, D: int, causal: bool, impl: str) -> int:
-    """Peak resident memory one call adds, measured in a fresh (spawned) process."""
+def peak_extra_bytes(
+    name: str, T: int, H: int, D: int, causal: bool, impl: str, dtype: str = "fp32"
+) -> int:
+    """Peak resident memory one call in ``dtype`` adds, measured in a fresh (spawned) process."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    proc = ctx.Process(target=_peak_child, args=((name, T, H, D, causal, impl), queue))
+    args = (name, T, H, D, causal, impl, dtype)
+    proc = ctx.Process(target=_peak_child, args=(args, queue))
     # A fixed mmap threshold: glibc otherwise raises it after each large free and keeps freed
     # blocks in its heap, so the resident peak would count memory no tensor holds any more.
     previous = os.environ.get("MALLOC_MMAP_THRESHOLD_")
@@ -138,7 +141,7 @@ def run_case(
         if memory and dev == "cuda":
             peaks = {n: cuda_peak_extra_bytes(fn) / 2**20 for n, fn in impls.items()}
         elif memory:
-            peaks = {n: peak_extra_bytes(name, T, H, D, causal, n) / 2**20 for n in impls}
+            peaks = {n: peak_extra_bytes(name, T, H, D, causal, n, dtype) / 2**20 for n in impls}
         else:
             peaks = {}
     base = timings["sdpa_no_bias"].median

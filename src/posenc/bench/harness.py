@@ -58,7 +58,8 @@ def interleaved(
     target: float = 0.02,
     settings: dict[str, Callable[[], AbstractContextManager[Any]]] | None = None,
 ) -> dict[str, Timing]:
-    """Time each callable ``rounds`` times, round-robin; returns seconds per call.
+    """Time each callable ``rounds`` times, round-robin (round r starts at the r-th
+    implementation); returns seconds per call.
 
     ``settings[name]()`` is a context entered around each of that implementation's samples,
     outside the clock (a process-wide switch such as ``enable_compiled_rope``: set once, as a
@@ -78,8 +79,12 @@ def interleaved(
         with setting(name):
             reps[name] = _calls_per_sample(fn, device, target)
     samples: dict[str, list[float]] = {name: [] for name in impls}
-    for _ in range(rounds):
-        for name, fn in impls.items():
+    order = list(impls)
+    for r in range(rounds):
+        # each round starts one implementation later: none always follows the same neighbour
+        # (whose caches, heap and clock state it would inherit)
+        for name in order[r % len(order) :] + order[: r % len(order)]:
+            fn = impls[name]
             with setting(name):
                 _sync(device)
                 start = time.perf_counter()
