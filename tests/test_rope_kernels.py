@@ -217,3 +217,30 @@ def test_compiled_pair_k_with_its_own_sin_and_float64_gradcheck() -> None:
     exact = ref_rope(q64.detach().numpy(), POS.numpy(), rotary_dim=6)
     torch.testing.assert_close(got[0], torch.from_numpy(exact), rtol=0, atol=1e-12)
     assert ok_grad
+
+
+@pytest.mark.slow
+def test_compiled_past_its_recompile_limit_takes_the_eager_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import warnings
+
+    from posenc.functional import _rope_compiled
+
+    monkeypatch.setattr(_rope_compiled, "RECOMPILE_LIMIT", 1)
+    monkeypatch.setitem(_rope_compiled._state, "warned_limit", False)
+    got, want = [], []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for T in (2, 3, 4):  # at least two new shapes: the second passes the limit
+            q, k = torch.randn(1, 2, T, 16), torch.randn(1, 2, T, 16)
+            cos, sin = (t[:T].float() for t in _tables(16))
+            PF.enable_compiled_rope(True, backend="inductor")
+            try:
+                got.append(PF.apply_rope_pair(q, k, cos, sin, cos, sin))
+            finally:
+                PF.enable_compiled_rope(False)
+            want.append(PF.apply_rope_pair(q, k, cos, sin, cos, sin))
+    torch.testing.assert_close(got, want)
+    limit = [w for w in caught if "new ones take the eager path" in str(w.message)]
+    assert len(limit) == 1 and limit[0].category is RuntimeWarning

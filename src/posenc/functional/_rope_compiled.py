@@ -27,12 +27,13 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from . import _rope_cpp
-from ._rope_torch import full_tables, swap_pairs
+from ._rope_torch import apply_rope_torch, full_tables, swap_pairs
 
 Backend = Literal["auto", "cpp", "inductor", "triton"]
 BACKENDS: tuple[Backend, ...] = ("auto", "cpp", "inductor", "triton")
 _state: dict[str, object] = {"enabled": False, "backend": "auto", "cpp": False}
-#: Kernels kept per layout (one per shape/dtype/grad combination seen).
+#: Kernels kept per layout (one per shape/dtype/grad combination seen); past it, new
+#: combinations take the eager path (with one warning) instead of failing.
 RECOMPILE_LIMIT = 256
 
 
@@ -202,10 +203,25 @@ def compiled_rope_pair(
         )
         return rotated
     import torch._dynamo.config as dynamo_config
+    from torch._dynamo.exc import FailOnRecompileLimitHit
 
     with dynamo_config.patch(recompile_limit=RECOMPILE_LIMIT):
         work_q, work_k = (torch.promote_types(x.dtype, torch.float32) for x in (q, k))
         cq, sq = full_tables(cos_q, sin_q, layout, work_q)
         shared = cos_k is cos_q and sin_k is sin_q and work_k == work_q
         ck, sk = (cq, sq) if shared else full_tables(cos_k, sin_k, layout, work_k)
-        return _compiled(layout, inplace)(q, k, cq, sq, ck, sk)
+        try:
+            return _compiled(layout, inplace)(q, k, cq, sq, ck, sk)
+        except FailOnRecompileLimitHit:  # raised before running: q and k are untouched
+            if not _state.get("warned_limit"):
+                _state["warned_limit"] = True
+                warnings.warn(
+                    f"compiled RoPE: {RECOMPILE_LIMIT} shape/dtype combinations compiled for "
+                    f"layout {layout!r}; new ones take the eager path",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+    return (
+        apply_rope_torch(q, cos_q, sin_q, layout, inplace),
+        apply_rope_torch(k, cos_k, sin_k, layout, inplace),
+    )
