@@ -74,3 +74,32 @@ def test_bias_backend_is_validated() -> None:
     pe = posenc.build("alibi", n_heads=4)
     with pytest.raises(ValueError, match=r"bias_backend must be one of .*, got 'fused'"):
         posenc.Attention(32, 4, pe=pe, causal=True, bias_backend="fused")  # type: ignore[arg-type]
+
+
+def test_float64_on_cpu_and_empty_inputs_fall_back_to_blocks() -> None:
+    """FlexAttention does not compile float64 on CPU, and an empty call has no extremes to
+    size the offset table: None, and ``Attention`` runs the blocks path."""
+    pe = posenc.build("alibi", n_heads=4)
+    q = torch.randn(1, 4, 8, 8, dtype=torch.float64)
+    pos = torch.arange(8)
+    empty = torch.randn(2, 4, 0, 8)
+    with torch.no_grad():
+        assert flex_bias_attention(q, q, q, pe, pos, pos, causal=True) is None
+        assert flex_bias_attention(empty, empty, empty, pe, pos[:0], pos[:0], causal=True) is None
+    blocks, flex = _pair("alibi", True)
+    blocks, flex = blocks.double(), flex.double()
+    x = torch.randn(2, 20, 32, dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(flex(x), blocks(x))
+        assert flex(x[:, :0]).shape == (2, 0, 32)
+        assert flex(x[:0]).shape == (0, 20, 32)
+
+
+def test_bad_inputs_raise_clear_errors() -> None:
+    pe = posenc.build("alibi", n_heads=4)
+    q = torch.randn(1, 4, 8, 8)
+    pos = torch.arange(8)
+    with pytest.raises(ValueError, match=r"k_pos must have shape \(8,\)"):
+        flex_bias_attention(q, q, q, pe, pos, torch.arange(5), causal=True)
+    with pytest.raises(TypeError, match="q, k, v must share a dtype"):
+        flex_bias_attention(q, q.half(), q, pe, pos, pos, causal=True)

@@ -135,3 +135,42 @@ def test_a_subclass_rewriting_bias_loses_the_offset_only_claim() -> None:
 
     assert ALiBi.bias_is_relative and not Rewritten.bias_is_relative
     assert Declared.bias_is_relative
+
+
+def test_empty_positions_and_short_causal_keys_decline() -> None:
+    """No queries (T = 0), no batch rows (B = 0) or a causal call with fewer keys than queries
+    (rows that see no key): None, the caller's blocks, instead of a crash."""
+    assert arithmetic_start(torch.zeros(0, dtype=torch.long)) is None
+    assert arithmetic_start(torch.zeros(0, 5, dtype=torch.long)) is None
+    pe = posenc.build("alibi", n_heads=4)
+    empty = torch.randn(1, 4, 0, 8)
+    none = torch.arange(0)
+    for causal in (True, False):
+        assert toeplitz_bias_attention(empty, empty, empty, pe, none, none, causal=causal) is None
+    q, k = torch.randn(1, 4, 6, 8), torch.randn(1, 4, 4, 8)
+    q_pos, k_pos = torch.arange(6), torch.arange(4)
+    assert toeplitz_bias_attention(q, k, k, pe, q_pos, k_pos, causal=True, block=1) is None
+
+
+def test_bad_inputs_raise_clear_errors() -> None:
+    pe = posenc.build("alibi", n_heads=4)
+    q, k = torch.randn(1, 4, 10, 8), torch.randn(1, 2, 10, 8)
+    pos = torch.arange(10)
+
+    def call(q=q, k=k, v=k, q_pos=pos, k_pos=pos, pe=pe):  # type: ignore[no-untyped-def]
+        return toeplitz_bias_attention(q, k, v, pe, q_pos, k_pos, causal=False)
+
+    with pytest.raises(ValueError, match=r"q_pos must have shape \(10,\) or \(1, 10\), got \(3,\)"):
+        call(q_pos=torch.arange(3))  # was read for its start only
+    with pytest.raises(ValueError, match=r"k_pos must have shape \(10,\)"):
+        call(k_pos=torch.arange(4))
+    with pytest.raises(TypeError, match="k_pos must be an integer tensor"):
+        call(k_pos=pos.float())
+    with pytest.raises(ValueError, match="q must have 4 dimensions"):
+        call(q=q[0])
+    with pytest.raises(ValueError, match="k and v must be"):
+        call(v=torch.randn(1, 2, 10, 4))
+    with pytest.raises(TypeError, match="q, k, v must share a dtype"):
+        call(q=q.double())
+    with pytest.raises(ValueError, match="'alibi' gives a bias for 3 heads, attention has 4"):
+        call(pe=posenc.build("alibi", n_heads=3))

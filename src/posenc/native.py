@@ -47,17 +47,19 @@ class NativeKernel:
     def load(self) -> Any:
         """Build (first time) and load; returns ``torch.ops.<name>``.
 
-        Raises: RuntimeError naming what is missing (a C++ compiler, ninja) when the build fails.
+        Raises: RuntimeError naming what is missing (a C++ compiler, ninja, setuptools) when the
+        build fails.
         """
         with self._lock:
             if self.op is not None:
                 return self.op
             if self.error is not None:
                 raise RuntimeError(self.error)
-            from torch.utils import cpp_extension
-
             flags = ["-O3", "-fopenmp"] + (["-march=native"] if _native_ok() else [])
             try:
+                # imports setuptools, which Python >= 3.12 venvs do not ship: a failed build too
+                from torch.utils import cpp_extension
+
                 cpp_extension.load(
                     name=f"{self.name}_{cpu_tag()}",
                     sources=[str(self.source)],
@@ -66,10 +68,10 @@ class NativeKernel:
                     is_python_module=False,
                     verbose=False,
                 )
-            except Exception as err:  # compiler, ninja, headers or a symbol missing
+            except Exception as err:  # compiler, ninja, setuptools, headers or a symbol missing
                 self.error = (
                     f"could not build posenc's {self.what} ({type(err).__name__}: {err}); "
-                    "it needs a C++ compiler (g++) and ninja"
+                    "it needs a C++ compiler (g++), ninja and setuptools"
                 )
                 raise RuntimeError(self.error) from err
             self.op = getattr(torch.ops, self.name)

@@ -189,3 +189,91 @@ def test_failed_build_warns_once_and_declines(monkeypatch: pytest.MonkeyPatch) -
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("error")  # said once
         assert FF.fire_fused_attention(q, q, q, pe, pos, pos, causal=True, scale=0.25) is None
+
+
+@pytest.mark.parametrize("shape", [(2, 0, 64), (0, 300, 64)])
+def test_empty_batch_or_sequence_in_float32_inference(shape: tuple[int, int, int]) -> None:
+    """T = 0 or B = 0 (with explicit (B, T) positions) in eval: empty output, not a crash in
+    reading the positions' start."""
+    pe = _fire(4)
+    attn = Attention(64, 4, pe=pe, causal=True).eval()
+    x = torch.randn(*shape)
+    pos = torch.arange(shape[1]).expand(shape[0], shape[1])
+    with torch.no_grad():
+        assert attn(x).shape == shape
+        assert attn(x, pos).shape == shape
+        q = torch.randn(shape[0], 4, shape[1], 16)
+        assert FF.fire_fused_attention(q, q, q, pe, pos, pos, causal=True, scale=0.25) is None
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_one_head_fire_is_shared_by_all_heads(causal: bool) -> None:
+    """A one-head FIRE's (1, 1, T, L) bias broadcasts over the heads in the blocks path; the
+    kernel shares it too (float64 formula, GQA), instead of rejecting the head count."""
+    pe = _fire(1)
+    q, k, v = torch.randn(2, 4, 30, 16), torch.randn(2, 2, 30, 16), torch.randn(2, 2, 30, 16)
+    pos = torch.arange(30)
+    exact = _attention64(q, k, v, fire_reference(pe, pos, pos), causal)
+    got = _run(pe, q, k, v, pos, pos, causal)
+    torch.testing.assert_close(got.double(), exact, rtol=0, atol=2e-5)
+    fused = Attention(64, 4, pe=pe, causal=causal).eval()
+    blocks = Attention(64, 4, pe=pe, causal=causal, bias_backend="blocks").eval()
+    blocks.load_state_dict(fused.state_dict())
+    x = torch.randn(2, 40, 64)
+    with torch.no_grad():
+        torch.testing.assert_close(fused(x), blocks(x), rtol=0, atol=2e-5)
+
+
+def test_bad_inputs_raise_clear_errors() -> None:
+    pe = _fire(4)
+    q, k = torch.randn(1, 4, 10, 16), torch.randn(1, 2, 10, 16)
+    pos = torch.arange(10)
+
+    def call(q=q, k=k, v=k, q_pos=pos, k_pos=pos, pe=pe):
+        return FF.fire_fused_attention(q, k, v, pe, q_pos, k_pos, causal=True, scale=0.25)
+
+    with torch.no_grad():
+        with pytest.raises(ValueError, match=r"q_pos must have shape \(10,\) or \(1, 10\)"):
+            call(q_pos=torch.arange(3))  # was read for its start only
+        with pytest.raises(ValueError, match=r"k_pos must have shape \(10,\)"):
+            call(k_pos=torch.arange(12))
+        with pytest.raises(TypeError, match="q_pos must be an integer tensor"):
+            call(q_pos=pos.float())
+        with pytest.raises(ValueError, match="k and v must be"):
+            call(v=k[:, :, :5])
+        with pytest.raises(ValueError, match="q must have 4 dimensions"):
+            call(q=q[0])
+        with pytest.raises(ValueError, match="4 heads must be a multiple of k's 3"):
+            call(k=torch.randn(1, 3, 10, 16), v=torch.randn(1, 3, 10, 16))
+        with pytest.raises(TypeError, match="q must be a floating-point tensor"):
+            call(q=q.long())
+        with pytest.raises(ValueError, match="FIRE has 3 heads, attention has 4"):
+            call(pe=_fire(3))
+
+
+def test_missing_setuptools_is_a_failed_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``torch.utils.cpp_extension`` imports setuptools (not in Python >= 3.12 venvs): its
+    ImportError is a failed build (one warning, the blocks path), not a crash in forward."""
+    import sys
+
+    import torch.utils
+
+    from posenc.native import NativeKernel
+
+    monkeypatch.delattr(torch.utils, "cpp_extension", raising=False)
+    monkeypatch.delitem(sys.modules, "torch.utils.cpp_extension", raising=False)
+    monkeypatch.setitem(sys.modules, "setuptools", None)  # cpp_extension's import fails
+    kernel = NativeKernel("posenc_missing_test", FF.KERNEL.source, "test kernel")
+    assert not kernel.available()
+    assert kernel.error is not None and "import of setuptools halted" in kernel.error
+    with pytest.raises(RuntimeError, match="could not build posenc's test kernel"):
+        kernel.load()
+    monkeypatch.setattr(FF, "KERNEL", kernel)
+    monkeypatch.setattr(FF, "_warned", [])
+    pe = _fire(4)
+    fused = Attention(64, 4, pe=pe, causal=True).eval()
+    blocks = Attention(64, 4, pe=pe, causal=True, bias_backend="blocks").eval()
+    blocks.load_state_dict(fused.state_dict())
+    x = torch.randn(1, 20, 64)
+    with torch.no_grad(), pytest.warns(UserWarning, match="setuptools.*query blocks"):
+        torch.testing.assert_close(fused(x), blocks(x))

@@ -24,6 +24,7 @@ from torch import Tensor
 from ..encodings.base import PositionalEncoding
 from ..encodings.bias import FIRE
 from ..native import NativeKernel
+from .flex import check_attention_inputs
 from .toeplitz import arithmetic_start
 
 KERNEL = NativeKernel(
@@ -64,9 +65,18 @@ def fire_fused_attention(
 
     Shapes: q (B, H, T, D); k, v (B, Hkv, L, D); q_pos (T,) | (B, T); k_pos (L,) | (B, L).
     Causal masking is by index (query r sees keys up to L - T + r), as in ``Attention``.
+    A one-head FIRE is shared by all H heads, as the (B|1, 1, T, L) bias broadcasts.
+
+    Raises:
+        TypeError / ValueError: inputs of the wrong kind or shape (``check_attention_inputs``),
+            or a FIRE with neither one head nor H.
     """
     if not isinstance(pe, FIRE) or q.device.type != "cpu":
         return None
+    check_attention_inputs(q, k, v, q_pos, k_pos, same_dtype=False)
+    H = q.shape[1]
+    if pe.n_heads not in (1, H):
+        raise ValueError(f"FIRE has {pe.n_heads} heads, attention has {H}")
     dtype = q.dtype
     if dtype not in LOW_OR_SINGLE or any(t.dtype != dtype for t in (k, v)):
         return None
@@ -80,7 +90,8 @@ def fire_fused_attention(
     shift = a - b  # offset of query row r and key c: shift + r - c
     max_offset = max(abs(shift + T - 1), abs(shift - L + 1))  # largest |i - j|
     psi, norm = pe.distance_terms(torch.arange(a, a + T), max_offset)
-    kinks, slopes, intercepts = pe.mlp_pieces()
+    kinks, slopes, intercepts = pe.mlp_pieces()  # slopes, intercepts (1 | H, K + 1)
+    slopes, intercepts = slopes.expand(H, -1), intercepts.expand(H, -1)
     f32 = [t.detach().float().contiguous() for t in (psi, 1.0 / norm, kinks, slopes, intercepts)]
     if dtype != torch.float32:  # the tiles run in float32: convert the inputs, not the tiles
         q, k, v = (t.float() for t in (q, k, v))

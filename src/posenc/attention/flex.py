@@ -17,7 +17,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .._validate import check_positions, check_positions_match
 from ..encodings.base import PositionalEncoding, batch_positions
+
+#: Input dtypes FlexAttention compiles for on CPU (torch 2.13: float64 raises in Inductor).
+FLEX_CPU_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 @functools.cache
@@ -39,10 +43,44 @@ def _causal_block_mask(T: int, L: int, device: str) -> Any:
     return create_block_mask(causal, None, None, T, L, device=device)
 
 
+def check_attention_inputs(
+    q: Tensor, k: Tensor, v: Tensor, q_pos: Tensor, k_pos: Tensor, *, same_dtype: bool
+) -> None:
+    """The fused attention paths' inputs: q (B, H, T, D); k, v (B, Hkv, L, D) with Hkv dividing
+    H; q_pos (T,) | (B, T) and k_pos (L,) | (B, L) integer. ``same_dtype``: k, v as q's dtype.
+
+    Raises:
+        TypeError: a non-tensor, non-floating q/k/v, mixed dtypes (``same_dtype``), or
+            non-integer positions.
+        ValueError: ranks or sizes that do not fit together.
+    """
+    for t, what in ((q, "q"), (k, "k"), (v, "v")):
+        if not isinstance(t, Tensor) or not t.dtype.is_floating_point:
+            kind = t.dtype if isinstance(t, Tensor) else type(t).__name__
+            raise TypeError(f"{what} must be a floating-point tensor, got {kind}")
+        if t.ndim != 4:
+            raise ValueError(f"{what} must have 4 dimensions (B, heads, len, D), got {t.ndim}")
+    B, H, T, D = q.shape
+    if k.shape != v.shape or k.shape[0] != B or k.shape[3] != D:
+        raise ValueError(
+            f"k and v must be (B, Hkv, L, D) = ({B}, Hkv, L, {D}) like q {tuple(q.shape)}, got "
+            f"{tuple(k.shape)} and {tuple(v.shape)}"
+        )
+    if k.shape[1] == 0 or H % k.shape[1]:
+        raise ValueError(f"q's {H} heads must be a multiple of k's {k.shape[1]}")
+    if same_dtype and not q.dtype == k.dtype == v.dtype:
+        raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    check_positions_match(check_positions(q_pos, "q_pos"), B, T, "q_pos")
+    check_positions_match(check_positions(k_pos, "k_pos"), B, k.shape[2], "k_pos")
+
+
 def offset_table(pe: PositionalEncoding, lo: int, hi: int, n_heads: int) -> Tensor:
     """bias(i, j) for every offset i - j in lo..hi, from one query against shifted keys.
 
     Returns (H, hi - lo + 1); row h, column o - lo is the bias at offset o.
+
+    Raises:
+        ValueError: the encoding has no bias, or neither one head nor ``n_heads`` of them.
     """
     q_at = max(hi, 0)
     device = pe_device(pe)
@@ -50,6 +88,10 @@ def offset_table(pe: PositionalEncoding, lo: int, hi: int, n_heads: int) -> Tens
     bias = pe.bias(torch.tensor([q_at], device=device), keys)  # (1, H|1, 1, n)
     if bias is None:
         raise ValueError(f"{pe.name!r} has no score bias to fuse")
+    if bias.shape[1] not in (1, n_heads):
+        raise ValueError(
+            f"{pe.name!r} gives a bias for {bias.shape[1]} heads, attention has {n_heads}"
+        )
     return bias[0, :, 0].expand(n_heads, keys.shape[0])
 
 
@@ -73,11 +115,20 @@ def flex_bias_attention(
     causal: bool,
 ) -> Tensor | None:
     """softmax(q k^T / sqrt(D) + bias) v with the bias added per score inside the kernel, or
-    None when the call needs gradients flex cannot give (a learned bias; any on CPU).
+    None when flex does not apply: gradients it cannot give (a learned bias; any on CPU), a
+    dtype it does not compile on CPU (float64), or no queries or keys (T, L or B = 0).
 
     Shapes: q (B, H, T, D); k, v (B, Hkv, L, D); q_pos (T,) | (B, T); k_pos (L,) | (B, L).
     Causal masking is by index (query i sees keys up to L - T + i), as in ``Attention``.
+
+    Raises:
+        TypeError / ValueError: inputs of the wrong kind or shape (``check_attention_inputs``).
     """
+    check_attention_inputs(q, k, v, q_pos, k_pos, same_dtype=True)
+    if q.numel() == 0 or k.numel() == 0:  # nothing to reduce over; the caller's blocks
+        return None
+    if q.device.type == "cpu" and q.dtype not in FLEX_CPU_DTYPES:
+        return None
     B, H, T, D = q.shape
     qp, kp = batch_positions(q_pos, B), batch_positions(k_pos, B)  # (B, T), (B, L)
     lo, hi = int(qp.min() - kp.max()), int(qp.max() - kp.min())

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from ..encodings.base import PositionalEncoding
-from .flex import offset_table
+from .flex import check_attention_inputs, offset_table
 
 #: Queries per causal block, T / 16 within these bounds: the diagonal block computes its masked
 #: half (block / T extra work), smaller blocks pay more SDPA calls. ``posenc bench bias`` at
@@ -33,7 +33,10 @@ CAUSAL_BLOCK = (256, 1024)
 
 
 def arithmetic_start(pos: Tensor) -> int | None:
-    """a when every row of pos (T,) | (B, T) is a, a + 1, ..., a + T - 1; else None."""
+    """a when every row of pos (T,) | (B, T) is a, a + 1, ..., a + T - 1; else None (also when
+    pos is empty: no start to read, T = 0 or B = 0)."""
+    if pos.numel() == 0:
+        return None
     row = pos.reshape(-1, pos.shape[-1])
     start = row[:1, :1]
     steps = torch.arange(pos.shape[-1], device=pos.device)
@@ -54,15 +57,20 @@ def toeplitz_bias_attention(
     block: int | None = None,
 ) -> Tensor | None:
     """softmax(q k^T / sqrt(D) + bias) v with the bias read from a per-offset table, or None
-    when the positions are not consecutive.
+    when the positions are not consecutive (or empty) or a causal call has fewer keys than
+    queries (rows with no visible key: the caller's blocks).
 
     Shapes: q (B, H, T, D); k, v (B, Hkv, L, D); q_pos (T,) | (B, T); k_pos (L,) | (B, L).
     Causal masking is by index (query r sees keys up to L - T + r), as in ``Attention``.
+
+    Raises:
+        TypeError / ValueError: inputs of the wrong kind or shape (``check_attention_inputs``).
     """
+    check_attention_inputs(q, k, v, q_pos, k_pos, same_dtype=True)
     H, T, D = q.shape[1:]
     L = k.shape[2]
     a, b = arithmetic_start(q_pos), arithmetic_start(k_pos)
-    if a is None or b is None:
+    if a is None or b is None or (causal and L < T):
         return None
     lo = a - (b + L - 1)  # smallest offset q_pos - k_pos; the table covers lo .. lo + T + L - 2
     table = offset_table(pe, lo, a + T - 1 - b, H)  # (H, T + L - 1)
