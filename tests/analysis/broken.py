@@ -13,7 +13,8 @@ import posenc.encodings.nope as nope
 import posenc.encodings.rotary as rotary
 from posenc import functional as PF
 from posenc.analysis import subject
-from posenc.analysis.subjects import D_MODEL, HEAD_DIM, N_HEADS
+from posenc.analysis.subjects import D_MODEL, EXAMPLE_SCALINGS, HEAD_DIM, N_HEADS
+from posenc.extension import ntk
 
 
 class LeakyNoPE(nope.NoPE):
@@ -123,6 +124,47 @@ class FlatSinusoidal(absolute.Sinusoidal):
         return super().table(torch.zeros_like(pos)) + 1e-3 * super().table(pos)
 
 
+class RoundingPI(rotary.RoPE):
+    """Position interpolation by whole positions: m -> s·floor(m/s), i.e. RoPE at floor(m/s)
+    (integer-divided position ids), right only where s divides m."""
+
+    def rotate(
+        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, inplace: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        s = int(self.scaling.factor)  # type: ignore[union-attr]
+        return super().rotate(q, k, q_pos - q_pos % s, k_pos - k_pos % s, inplace=inplace)
+
+
+class _DynamicNTK(rotary.RoPE):
+    """Dynamic NTK with its own factor rule s'(n) at length n."""
+
+    def ntk_factor(self, seq_len: int) -> float:
+        raise NotImplementedError
+
+    def frequencies(self, seq_len: int | None = None) -> tuple[Tensor, float]:
+        cfg: Any = self.scaling
+        n = cfg.original_max_position_embeddings if seq_len is None else seq_len
+        return ntk(self.default_inv_freq64, factor=self.ntk_factor(n)).inv_freq, 1.0
+
+
+class EagerDynamicNTK(_DynamicNTK):
+    """Dynamic NTK by s' = s·n/L at every length n: scales inside the pretraining context
+    (s' = s at n = L), though continuously."""
+
+    def ntk_factor(self, seq_len: int) -> float:
+        cfg: Any = self.scaling
+        return cfg.factor * seq_len / cfg.original_max_position_embeddings
+
+
+class JumpingDynamicNTK(_DynamicNTK):
+    """Plain RoPE up to L, then s' = s·n/L (the "- (s - 1)" dropped): jumps from 1 to s."""
+
+    def ntk_factor(self, seq_len: int) -> float:
+        cfg: Any = self.scaling
+        L = cfg.original_max_position_embeddings
+        return 1.0 if seq_len <= L else cfg.factor * seq_len / L
+
+
 def _build(cls: type, **kw: Any) -> Any:
     pe = cls(**kw)
     return pe.eval()
@@ -131,6 +173,7 @@ def _build(cls: type, **kw: Any) -> Any:
 def broken(check: str) -> Any:
     """An encoding that the named check must FAIL."""
     rope_kw = {"head_dim": HEAD_DIM}
+    dynamic_kw = {**rope_kw, "scaling": {"rope_type": "dynamic", **EXAMPLE_SCALINGS["dynamic"]}}
     makers = {
         "permutation_equivariant": lambda: _build(LeakyNoPE),
         "order_sensitive": lambda: _build(InertRoPE, **rope_kw),
@@ -151,6 +194,13 @@ def broken(check: str) -> Any:
         "bias_decays_with_distance": lambda: _build(RewardingKerple, n_heads=N_HEADS),
         "fire_distance_interpolated": _broken_fire,
         "extension_in_training_range": _forgetful_extension,
+        "rope_long_term_decay": _one_frequency_rope,
+        "pi_equals_scaled_positions": lambda: _build(
+            RoundingPI, **rope_kw, scaling={"rope_type": "linear", **EXAMPLE_SCALINGS["linear"]}
+        ),
+        "dynamic_ntk_plain_within_original": lambda: _build(EagerDynamicNTK, **dynamic_kw),
+        "dynamic_ntk_continuous": lambda: _build(JumpingDynamicNTK, **dynamic_kw),
+        "yarn_ramp_endpoints": _reversed_yarn,
     }
     return makers[check]()
 
@@ -166,4 +216,21 @@ def _forgetful_extension() -> Any:
     """RoPE that declares linear scaling but keeps the default frequencies."""
     pe = subject("rope:linear")
     pe.inv_freq64 = pe.default_inv_freq64.clone()
+    return pe
+
+
+def _one_frequency_rope() -> Any:
+    """RoPE whose every pair turns at θ_0 = 1 rad/position (a broadcast bug): the partial sums
+    S_j = j·e^{irθ_0} never dephase, so the bound stays at (P + 1)/2."""
+    pe = subject("rope")
+    pe.inv_freq64 = torch.full_like(pe.default_inv_freq64, float(pe.default_inv_freq64[0]))
+    return pe
+
+
+def _reversed_yarn() -> Any:
+    """YaRN with the ramp the wrong way round (γ for 1 - γ): slow pairs keep θ, fast get θ/s."""
+    pe = subject("rope:yarn")
+    s = float(pe.scaling.factor)
+    ratio = pe.inv_freq64 / pe.default_inv_freq64  # γ + (1 - γ)/s
+    pe.inv_freq64 = pe.default_inv_freq64 * (1 + 1 / s - ratio)  # (1 - γ) + γ/s
     return pe

@@ -36,12 +36,21 @@ def test_core_checks_reach_the_encodings_they_are_for() -> None:
             "order_sensitive",
         },
         "learned": {"table_unique_rows"},
-        "rope": {"rotation_norm_preserved", "rotary_relative", "layouts_agree", "shift_invariant"},
+        "rope": {
+            "rotation_norm_preserved",
+            "rotary_relative",
+            "layouts_agree",
+            "shift_invariant",
+            "rope_long_term_decay",
+        },
+        "xpos": {"rope_long_term_decay"},
         "alibi": {"alibi_slopes_geometric", "alibi_bias_linear", "bias_decays_with_distance"},
         "t5": {"t5_buckets_monotone_clamped"},
         "kerple": {"bias_decays_with_distance"},
         "fire": {"fire_distance_interpolated"},
-        "rope:yarn": {"extension_in_training_range"},
+        "rope:yarn": {"extension_in_training_range", "yarn_ramp_endpoints"},
+        "rope:linear": {"pi_equals_scaled_positions"},
+        "rope:dynamic": {"dynamic_ntk_plain_within_original", "dynamic_ntk_continuous"},
     }
     for name, checks in expected.items():
         got = {c.name for c in applicable(name)}
