@@ -377,3 +377,21 @@ def test_empty_sequence_gives_empty_logits_and_leaves_the_cache_right(name: str)
     model(tokens[:, :0], cache=cache)  # an empty step: nothing cached
     step = torch.cat([model(tokens[:, :3], cache=cache), model(tokens[:, 3:], cache=cache)], 1)
     torch.testing.assert_close(step, model(tokens))
+
+
+@pytest.mark.parametrize(
+    ("name", "config", "message"),
+    [
+        ("alibi", {"n_heads": 4}, "has n_heads=4, attention has 8 heads"),
+        ("fire", {"n_heads": 4}, "has n_heads=4, attention has 8 heads"),
+        ("rope", {"head_dim": 32}, "has head_dim=32, attention's heads have d_model / n_heads = 8"),
+    ],
+)
+def test_encoding_built_for_other_heads_is_refused_at_construction(
+    name: str, config: dict[str, int], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        posenc.Attention(64, 8, pe=posenc.build(name, **config), causal=True)
+    shared = posenc.build(name, **{**config, "n_heads": 1}) if "n_heads" in config else None
+    if shared is not None:  # one set of biases shared by all heads stays allowed
+        posenc.Attention(64, 8, pe=shared, causal=True)
