@@ -181,10 +181,10 @@ def test_dynamic_is_default_inside_and_ntk_outside_the_original_context() -> Non
                 "rope_type": "llama3",
                 "factor": 8.0,
                 "low_freq_factor": 4.0,
-                "high_freq_factor": 4.0,
+                "high_freq_factor": 1.0,
                 "original_max_position_embeddings": 8192,
             },
-            "'low_freq_factor' must be < 'high_freq_factor'",
+            "'low_freq_factor' must be <= 'high_freq_factor'",
         ),
         (
             {

@@ -35,6 +35,8 @@ class TinyTransformer(nn.Module):
     ``pe`` is a built encoding, or a registered name built for this model's size with
     ``pe_config`` extra keys. The one encoding instance is shared by every layer (its cos/sin
     are computed once per forward). ``causal=True`` is a decoder, ``False`` an encoder.
+    Raises: TypeError/ValueError naming the argument for a size that is not a positive int
+    (``d_ff`` None means 4·d_model) or a d_model not divisible by n_heads.
     """
 
     def __init__(
@@ -53,8 +55,12 @@ class TinyTransformer(nn.Module):
         pe_config: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        for value, what in ((vocab_size, "vocab_size"), (n_layers, "n_layers")):
+        sizes = {"vocab_size": vocab_size, "d_model": d_model, "n_layers": n_layers}
+        sizes |= {"n_heads": n_heads, "max_len": max_len}
+        for what, value in (sizes | ({} if d_ff is None else {"d_ff": d_ff})).items():
             check_positive_int(value, what)
+        if d_model % n_heads:
+            raise ValueError(f"d_model must be divisible by n_heads, got {d_model} and {n_heads}")
         if isinstance(pe, str):
             from ..registry import build_for_model
 
@@ -70,7 +76,7 @@ class TinyTransformer(nn.Module):
                 Attention(
                     d_model, n_heads, pe=pe, causal=causal, n_kv_heads=n_kv_heads, dropout=dropout
                 ),
-                d_ff or 4 * d_model,
+                4 * d_model if d_ff is None else d_ff,
                 dropout,
             )
             for _ in range(n_layers)

@@ -213,9 +213,9 @@ class Llama3Scaling(ScalingConfig):
         _factor(self.factor)
         _number(self.low_freq_factor, "low_freq_factor")
         _number(self.high_freq_factor, "high_freq_factor")
-        if self.low_freq_factor >= self.high_freq_factor:
+        if self.low_freq_factor > self.high_freq_factor:  # equal: no band (Llama 4 Scout)
             raise ValueError(
-                "scaling key 'low_freq_factor' must be < 'high_freq_factor', got "
+                "scaling key 'low_freq_factor' must be <= 'high_freq_factor', got "
                 f"low_freq_factor={self.low_freq_factor}, high_freq_factor={self.high_freq_factor}"
             )
         _length(self.original_max_position_embeddings)

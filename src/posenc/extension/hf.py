@@ -37,6 +37,7 @@ INTERLEAVED_MODEL_TYPES = frozenset(
         "deepseek_v2",
         "deepseek_v3",
         "llama4",
+        "llama4_text",
     }
 )
 #: transformers' defaults for ``partial_rotary_factor`` when a config omits it.
@@ -52,16 +53,25 @@ _SUPPORTED = frozenset({"linear", "dynamic", "yarn", "longrope", "llama3"})
 _TYPE_ALIASES = {"su": "longrope"}  # Phi-3's early name
 #: Keys of a rope dict that describe the plain rotation rather than its scaling.
 _ROPE_KEYS = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
+#: Keys that size the attention heads; a config without any is a wrapper (``text_config``).
+_SIZE_KEYS = ("qk_rope_head_dim", "head_dim", "hidden_size", "n_embd", "d_model")
 
 
 def _as_dict(config: Any) -> dict[str, Any]:
     if isinstance(config, Mapping):
-        return dict(config)
-    if hasattr(config, "to_dict"):
-        return dict(config.to_dict())
-    raise TypeError(
-        f"config must be a dict (config.json) or a transformers config, got {type(config).__name__}"
-    )
+        cfg = dict(config)
+    elif hasattr(config, "to_dict"):
+        cfg = dict(config.to_dict())
+    else:
+        raise TypeError(
+            "config must be a dict (config.json) or a transformers config, got "
+            f"{type(config).__name__}"
+        )
+    text = cfg.get("text_config")
+    if isinstance(text, Mapping) and all(cfg.get(k) is None for k in _SIZE_KEYS):
+        # A multimodal model (Llama 4, Gemma 3): its language model's config holds the RoPE.
+        return {"model_type": cfg.get("model_type"), **text}
+    return cfg
 
 
 def _first(cfg: Mapping[str, Any], *keys: str) -> Any:
@@ -86,6 +96,9 @@ def _rope_params(cfg: Mapping[str, Any], layer_type: str | None) -> dict[str, An
     """One flat dict: rope_type, rope_theta, partial_rotary_factor and the scaling keys."""
     params = dict(cfg.get("rope_scaling") or cfg.get("rope_parameters") or {})
     nested = sorted(k for k, v in params.items() if isinstance(v, Mapping))
+    if not nested and cfg.get("rope_local_base_freq") is not None:
+        params = _local_global(cfg, params)  # Gemma 3's older schema
+        nested = sorted(params)
     if nested or layer_type is not None:
         if layer_type not in nested:
             raise ValueError(
@@ -109,6 +122,18 @@ def _rope_params(cfg: Mapping[str, Any], layer_type: str | None) -> dict[str, An
     return params
 
 
+def _local_global(cfg: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    """Per-layer parameters of Gemma 3's older config.json, as transformers converts it: full
+    attention takes ``rope_theta`` and ``rope_scaling``; sliding (local) attention plain RoPE
+    at ``rope_local_base_freq``."""
+    full = {"rope_type": "default", **params}
+    if "rope_theta" not in full and cfg.get("rope_theta") is not None:
+        full["rope_theta"] = cfg["rope_theta"]
+    full.setdefault("rope_theta", _default_theta(cfg.get("model_type")))
+    local = {"rope_type": "default", "rope_theta": cfg["rope_local_base_freq"]}
+    return {"full_attention": full, "sliding_attention": local}
+
+
 def _default_theta(model_type: str | None) -> float:
     """The base a config without ``rope_theta`` means: its transformers config class's
     ``default_theta`` (1e6 for Mixtral and Phi-3.5-MoE, ...) when transformers is installed,
@@ -118,7 +143,10 @@ def _default_theta(model_type: str | None) -> float:
     try:
         from transformers import CONFIG_MAPPING
 
-        return float(CONFIG_MAPPING[model_type].default_theta)
+        theta = CONFIG_MAPPING[model_type].default_theta
+        if isinstance(theta, Mapping):  # Gemma 3: {"global": ..., "local": ...}
+            theta = theta["global"]
+        return float(theta)
     except (ImportError, KeyError, AttributeError, TypeError, ValueError):
         return 10000.0
 
@@ -167,7 +195,9 @@ def rope_from_hf(
     the architecture's pairing (interleaved for GPT-J, CodeGen, Cohere, GLM, DeepSeek-V2/V3...;
     DeepSeek-V3 rotates in interleaved pairs and then stores the features de-interleaved).
     ``layer_type`` picks one entry of per-layer ``rope_parameters`` (Gemma 3:
-    "full_attention" or "sliding_attention").
+    "full_attention" or "sliding_attention"; its older ``rope_local_base_freq`` schema is read
+    as transformers reads it). A multimodal config (Llama 4, Gemma 3) is read from its
+    ``text_config``.
     Raises: ValueError for a rope type posenc lacks (e.g. mrope, proportional) or missing sizes.
     """
     cfg = _as_dict(config)

@@ -189,14 +189,17 @@ def llama3(
 
     With λ_i = 2π/θ_i: λ_i < L/``high_freq_factor`` keeps θ_i; λ_i > L/``low_freq_factor``
     uses θ_i/s; in between θ'_i = (1 - a_i)·θ_i/s + a_i·θ_i, a_i = (L/λ_i - low)/(high - low).
+    With low = high (Llama 4 Scout: 1 and 1) there is no band between: θ_i/s past L/low.
     Shapes: (P,) -> (P,).
     """
     xp = namespace(inv_freq)
     L = original_max_position_embeddings
     wavelen = 2 * math.pi / inv_freq  # (P,)
+    out = xp.where(wavelen > L / low_freq_factor, inv_freq / factor, inv_freq)
+    if high_freq_factor == low_freq_factor:
+        return Scaled(out, 1.0)
     smooth = (L / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
     blended = (1.0 - smooth) * inv_freq / factor + smooth * inv_freq
-    out = xp.where(wavelen > L / low_freq_factor, inv_freq / factor, inv_freq)
     medium = (wavelen >= L / high_freq_factor) & (wavelen <= L / low_freq_factor)
     return Scaled(xp.where(medium, blended, out), 1.0)
 
