@@ -357,3 +357,31 @@ def test_sinusoidal_scale_equals_torch() -> None:
 def test_transformer_xl_on_an_empty_sequence() -> None:
     _, fm = twins("transformer_xl", {})
     assert fm(jnp.zeros((2, 0), dtype=jnp.int32)).shape == (2, 0, V)
+
+
+def test_bfloat16_weights_round_trip_bit_exact() -> None:
+    """torch bfloat16 -> Flax -> torch keeps every bit (NumPy has no native bfloat16)."""
+    tm, fm = twins("t5", {}, n_kv=2)
+    tm.to(torch.bfloat16)
+    pfx.load_torch_state_dict(fm, tm.state_dict(), dtype=jnp.bfloat16)
+    assert fm.head.kernel[...].dtype == jnp.bfloat16
+    back = pfx.to_torch_state_dict(fm)
+    for key, value in tm.state_dict().items():
+        assert back[key].dtype == torch.bfloat16 and torch.equal(back[key], value), key
+
+
+def test_pope_phase_bias_gradient_at_its_initial_zero_equals_torch() -> None:
+    tm, fm = twins("pope", {}, n_kv=2)
+    with torch.no_grad():  # back to the init, δ = 0: the clamp's upper end
+        tm.pe.delta.zero_()
+    pfx.load_torch_state_dict(fm, tm.state_dict())
+    idx, tgt = tokens((2, 6), 1), tokens((2, 6), 2)
+    _, want = _torch_grads(tm, idx, tgt)
+    _, grads = nnx.value_and_grad(lambda m, i, t: m.loss(i, t))(
+        fm, jnp.asarray(idx), jnp.asarray(tgt)
+    )
+    holder = nnx.clone(fm)
+    nnx.update(holder, grads)
+    got = pfx.to_torch_state_dict(holder)["pe.delta"].numpy()
+    assert np.abs(want["pe.delta"].numpy()).max() > 1e-4  # the gradient is not trivially 0
+    np.testing.assert_allclose(got, want["pe.delta"].numpy(), rtol=1e-3, atol=1e-7)

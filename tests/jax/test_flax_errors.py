@@ -146,3 +146,33 @@ def test_shaw_relative_values_check_positions() -> None:
         pe.relative_values(probs, pos[None, None], pos)
     with pytest.raises(ValueError, match=r"k_pos must have shape \(3,\) or \(2, 3\), got \(2,\)"):
         pe.relative_values(probs, pos, jnp.arange(2))
+
+
+@pytest.mark.parametrize(
+    ("pe", "match"),
+    [
+        (lambda: pfx.ALiBi(n_heads=2), r"pe 'alibi' has n_heads=2, attention has 4 heads"),
+        (lambda: pfx.T5Bias(n_heads=8), r"pe 't5' has n_heads=8, attention has 4 heads"),
+        (lambda: pfx.RoPE(head_dim=8), r"pe 'rope' has head_dim=8, attention's heads have .* 4"),
+    ],
+)
+def test_attention_rejects_an_encoding_of_another_size(pe: object, match: str) -> None:
+    """As torch's Attention: a clear ValueError at construction, not a broadcasting error."""
+    with pytest.raises(ValueError, match=match):
+        pfx.Attention(16, 4, pe=pe(), causal=True, rngs=nnx.Rngs(0))  # type: ignore[operator]
+    shared = pfx.Attention(16, 4, pe=pfx.ALiBi(n_heads=1), causal=True, rngs=nnx.Rngs(0))
+    assert shared(jnp.zeros((2, 3, 16))).shape == (2, 3, 16)  # one set shared by all heads
+
+
+def test_preallocated_cache_overflow_under_jit_raises() -> None:
+    """Past the capacity inside jax.jit (length traced): an error naming the capacity, not a
+    write clamped onto the last slot; the cache keeps its length."""
+    fm = pfx.TinyTransformer(vocab_size=5, pe="rope", d_model=8, n_layers=1, n_heads=2)
+    step = nnx.jit(lambda m, c, x: m(x, cache=c))
+    cache = fm.new_cache(capacity=3)
+    x = jnp.zeros((2, 1), dtype=jnp.int32)
+    for _ in range(3):
+        step(fm, cache, x)
+    with pytest.raises(Exception, match="KVCache capacity 3 exceeded: 3 cached \\+ 1 new"):
+        jax.block_until_ready(step(fm, cache, x))
+    assert len(cache[0]) == 3

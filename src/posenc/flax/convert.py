@@ -62,7 +62,7 @@ def load_torch_state_dict(
     assigned: set[int] = set()
     for key, tensor in state_dict.items():
         var, transpose = _resolve(module, key)
-        value = tensor.detach().cpu().numpy()
+        value = _to_numpy(tensor.detach().cpu())
         value = value.T if transpose else value
         if value.shape != var[...].shape:
             raise ValueError(
@@ -84,8 +84,23 @@ def to_torch_state_dict(module: nnx.Module) -> dict[str, torch.Tensor]:
     out = {}
     for key, var, transpose in _named_params(module, ""):
         value = np.asarray(var[...])
-        out[key] = torch.from_numpy(np.array(value.T if transpose else value, order="C"))
+        out[key] = _from_numpy(np.array(value.T if transpose else value, order="C"))
     return out
+
+
+def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A CPU tensor as NumPy, bit for bit; bfloat16 (unknown to torch's ``.numpy()``) becomes
+    JAX's ml_dtypes bfloat16."""
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.int16).numpy().view(jnp.bfloat16)
+    return tensor.numpy()
+
+
+def _from_numpy(value: np.ndarray) -> torch.Tensor:
+    """``_to_numpy``'s inverse: ml_dtypes bfloat16 (unknown to torch) goes through its bits."""
+    if value.dtype == jnp.bfloat16:
+        return torch.from_numpy(value.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(value)
 
 
 def _named_params(node: Any, prefix: str) -> Iterator[tuple[str, nnx.Variable[Any], bool]]:

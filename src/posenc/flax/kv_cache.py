@@ -60,7 +60,8 @@ class KVCache(nnx.Module):
     def append(self, new: CachedKeys) -> CachedKeys:
         """Append T entries; return all cached ones (L = length + T, or the capacity).
 
-        Raises: ValueError on a B/Hkv/D change, or past the capacity (checked when concrete).
+        Raises: ValueError on a B/Hkv/D change, or past the capacity (inside ``jax.jit``, where
+        the length is traced, the compiled step fails with that message when it runs).
         """
         old = self.store.get_value()
         drop_time = (0, 1, 3)  # B, Hkv, D
@@ -87,8 +88,14 @@ class KVCache(nnx.Module):
     def _write(self, old: CachedKeys | None, new: CachedKeys, capacity: int) -> CachedKeys:
         """Write ``new`` at the current length into fixed (..., capacity, ...) buffers."""
         T, start = new.pos.shape[1], self.offset()
-        if isinstance(start, int) and start + T > capacity:
-            raise ValueError(f"KVCache capacity {capacity} exceeded: {start} cached + {T} new")
+        if isinstance(start, int):
+            _check_room(start, T, capacity)
+        else:  # traced: a host check that runs only on overflow (a write would be clamped)
+            jax.lax.cond(
+                start + T > capacity,
+                lambda: jax.debug.callback(_check_room, start, T, capacity),
+                lambda: None,
+            )
         if old is None:
             pairs = zip(new, _TIME_AXIS, strict=True)
             old = CachedKeys(*(_empty(x, t, capacity) for x, t in pairs))
@@ -96,6 +103,11 @@ class KVCache(nnx.Module):
         return CachedKeys(
             *(_at(buf, x, t, start) for buf, x, t in zip(old, new, _TIME_AXIS, strict=True))
         )
+
+
+def _check_room(start: Any, T: Any, capacity: Any) -> None:
+    if int(start) + int(T) > int(capacity):
+        raise ValueError(f"KVCache capacity {capacity} exceeded: {start} cached + {T} new")
 
 
 def _empty(like: Array, axis: int, capacity: int) -> Array:

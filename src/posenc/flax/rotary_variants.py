@@ -86,8 +86,13 @@ class PoPE(PositionalEncoding):
         self.delta = nnx.Param(jnp.zeros((n_heads, head_dim))) if phase_bias else None
 
     def phase_bias(self) -> Array | None:
-        """δ clamped to [-2π, 0], (H, D), or None."""
-        return None if self.delta is None else jnp.clip(self.delta[...], -2 * math.pi, 0.0)
+        """δ clamped to [-2π, 0], (H, D), or None. Gradient 1 on the closed interval as torch's
+        ``clamp`` (``jnp.clip`` gives 1/2 at the ends, and δ starts at the end 0)."""
+        if self.delta is None:
+            return None
+        delta = self.delta[...]
+        inside = (delta >= -2 * math.pi) & (delta <= 0.0)
+        return jnp.where(inside, delta, jnp.clip(delta, -2 * math.pi, 0.0))
 
     def polar(self, x: Array, pos: Array, shift: Array | None) -> Array:
         """x (B, H, T, D) at positions (T,) or (B, T) -> (B, H, T, 2D), phases pos·θ - shift."""
