@@ -96,3 +96,20 @@ def check_qk_agree(q: Any, k: Any, q_pos: Any, k_pos: Any) -> None:
         )
     check_positions_match(q_pos, q.shape[0], q.shape[2], "q_pos")
     check_positions_match(k_pos, k.shape[0], k.shape[2], "k_pos")
+
+
+def check_encoding_heads(pe: Any, n_heads: int, head_dim: int) -> None:
+    """Raise ValueError when ``pe`` (torch or Flax) was built for another attention: its
+    ``n_heads`` neither ``n_heads`` nor 1 (one set shared by all heads), or its ``head_dim``
+    not the attention's d_model / n_heads."""
+    pe_heads, pe_head_dim = getattr(pe, "n_heads", None), getattr(pe, "head_dim", None)
+    if isinstance(pe_heads, int) and pe_heads not in (1, n_heads):
+        raise ValueError(
+            f"pe {pe.name!r} has n_heads={pe_heads}, attention has {n_heads} heads (build pe "
+            f"with n_heads={n_heads}, or 1 to share one set)"
+        )
+    if isinstance(pe_head_dim, int) and pe_head_dim != head_dim:
+        raise ValueError(
+            f"pe {pe.name!r} has head_dim={pe_head_dim}, attention's heads have "
+            f"d_model / n_heads = {head_dim}"
+        )

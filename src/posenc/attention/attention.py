@@ -9,7 +9,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._validate import check_ndim, check_positions, check_positions_match, check_positive_int
+from .._validate import (
+    check_encoding_heads,
+    check_ndim,
+    check_positions,
+    check_positions_match,
+    check_positive_int,
+)
 from ..encodings.base import PositionalEncoding, batch_positions, default_positions
 from ..encodings.bias import FIRE
 from .fire_fused import fire_fused_attention
@@ -74,17 +80,7 @@ class Attention(nn.Module):
             )
         if not isinstance(pe, PositionalEncoding):
             raise TypeError(f"pe must be a PositionalEncoding, got {type(pe).__name__}")
-        pe_heads, pe_head_dim = getattr(pe, "n_heads", None), getattr(pe, "head_dim", None)
-        if isinstance(pe_heads, int) and pe_heads not in (1, n_heads):  # 1: shared by all heads
-            raise ValueError(
-                f"pe {pe.name!r} has n_heads={pe_heads}, attention has {n_heads} heads (build pe "
-                f"with n_heads={n_heads}, or 1 to share one set)"
-            )
-        if isinstance(pe_head_dim, int) and pe_head_dim != d_model // n_heads:
-            raise ValueError(
-                f"pe {pe.name!r} has head_dim={pe_head_dim}, attention's heads have "
-                f"d_model / n_heads = {d_model // n_heads}"
-            )
+        check_encoding_heads(pe, n_heads, d_model // n_heads)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
