@@ -117,3 +117,17 @@ def test_wrong_head_dim_raises() -> None:
     q, k, _ = qkv(D=6)
     with pytest.raises(ValueError, match="head_dim=8 features, got 6"):
         pe.rotate(q, k, torch.arange(5), torch.arange(5))
+
+
+@pytest.mark.parametrize(("dtype", "safe"), [(torch.float32, 34378), (torch.float16, 2650)])
+def test_positions_past_the_dtype_range_raise_instead_of_nan(dtype: torch.dtype, safe: int) -> None:
+    pe = posenc.build("xpos", head_dim=64)
+    q, k = (torch.randn(1, 2, 3, 64, dtype=dtype) for _ in range(2))
+    at_limit = torch.arange(3) + safe - 2  # last position = the largest safe one
+    rq, rk = pe.rotate(q, k, at_limit, at_limit)
+    assert torch.isfinite(rq.double() @ rk.double().transpose(-1, -2)).all()
+    past = at_limit + 1
+    with pytest.raises(ValueError, match=f"position {safe + 1} overflows {dtype}"):
+        pe.rotate(q, k, past, past)
+    with pytest.raises(ValueError, match="largest safe position"):  # keys alone past it
+        pe.rotate(q, k, at_limit - safe, past)

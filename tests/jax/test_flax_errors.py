@@ -15,6 +15,7 @@ nnx = pytest.importorskip("flax.nnx", reason="the [jax] extra is not installed")
 import jax.numpy as jnp  # noqa: E402
 
 import posenc.flax as pfx  # noqa: E402
+from posenc import functional as PF  # noqa: E402
 from posenc.attention import TinyTransformer  # noqa: E402
 
 
@@ -176,3 +177,11 @@ def test_preallocated_cache_overflow_under_jit_raises() -> None:
     with pytest.raises(Exception, match="KVCache capacity 3 exceeded: 3 cached \\+ 1 new"):
         jax.block_until_ready(step(fm, cache, x))
     assert len(cache[0]) == 3
+
+
+def test_xpos_past_float32_range_raises_as_torch() -> None:
+    pe = pfx.XPos(head_dim=64)
+    q = jnp.ones((1, 2, 3, 64), jnp.float32)
+    pos = jnp.arange(3) + PF.xpos_max_position(64, float(np.finfo(np.float32).max))
+    with pytest.raises(ValueError, match="overflows float32"):
+        pe.rotate(q, q, pos, pos)

@@ -205,6 +205,7 @@ def test_every_exported_formula_has_a_case() -> None:
     covered |= {"kerple_log", "kerple_power", "gather_relative"}  # via kerple_bias, shaw terms
     helpers = {"namespace", "np_xp", "torch_xp", "rotary_dim", "check_t5_buckets", "check_kerple"}
     helpers |= {"enable_compiled_rope", "compiled_rope_enabled", "widest_float", "widest_int"}
+    helpers |= {"xpos_max_position", "check_xpos_range"}  # Python numbers in, no arrays
     formulas = {
         n for n in PF.__all__ if n[0].islower() and n not in helpers and callable(getattr(PF, n))
     }

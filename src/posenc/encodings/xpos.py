@@ -22,7 +22,8 @@ class XPos(PositionalEncoding):
     (0.4), R_n the RoPE rotation (θ_i = base^(-2i/d), ``layout``, ``partial`` as in ``rope``).
     The scale multiplies cos/sin (pairs share it); unrotated features are not scaled.
     Meant for causal attention (n >= m): for keys after the query the factor grows.
-    Positions are not centred, so cached keys stay valid; float32 overflows past ~36k positions.
+    Positions are not centred, so cached keys stay valid; past ``PF.xpos_max_position`` (34k in
+    float32 and bfloat16, 2.6k in float16) the scaled keys would overflow: a ValueError.
     """
 
     keep_dtype_buffers = ("inv_freq",)
@@ -66,6 +67,17 @@ class XPos(PositionalEncoding):
         if q.shape[-1] != self.head_dim:
             raise ValueError(f"q/k must have head_dim={self.head_dim} features, got {q.shape[-1]}")
         q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
+        if q_pos.numel() and k_pos.numel():  # NaN scores past the dtype's range: say so
+            largest = int(max(q_pos.max(), k_pos.max()))
+            for x in (q, k):
+                PF.check_xpos_range(
+                    largest,
+                    self.rotary_dim,
+                    torch.finfo(x.dtype).max,
+                    str(x.dtype),
+                    scale_base=self.scale_base,
+                    gamma=self.gamma,
+                )
         return self.rotate_scaled(q, q_pos, 1.0), self.rotate_scaled(k, k_pos, -1.0)
 
     def extra_repr(self) -> str:

@@ -12,7 +12,7 @@ from flax import nnx
 from .. import functional as PF
 from .._validate import check_even, check_positive_float, check_positive_int
 from ..functional import LAYOUTS, Layout
-from .base import PositionalEncoding, register
+from .base import PositionalEncoding, extreme, register
 from .encodings import check_qk
 
 Array = jax.Array
@@ -64,6 +64,17 @@ class XPos(PositionalEncoding):
     def rotate(self, q: Array, k: Array, q_pos: Array, k_pos: Array) -> tuple[Array, Array]:
         _check_head_dim(q, self.head_dim)
         q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
+        highs = [extreme(p, "max") for p in (q_pos, k_pos)]
+        if None not in highs:  # concrete positions: NaN scores past the dtype's range, say so
+            for x in (q, k):
+                PF.check_xpos_range(
+                    max(h for h in highs if h is not None),
+                    self.rotary_dim,
+                    float(jnp.finfo(x.dtype).max),
+                    str(x.dtype),
+                    scale_base=self.scale_base,
+                    gamma=self.gamma,
+                )
         return self.rotate_scaled(q, q_pos, 1), self.rotate_scaled(k, k_pos, -1)
 
 

@@ -30,7 +30,7 @@ from .shaw import (
 from .sinusoidal import sinusoidal_table
 from .t5 import check_t5_buckets, t5_relative_bucket
 from .transformer_xl import transformer_xl_position_rows, transformer_xl_terms
-from .xpos import xpos_scale
+from .xpos import check_xpos_range, xpos_max_position, xpos_scale
 
 __all__ = [
     "KERPLE_VARIANTS",
@@ -44,6 +44,7 @@ __all__ = [
     "apply_rope_pair",
     "check_kerple",
     "check_t5_buckets",
+    "check_xpos_range",
     "cope_interpolate",
     "cope_positions",
     "enable_compiled_rope",
@@ -73,5 +74,6 @@ __all__ = [
     "transformer_xl_position_rows",
     "transformer_xl_terms",
     "wavelengths",
+    "xpos_max_position",
     "xpos_scale",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .._validate import check_even, check_positive_float
@@ -28,3 +29,37 @@ def xpos_scale(pos: Any, rotary_dim: int, *, scale_base: float = 512.0, gamma: f
     zeta = (i2 / rotary_dim + gamma) / (1.0 + gamma)  # (P,)
     power = xp.astype(pos, wide)[..., None] / float(scale_base)  # (..., 1)
     return zeta**power  # (..., P)
+
+
+def xpos_max_position(
+    rotary_dim: int, max_value: float, *, scale_base: float = 512.0, gamma: float = 0.4
+) -> int:
+    """Largest position n at which xPos's key scale ζ_0^(-n/scale_base) (ζ_0 = γ/(1 + γ), the
+    fastest decay) stays 100x below ``max_value``, the largest number of the dtype it is written
+    in (the query scale ζ_0^(n/scale_base) is then as far above 0): 36k positions in float32 and
+    bfloat16, 2.6k in float16. Raises: as ``xpos_scale``."""
+    check_even(rotary_dim, "rotary_dim")
+    check_positive_float(scale_base, "scale_base")
+    check_positive_float(gamma, "gamma")
+    decay = -math.log(gamma / (1.0 + gamma))  # -ln ζ_0 > 0
+    return int(scale_base * (math.log(max_value) - math.log(100.0)) / decay)
+
+
+def check_xpos_range(
+    largest: int,
+    rotary_dim: int,
+    max_value: float,
+    dtype: str,
+    *,
+    scale_base: float = 512.0,
+    gamma: float = 0.4,
+) -> None:
+    """Raise ValueError when position ``largest`` is past ``xpos_max_position`` for a dtype of
+    largest value ``max_value`` (named ``dtype``): its scaled keys would overflow to inf and
+    the scores turn NaN."""
+    limit = xpos_max_position(rotary_dim, max_value, scale_base=scale_base, gamma=gamma)
+    if largest > limit:
+        raise ValueError(
+            f"xPos scales keys by ζ^(-n/{scale_base:g}): position {largest} overflows {dtype} "
+            f"(largest safe position {limit}); use a wider dtype or a larger scale_base"
+        )
