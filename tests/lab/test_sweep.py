@@ -8,13 +8,14 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from posenc.lab.config import RunConfig, expand, parse_sweep
-from posenc.lab.executors import LocalExecutor
+from posenc.lab.executors import LocalExecutor, RunFailure
 from posenc.lab.sweep import STORE_NAME, run_sweep
 from posenc.lab.train import train_run
 
@@ -30,7 +31,7 @@ CHILD = """
 import sys, torch
 torch.set_num_threads(1)
 from posenc.lab.config import parse_sweep
-from posenc.lab.executors import LocalExecutor
+from posenc.lab.executors import LocalExecutor, RunFailure
 from posenc.lab.sweep import run_sweep
 run_sweep(parse_sweep({sweep!r}), sys.argv[1], executor=LocalExecutor(1), live=False)
 """
@@ -220,3 +221,50 @@ def test_a_nan_metric_fails_its_run_and_the_sweep_goes_on(
     assert "NaN" in outcome.failed[0].error
     assert len(_stored(tmp_path / STORE_NAME)) == 1
     assert list(_metrics_per_run(tmp_path / STORE_NAME).values()) == [12]
+
+
+def test_in_process_runs_match_a_pool_on_a_multithreaded_torch(tmp_path: Path) -> None:
+    """``workers=1`` trains in the calling process with one torch thread as pool workers
+    do: with the caller's thread count a wider model's float sums (and metrics) differ."""
+    import torch
+
+    sweep = parse_sweep(
+        SWEEP
+        | {
+            "encodings": ["rope"],
+            "tasks": [{"name": "copy_rep", "train_len": [8, 16]}],
+            "model": {"d_model": 128, "n_layers": 2, "n_heads": 4},
+            "train": {"steps": 6, "batch_size": 64, "warmup": 2, "eval_samples": 16},
+        }
+    )
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(2, threads))
+    try:
+        one = {r.key: r for r in LocalExecutor(1).map(expand(sweep), None)}
+        assert torch.get_num_threads() == max(2, threads)  # the caller's count is restored
+    finally:
+        torch.set_num_threads(threads)
+    pool = {r.key: r for r in LocalExecutor(2).map(expand(sweep), None)}
+    assert set(one) == set(pool) and len(one) == 2
+    for key, result in one.items():
+        assert result.loss_curve == pool[key].loss_curve and result.metrics == pool[key].metrics
+
+
+@dataclass(frozen=True)
+class _DiesInWorker(RunConfig):
+    """A run whose worker process dies (as under the OOM killer) when it unpickles it."""
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        os._exit(1)
+
+
+def test_a_dying_worker_fails_only_its_own_run(tmp_path: Path) -> None:
+    sweep = parse_sweep(SWEEP | {"encodings": ["nope"], "seeds": [0, 1, 2]})
+    runs = expand(sweep)
+    doomed = _DiesInWorker(**{f.name: getattr(runs[1], f.name) for f in fields(RunConfig)})
+    outcomes = list(LocalExecutor(2).map([runs[0], doomed, runs[2]], None))
+    failed = [o for o in outcomes if isinstance(o, RunFailure)]
+    assert [f.config.key() for f in failed] == [doomed.key()]
+    assert "died" in failed[0].error
+    finished = {o.key for o in outcomes if not isinstance(o, RunFailure)}
+    assert finished == {runs[0].key(), runs[2].key()}

@@ -7,6 +7,7 @@ import itertools
 import math
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -160,3 +161,27 @@ def test_greedy_exact_match_equals_teacher_forced_all_correct(tmp_path: Path) ->
     exact = (greedy == answer).all(1)
     torch.testing.assert_close(exact, (forced == answer).all(1))
     assert exact.any()
+
+
+def test_two_sweeps_saving_one_checkpoint_at_once_both_succeed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two sweeps on one output directory may finish the same run together: the other
+    save lands between this one's write and rename; both succeed, no temporary file stays."""
+    from posenc.lab import train
+
+    cfg = _cfg("learned")
+    model, _ = build_model(cfg)
+    save, saving = torch.save, []
+
+    def interleaved(obj: Any, f: Any) -> None:
+        save(obj, f)
+        if not saving:
+            saving.append(f)
+            train._save(model, tmp_path, cfg.key())  # the other sweep's whole save
+
+    monkeypatch.setattr(torch, "save", interleaved)
+    path = train._save(model, tmp_path, cfg.key())
+    assert path == str(tmp_path / f"{cfg.key()}.pt")
+    assert [p.name for p in tmp_path.iterdir()] == [f"{cfg.key()}.pt"]
+    assert load_model(cfg, path) is not None

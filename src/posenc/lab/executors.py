@@ -12,8 +12,9 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
@@ -36,6 +37,7 @@ StepCallback = Callable[[str, int, float], None]
 #: Pool workers report every ``REPORT_EVERY`` steps (and the last one).
 REPORT_EVERY = 20
 _progress: mp.Queue | None = None  # set in pool workers by ``_init_worker``
+_DIED = "its worker process died"
 _NO_RAY = "the ray executor needs Ray: pip install 'posenc[ray]'"
 
 
@@ -87,19 +89,30 @@ class LocalExecutor:
     def map(self, runs: Sequence[RunConfig], checkpoint_dir: Path | None) -> Iterator[Outcome]:
         runs = [place(cfg, i) for i, cfg in enumerate(runs)]
         if self.workers == 1 or len(runs) <= 1:
-            for cfg in runs:
-                try:
-                    yield train_run(cfg, checkpoint_dir=checkpoint_dir, on_step=self._relay(cfg))
-                except Exception as err:  # one broken run must not end the sweep
-                    yield RunFailure(cfg, f"{type(err).__name__}: {err}")
+            yield from self._in_process(runs, checkpoint_dir)
             return
+        strikes: dict[str, int] = {}
+        while runs:  # a worker that dies breaks its pool: rerun the runs it took down
+            broken = yield from self._pool(runs, checkpoint_dir, min(self.workers, len(runs)))
+            runs = []
+            for cfg in broken:
+                strikes[cfg.key()] = strikes.get(cfg.key(), 0) + 1
+                if len(broken) > 1 and strikes[cfg.key()] < 2:
+                    runs.append(cfg)
+                # alone: it broke the pool itself, or goes down with others again (run it alone)
+                elif len(broken) == 1 or (yield from self._pool([cfg], checkpoint_dir, 1)):
+                    yield RunFailure(cfg, f"{_DIED} (out of memory? a crash?)")
+
+    def _pool(
+        self, runs: list[RunConfig], checkpoint_dir: Path | None, workers: int
+    ) -> Generator[Outcome, None, list[RunConfig]]:
+        """Run ``runs`` in a pool of ``workers`` processes; yield their outcomes, return the
+        runs a dying worker process took down with the pool (run again, or alone)."""
         ctx = mp.get_context("spawn")  # no forked torch state; workers import posenc afresh
         progress = ctx.Queue()
+        broken: list[RunConfig] = []
         with ProcessPoolExecutor(
-            min(self.workers, len(runs)),
-            mp_context=ctx,
-            initializer=_init_worker,
-            initargs=(progress, os.getpid()),
+            workers, mp_context=ctx, initializer=_init_worker, initargs=(progress, os.getpid())
         ) as pool:
             submitted = {pool.submit(execute, c, checkpoint_dir): c for c in runs}
             pending: set[Future[RunResult]] = set(submitted)
@@ -107,10 +120,33 @@ class LocalExecutor:
                 while pending:
                     done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
                     self._drain(progress)
-                    yield from (_outcome(fut, submitted[fut]) for fut in done)
+                    for fut in done:
+                        if isinstance(fut.exception(), BrokenProcessPool):
+                            broken.append(submitted[fut])
+                        else:
+                            yield _outcome(fut, submitted[fut])
             finally:
                 for fut in pending:
                     fut.cancel()
+        return broken
+
+    def _in_process(self, runs: list[RunConfig], checkpoint_dir: Path | None) -> Iterator[Outcome]:
+        """Run ``runs`` here with one torch thread, as a pool worker does (the thread count
+        changes float reductions, so metrics would differ from a pool's), then restore it."""
+        import torch
+
+        threads = torch.get_num_threads()
+        for cfg in runs:
+            torch.set_num_threads(1)
+            try:
+                outcome: Outcome = train_run(
+                    cfg, checkpoint_dir=checkpoint_dir, on_step=self._relay(cfg)
+                )
+            except Exception as err:  # one broken run must not end the sweep
+                outcome = RunFailure(cfg, f"{type(err).__name__}: {err}")
+            finally:
+                torch.set_num_threads(threads)
+            yield outcome
 
     def _relay(self, cfg: RunConfig) -> Callable[[int, float], None] | None:
         if self.on_steps is None:

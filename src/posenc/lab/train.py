@@ -7,6 +7,8 @@ On CPU a run is deterministic: the same ``RunConfig`` gives the same weights and
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -115,9 +117,15 @@ def _save(model: LabModel, directory: str | Path | None, key: str) -> str | None
         return None
     path = Path(directory) / f"{key}.pt"
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save({k: v.cpu() for k, v in model.state_dict().items()}, tmp)
-    tmp.replace(path)  # a kill mid-write never leaves a truncated checkpoint
+    # a temporary name of this save alone: two sweeps saving the same run never share one
+    fd, name = tempfile.mkstemp(prefix=f"{key}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        torch.save({k: v.cpu() for k, v in model.state_dict().items()}, tmp)
+        tmp.replace(path)  # a kill mid-write never leaves a truncated checkpoint
+    finally:
+        tmp.unlink(missing_ok=True)
     return str(path)
 
 
