@@ -69,3 +69,22 @@ def rotate64(
     out[..., ia] = scale * (a * np.cos(theta) - b * np.sin(theta))
     out[..., ib] = scale * (a * np.sin(theta) + b * np.cos(theta))
     return out
+
+
+#: A small DeepSeek-V2/V3 config (its MLA sizes: the rope part of each head is 64 wide).
+DEEPSEEK_SIZES = {
+    "hidden_size": 256,
+    "num_attention_heads": 2,
+    "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 64,
+    "v_head_dim": 64,
+    "kv_lora_rank": 32,
+    "q_lora_rank": 32,
+    "intermediate_size": 64,
+    "moe_intermediate_size": 32,
+    "num_hidden_layers": 1,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "n_group": 1,
+    "topk_group": 1,
+}

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import posenc
-from tests.extension._hf import hf_config, hf_rotary, hf_rotate, rotate64
+from tests.extension._hf import DEEPSEEK_SIZES, hf_config, hf_rotary, hf_rotate, rotate64
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.anchor
@@ -245,20 +245,7 @@ def test_gptj_interleaved_partial_equals_transformers() -> None:
 def test_deepseek_v3_interleaved_pairs_then_deinterleaved_storage() -> None:
     cfg = {
         "model_type": "deepseek_v3",
-        "hidden_size": 256,
-        "num_attention_heads": 2,
-        "qk_rope_head_dim": 64,
-        "qk_nope_head_dim": 64,
-        "v_head_dim": 64,
-        "kv_lora_rank": 32,
-        "q_lora_rank": 32,
-        "intermediate_size": 64,
-        "moe_intermediate_size": 32,
-        "num_hidden_layers": 1,
-        "n_routed_experts": 4,
-        "num_experts_per_tok": 2,
-        "n_group": 1,
-        "topk_group": 1,
+        **DEEPSEEK_SIZES,
         "max_position_embeddings": 163840,
         "rope_scaling": {
             "type": "yarn",

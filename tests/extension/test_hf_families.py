@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import posenc
+from tests.extension._hf import DEEPSEEK_SIZES
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.anchor
@@ -25,22 +26,6 @@ _SMALL = {
     "num_key_value_heads": 1,
     "intermediate_size": 64,
     "num_hidden_layers": 1,
-}
-_DEEPSEEK = {
-    "hidden_size": 256,
-    "num_attention_heads": 2,
-    "qk_rope_head_dim": 64,
-    "qk_nope_head_dim": 64,
-    "v_head_dim": 64,
-    "kv_lora_rank": 32,
-    "q_lora_rank": 32,
-    "intermediate_size": 64,
-    "moe_intermediate_size": 32,
-    "num_hidden_layers": 1,
-    "n_routed_experts": 4,
-    "num_experts_per_tok": 2,
-    "n_group": 1,
-    "topk_group": 1,
 }
 _LLAMA4 = _SMALL | {"head_dim": 128, "intermediate_size_mlp": 64, "num_local_experts": 2}
 SCALINGS: dict[str, dict[str, Any] | None] = {
@@ -74,7 +59,7 @@ FAMILIES: dict[str, tuple[dict[str, Any], str, str]] = {
     "glm": (_SMALL | {"head_dim": 128}, "GlmRotaryEmbedding", "cos_sin"),
     "glm4": (_SMALL | {"head_dim": 128}, "Glm4RotaryEmbedding", "cos_sin"),
     "gpt_neox": (_SMALL | {"rotary_pct": 0.25}, "GPTNeoXRotaryEmbedding", "cos_sin"),
-    "deepseek_v2": (_DEEPSEEK, "DeepseekV2RotaryEmbedding", "complex_bhtd"),
+    "deepseek_v2": (DEEPSEEK_SIZES, "DeepseekV2RotaryEmbedding", "complex_bhtd"),
     "llama4_text": (_LLAMA4, "Llama4TextRotaryEmbedding", "complex_bthd"),
 }
 MODULES = {"llama4_text": "llama4"}
