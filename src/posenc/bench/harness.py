@@ -81,8 +81,8 @@ def interleaved(
     samples: dict[str, list[float]] = {name: [] for name in impls}
     order = list(impls)
     for r in range(rounds):
-        # each round starts one implementation later: none always follows the same neighbour
-        # (whose caches, heap and clock state it would inherit)
+        # each round starts one implementation later, so each takes every place in the round
+        # (first after the previous round, or after a given contender) instead of one fixed place
         for name in order[r % len(order) :] + order[: r % len(order)]:
             fn = impls[name]
             with setting(name):
