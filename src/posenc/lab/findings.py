@@ -128,13 +128,15 @@ def _alibi_lm(rows: list[dict[str, Any]]) -> Finding:
 
 
 def lm_loss_rise(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """encoding -> mean over seeds of (lm loss in the last position bucket / in the first)."""
-    loss: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
+    """encoding -> mean over runs (seeds, training lengths) of (lm loss in the last position
+    bucket / in the first); each ratio is taken within one run."""
+    loss: dict[tuple[Any, ...], dict[int, float]] = defaultdict(dict)
     for r in rows:
-        if r["task"] == "lm" and r["metric"] == "loss":
-            loss[r["encoding"], r["seed"]][r["length"]] = r["value"]
+        if r["task"] == "lm" and r["metric"] == "loss":  # one run: its key, else these fields
+            run = (r["encoding"], r["seed"], r["train_max"], r.get("run_key"))
+            loss[run][r["length"]] = r["value"]
     ratios: dict[str, list[float]] = defaultdict(list)
-    for (enc, _), by_len in loss.items():
+    for (enc, *_), by_len in loss.items():
         ratios[enc].append(by_len[max(by_len)] / by_len[min(by_len)])
     return {e: mean(v) for e, v in ratios.items()}
 

@@ -1,16 +1,18 @@
 """The lab's HTML report, one self-contained page built with ``posenc.report.html`` (figures
 inlined as data URIs, every value escaped, a policy that forbids network fetches).
 
-Sections: findings checked against the literature, accuracy vs length per task (mean over
-seeds, band = min..max, training length marked), a table, and per encoding the attention of
-a trained model at the training length and at 2x (at most the longest evaluation length, where
-the model's tables end) with the mean attention distance per layer.
+Sections: findings checked against the literature, accuracy vs length per task and training
+length (mean over seeds, band = min..max, training length marked; runs trained to different
+lengths are never averaged together), a table, and per encoding the attention of a trained
+model at the training length and at 2x (at most the longest evaluation length, where the
+model's tables end) with the mean attention distance per layer.
 """
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean, pstdev
 from typing import Any
@@ -19,7 +21,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..report.html import FigureBlock, Section, Table, figure_to_data_uri, render_page
-from .config import RunConfig
+from .config import RunConfig, TaskConfig
 from .findings import check_findings
 from .store import ResultStore
 from .sweep import STORE_NAME
@@ -38,13 +40,13 @@ def write_report(runs: list[RunConfig], out_dir: str | Path, *, title: str = "po
     keys = {r.key() for r in runs}
     with ResultStore(out / STORE_NAME) as store:
         rows, stored = store.rows(keys), store.runs(keys)
-    tasks = list(dict.fromkeys(r.task.name for r in runs))
     encodings = list(dict.fromkeys(r.encoding for r in runs))
-    curves = [_curve_figure(rows, t, encodings) for t in tasks]
+    panels = _panels(runs)
+    curves = [_curve_figure(rows, p, encodings) for p in panels]
     sections = [
         _findings_section(rows),
         Section("Accuracy vs length", figures=[c for c in curves if c is not None]),
-        Section("Results table", tables=[_table(rows, encodings, tasks)]),
+        Section("Results table", tables=[_table(rows, encodings, panels)]),
         *_attention_sections(runs, stored, encodings),
     ]
     if runs:
@@ -75,13 +77,45 @@ def _findings_section(rows: list[dict[str, Any]]) -> Section:
     return Section("Published findings", paragraphs=[note], tables=[table])
 
 
+@dataclass(frozen=True)
+class _Panel:
+    """The runs of one task config (a curve and a group of table columns): only these are
+    averaged together, never runs of another training length (a sweep's ``train_max_lens``)
+    or other settings of the same task."""
+
+    task: str
+    label: str  # the task's name, with the settings that tell its configs apart if several
+    train_max: int
+    keys: frozenset[str]
+
+
+def _panels(runs: list[RunConfig]) -> list[_Panel]:
+    """A panel per task and resolved settings (equal settings spelled differently share one)."""
+    resolved: dict[TaskConfig, tuple[tuple[str, ...], int]] = {}
+    groups: dict[tuple[str, tuple[str, ...], int], list[str]] = {}
+    for r in runs:
+        if r.task not in resolved:
+            t = r.task.build()
+            lo, hi = t.train_len
+            lens = ", ".join(map(str, t.eval_lens))
+            resolved[r.task] = ((f"train {lo}-{hi}", f"eval {lens}", f"{t.n_symbols} symbols"), hi)
+        groups.setdefault((r.task.name, *resolved[r.task]), []).append(r.key())
+    panels = []
+    for (name, mine, train_max), keys in groups.items():
+        others = [s for n, s, _ in groups if n == name]
+        differ = [x for i, x in enumerate(mine) if len({s[i] for s in others}) > 1]
+        label = f"{name} ({', '.join(differ)})" if differ else name
+        panels.append(_Panel(name, label, train_max, frozenset(keys)))
+    return panels
+
+
 def _series(
-    rows: list[dict[str, Any]], task: str, metric: str
+    rows: list[dict[str, Any]], panel: _Panel, metric: str
 ) -> dict[str, dict[int, list[float]]]:
-    """encoding -> length -> values over seeds."""
+    """encoding -> length -> values over seeds, for the runs of ``panel``."""
     out: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        if r["task"] == task and r["metric"] == metric:
+        if r["run_key"] in panel.keys and r["metric"] == metric:
             out[r["encoding"]][r["length"]].append(r["value"])
     return out
 
@@ -91,9 +125,10 @@ def _metric(task: str) -> str:
 
 
 def _curve_figure(
-    rows: list[dict[str, Any]], task: str, encodings: list[str]
+    rows: list[dict[str, Any]], panel: _Panel, encodings: list[str]
 ) -> FigureBlock | None:
-    series = _series(rows, task, _metric(task))
+    task, train_max, label = panel.task, panel.train_max, panel.label
+    series = _series(rows, panel, _metric(task))
     if not series:
         return None
     fig = Figure(figsize=(6.4, 3.8), layout="constrained")
@@ -109,29 +144,28 @@ def _curve_figure(
             color=line.get_color(),
             alpha=0.15,
         )
-    train_max = max(r["train_max"] for r in rows if r["task"] == task)
     ax.axvline(train_max, color="gray", linestyle="--", label=f"train length {train_max}")
     xlabel = "position (bucket end)" if task == "lm" else "evaluation length"
-    ax.set(xlabel=xlabel, ylabel=_metric(task).replace("_", " "), title=task)
+    ax.set(xlabel=xlabel, ylabel=_metric(task).replace("_", " "), title=label)
     ax.legend(fontsize=7, ncol=2)
-    return FigureBlock(figure_to_data_uri(fig), f"{task}: {_metric(task)} vs length")
+    return FigureBlock(figure_to_data_uri(fig), f"{label}: {_metric(task)} vs length")
 
 
-def _table(rows: list[dict[str, Any]], encodings: list[str], tasks: list[str]) -> Table:
-    """A column per (task, length); cells "mean ± std" over seeds."""
-    columns: list[tuple[str, int]] = []
-    for t in tasks:
-        lengths = {r["length"] for r in rows if r["task"] == t and r["metric"] == _metric(t)}
-        columns += [(t, n) for n in sorted(lengths)]
+def _table(rows: list[dict[str, Any]], encodings: list[str], panels: list[_Panel]) -> Table:
+    """A column per (task config, evaluation length); cells "mean ± std" over seeds."""
+    columns: list[tuple[_Panel, int]] = []
+    for p in panels:
+        series = _series(rows, p, _metric(p.task))
+        columns += [(p, n) for n in sorted({n for by_len in series.values() for n in by_len})]
     body = []
     for enc in encodings:
         cells = [enc]
-        for t, n in columns:
-            v = _series(rows, t, _metric(t)).get(enc, {}).get(n, [])
+        for p, n in columns:
+            v = _series(rows, p, _metric(p.task)).get(enc, {}).get(n, [])
             cells.append(f"{mean(v):.2f} ± {pstdev(v):.2f}" if v else "–")
         body.append(cells)
     caption = "exact match (lm: loss) by task and evaluation length, mean ± std over seeds"
-    return Table(["encoding", *(f"{t} {n}" for t, n in columns)], body, caption)
+    return Table(["encoding", *(f"{p.label} {n}" for p, n in columns)], body, caption)
 
 
 def _attention_sections(
