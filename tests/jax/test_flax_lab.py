@@ -46,3 +46,28 @@ def test_copy_task_trains_and_checkpoint_loads_in_torch(tmp_path: object) -> Non
 def test_jax_backend_rejects_classification() -> None:
     with pytest.raises(ValueError, match=r"runs \('decoder', 'lm'\) tasks, got 'ascending'"):
         build_model(RunConfig(encoding="rope", task=TaskConfig(name="ascending")))
+
+
+def test_two_sweeps_saving_one_flax_checkpoint_at_once_both_succeed(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the torch lab's save: another save landing between this one's write and rename
+    leaves both successful and no temporary file behind."""
+    from pathlib import Path
+
+    from posenc.flax import lab
+
+    cfg = RunConfig(encoding="rope", task=TaskConfig(name="copy"), model=MODEL, train=TRAIN)
+    model, _ = build_model(cfg)
+    save, saving = torch.save, []
+
+    def interleaved(obj: object, f: object) -> None:
+        save(obj, f)
+        if not saving:
+            saving.append(f)
+            lab._save(model, tmp_path, cfg.key())  # type: ignore[arg-type]
+
+    monkeypatch.setattr(torch, "save", interleaved)
+    path = lab._save(model, tmp_path, cfg.key())  # type: ignore[arg-type]
+    assert [p.name for p in Path(str(tmp_path)).iterdir()] == [f"{cfg.key()}.pt"]
+    assert path is not None and torch.load(path, weights_only=True)

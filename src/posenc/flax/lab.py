@@ -16,12 +16,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import torch
 from flax import nnx
 
 from ..lab.config import RunConfig
 from ..lab.evaluate import EVAL_SEED, Metric
-from ..lab.train import RunResult
+from ..lab.train import RunResult, save_checkpoint
 from .convert import to_torch_state_dict
 from .model import TinyTransformer
 from .train import decoder_arrays, train_decoder
@@ -154,11 +153,5 @@ def _lm_buckets(model: TinyTransformer, task: Any, n_samples: int) -> list[Metri
 
 
 def _save(model: TinyTransformer, directory: str | Path | None, key: str) -> str | None:
-    if directory is None:
-        return None
-    path = Path(directory) / f"{key}.pt"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save({f"net.{k}": v for k, v in to_torch_state_dict(model).items()}, tmp)
-    tmp.replace(path)  # a kill mid-write never leaves a truncated checkpoint
-    return str(path)
+    state = {f"net.{k}": v for k, v in to_torch_state_dict(model).items()}
+    return save_checkpoint(state, directory, key)  # the torch lab's file: same format and path

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,9 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _positive(self, "steps", "batch_size", "lr", "grad_clip", "eval_samples")
+        for n in ("lr", "weight_decay"):  # inf trains to NaN (grad_clip = inf: no clipping)
+            if not math.isfinite(getattr(self, n)):
+                raise ValueError(f"{n} must be finite, got {getattr(self, n)}")
         if self.weight_decay < 0 or self.warmup < 0:
             raise ValueError(
                 f"weight_decay and warmup must be >= 0, got {self.weight_decay}, {self.warmup}"
@@ -101,6 +105,10 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     device: str = "cpu"
     backend: str = "torch"
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:  # train_run would train any other value with torch
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
 
     def key(self) -> str:
         """Hex digest of the canonical JSON of everything but ``device`` (and ``backend`` when
@@ -225,6 +233,12 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
     bad encoding config, or task settings a task refuses (naming the task)."""
     from ..registry import names
 
+    unknown = sorted(set(sweep.pe_config) - set(names()))
+    if unknown:  # a misspelt name would leave its encoding on the defaults, silently
+        raise ValueError(
+            f"config key 'pe_config': unknown positional encoding {unknown[0]!r}; "
+            f"choose one of {names()}"
+        )
     encodings = names() if "all" in sweep.encodings else list(sweep.encodings)
     runs = []
     for i, task in enumerate(sweep.tasks):

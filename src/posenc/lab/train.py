@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -113,6 +114,11 @@ def fit(
 
 
 def _save(model: LabModel, directory: str | Path | None, key: str) -> str | None:
+    return save_checkpoint({k: v.cpu() for k, v in model.state_dict().items()}, directory, key)
+
+
+def save_checkpoint(state: dict[str, Any], directory: str | Path | None, key: str) -> str | None:
+    """Write ``state`` to ``directory/key.pt`` atomically; None when no directory is given."""
     if directory is None:
         return None
     path = Path(directory) / f"{key}.pt"
@@ -122,7 +128,7 @@ def _save(model: LabModel, directory: str | Path | None, key: str) -> str | None
     os.close(fd)
     tmp = Path(name)
     try:
-        torch.save({k: v.cpu() for k, v in model.state_dict().items()}, tmp)
+        torch.save(state, tmp)
         tmp.replace(path)  # a kill mid-write never leaves a truncated checkpoint
     finally:
         tmp.unlink(missing_ok=True)

@@ -1,0 +1,45 @@
+"""Review tests: lab config validation that used to accept values leading to silent garbage."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from posenc.lab.config import RunConfig, TaskConfig, expand, parse_sweep
+
+
+@pytest.mark.parametrize(
+    ("train", "match"),
+    [
+        ({"lr": math.inf}, r"lr must be finite, got inf"),
+        ({"weight_decay": math.nan}, r"weight_decay must be finite, got nan"),
+        ({"weight_decay": math.inf}, r"weight_decay must be finite, got inf"),
+    ],
+)
+def test_non_finite_optimizer_settings_are_refused(train: dict, match: str) -> None:
+    """lr = inf or weight_decay = nan/inf passed the > 0 / >= 0 checks and trained to NaN."""
+    with pytest.raises(ValueError, match=match):
+        parse_sweep({"tasks": ["copy"], "train": train})
+
+
+def test_infinite_grad_clip_still_means_no_clipping() -> None:
+    assert parse_sweep({"tasks": ["copy"], "train": {"grad_clip": math.inf}}).train.grad_clip == (
+        math.inf
+    )
+
+
+def test_pe_config_for_an_unknown_encoding_is_refused() -> None:
+    """A misspelt encoding name in pe_config used to be ignored: the run used the defaults."""
+    sweep = parse_sweep({"tasks": ["copy"], "encodings": ["rope"], "pe_config": {"rpoe": {}}})
+    with pytest.raises(ValueError, match=r"'pe_config'.*unknown positional encoding 'rpoe'"):
+        expand(sweep)
+    # an encoding that exists but is not in this sweep stays allowed (presets share one table)
+    ok = parse_sweep({"tasks": ["copy"], "encodings": ["rope"], "pe_config": {"alibi": {}}})
+    assert len(expand(ok)) == 1
+
+
+def test_run_config_refuses_an_unknown_backend() -> None:
+    """train_run ran torch for any backend other than "jax" (a typo trained the wrong stack)."""
+    with pytest.raises(ValueError, match=r"backend must be one of \('torch', 'jax'\), got 'Jax'"):
+        RunConfig(encoding="rope", task=TaskConfig(name="copy"), backend="Jax")
