@@ -127,3 +127,12 @@ def test_angles_are_float64_exact_at_large_positions() -> None:
 def test_functional_bad_input(call, message: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValueError, match=message):
         call()
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch", "array_api_strict"])
+def test_relative_offsets_of_unsigned_positions_are_signed(backend: str) -> None:
+    """i - j of uint8 positions: negative offsets, not wrapped ones (0 - 1 = 255)."""
+    make = {"numpy": np.asarray, "torch": torch.tensor, "array_api_strict": xps.asarray}[backend]
+    dtype = {"numpy": np.uint8, "torch": torch.uint8, "array_api_strict": xps.uint8}[backend]
+    q, k = make([0, 1], dtype=dtype), make([0, 1, 2], dtype=dtype)
+    np.testing.assert_array_equal(np.asarray(PF.relative_offsets(q, k)), [[0, -1, -2], [1, 0, -1]])

@@ -385,3 +385,19 @@ def test_pope_phase_bias_gradient_at_its_initial_zero_equals_torch() -> None:
     got = pfx.to_torch_state_dict(holder)["pe.delta"].numpy()
     assert np.abs(want["pe.delta"].numpy()).max() > 1e-4  # the gradient is not trivially 0
     np.testing.assert_allclose(got, want["pe.delta"].numpy(), rtol=1e-3, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    ("name", "config", "causal", "n_kv"),
+    [pytest.param(*v, id=i) for v, i in zip(VARIANTS, IDS, strict=True) if not _eager_only(*v[:2])],
+)
+def test_unsigned_positions_equal_signed(
+    name: str, config: dict[str, Any], causal: bool, n_kv: int | None
+) -> None:
+    """uint8 position ids give the logits of int32 ones (differences i - j used to wrap:
+    0 - 1 = 255), as torch, which takes positions as int64."""
+    _, fm = twins(name, config, causal, n_kv)
+    idx, pos = jnp.asarray(tokens()), np.arange(3, 3 + T)
+    want = forward(fm, idx, jnp.asarray(pos, dtype=jnp.int32))
+    got = forward(fm, idx, jnp.asarray(pos, dtype=jnp.uint8))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)

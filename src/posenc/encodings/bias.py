@@ -252,8 +252,10 @@ class FIRE(PositionalEncoding):
 
     @property
     def threshold(self) -> Tensor:
-        """The learned threshold L = |s·init_threshold| (0-d)."""
-        return (self.threshold_scale * self.init_threshold).abs()
+        """The learned threshold L = |s·init_threshold| (0-d), in float32 or wider (float16
+        would overflow at init_threshold > 65504, bfloat16 round 1001 to 1000)."""
+        scale = self.threshold_scale
+        return (scale.to(work_dtype(scale)) * self.init_threshold).abs()
 
     def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         q_pos, k_pos = check_bias_positions(q_pos, k_pos)

@@ -19,6 +19,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from .._validate import check_head_split
+from ..functional._xp import widest_int
+
 Array = jax.Array
 _E = TypeVar("_E", bound=type["PositionalEncoding"])
 #: Registered Flax encodings, by the same names as the torch registry.
@@ -106,9 +109,13 @@ def build_for_model(
     rngs: nnx.Rngs | None = None,
     **config: Any,
 ) -> PositionalEncoding:
-    """``build`` with the model's shared sizes passed to the encodings that take them."""
+    """``build`` with the model's shared sizes passed to the encodings that take them.
+
+    Raises: ValueError as ``build``, and for n_heads < 1 or a ``dim`` n_heads does not divide.
+    """
     if name not in ENCODINGS:
         raise ValueError(f"unknown Flax encoding {name!r}; expected one of {sorted(ENCODINGS)}")
+    check_head_split(dim, n_heads)
     shared = {"dim": dim, "n_heads": n_heads, "head_dim": dim // n_heads, "max_len": max_len}
     accepted = keyword_params(ENCODINGS[name])
     merged = {k: v for k, v in shared.items() if k in accepted} | config
@@ -116,7 +123,8 @@ def build_for_model(
 
 
 def check_positions(pos: Any, what: str = "positions") -> Array:
-    """Integer array (T,) or (B, T) (NumPy or JAX) -> JAX array.
+    """Integer array (T,) or (B, T) (NumPy or JAX) -> JAX array (unsigned ones as the widest
+    signed int, as torch's int64).
 
     Raises: TypeError for a non-array or a float/bool dtype; ValueError for another rank.
     """
@@ -126,6 +134,8 @@ def check_positions(pos: Any, what: str = "positions") -> Array:
         raise TypeError(f"{what} must be an integer array, got dtype {pos.dtype}")
     if pos.ndim not in (1, 2):
         raise ValueError(f"{what} must have shape (T,) or (B, T), got {tuple(pos.shape)}")
+    if jnp.issubdtype(pos.dtype, jnp.unsignedinteger):  # differences would wrap (0 - 1 = 255)
+        return jnp.asarray(pos).astype(widest_int(jnp))
     return jnp.asarray(pos)
 
 

@@ -18,16 +18,19 @@ from flax import nnx
 from .. import functional as PF
 from .._validate import as_4d, check_position_batches, check_positive_float, check_positive_int
 from ..functional import KerpleVariant
+from ..functional._xp import widest_int
 from .base import PositionalEncoding, check_positions, register
 
 Array = jax.Array
 
 
 def check_bias_positions(q_pos: Any, k_pos: Any) -> tuple[Array, Array]:
-    """q_pos (Tq,) | (B, Tq) and k_pos (Tk,) | (B, Tk) with batches 1 or equal."""
+    """q_pos (Tq,) | (B, Tq) and k_pos (Tk,) | (B, Tk) with batches 1 or equal; returns them as
+    the widest signed int (torch: int64), so i - j cannot wrap around (uint8: 0 - 1 = 255)."""
     q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
     check_position_batches(q_pos, k_pos)
-    return q_pos, k_pos
+    wide = widest_int(jnp)
+    return q_pos.astype(wide), k_pos.astype(wide)
 
 
 def work_dtype(*arrays: Array) -> Any:
@@ -192,8 +195,9 @@ class FIRE(PositionalEncoding):
 
     @property
     def threshold(self) -> Array:
-        """The learned threshold L = |s·init_threshold| (0-d)."""
-        return jnp.abs(self.threshold_scale[...] * self.init_threshold)
+        """The learned threshold L = |s·init_threshold| (0-d), in float32 or wider."""
+        scale = self.threshold_scale[...]
+        return jnp.abs(scale.astype(work_dtype(scale)) * self.init_threshold)
 
     def bias(self, q_pos: Array, k_pos: Array) -> Array:
         q_pos, k_pos = check_bias_positions(q_pos, k_pos)

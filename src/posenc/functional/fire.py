@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._xp import namespace
+from ._xp import device_of, namespace
 from .relative import relative_offsets
 
 
@@ -58,7 +58,7 @@ def fire_mlp_pieces(w1: Any, b1: Any, w2: Any, b2: Any) -> tuple[Any, Any, Any]:
     kinks = xp.where(flat, xp.inf, -b1 / xp.where(flat, xp.ones_like(w1), w1))  # (hidden,)
     order = xp.argsort(kinks, stable=True)
     rank = xp.argsort(order, stable=True)  # position of each unit's kink in sorted order
-    m = xp.arange(w1.shape[0] + 1)[:, None]  # (hidden + 1, 1): piece index
+    m = xp.arange(w1.shape[0] + 1, device=device_of(w1))[:, None]  # (hidden + 1, 1): piece index
     on = ((w1 > 0) & (rank < m)) | ((w1 < 0) & (rank >= m)) | (flat & (b1 > 0))
     on = xp.astype(on, w1.dtype)  # (hidden + 1, hidden): units active on piece m
     slopes = w2 @ xp.matrix_transpose(on * w1)  # (H, hidden + 1)
