@@ -113,3 +113,11 @@ def check_encoding_heads(pe: Any, n_heads: int, head_dim: int) -> None:
             f"pe {pe.name!r} has head_dim={pe_head_dim}, attention's heads have "
             f"d_model / n_heads = {head_dim}"
         )
+
+
+def check_head_split(dim: int, n_heads: int) -> None:
+    """Raise unless ``n_heads`` >= 1 divides the model width ``dim`` (head_dim = dim / n_heads)."""
+    check_positive_int(dim, "dim")
+    check_positive_int(n_heads, "n_heads")
+    if dim % n_heads:
+        raise ValueError(f"dim must be divisible by n_heads, got {dim} and {n_heads}")

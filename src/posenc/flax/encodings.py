@@ -79,7 +79,8 @@ class Sinusoidal(PositionalEncoding):
 @register("learned", family="additive")
 class Learned(PositionalEncoding):
     """Learned absolute table x_p + W[p], W (max_len, C) ~ N(0, 0.02²) (Gehring et al. 2017,
-    arXiv:1705.03122). Positions >= max_len raise (checked outside ``jax.jit``)."""
+    arXiv:1705.03122). Positions outside 0..max_len - 1 raise; under ``jax.jit`` a host check
+    raises (it runs only then), and their rows are NaN, never a clamped or wrapped row."""
 
     def __init__(self, *, dim: int, max_len: int = 512, rngs: nnx.Rngs | None = None) -> None:
         check_positive_int(dim, "dim")
@@ -90,13 +91,30 @@ class Learned(PositionalEncoding):
 
     def embed(self, x: Array, pos: Array) -> Array:
         pos = _check_embed_inputs(x, pos, self.dim)
-        high = extreme(pos, "max")
-        if high is not None and high >= self.max_len:
-            raise ValueError(
-                f"position {high} is past the learned table (max_len={self.max_len}, "
-                f"valid positions 0..{self.max_len - 1})"
+        highest = extreme(pos, "max")
+        if highest is not None:
+            _check_in_table(extreme(pos, "min"), highest, self.max_len)
+        elif pos.size:  # traced: a host check that runs only when a position is outside
+            low, high = pos.min(), pos.max()
+            jax.lax.cond(
+                (low < 0) | (high >= self.max_len),
+                lambda: jax.debug.callback(_check_in_table, low, high, self.max_len),
+                lambda: None,
             )
-        return x + self.weight[...][pos].astype(x.dtype)  # (B, T, C)
+        index = jnp.where(pos < 0, self.max_len, pos)  # negatives would wrap, not fill
+        # rows outside the table are NaN, never a clamped or wrapped row
+        rows = jnp.take(self.weight[...], index, axis=0, mode="fill", fill_value=jnp.nan)
+        return x + rows.astype(x.dtype)  # (B, T, C)
+
+
+def _check_in_table(low: Any, high: Any, max_len: int) -> None:
+    low, high = int(low), int(high)
+    if high >= max_len or low < 0:
+        p, side = (high, "past") if high >= max_len else (low, "before")
+        raise ValueError(
+            f"position {p} is {side} the learned table (max_len={max_len}, "
+            f"valid positions 0..{max_len - 1})"
+        )
 
 
 def check_qk(q: Array, k: Array, q_pos: Any, k_pos: Any) -> tuple[Array, Array]:

@@ -11,6 +11,7 @@ from flax import nnx
 
 from .. import functional as PF
 from .._validate import check_positions_match, check_positive_float, check_positive_int
+from ..functional.cope import check_cope_scores
 from .base import PositionalEncoding, check_ndim, check_positions, is_concrete, register
 from .encodings import check_qk
 
@@ -146,6 +147,7 @@ class CoPE(PositionalEncoding):
     ) -> Array:
         _check_head_dim(q, self.head_dim)
         check_qk(q, k, q_pos, k_pos)
+        check_cope_scores(scores, q, k)
         work = jnp.promote_types(scores.dtype, jnp.float32)  # fractional counts need >= fp32
         positions = PF.cope_positions(scores.astype(work), n_positions=self.n_positions)
         per_position = q.astype(work) @ self.pos_emb[...].astype(work).T  # (B, H, Tq, P)

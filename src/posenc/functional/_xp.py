@@ -83,12 +83,18 @@ def cumsum_last(x: Any) -> Any:
 
 
 def take_along_last(x: Any, index: Any) -> Any:
-    """out[..., i] = x[..., index[..., i]] for in-range, non-negative ``index`` (same ndim).
+    """out[..., i] = x[..., index[..., i]] for in-range, non-negative ``index`` (same ndim);
+    the leading dims broadcast, as the array API's ``take_along_axis``.
 
     torch: one ``gather`` (array-api-compat's ``take_along_axis`` first wraps negative indices
-    with two extra passes over the index, which dominated Transformer-XL's relative shift).
+    with two extra passes over the index, which dominated Transformer-XL's relative shift),
+    on views expanded to the common leading shape (gather itself would read a smaller index
+    as a slice of x instead of broadcasting it).
     """
     if isinstance(x, torch.Tensor):
+        if x.shape[:-1] != index.shape[:-1]:
+            lead = torch.broadcast_shapes(x.shape[:-1], index.shape[:-1])
+            x, index = x.expand(*lead, x.shape[-1]), index.expand(*lead, index.shape[-1])
         return torch.gather(x, -1, index)
     return namespace(x, index).take_along_axis(x, index, axis=-1)
 

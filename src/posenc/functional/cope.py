@@ -43,6 +43,17 @@ def cope_interpolate(positions: Any, per_position: Any) -> Any:
     return e_lo * (1.0 - w) + e_hi * w
 
 
+def check_cope_scores(scores: Any, q: Any, k: Any) -> None:
+    """Raise ValueError unless logits ``scores`` are (B, H, Tq, Tk) for q (B, H, Tq, D) and
+    k (B, H|Hkv, Tk, D): positions come from the scores, embeddings from q, row by row."""
+    want = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+    if tuple(scores.shape) != want:
+        raise ValueError(
+            f"scores must have shape (B, H, Tq, Tk) = {want} from q and k, "
+            f"got {tuple(scores.shape)}"
+        )
+
+
 def _sigmoid(z: Any, xp: Any) -> Any:
     """σ(z) without overflow, with finite gradients at z = -inf (each branch sees safe inputs;
     torch's own sigmoid already is, in one pass)."""

@@ -24,10 +24,12 @@ def pope_polar(x: Any, cos: Any, sin: Any) -> Any:
     Raises: ValueError when the phases do not have D components.
     """
     xp = namespace(x, cos, sin)
-    if cos.shape[-1] != x.shape[-1]:
-        raise ValueError(
-            f"PoPE needs one phase per feature: x has {x.shape[-1]}, cos has {cos.shape[-1]}"
-        )
+    for name, phase in (("cos", cos), ("sin", sin)):
+        if phase.shape[-1] != x.shape[-1]:
+            raise ValueError(
+                f"PoPE needs one phase per feature: x has {x.shape[-1]}, "
+                f"{name} has {phase.shape[-1]}"
+            )
     work = xp.result_type(x.dtype, cos.dtype)
     mag = softplus(xp.astype(x, work))  # (..., T, D)
     return xp.astype(xp.concat([mag * cos, mag * sin], axis=-1), x.dtype)  # (..., T, 2D)
