@@ -6,7 +6,11 @@ Shapes: B batch, H heads, T length (Tq, Tk), D head dim, C model width.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import math
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -81,6 +85,30 @@ def resolve(pe: PositionalEncoding | str) -> PositionalEncoding:
     return pe
 
 
+def geometry_attr(pe: PositionalEncoding, name: str, default: Any) -> Any:
+    """Attribute ``name`` of ``pe``, else of the encoding a wrapper forwards its hooks to
+    (randomized positions keep ``dim``, ``head_dim``, ``layout`` on their ``base`` encoding),
+    else ``default``."""
+    if hasattr(pe, name):
+        return getattr(pe, name)
+    inner = getattr(pe, "base", None)
+    if isinstance(inner, PositionalEncoding) and hasattr(inner, name):
+        return getattr(inner, name)
+    return default
+
+
+@contextlib.contextmanager
+def evaluating(pe: PositionalEncoding) -> Iterator[PositionalEncoding]:
+    """``pe`` in eval mode for the block, its mode restored after (randomized positions sample
+    only in training, so a probe at positions 0..N-1 must not run in training mode)."""
+    was_training = pe.training
+    pe.eval()
+    try:
+        yield pe
+    finally:
+        pe.train(was_training)
+
+
 def overrides(pe: PositionalEncoding, hook: str) -> bool:
     """True when ``pe``'s class replaces the identity ``hook`` of the base class."""
     return getattr(type(pe), hook) is not getattr(PositionalEncoding, hook)
@@ -91,7 +119,7 @@ def is_additive(pe: PositionalEncoding) -> bool:
     randomized positions count only when their base encoding adds)."""
     if not overrides(pe, "embed"):
         return False
-    zeros = torch.zeros(1, 4, getattr(pe, "dim", D_MODEL), dtype=torch.float64)
+    zeros = torch.zeros(1, 4, int(geometry_attr(pe, "dim", D_MODEL)), dtype=torch.float64)
     try:
         with torch.no_grad():
             return bool(pe.embed(zeros, torch.arange(4)).abs().max() > 0)
@@ -125,16 +153,21 @@ def has_bias(pe: PositionalEncoding) -> bool:
 
 def head_shape(pe: PositionalEncoding) -> tuple[int, int]:
     """(H, D) to feed ``pe.rotate``: the encoding's own head count and head dim when it has
-    them, else the shared geometry's."""
-    return int(getattr(pe, "n_heads", N_HEADS)), int(getattr(pe, "head_dim", HEAD_DIM))
+    them (or its wrapped base encoding has), else the shared geometry's."""
+    H, D = geometry_attr(pe, "n_heads", N_HEADS), geometry_attr(pe, "head_dim", HEAD_DIM)
+    return int(H), int(D)
 
 
 def model_geometry(pe: PositionalEncoding) -> tuple[int, int]:
     """(C, H) of a model around ``pe``: its own width ``dim``, ``n_heads`` and ``head_dim``
     where it has them (C = H·head_dim without ``dim``), else the shared geometry's, so an
-    encoding built for another model (``build("rope", head_dim=64)``) is checked as built."""
+    encoding built for another model (``build("rope", head_dim=64)``) is checked as built.
+    Without its own ``n_heads``, H = gcd(C, 4) so that H divides C (``sinusoidal`` dim 6)."""
     H, D = head_shape(pe)
-    return int(getattr(pe, "dim", H * D)), H
+    C = int(geometry_attr(pe, "dim", H * D))
+    if geometry_attr(pe, "n_heads", None) is None:
+        H = math.gcd(C, H)
+    return C, H
 
 
 def length_dependent(pe: PositionalEncoding) -> bool:

@@ -41,6 +41,10 @@ def check(
         results = run_checks(names or None, only=only or None)
     except ValueError as err:
         raise typer.BadParameter(str(err)) from err
+    if not results:  # a gate that ran nothing must not pass (`posenc check rope --only t5_...`)
+        raise typer.BadParameter(
+            f"no check in {sorted(only or [])} applies to {names}; see `posenc check --list`"
+        )
     failed = sum(not r.passed for r in results)
     if as_json:
         typer.echo(json.dumps([r.as_dict() for r in results], indent=2))

@@ -10,6 +10,7 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from .._validate import check_positive_int
 from ..analysis.subjects import VOCAB, attention_weights, resolve, tiny_model
 from ..encodings.base import PositionalEncoding
 from ._style import LINESTYLES, SEQUENTIAL, figure_axes, heatmap, root_figure, styled
@@ -27,6 +28,7 @@ def model_attention(
     drawn at a scale where attention is not uniform). ``same_token``: every position holds one
     token, so the pattern is the encoding's alone (NoPE is uniform over the visible keys);
     otherwise random tokens."""
+    check_positive_int(n_positions, "n_positions")
     model = tiny_model(resolve(pe), causal=causal, seed=seed)
     gen = torch.Generator().manual_seed(seed)
     idx = torch.randint(0, VOCAB, (1, 1 if same_token else n_positions), generator=gen)
@@ -77,8 +79,11 @@ def attention_grid(
     fig = Figure(figsize=(2.5 * cols + 0.8, 2.6 * rows), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax, pe in zip(axes, pes, strict=False):
+        weights = model_attention(pe, n_positions=n_positions)  # (H, T, T)
+        if not 0 <= head < weights.shape[0]:
+            raise ValueError(f"head must lie in 0..{weights.shape[0] - 1}, got {head}")
         image = ax.imshow(
-            model_attention(pe, n_positions=n_positions)[head],
+            weights[head],
             vmin=0.0,
             vmax=1.0,
             cmap=SEQUENTIAL,

@@ -9,7 +9,8 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..analysis.subjects import has_bias, resolve
+from .._validate import check_positive_int
+from ..analysis.subjects import evaluating, has_bias, resolve
 from ..encodings.base import PositionalEncoding
 from ._style import DIVERGING, root_figure, styled
 
@@ -20,8 +21,9 @@ def bias_matrix(pe: PositionalEncoding | str, n_positions: int = 32) -> np.ndarr
     Raises: ValueError for encodings without a bias hook.
     """
     pe = resolve(pe)
+    check_positive_int(n_positions, "n_positions")
     pos = torch.arange(n_positions)
-    with torch.no_grad():
+    with torch.no_grad(), evaluating(pe):
         bias = pe.bias(pos, pos) if has_bias(pe) else None
     if bias is None:
         raise ValueError(f"encoding {pe.name!r} adds no score bias; expected one with a bias hook")

@@ -13,7 +13,8 @@ from ..analysis.subjects import EXAMPLE_SCALINGS, SCALE, TRAIN_LEN
 from ..extension import scaling_config
 from ._style import LINESTYLES, figure_axes, styled
 
-#: Methods drawn by default: the static ones plus dynamic NTK at the target length.
+#: Methods drawn by default: the static ones (dynamic NTK and LongRoPE follow the current length;
+#: pass them by name to draw them at s·L).
 DEFAULT_METHODS = ("linear", "ntk", "yarn", "llama3")
 
 

@@ -12,11 +12,12 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from .. import functional as PF
-from ..analysis.subjects import head_shape, resolve
-from ..analysis.table_checks import shift_matrix
+from .._validate import check_positive_int
+from ..analysis.subjects import evaluating, head_shape, is_rotary, resolve
+from ..analysis.table_checks import shift_matrix, sinusoid_like
 from ..encodings.base import PositionalEncoding
 from ._style import LINESTYLES, SEQUENTIAL, figure_axes, heatmap, styled
-from .tables import position_features
+from .tables import feature_pairs, position_features
 
 
 def inv_freq_of(pe: PositionalEncoding | str) -> np.ndarray:
@@ -73,8 +74,18 @@ def wavelengths(
 def shift_matrix_blocks(
     pe: PositionalEncoding | str, *, k: int = 5, n_dims: int = 16, ax: Axes | None = None
 ) -> Figure:
-    """M_k, the block-diagonal rotation with PE[p + k] = M_k PE[p] (first n_dims dimensions)."""
+    """M_k, the block-diagonal rotation with PE[p + k] = M_k PE[p] (first n_dims dimensions).
+
+    Raises: ValueError for an encoding other than a fixed sinusoidal table (Vaswani's (sin, cos)
+    pairs), or n_dims < 1.
+    """
     pe = resolve(pe)
+    check_positive_int(n_dims, "n_dims")
+    if not sinusoid_like(pe):
+        raise ValueError(
+            f"encoding {pe.name!r} has no sinusoidal table PE[p] shifted by M_k; expected a fixed "
+            "additive table with base and dim (sinusoidal)"
+        )
     M = shift_matrix(k, torch.from_numpy(inv_freq_of(pe))).numpy()[:n_dims, :n_dims]
     fig, ax = figure_axes(ax, (5.0, 4.2))
     heatmap(ax, M, label="entry of M_k")
@@ -98,11 +109,10 @@ def rotation_pair(
     (default: the pair turning about 3/4 of a circle over the N positions)."""
     pe = resolve(pe)
     data = position_features(pe, n_positions)  # (N, D)
-    P = data.shape[1] // 2
+    P, inter = feature_pairs(pe, data.shape[1])  # rotated pairs: rotary_dim/2 when partial
     pair = _readable_pair(pe, n_positions, P) if pair is None else pair
     if not 0 <= pair < P:
         raise ValueError(f"pair must lie in 0..{P - 1}, got {pair}")
-    inter = getattr(pe, "layout", "half") == "interleaved"
     first, second = (2 * pair, 2 * pair + 1) if inter else (pair, pair + P)
     a, b = data[:, first], data[:, second]
     fig, ax = figure_axes(ax, (4.6, 4.2))
@@ -131,11 +141,20 @@ def _readable_pair(pe: PositionalEncoding, n_positions: int, n_pairs: int) -> in
 
 def qk_by_distance(pe: PositionalEncoding | str, n_distances: int = 256) -> np.ndarray:
     """<R_d q, R_0 k> for q = k = all-ones and a key d = 0..N-1 positions in the past (the
-    long-range decay of Su et al., sec. 3.4.3; xPos decays further): (N,)."""
+    long-range decay of Su et al., sec. 3.4.3; xPos decays further): (N,).
+
+    Raises: ValueError for an encoding that does not rotate q and k, or n_distances < 1.
+    """
     pe = resolve(pe)
+    check_positive_int(n_distances, "n_distances")
+    if not is_rotary(pe):
+        raise ValueError(
+            f"encoding {pe.name!r} (family {pe.family!r}) does not rotate q and k; expected a "
+            "rotary encoding"
+        )
     H, D = head_shape(pe)
     ones = torch.ones(1, H, n_distances, D, dtype=torch.float64)  # (B, H, T, D)
-    with torch.no_grad():
+    with torch.no_grad(), evaluating(pe):
         q, k = pe.rotate(
             ones, ones, torch.arange(n_distances), torch.zeros(n_distances, dtype=torch.long)
         )

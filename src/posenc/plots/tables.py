@@ -2,7 +2,8 @@
 heatmap, cosine similarity, waveforms, dot product vs distance, embedding contamination.
 
 Additive encodings show their table PE[p]; rotary ones show R_p u, a unit vector u = (1, 0)
-in every pair rotated to position p, i.e. (cos pθ_i, sin pθ_i) in the encoding's layout.
+in every rotated pair (0 in the features partial rotary passes through) turned to position p,
+i.e. (cos pθ_i, sin pθ_i) in the encoding's layout. Encodings are probed in eval mode.
 """
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..analysis.subjects import head_shape, is_additive, is_rotary, resolve
+from .._validate import check_positive_int
+from ..analysis.subjects import (
+    evaluating,
+    geometry_attr,
+    head_shape,
+    is_additive,
+    is_rotary,
+    resolve,
+)
 from ..analysis.table_checks import additive_table
 from ..encodings.base import PositionalEncoding
 from ._style import figure_axes, heatmap, styled
@@ -23,26 +32,40 @@ from ._style import figure_axes, heatmap, styled
 def position_features(pe: PositionalEncoding | str, n_positions: int = 128) -> np.ndarray:
     """What the encoding attaches to positions 0..N-1: (N, C) table or (N, D) rotated unit.
 
-    Raises: ValueError for encodings that neither add nor rotate (bias, relative, none).
+    Raises: ValueError for encodings that neither add nor rotate (bias, relative, none), or
+    n_positions < 1.
     """
     pe = resolve(pe)
+    check_positive_int(n_positions, "n_positions")
     if is_additive(pe):
         return additive_table(pe, n_positions).numpy()
     if is_rotary(pe):
         H, D = head_shape(pe)
-        unit = torch.zeros(D, dtype=torch.float64)  # (D,)
-        if getattr(pe, "layout", "half") == "interleaved":
-            unit[0::2] = 1.0
+        P, interleaved = feature_pairs(pe, D)
+        unit = torch.zeros(D, dtype=torch.float64)  # (D,) (1, 0) in each rotated pair
+        if interleaved:
+            unit[0 : 2 * P : 2] = 1.0
         else:
-            unit[: D // 2] = 1.0
+            unit[:P] = 1.0
         x = unit.expand(1, H, n_positions, D)  # (B, H, T, D)
-        with torch.no_grad():
-            rotated, _ = pe.rotate(x, x, torch.arange(n_positions), torch.arange(n_positions))
+        pos = torch.arange(n_positions)
+        with torch.no_grad(), evaluating(pe):
+            rotated, _ = pe.rotate(x, x, pos, pos)
         return rotated[0, 0].numpy()
     raise ValueError(
         f"encoding {pe.name!r} (family {pe.family!r}) attaches nothing to a position by itself; "
         "expected an additive or rotary encoding (see bias_heatmaps for score biases)"
     )
+
+
+def feature_pairs(pe: PositionalEncoding, width: int) -> tuple[int, bool]:
+    """(P, interleaved) for features of ``width``: pair i is features (2i, 2i + 1) when
+    interleaved (and in additive tables), else (i, i + P); P = rotary_dim/2 for partial
+    rotary (the features past 2P pass through), else width/2."""
+    if is_additive(pe):
+        return width // 2, True
+    rotary_dim = int(geometry_attr(pe, "rotary_dim", width))
+    return rotary_dim // 2, geometry_attr(pe, "layout", "half") == "interleaved"
 
 
 @styled
@@ -80,9 +103,8 @@ def similarity_matrix(
 def _spread_dims(pe: PositionalEncoding, width: int) -> tuple[int, ...]:
     """Four features from pairs spread over the faster half of the spectrum (the slow half is
     flat over a few hundred positions): first feature of pairs 0, P/6, P/3, P/2."""
-    P = width // 2
+    P, interleaved = feature_pairs(pe, width)
     pairs = sorted({round(P * f) for f in (0.0, 1 / 6, 1 / 3, 1 / 2)})
-    interleaved = is_additive(pe) or getattr(pe, "layout", "half") == "interleaved"
     return tuple(2 * i if interleaved else i for i in pairs)
 
 
@@ -127,8 +149,18 @@ def contamination_stats(
     pe: PositionalEncoding | str, n_positions: int = 128, seed: int = 0
 ) -> dict[str, np.ndarray]:
     """Norms of a token embedding e ~ N(0, 1), of PE[p], of e + PE[p], and the angle
-    (degrees) between e and e + PE[p], for p = 0..N-1 (seed 003, section 10)."""
-    table = additive_table(resolve(pe), n_positions).numpy()  # (N, C)
+    (degrees) between e and e + PE[p], for p = 0..N-1 (seed 003, section 10).
+
+    Raises: ValueError for an encoding that adds nothing to embeddings, or n_positions < 1.
+    """
+    pe = resolve(pe)
+    check_positive_int(n_positions, "n_positions")
+    if not is_additive(pe):
+        raise ValueError(
+            f"encoding {pe.name!r} (family {pe.family!r}) adds nothing to token embeddings; "
+            "expected an additive encoding"
+        )
+    table = additive_table(pe, n_positions).numpy()  # (N, C)
     e = np.random.default_rng(seed).standard_normal(table.shape[1])  # (C,)
     mixed = e + table
     cos = mixed @ e / (np.linalg.norm(mixed, axis=-1) * np.linalg.norm(e))
