@@ -43,3 +43,25 @@ def test_run_config_refuses_an_unknown_backend() -> None:
     """train_run ran torch for any backend other than "jax" (a typo trained the wrong stack)."""
     with pytest.raises(ValueError, match=r"backend must be one of \('torch', 'jax'\), got 'Jax'"):
         RunConfig(encoding="rope", task=TaskConfig(name="copy"), backend="Jax")
+
+
+def test_empty_eval_lens_are_refused_not_replaced_by_the_defaults() -> None:
+    from posenc.lab.tasks import make_task
+
+    with pytest.raises(ValueError, match=r"copy: eval_lens must name at least one length"):
+        make_task("copy", eval_lens=())
+
+
+@pytest.mark.parametrize("field", ["steps", "batch_size", "eval_samples"])
+def test_booleans_are_not_counts(field: str) -> None:
+    from posenc.lab.config import TrainConfig
+
+    with pytest.raises(ValueError, match=f"{field} must be a number, got True"):
+        TrainConfig(**{field: True})
+
+
+def test_boolean_symbol_count_is_refused() -> None:
+    from posenc.lab.tasks import make_task
+
+    with pytest.raises(ValueError, match=r"n_symbols must be an int >= 1, got True"):
+        make_task("copy", n_symbols=True)

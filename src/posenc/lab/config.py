@@ -22,6 +22,8 @@ _FORBID = ConfigDict(extra="forbid")
 def _positive(obj: object, *names: str) -> None:
     for n in names:
         value = getattr(obj, n)
+        if isinstance(value, bool):  # True would count as 1
+            raise ValueError(f"{n} must be a number, got {value!r}")
         if value is not None and not value > 0:
             raise ValueError(f"{n} must be > 0, got {value}")
 

@@ -60,16 +60,23 @@ class Task(ABC):
         n_symbols: int | None = None,
     ) -> None:
         self.n_symbols = self.default_symbols if n_symbols is None else n_symbols
-        if not isinstance(self.n_symbols, int) or self.n_symbols < 1:
+        bad = not isinstance(self.n_symbols, int) or isinstance(self.n_symbols, bool)
+        if bad or self.n_symbols < 1:
             raise ValueError(f"{self.name}: n_symbols must be an int >= 1, got {n_symbols!r}")
         if train_len is None:
             train_len = self.default_train_len
         lo, hi = _check_train_len(self.name, train_len, self.min_len)
         self.train_len = (lo, hi)
         factors = self.eval_factors
+        if eval_lens is not None and len(eval_lens) == 0:  # () would mean the defaults, silently
+            raise ValueError(f"{self.name}: eval_lens must name at least one length, got ()")
         # one metric row per (length, name): a repeated length would break the store's key
         self.eval_lens = tuple(
-            dict.fromkeys(eval_lens or sorted({max(1, round(f * hi)) for f in factors}))
+            dict.fromkeys(
+                eval_lens
+                if eval_lens is not None
+                else sorted({max(1, round(f * hi)) for f in factors})
+            )
         )
         for n in (*range(lo, hi + 1), *self.eval_lens):
             self.check_length(n)
