@@ -156,3 +156,12 @@ def test_lab_report_curves_render_in_chromium(tmp_path: Path) -> None:
         "copy (train 1-16): exact_match vs length",
     ]
     assert all(width > 0 for _, width in images)
+
+
+def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
+    from posenc.lab.store import ResultStore
+
+    path = tmp_path / "results.sqlite"
+    path.write_text("these are notes, not results\n" * 200)
+    with pytest.raises(ValueError, match=r"results.sqlite: not a posenc result store"):
+        ResultStore(path)

@@ -57,7 +57,17 @@ class ResultStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.conn = sqlite3.connect(self.path, timeout=30)
-        self.conn.execute("PRAGMA journal_mode=WAL")
+        try:
+            self._open()
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def _open(self) -> None:
+        try:
+            self.conn.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.DatabaseError as err:  # "file is not a database"
+            raise ValueError(f"{self.path}: not a posenc result store (SQLite: {err})") from err
         self.conn.execute("PRAGMA synchronous=NORMAL")
         with self.conn:
             self.conn.executescript(_SCHEMA)
