@@ -24,7 +24,9 @@ _TIME_DIM: tuple[int, ...] = (2, 2, 1, 1, 1)  # time axis of each CachedKeys fie
 class KVCache:
     """Per-layer cache of keys, values and their positions for incremental decoding.
 
-    Storage is preallocated and doubled when full (amortised O(1) appends per token).
+    Storage is preallocated and doubled when full (amortised O(1) appends per token). With
+    autograd recording (new keys/values that require grad), each append builds a new store out
+    of place (O(L) per append), so gradients flow through cached decoding as through one forward.
     """
 
     def __init__(self) -> None:
@@ -59,6 +61,17 @@ class KVCache:
                 f"{new.k.dtype}/{new.v.dtype} (start a new cache after changing the model dtype)"
             )
         end = self.length + T
+        if torch.is_grad_enabled() and (new.k.requires_grad or new.v.requires_grad):
+            # Autograd on: earlier steps' graphs hold views of the store, so an in-place write
+            # would fail their backward; build a new store, exactly full, out of place.
+            self._store = CachedKeys(
+                *(
+                    torch.cat([buf.narrow(dim, 0, self.length), x], dim)
+                    for buf, x, dim in zip(self._store, new, _TIME_DIM, strict=True)
+                )
+            )
+            self.length = end
+            return self._store
         if end > self.capacity:
             self._store = _copy_into(
                 _allocate(new, max(2 * self.capacity, end)), self._store, self.length

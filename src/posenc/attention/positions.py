@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .._validate import check_positive_int
+
 
 def positions_from_padding(padding_mask: Tensor) -> Tensor:
     """Positions counting only real tokens: left padding does not shift them.
@@ -42,5 +44,10 @@ def packed_positions(segment_ids: Tensor) -> Tensor:
 
 def decode_positions(prefix_len: int, n_new: int, *, device: torch.device | None = None) -> Tensor:
     """Positions of ``n_new`` tokens decoded after a prefix of ``prefix_len``: they advance by
-    one from the prefix length. Returns (n_new,) int64."""
+    one from the prefix length. Returns (n_new,) int64.
+
+    Raises: TypeError for a length that is not an int; ValueError for a negative one.
+    """
+    check_positive_int(prefix_len, "prefix_len", minimum=0)
+    check_positive_int(n_new, "n_new", minimum=0)
     return torch.arange(prefix_len, prefix_len + n_new, dtype=torch.long, device=device)
