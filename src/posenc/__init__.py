@@ -2,7 +2,8 @@
 
 Public API (imported lazily, so ``posenc --help`` does not load torch):
 ``names()``, ``build(name, **config)``, ``info(name)``, ``build_for_model``,
-``PositionalEncoding``, ``Attention``, ``KVCache``, ``TinyTransformer``, ``functional``.
+``PositionalEncoding``, ``Attention``, ``KVCache``, ``TinyTransformer``; submodules
+``functional``, ``extension``, ``analysis``, ``plots``, ``lab``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,16 @@ _LAZY = {
     "rope_from_hf": "posenc.extension.hf",
     "rope_to_hf": "posenc.extension.hf",
 }
-_SUBMODULES = ("functional", "encodings", "attention", "registry")
+_SUBMODULES = (
+    "functional",
+    "encodings",
+    "attention",
+    "registry",
+    "extension",
+    "analysis",
+    "plots",
+    "lab",
+)
 
 __all__ = [
     "Attention",
@@ -36,15 +46,19 @@ __all__ = [
     "PositionalEncoding",
     "TinyTransformer",
     "__version__",
+    "analysis",
     "attention",
     "build",
     "build_for_model",
     "decode_positions",
     "encodings",
+    "extension",
     "functional",
     "info",
+    "lab",
     "names",
     "packed_positions",
+    "plots",
     "positions_from_padding",
     "register",
     "registry",
@@ -53,7 +67,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from . import attention, encodings, functional, registry
+    from . import analysis, attention, encodings, extension, functional, lab, plots, registry
     from .attention import (
         Attention,
         KVCache,

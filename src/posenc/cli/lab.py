@@ -32,7 +32,7 @@ Address = Annotated[str | None, typer.Option(help="Ray cluster address (ray exec
 Workers = Annotated[int | None, typer.Option(help="Parallel runs (default: CPU count).")]
 Device = Annotated[str | None, typer.Option(help="cpu or cuda (overrides the config).")]
 Backend = Annotated[
-    str | None, typer.Option(help="torch or jax (decoder/LM tasks; needs posenc[jax]).")
+    str | None, typer.Option(help="torch or jax (decoder/LM tasks; needs posenc\\[jax]).")
 ]
 GpusPerRun = Annotated[float, typer.Option(help="Fractional GPUs per run (ray executor).")]
 
