@@ -94,3 +94,18 @@ def test_decode_positions_rejects_bad_lengths(args: tuple[object, object], error
 def test_decode_positions_values() -> None:
     assert decode_positions(6, 3).tolist() == [6, 7, 8]
     assert decode_positions(0, 0).shape == (0,)
+
+
+def test_an_encoder_by_name_gets_the_encoder_form_of_its_encoding() -> None:
+    """T5's decoder buckets put every key right of the query in one bucket: an encoder built
+    with pe="t5" used to get them; now it gets the bidirectional ones unless configured."""
+    from posenc import TinyTransformer
+
+    def t5(causal: bool, **config: bool) -> bool:
+        model = TinyTransformer(
+            vocab_size=8, pe="t5", d_model=16, n_heads=2, causal=causal, pe_config=config or None
+        )
+        return bool(model.pe.bidirectional)
+
+    assert t5(causal=False) and not t5(causal=True)
+    assert not t5(causal=False, bidirectional=False)

@@ -7,6 +7,7 @@ from typing import Any
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._forms import encoder_form
 from .._validate import check_ndim, check_positive_int
 from ..encodings.base import PositionalEncoding, default_positions
 from .attention import Attention
@@ -34,7 +35,9 @@ class TinyTransformer(nn.Module):
 
     ``pe`` is a built encoding, or a registered name built for this model's size with
     ``pe_config`` extra keys. The one encoding instance is shared by every layer (its cos/sin
-    are computed once per forward). ``causal=True`` is a decoder, ``False`` an encoder.
+    are computed once per forward). ``causal=True`` is a decoder, ``False`` an encoder, whose
+    encoding by name takes its encoder form unless ``pe_config`` sets it (T5: bidirectional
+    buckets; ``posenc._forms.ENCODER_FORM``).
     Raises: TypeError/ValueError naming the argument for a size that is not a positive int
     (``d_ff`` None means 4·d_model) or a d_model not divisible by n_heads.
     """
@@ -62,11 +65,11 @@ class TinyTransformer(nn.Module):
         if d_model % n_heads:
             raise ValueError(f"d_model must be divisible by n_heads, got {d_model} and {n_heads}")
         if isinstance(pe, str):
-            from ..registry import build_for_model
+            from ..registry import build_for_model, info
 
-            pe = build_for_model(
-                pe, dim=d_model, n_heads=n_heads, max_len=max_len, **(pe_config or {})
-            )
+            config = pe_config or {}
+            config = config if causal else encoder_form(info(pe).parameters, config)
+            pe = build_for_model(pe, dim=d_model, n_heads=n_heads, max_len=max_len, **config)
         elif pe_config:
             raise ValueError("pe_config applies only when pe is given by name")
         self.pe, self.causal = pe, causal

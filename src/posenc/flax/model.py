@@ -13,9 +13,10 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
+from .._forms import encoder_form
 from .._validate import check_positive_int
 from .attention import Attention, KVCache
-from .base import PositionalEncoding, build_for_model, check_ndim
+from .base import ENCODINGS, PositionalEncoding, build_for_model, check_ndim, keyword_params
 
 Array = jax.Array
 _INIT = nnx.initializers.normal(0.02)  # GPT-2's N(0, 0.02²), as the torch model
@@ -46,7 +47,8 @@ class Block(nnx.Module):
 
 class TinyTransformer(nnx.Module):
     """A small pre-norm decoder (``causal=True``) or encoder with one shared encoding ``pe`` (a
-    Flax encoding, or a registered name built for this model's size with ``pe_config``)."""
+    Flax encoding, or a registered name built for this model's size with ``pe_config``; an
+    encoder's takes its encoder form unless ``pe_config`` sets it, as the torch model's)."""
 
     def __init__(
         self,
@@ -68,8 +70,11 @@ class TinyTransformer(nnx.Module):
             check_positive_int(value, what)
         rngs = rngs or nnx.Rngs(0)
         if isinstance(pe, str):
+            config = pe_config or {}
+            if not causal and pe in ENCODINGS:
+                config = encoder_form(keyword_params(ENCODINGS[pe]), config)
             pe = build_for_model(
-                pe, dim=d_model, n_heads=n_heads, max_len=max_len, rngs=rngs, **(pe_config or {})
+                pe, dim=d_model, n_heads=n_heads, max_len=max_len, rngs=rngs, **config
             )
         elif pe_config:
             raise ValueError("pe_config applies only when pe is given by name")

@@ -20,9 +20,8 @@ class LabModel(nn.Module):
 
     ``max_len`` covers the longest evaluation sample, so tables such as learned positions
     exist there (untrained past the training length, which is the point of the test).
-    Encoders get the encoder form of an encoding unless ``pe_config`` says otherwise
-    (``ENCODER_FORM``: T5's bidirectional buckets, which tell left from right offsets; a
-    symmetric bias such as ALiBi's -m|i - j| is not forced, it cannot tell order apart).
+    Encoders get the encoder form of an encoding unless ``pe_config`` says otherwise, as
+    ``TinyTransformer`` gives it (``posenc._forms.ENCODER_FORM``: T5's bidirectional buckets).
     """
 
     def __init__(
@@ -31,8 +30,6 @@ class LabModel(nn.Module):
         super().__init__()
         self.kind = task.kind
         max_len = max(task.seq_len(n) for n in (*task.eval_lens, task.train_len[1]))
-        if task.kind == "classify":
-            pe_config = encoder_form(encoding, pe_config or {})
         self.net = TinyTransformer(
             vocab_size=task.vocab_size,
             pe=encoding,
@@ -61,18 +58,6 @@ class LabModel(nn.Module):
             return F.cross_entropy(self(tokens), labels)
         logits = self(tokens[:, :-1])  # (B, T-1, V)
         return F.cross_entropy(logits.flatten(0, 1), targets(batch, device).flatten())
-
-
-#: Constructor keys whose value gives an encoding's encoder (bidirectional) form.
-ENCODER_FORM: dict[str, Any] = {"bidirectional": True}
-
-
-def encoder_form(encoding: str, pe_config: dict[str, Any]) -> dict[str, Any]:
-    """``pe_config`` plus the ``ENCODER_FORM`` keys ``encoding`` accepts and does not set."""
-    from ..registry import info
-
-    accepted = info(encoding).parameters
-    return {k: v for k, v in ENCODER_FORM.items() if k in accepted} | pe_config
 
 
 def targets(batch: Batch, device: torch.device) -> Tensor:
