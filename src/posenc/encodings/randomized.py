@@ -7,6 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .._memo import version
 from .._validate import check_nonnegative, check_positions, check_positive_int
 from ..registry import register
 from .base import PositionalEncoding, batch_positions
@@ -49,7 +50,7 @@ class Randomized(PositionalEncoding):
             base_encoding, max_len=max_len, dim=dim, head_dim=head_dim, config=base_config or {}
         )
         self.generator = None if seed is None else torch.Generator().manual_seed(seed)
-        self._memo: tuple[Tensor, int, Tensor] | None = None
+        self._memo: tuple[Tensor, int | None, Tensor] | None = None
 
     @property
     def sampling(self) -> bool:
@@ -90,7 +91,8 @@ class Randomized(PositionalEncoding):
         if not self.sampling:
             return pos
         memo = self._memo
-        if not fresh and memo is not None and memo[0] is pos and memo[1] == pos._version:
+        # an inference tensor has no version: within a forward its identity is enough
+        if not fresh and memo is not None and memo[0] is pos and memo[1] == version(pos):
             return memo[2]
         check_nonnegative(pos)
         rows = batch_positions(pos, batch)  # (B, T)
@@ -98,7 +100,7 @@ class Randomized(PositionalEncoding):
         n = int(sizes.max()) if sizes is not None else 0
         out = self.sample(batch, n, pos.device, sizes).gather(1, rows)  # (B, T)
         if not torch.compiler.is_compiling():
-            self._memo = (pos, pos._version, out)
+            self._memo = (pos, version(pos), out)
         return out
 
     def clear_cache(self) -> None:

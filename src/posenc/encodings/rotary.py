@@ -43,7 +43,8 @@ class RoPE(PositionalEncoding):
     of head_dim rotated (the rest passes through, GPT-NeoX). Angles are computed in float64
     from int64 positions and cos/sin shared by every layer of one forward; the frequencies
     ``inv_freq64`` stay float64 under ``model.to(bf16)`` (``inv_freq`` is their float32 copy, as
-    Hugging Face stores it). Rotation runs in float32 (or q's dtype if wider).
+    Hugging Face stores it). Tables are float32 (or q's dtype if wider); bfloat16/float16 q and
+    k are rotated as ``PF.apply_rope`` says (eager torch: in their own dtype).
 
     ``scaling``: a context-extension method (``posenc.extension``), a dict such as
     ``{"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}`` or a
@@ -119,9 +120,12 @@ class RoPE(PositionalEncoding):
         share one computation, also when each rotates q and k at different positions (the
         "rerotate" KV policy: the new queries' and all cached keys'). On CPU, positions equal in
         value to a memoised tensor count as it (each layer's cache holds its own key positions).
+        Positions made under ``torch.inference_mode`` have no version counter: they are
+        memoised as a copy and recalled by value (CPU only).
         """
         seq_len = self.seq_len(pos) if seq_len is None else seq_len
-        key = (dtype, seq_len)
+        # tables made under inference_mode are inference tensors: never served outside it
+        key = (dtype, seq_len, torch.is_inference_mode_enabled())
         hit = self._recall(pos, key)
         if hit is not None:
             return hit
@@ -131,15 +135,18 @@ class RoPE(PositionalEncoding):
             cos, sin = cos * scale, sin * scale
         cos, sin = cos.to(dtype), sin.to(dtype)
         if not torch.compiler.is_compiling():
-            self._memo = [(pos, pos._version, key, cos, sin), *self._memo[:1]]
+            entry = (pos.clone(), None) if pos.is_inference() else (pos, pos._version)
+            self._memo = [(*entry, key, cos, sin), *self._memo[:1]]
         return cos, sin
 
     def _recall(self, pos: Tensor, key: Any) -> tuple[Tensor, Tensor] | None:
         """Memoised (cos, sin) for ``pos``: the same tensor, unchanged since, or (CPU, outside
-        compilation) an unchanged memoised tensor equal to it, which then takes its place."""
-        valid = [m for m in self._memo if m[2] == key and m[0]._version == m[1]]
+        compilation) an unchanged memoised tensor equal to it, which then takes its place.
+        Inference-mode entries hold their own copy of the positions (version None): recalled
+        by value only."""
+        valid = [m for m in self._memo if m[2] == key and (m[1] is None or m[0]._version == m[1])]
         for m in valid:
-            if m[0] is pos:
+            if m[0] is pos and m[1] is not None:
                 return m[3], m[4]
         if pos.device.type != "cpu" or torch.compiler.is_compiling():
             return None  # a value comparison on an accelerator waits for it
@@ -147,6 +154,8 @@ class RoPE(PositionalEncoding):
             p = m[0]
             same_kind = p.shape == pos.shape and p.dtype == pos.dtype and p.device == pos.device
             if same_kind and torch.equal(p, pos):
+                if pos.is_inference():  # no version counter: not memoised in p's place
+                    return m[3], m[4]
                 rest = [e for e in self._memo if e is not m]
                 self._memo = [(pos, pos._version, key, m[3], m[4]), *rest[:1]]
                 return m[3], m[4]

@@ -22,8 +22,9 @@ class XPos(PositionalEncoding):
     (0.4), R_n the RoPE rotation (θ_i = base^(-2i/d), ``layout``, ``partial`` as in ``rope``).
     The scale multiplies cos/sin (pairs share it); unrotated features are not scaled.
     Meant for causal attention (n >= m): for keys after the query the factor grows.
-    Positions are not centred, so cached keys stay valid; past ``PF.xpos_max_position`` (34k in
-    float32 and bfloat16, 2.6k in float16) the scaled keys would overflow: a ValueError.
+    Positions are not centred, so cached keys stay valid; past ±``PF.xpos_max_position`` (34k in
+    float32 and bfloat16, 2.6k in float16) the scaled keys (or queries, below -limit) would
+    overflow: a ValueError.
     """
 
     keep_dtype_buffers = ("inv_freq",)
@@ -67,8 +68,10 @@ class XPos(PositionalEncoding):
         if q.shape[-1] != self.head_dim:
             raise ValueError(f"q/k must have head_dim={self.head_dim} features, got {q.shape[-1]}")
         q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
-        if q_pos.numel() and k_pos.numel():  # NaN scores past the dtype's range: say so
-            largest = int(max(q_pos.max(), k_pos.max()))
+        ends = [int(e) for p in (q_pos, k_pos) if p.numel() for e in (p.max(), p.min())]
+        floating = q.is_floating_point() and k.is_floating_point()  # else apply_rope's TypeError
+        if ends and floating:  # NaN scores past the dtype's range (either sign): say so
+            largest = max(ends, key=abs)
             for x in (q, k):
                 PF.check_xpos_range(
                     largest,

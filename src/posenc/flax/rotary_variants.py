@@ -64,11 +64,13 @@ class XPos(PositionalEncoding):
     def rotate(self, q: Array, k: Array, q_pos: Array, k_pos: Array) -> tuple[Array, Array]:
         _check_head_dim(q, self.head_dim)
         q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
-        highs = [extreme(p, "max") for p in (q_pos, k_pos)]
-        if None not in highs:  # concrete positions: NaN scores past the dtype's range, say so
+        ends = [extreme(p, which) for p in (q_pos, k_pos) for which in ("max", "min")]
+        known = [e for e in ends if e is not None]  # concrete, non-empty positions
+        floating = all(jnp.issubdtype(x.dtype, jnp.floating) for x in (q, k))  # else TypeError
+        if known and floating:  # NaN scores past the dtype's range (either sign): say so
             for x in (q, k):
                 PF.check_xpos_range(
-                    max(h for h in highs if h is not None),
+                    max(known, key=abs),
                     self.rotary_dim,
                     float(jnp.finfo(x.dtype).max),
                     str(x.dtype),

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .._memo import version
 from ..native import NativeKernel
 
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -56,12 +57,13 @@ def _f32(t: Tensor) -> Tensor:
     memoised copy while t is unchanged."""
     if t.dtype == torch.float32 and t.stride(-1) == 1:
         return t
-    for table, version, copy in _converted:
-        if table is t and version == t._version:
+    v = version(t)  # None under inference_mode: no memo
+    for table, seen, copy in _converted if v is not None else ():
+        if table is t and seen == v:
             return copy
     copy = t.float().contiguous()
-    if not torch.compiler.is_compiling():
-        _converted[:] = [(t, t._version, copy), *_converted[:3]]
+    if v is not None and not torch.compiler.is_compiling():
+        _converted[:] = [(t, v, copy), *_converted[:3]]
     return copy
 
 

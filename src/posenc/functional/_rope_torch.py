@@ -20,6 +20,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .._memo import version
+
 _memo: dict[str, Any] = {}
 
 
@@ -35,8 +37,9 @@ def full_tables(cos: Tensor, sin: Tensor, layout: str, dtype: torch.dtype) -> tu
     (q's and k's when they sit at different positions)."""
     # tables made under inference_mode are inference tensors: never reused outside it (autograd
     # cannot save them for the backward)
-    key = (cos._version, sin._version, layout, dtype, torch.is_inference_mode_enabled())
-    for last in _memo.get("full", ()):
+    key = (version(cos), version(sin), layout, dtype, torch.is_inference_mode_enabled())
+    keep = None not in key[:2] and not torch.compiler.is_compiling()  # inference: no memo
+    for last in _memo.get("full", ()) if keep else ():
         if last[0] is cos and last[1] is sin and last[2] == key:
             return last[3], last[4]
     c, s = cos.to(dtype), sin.to(dtype)
@@ -45,31 +48,32 @@ def full_tables(cos: Tensor, sin: Tensor, layout: str, dtype: torch.dtype) -> tu
     else:
         C = torch.stack([c, c], dim=-1).flatten(-2)
         S = torch.stack([-s, s], dim=-1).flatten(-2)
-    if not torch.compiler.is_compiling():
+    if keep:
         _memo["full"] = [(cos, sin, key, C, S), *_memo.get("full", [])[:1]]
     return C, S
 
 
 def negated(S: Tensor) -> Tensor:
     """-S, memoised on the last S (the backward's table: every layer's backward reuses it)."""
-    last = _memo.get("neg")
-    if last is not None and last[0] is S and last[1] == S._version:
+    last, v = _memo.get("neg"), version(S)
+    if v is not None and last is not None and last[0] is S and last[1] == v:
         return last[2]
     neg = -S
-    if not torch.compiler.is_compiling():
-        _memo["neg"] = (S, S._version, neg)
+    if v is not None and not torch.compiler.is_compiling():
+        _memo["neg"] = (S, v, neg)
     return neg
 
 
 def table_halves(S: Tensor) -> tuple[Tensor, Tensor]:
     """S[..., :P], S[..., P:] as views, memoised for the last two tables (the forward's S and the
     backward's -S): at lab sizes each slice costs about as much as the arithmetic."""
-    for last in _memo.get("halves", ()):
-        if last[0] is S and last[1] == S._version:
+    v = version(S)
+    for last in _memo.get("halves", ()) if v is not None else ():
+        if last[0] is S and last[1] == v:
             return last[2]
     pair = S.chunk(2, -1)
-    if not torch.compiler.is_compiling():
-        _memo["halves"] = [(S, S._version, pair), *_memo.get("halves", [])[:1]]
+    if v is not None and not torch.compiler.is_compiling():
+        _memo["halves"] = [(S, v, pair), *_memo.get("halves", [])[:1]]
     return pair[0], pair[1]
 
 

@@ -36,8 +36,8 @@ def xpos_max_position(
 ) -> int:
     """Largest position n at which xPos's key scale ζ_0^(-n/scale_base) (ζ_0 = γ/(1 + γ), the
     fastest decay) stays 100x below ``max_value``, the largest number of the dtype it is written
-    in (the query scale ζ_0^(n/scale_base) is then as far above 0): 36k positions in float32 and
-    bfloat16, 2.6k in float16. Raises: as ``xpos_scale``."""
+    in (the query scale ζ_0^(n/scale_base) is then as far above 0; at -n the two swap): 34k
+    positions in float32 and bfloat16, 2.6k in float16 (defaults). Raises: as ``xpos_scale``."""
     check_even(rotary_dim, "rotary_dim")
     check_positive_float(scale_base, "scale_base")
     check_positive_float(gamma, "gamma")
@@ -54,12 +54,13 @@ def check_xpos_range(
     scale_base: float = 512.0,
     gamma: float = 0.4,
 ) -> None:
-    """Raise ValueError when position ``largest`` is past ``xpos_max_position`` for a dtype of
-    largest value ``max_value`` (named ``dtype``): its scaled keys would overflow to inf and
-    the scores turn NaN."""
+    """Raise ValueError when position ``largest`` (the one of largest magnitude) is past
+    ±``xpos_max_position`` for a dtype of largest value ``max_value`` (named ``dtype``): keys
+    past +limit or queries past -limit would overflow to inf and the scores turn NaN."""
     limit = xpos_max_position(rotary_dim, max_value, scale_base=scale_base, gamma=gamma)
-    if largest > limit:
+    if abs(largest) > limit:
         raise ValueError(
-            f"xPos scales keys by ζ^(-n/{scale_base:g}): position {largest} overflows {dtype} "
-            f"(largest safe position {limit}); use a wider dtype or a larger scale_base"
+            f"xPos scales keys by ζ^(-n/{scale_base:g}) and queries by ζ^(n/{scale_base:g}): "
+            f"position {largest} overflows {dtype} (largest safe position {limit}, smallest "
+            f"-{limit}); use a wider dtype or a larger scale_base"
         )
