@@ -109,3 +109,25 @@ def test_an_encoder_by_name_gets_the_encoder_form_of_its_encoding() -> None:
 
     assert t5(causal=False) and not t5(causal=True)
     assert not t5(causal=False, bidirectional=False)
+
+
+@pytest.mark.parametrize("name", ["nope", "rope", "alibi", "t5"])
+def test_decode_steps_after_a_packed_prefill_continue_the_last_document(name: str) -> None:
+    """A step without segment_ids used to join segment 0, the row's first document, and attend
+    to it silently; it now continues the row's latest segment, as decoding the document alone."""
+    from posenc import TinyTransformer, packed_positions
+
+    torch.manual_seed(0)
+    model = TinyTransformer(vocab_size=13, pe=name, d_model=16, n_heads=2, n_layers=2).eval()
+    doc0, doc1 = torch.randint(0, 13, (1, 3)), torch.randint(0, 13, (1, 6))
+    segments = torch.tensor([[0, 0, 0, 1, 1, 1, 1]])
+    packed = torch.cat([doc0, doc1[:, :4]], dim=1)
+    with torch.no_grad():
+        cache = model.new_cache()
+        model(packed, packed_positions(segments), segment_ids=segments, cache=cache)
+        got = [model(doc1[:, t : t + 1], torch.tensor([t]), cache=cache) for t in (4, 5)]
+        alone = model.new_cache()
+        model(doc1[:, :4], cache=alone)
+        want = [model(doc1[:, t : t + 1], cache=alone) for t in (4, 5)]
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)

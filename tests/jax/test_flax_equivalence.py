@@ -401,3 +401,35 @@ def test_unsigned_positions_equal_signed(
     want = forward(fm, idx, jnp.asarray(pos, dtype=jnp.int32))
     got = forward(fm, idx, jnp.asarray(pos, dtype=jnp.uint8))
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("capacity", [None, 12], ids=["growing", "preallocated-jit"])
+def test_decode_after_a_packed_prefill_continues_the_last_document_as_torch(
+    capacity: int | None,
+) -> None:
+    """Steps without segment_ids continue each row's latest segment (they used to join segment
+    0, the first document), in a growing cache and in a preallocated one under jax.jit."""
+    tm, fm = twins("rope", {})
+    idx = tokens((2, 9))
+    seg = np.array([[0, 0, 0, 1, 1, 1, 1], [0, 0, 1, 1, 2, 2, 2]])
+    pos = np.array([[0, 1, 2, 0, 1, 2, 3], [0, 1, 0, 1, 0, 1, 2]])
+    step = nnx.jit(lambda m, c, x, p: m(x, p, cache=c)) if capacity else None
+    t_cache, f_cache = tm.new_cache(), fm.new_cache(capacity=capacity)
+    with torch.no_grad():
+        tm(
+            torch.from_numpy(idx[:, :7]),
+            torch.from_numpy(pos),
+            segment_ids=torch.from_numpy(seg),
+            cache=t_cache,
+        )
+        fm(jnp.asarray(idx[:, :7]), jnp.asarray(pos), segment_ids=jnp.asarray(seg), cache=f_cache)
+        for t in (7, 8):
+            p = pos[:, -1:] + t - 6  # (B, 1): each row's next position
+            want = tm(torch.from_numpy(idx[:, t : t + 1]), torch.from_numpy(p), cache=t_cache)
+            x = jnp.asarray(idx[:, t : t + 1])
+            got = (
+                step(fm, f_cache, x, jnp.asarray(p))
+                if step
+                else fm(x, jnp.asarray(p), cache=f_cache)
+            )
+            close(got, want)

@@ -108,7 +108,9 @@ class Attention(nn.Module):
         """x (B, T, C) at positions ``pos`` (T,) or (B, T) (default: cache length + 0..T-1).
 
         ``padding_mask`` (B, T) bool, True for real tokens; ``segment_ids`` (B, T) int, tokens
-        attend only within their segment (packed sequences). Returns (B, T, C).
+        attend only within their segment (packed sequences; default one segment, or after
+        cached entries each row's latest: a decode step continues its document). Returns
+        (B, T, C).
         """
         check_ndim(x, 3, "x", "(B, T, C)")
         B, T, C = x.shape
@@ -123,7 +125,7 @@ class Attention(nn.Module):
         if not rerotate:
             q, k = self.pe.rotate(q, k, pos, pos)
         new = CachedKeys(
-            k, v, batch_positions(pos, B), *_mask_inputs(B, T, x, padding_mask, segment_ids)
+            k, v, batch_positions(pos, B), *_mask_inputs(B, T, x, padding_mask, segment_ids, cache)
         )
         keys = new if cache is None else cache.append(new)
         if rerotate:  # the cache holds unrotated keys: rotate all with the current frequencies
@@ -343,9 +345,16 @@ def _masked(bias: Tensor, allowed: Tensor) -> Tensor:
 
 
 def _mask_inputs(
-    B: int, T: int, x: Tensor, padding_mask: Tensor | None, segment_ids: Tensor | None
+    B: int,
+    T: int,
+    x: Tensor,
+    padding_mask: Tensor | None,
+    segment_ids: Tensor | None,
+    cache: KVCache | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Validity (B, T) bool and segment ids (B, T) int64, defaults all-valid / one segment."""
+    """Validity (B, T) bool and segment ids (B, T) int64, defaults all-valid / one segment:
+    segment 0, or after cached entries each row's latest segment (a decode step continues the
+    document it follows, also after a packed prefill)."""
     if padding_mask is None:
         valid = torch.ones(B, T, dtype=torch.bool, device=x.device)
     else:
@@ -355,7 +364,10 @@ def _mask_inputs(
                 f"{padding_mask.dtype} {tuple(padding_mask.shape)}"
             )
         valid = padding_mask
-    if segment_ids is None:
+    last = None if cache is None else cache.last_segment()  # (B, 1) or None
+    if segment_ids is None and last is not None and last.shape[0] == B:
+        segment = last.expand(B, T)
+    elif segment_ids is None:  # (another batch size: the cache's append says so)
         segment = torch.zeros(B, T, dtype=torch.long, device=x.device)
     else:
         if segment_ids.shape != (B, T) or segment_ids.dtype.is_floating_point:

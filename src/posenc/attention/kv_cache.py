@@ -40,6 +40,12 @@ class KVCache:
     def capacity(self) -> int:
         return 0 if self._store is None else self._store.pos.shape[1]
 
+    def last_segment(self) -> Tensor | None:
+        """(B, 1) segment id of each row's latest entry; None while empty."""
+        if self._store is None or self.length == 0:
+            return None
+        return self._store.segment.narrow(1, self.length - 1, 1)
+
     def append(self, new: CachedKeys) -> CachedKeys:
         """Append T new entries and return views of all L = length + T cached entries.
 

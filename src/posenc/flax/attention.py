@@ -78,7 +78,8 @@ class Attention(nnx.Module):
     ) -> Array:
         """x (B, T, C) at positions (T,) or (B, T) (default: cache length + 0..T-1) -> (B, T, C).
 
-        ``padding_mask`` (B, T) bool, True for real tokens; ``segment_ids`` (B, T) integer.
+        ``padding_mask`` (B, T) bool, True for real tokens; ``segment_ids`` (B, T) integer
+        (default one segment, or after cached entries each row's latest, as torch's).
         """
         check_ndim(x, 3, "x", "(B, T, C)")
         B, T, C = x.shape
@@ -91,7 +92,7 @@ class Attention(nnx.Module):
         rerotate = cache is not None and self.pe.kv_policy == "rerotate"
         if not rerotate:
             q, k = self.pe.rotate(q, k, pos, pos)
-        masks = mask_inputs(B, T, padding_mask, segment_ids)
+        masks = mask_inputs(B, T, padding_mask, segment_ids, cache)
         new = CachedKeys(k, v, batch_positions(pos, B), *masks)
         keys = new if cache is None else cache.append(new)
         if rerotate:  # the cache holds unrotated keys: rotate all with the current frequencies
@@ -143,8 +144,11 @@ class Attention(nnx.Module):
         return out if extra is None else out + extra
 
 
-def mask_inputs(B: int, T: int, padding_mask: Any, segment_ids: Any) -> tuple[Array, Array]:
-    """Validity (B, T) bool and segment ids (B, T), defaults all-valid / one segment."""
+def mask_inputs(
+    B: int, T: int, padding_mask: Any, segment_ids: Any, cache: KVCache | None = None
+) -> tuple[Array, Array]:
+    """Validity (B, T) bool and segment ids (B, T), defaults all-valid / one segment: segment
+    0, or after cached entries each row's latest segment (as torch's)."""
     if padding_mask is None:
         valid = jnp.ones((B, T), dtype=bool)
     elif tuple(padding_mask.shape) != (B, T) or padding_mask.dtype != jnp.bool_:
@@ -154,6 +158,9 @@ def mask_inputs(B: int, T: int, padding_mask: Any, segment_ids: Any) -> tuple[Ar
         )
     else:
         valid = jnp.asarray(padding_mask)
+    last = None if cache is None else cache.last_segment()  # (B, 1) or None
+    if segment_ids is None and last is not None and last.shape[0] == B:
+        return valid, jnp.broadcast_to(last, (B, T))
     if segment_ids is None:
         return valid, jnp.zeros((B, T), dtype=jnp.int32)
     if tuple(segment_ids.shape) != (B, T) or not jnp.issubdtype(segment_ids.dtype, jnp.integer):

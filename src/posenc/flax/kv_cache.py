@@ -57,6 +57,18 @@ class KVCache(nnx.Module):
             raise TypeError("len() of a preallocated KVCache inside jax.jit: use .offset()")
         return offset
 
+    def last_segment(self) -> Array | None:
+        """(B, 1) segment id of each row's latest entry (0 while a preallocated cache is empty);
+        None before the first append."""
+        store = self.store.get_value()
+        if store is None:
+            return None
+        if self.capacity is None:
+            return store.segment[:, -1:]
+        offset = self.offset()
+        last = jax.lax.dynamic_slice_in_dim(store.segment, jnp.maximum(offset - 1, 0), 1, axis=1)
+        return jnp.where(offset > 0, last, jnp.zeros_like(last))
+
     def append(self, new: CachedKeys) -> CachedKeys:
         """Append T entries; return all cached ones (L = length + T, or the capacity).
 
