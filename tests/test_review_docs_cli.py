@@ -89,3 +89,11 @@ def test_lab_backend_help_names_the_jax_extra() -> None:
 
     result = CliRunner().invoke(app, ["lab", "sweep", "--help"], env={"COLUMNS": "200"})
     assert "needs posenc[jax])" in result.output
+
+
+def test_list_scaling_with_a_family_without_rope_is_a_usage_error() -> None:
+    """``--scaling --family bias`` used to print RoPE's methods, ignoring the family."""
+    result = CliRunner().invoke(app, ["list", "--scaling", "--family", "bias"])
+    assert result.exit_code == 2
+    assert "RoPE" in result.output
+    assert CliRunner().invoke(app, ["list", "--scaling", "--family", "rotary"]).exit_code == 0

@@ -26,6 +26,8 @@ def list_encodings(
     families = sorted({info(n).family for n in names()})
     if family is not None and family not in families:
         raise typer.BadParameter(f"unknown family {family!r}; choose one of {families}")
+    if scaling and family not in (None, "rotary"):  # the methods rescale RoPE only
+        raise typer.BadParameter(f"--scaling lists RoPE's methods: no {family!r} encoding has them")
     methods = Table(title='RoPE context extension: build("rope", scaling={"rope_type": ...})')
     for column in ("rope_type", "parameters", "paper"):
         methods.add_column(column, overflow="fold")
