@@ -137,9 +137,11 @@ class TransformerXL(PositionalEncoding):
     @contextmanager
     def attention_call(self, q_pos: Tensor, k_pos: Tensor) -> Iterator[None]:
         """W_R R for every offset the call's positions meet, computed at the first query block
-        and sliced by the others (each block would otherwise redo a (R, C) x (C, H·D) product)."""
-        if q_pos.numel() and k_pos.numel():
-            lo, hi = int(q_pos.min() - k_pos.max()), int(q_pos.max() - k_pos.min())
+        and sliced by the others (each block would otherwise redo a (R, C) x (C, H·D) product).
+        The range is taken per row: rows at far-apart positions span only their own offsets."""
+        if q_pos.numel() and k_pos.numel():  # (T,) | (B, T) -> () | (B,) per-row extremes
+            lo = int((q_pos.amin(-1) - k_pos.amax(-1)).min())
+            hi = int((q_pos.amax(-1) - k_pos.amin(-1)).max())
         else:  # no pair (T = 0): no rows
             lo, hi = 0, -1
         self._call = {"lo": lo, "hi": hi}
