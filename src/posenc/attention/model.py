@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._forms import encoder_form
-from .._validate import check_ndim, check_positive_int
+from .._validate import check_ndim, check_positions, check_positive_int
 from ..encodings.base import PositionalEncoding, default_positions
 from .attention import Attention
 from .kv_cache import KVCache
@@ -111,6 +111,7 @@ class TinyTransformer(nn.Module):
         if pos is None:
             offset = 0 if cache is None else len(cache[0])
             pos = default_positions(idx.shape[1], offset=offset, device=idx.device)
+        pos = check_positions(pos, "pos")  # int64 once: every hook sees this one tensor
         x = self.pe.embed(self.tok(idx), pos)  # (B, T, C)
         for i, block in enumerate(self.blocks):
             x = block(

@@ -91,15 +91,39 @@ class PositionalEncoding(nn.Module):
             or cls.relative_values is not PositionalEncoding.relative_values
         )
 
+    def fixed_buffers(self) -> dict[str, Tensor]:
+        """The buffers computed from the configuration (frequencies, slopes). Not in the state
+        dict (non-persistent), so they are computed again when the module leaves the meta
+        device (``to_empty``). Default: none."""
+        return {}
+
+    def _fixed_values(self) -> dict[str, Tensor]:
+        with torch.device("cpu"):  # host arithmetic, also under torch.device("meta")
+            return self.fixed_buffers()
+
+    def register_fixed_buffers(self) -> None:
+        """Register ``fixed_buffers()`` (non-persistent) on the default device."""
+        device = torch.get_default_device()
+        for n, value in self._fixed_values().items():
+            self.register_buffer(n, value.to(device), persistent=False)
+
     def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> PositionalEncoding:
         # Move ``keep_dtype_buffers`` with the module but keep their dtype: casting them to
         # bf16 and back would already have lost the digits.
         saved = {n: self._buffers[n] for n in self.keep_dtype_buffers if n in self._buffers}
+        on_meta = [n for n, b in self._buffers.items() if b is not None and b.is_meta]
         super()._apply(fn, recurse)
         for n, original in saved.items():
             moved = self._buffers[n]
-            if original is not None and moved is not None:
-                self._buffers[n] = original.to(device=moved.device)
+            if original is None or moved is None or (original.is_meta and not moved.is_meta):
+                continue  # (from meta to a device: computed again below)
+            self._buffers[n] = original.to(device=moved.device)
+        values = self._fixed_values() if on_meta else {}
+        for n in on_meta:  # ``to_empty`` from meta: uninitialised memory, compute them again
+            moved = self._buffers[n]
+            if n in values and moved is not None and not moved.is_meta:
+                dtype = values[n].dtype if n in self.keep_dtype_buffers else moved.dtype
+                self._buffers[n] = values[n].to(device=moved.device, dtype=dtype)
         self.clear_cache()
         return self
 

@@ -7,7 +7,7 @@ alone, finite on every pair; causal attention masks future keys itself. The form
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -64,17 +64,27 @@ class ALiBi(PositionalEncoding):
         check_positive_int(n_heads, "n_heads")
         if not isinstance(symmetric, bool):
             raise TypeError(f"symmetric must be a bool, got {type(symmetric).__name__}")
-        if slopes is None:
-            values = PF.alibi_slopes(n_heads, xp=PF.torch_xp)
-        else:
+        if slopes is not None:
             if len(slopes) != n_heads:
                 raise ValueError(f"slopes must hold n_heads={n_heads} values, got {len(slopes)}")
             for m in slopes:
                 check_positive_float(m, "each ALiBi slope")
-            values = torch.tensor([float(m) for m in slopes], dtype=torch.float64)
         self.n_heads, self.symmetric = n_heads, symmetric
-        self.register_buffer("slopes64", values, persistent=False)  # (H,) float64
-        self.register_buffer("slopes", values.float(), persistent=False)  # (H,) module dtype
+        self.custom_slopes = None if slopes is None else tuple(float(m) for m in slopes)
+        self.register_fixed_buffers()  # slopes64 (H,) float64
+        self.register_buffer("slopes", self.slopes64.float(), persistent=False)  # (H,)
+
+    def fixed_buffers(self) -> dict[str, Tensor]:
+        if self.custom_slopes is None:
+            return {"slopes64": PF.alibi_slopes(self.n_heads, xp=PF.torch_xp)}
+        return {"slopes64": torch.tensor(self.custom_slopes, dtype=torch.float64)}
+
+    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> ALiBi:
+        super()._apply(fn, recurse)
+        # ``slopes`` is slopes64 in the module dtype: derived again, as ``to_empty`` leaves it
+        # uninitialised (also when it reaches a shared encoding twice)
+        self.slopes = self.slopes64.to(self.slopes.dtype)
+        return self
 
     def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         q_pos, k_pos = check_bias_positions(q_pos, k_pos)

@@ -41,9 +41,12 @@ class PoPE(PositionalEncoding):
         if not isinstance(phase_bias, bool):
             raise TypeError(f"phase_bias must be a bool, got {type(phase_bias).__name__}")
         self.head_dim, self.n_heads, self.base = head_dim, n_heads, float(base)
-        inv_freq = PF.rope_inv_freq(2 * head_dim, base=self.base, xp=PF.torch_xp)  # base^(-c/D)
-        self.register_buffer("inv_freq", inv_freq, persistent=False)  # (D,) float64
+        self.register_fixed_buffers()  # inv_freq (D,) float64
         self.delta = nn.Parameter(torch.zeros(n_heads, head_dim)) if phase_bias else None
+
+    def fixed_buffers(self) -> dict[str, Tensor]:
+        # base^(-c/D), c < D
+        return {"inv_freq": PF.rope_inv_freq(2 * self.head_dim, base=self.base, xp=PF.torch_xp)}
 
     def phase_bias(self) -> Tensor | None:
         """δ clamped to [-2π, 0], (H, D), or None."""

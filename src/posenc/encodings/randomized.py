@@ -14,6 +14,8 @@ from .base import PositionalEncoding, batch_positions
 
 #: Encodings whose positions can be drawn from a larger range (they read absolute positions).
 BASES: tuple[str, ...] = ("sinusoidal", "learned", "rope")
+#: Draws remembered, newest first: forwards whose checkpointed blocks the backward recomputes.
+MEMO_DRAWS = 8
 
 
 @register("randomized", family="randomized", paper="Ruoss et al., arXiv:2305.16843", year=2023)
@@ -27,7 +29,10 @@ class Randomized(PositionalEncoding):
     The base encoding (``base_encoding``, built with ``dim``/``head_dim``, ``max_len`` = L and
     ``base_config``) receives pos' in every hook. A fresh S is drawn at each ``embed`` call
     (once per TinyTransformer forward) or when the position tensor changes, so all layers of one
-    forward share it. ``seed`` gives the sampler its own generator (reproducible draws).
+    forward share it, also when activation checkpointing recomputes them in the backward (the
+    last ``MEMO_DRAWS`` draws are kept by the positions' storage, which a detached copy shares;
+    a position tensor reused by a later forward before the backward gets that forward's draw).
+    ``seed`` gives the sampler its own generator (reproducible draws).
     """
 
     def __init__(
@@ -50,7 +55,7 @@ class Randomized(PositionalEncoding):
             base_encoding, max_len=max_len, dim=dim, head_dim=head_dim, config=base_config or {}
         )
         self.generator = None if seed is None else torch.Generator().manual_seed(seed)
-        self._memo: tuple[Tensor, int | None, Tensor] | None = None
+        self._memo: list[tuple[tuple[Any, ...], Tensor, Tensor]] = []  # newest first
 
     @property
     def sampling(self) -> bool:
@@ -88,23 +93,28 @@ class Randomized(PositionalEncoding):
     def transform(self, pos: Tensor, batch: int, *, fresh: bool = False) -> Tensor:
         """Positions (T,) or (B, T) -> sampled positions (B, T) (or ``pos`` when not sampling)."""
         pos = check_positions(pos)
-        if not self.sampling:
-            return pos
-        memo = self._memo
-        # an inference tensor has no version: within a forward its identity is enough
-        if not fresh and memo is not None and memo[0] is pos and memo[1] == version(pos):
-            return memo[2]
+        return self._draw(pos, batch, fresh) if self.sampling else pos
+
+    @torch.compiler.disable
+    def _draw(self, pos: Tensor, batch: int, fresh: bool) -> Tensor:
+        """The memoised draw for ``pos`` (B, T), or a new one. Eager under ``torch.compile``:
+        a traced memo check cannot see that a layer's positions are the ones ``embed`` drew
+        for, so each layer drew its own."""
+        key = _memo_key(pos, batch)
+        hit = None if fresh else next((m for m in self._memo if m[0] == key), None)
+        if hit is not None:
+            return hit[2]
         check_nonnegative(pos)
         rows = batch_positions(pos, batch)  # (B, T)
         sizes = rows.amax(dim=-1) + 1 if rows.numel() else None  # (B,) each row's length
         n = int(sizes.max()) if sizes is not None else 0
         out = self.sample(batch, n, pos.device, sizes).gather(1, rows)  # (B, T)
-        if not torch.compiler.is_compiling():
-            self._memo = (pos, version(pos), out)
+        rest = [m for m in self._memo if m[0] != key]
+        self._memo = [(key, pos, out), *rest[: MEMO_DRAWS - 1]]  # holding pos keeps its storage
         return out
 
     def clear_cache(self) -> None:
-        self._memo = None
+        self._memo = []
 
     def embed(self, x: Tensor, pos: Tensor) -> Tensor:
         return self.base.embed(x, self.transform(pos, x.shape[0], fresh=True))
@@ -127,3 +137,11 @@ def _build_base(
     shared = {"dim": dim, "head_dim": head_dim, "max_len": max_len}
     given = {k: v for k, v in shared.items() if k in accepted and v is not None}
     return build(name, **(given | config))
+
+
+def _memo_key(pos: Tensor, batch: int) -> tuple[Any, ...]:
+    """The positions' data (storage, layout, version) and batch: equal for a detached copy
+    (reentrant checkpointing), new after an in-place change. An inference tensor has no
+    version counter (None): an in-place change to it goes unseen."""
+    layout = (pos.storage_offset(), tuple(pos.shape), pos.stride(), pos.dtype, pos.device)
+    return (pos.untyped_storage().data_ptr(), *layout, version(pos), batch)

@@ -81,14 +81,19 @@ class RoPE(PositionalEncoding):
         self.head_dim, self.base, self.layout = head_dim, float(base), layout
         self.partial, self.kv_policy = float(partial), kv_policy
         self.rotary_dim = PF.rotary_dim(head_dim, self.partial)
-        default = PF.rope_inv_freq(self.rotary_dim, base=self.base, xp=PF.torch_xp)  # (P,)
         self.scaling = None if scaling is None else scaling_config(scaling)
-        inv_freq, self.attention_scaling = (
-            (default, 1.0) if self.scaling is None else self.scaling.apply(default)
-        )
-        self.register_buffer("default_inv_freq64", default, persistent=False)  # (P,) float64
-        self.register_buffer("inv_freq64", inv_freq, persistent=False)  # (P,) float64
+        self.attention_scaling = 1.0
+        self.register_fixed_buffers()  # default_inv_freq64, inv_freq64 (P,) float64
         self._memo: list[tuple[Tensor, int, Any, Tensor, Tensor]] = []  # newest first
+
+    def fixed_buffers(self) -> dict[str, Tensor]:
+        """``default_inv_freq64`` θ_i and ``inv_freq64`` (the scaling's), (P,) float64; sets
+        ``attention_scaling``."""
+        default = PF.rope_inv_freq(self.rotary_dim, base=self.base, xp=PF.torch_xp)  # (P,)
+        inv_freq = default
+        if self.scaling is not None:
+            inv_freq, self.attention_scaling = self.scaling.apply(default)
+        return {"default_inv_freq64": default, "inv_freq64": inv_freq}
 
     @property
     def inv_freq(self) -> Tensor:
@@ -116,17 +121,19 @@ class RoPE(PositionalEncoding):
         """cos, sin (..., P) in ``dtype`` for int64 positions (...,), from float64 angles, times
         the scaling's attention factor. ``seq_len`` (dynamic scaling) defaults to max(pos) + 1.
 
-        The last two results are memoised on their position tensors, so all layers of a forward
-        share one computation, also when each rotates q and k at different positions (the
-        "rerotate" KV policy: the new queries' and all cached keys'). On CPU, positions equal in
+        The last two results are memoised on their position tensors (in eager mode; not while
+        ``torch.compile`` traces), so all layers of a forward share one computation, also when
+        each rotates q and k at different positions (the "rerotate" KV policy: the new
+        queries' and all cached keys'). On CPU, positions equal in
         value to a memoised tensor count as it (each layer's cache holds its own key positions).
         Positions made under ``torch.inference_mode`` have no version counter: they are
         memoised as a copy and recalled by value (CPU only).
         """
         seq_len = self.seq_len(pos) if seq_len is None else seq_len
+        compiling = torch.compiler.is_compiling()  # traced: no memo (Dynamo cannot trace it)
         # tables made under inference_mode are inference tensors: never served outside it
-        key = (dtype, seq_len, torch.is_inference_mode_enabled())
-        hit = self._recall(pos, key)
+        key = None if compiling else (dtype, seq_len, torch.is_inference_mode_enabled())
+        hit = None if compiling else self._recall(pos, key)
         if hit is not None:
             return hit
         inv_freq, scale = self.frequencies(seq_len)
@@ -134,7 +141,7 @@ class RoPE(PositionalEncoding):
         if scale != 1.0:
             cos, sin = cos * scale, sin * scale
         cos, sin = cos.to(dtype), sin.to(dtype)
-        if not torch.compiler.is_compiling():
+        if not compiling:
             entry = (pos.clone(), None) if pos.is_inference() else (pos, pos._version)
             self._memo = [(*entry, key, cos, sin), *self._memo[:1]]
         return cos, sin

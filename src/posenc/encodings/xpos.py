@@ -49,8 +49,10 @@ class XPos(PositionalEncoding):
         self.head_dim, self.base, self.layout = head_dim, float(base), layout
         self.partial, self.scale_base, self.gamma = float(partial), float(scale_base), float(gamma)
         self.rotary_dim = PF.rotary_dim(head_dim, self.partial)
-        inv_freq = PF.rope_inv_freq(self.rotary_dim, base=self.base, xp=PF.torch_xp)
-        self.register_buffer("inv_freq", inv_freq, persistent=False)  # (P,) float64
+        self.register_fixed_buffers()  # inv_freq (P,) float64
+
+    def fixed_buffers(self) -> dict[str, Tensor]:
+        return {"inv_freq": PF.rope_inv_freq(self.rotary_dim, base=self.base, xp=PF.torch_xp)}
 
     def rotate_scaled(self, x: Tensor, pos: Tensor, sign: float) -> Tensor:
         """Rotate x (B, H, T, D) at positions (T,) or (B, T) and scale by ζ^(sign·pos/γ_s)."""
