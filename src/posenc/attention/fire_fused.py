@@ -61,7 +61,8 @@ def fire_fused_attention(
     causal: bool,
     scale: float,
 ) -> Tensor | None:
-    """softmax(scale · q k^T + FIRE bias) v in one kernel, or None when it does not apply.
+    """softmax(scale · q k^T + FIRE bias) v in one kernel, or None when it does not apply
+    (also for a FIRE subclass with its own ``bias``: the kernel computes FIRE's).
 
     Shapes: q (B, H, T, D); k, v (B, Hkv, L, D); q_pos (T,) | (B, T); k_pos (L,) | (B, L).
     Causal masking is by index (query r sees keys up to L - T + r), as in ``Attention``.
@@ -71,7 +72,8 @@ def fire_fused_attention(
         TypeError / ValueError: inputs of the wrong kind or shape (``check_attention_inputs``),
             or a FIRE with neither one head nor H.
     """
-    if not isinstance(pe, FIRE) or q.device.type != "cpu":
+    # FIRE's own formula only: a subclass rewriting ``bias`` takes the blocks
+    if not isinstance(pe, FIRE) or type(pe).bias is not FIRE.bias or q.device.type != "cpu":
         return None
     check_attention_inputs(q, k, v, q_pos, k_pos, same_dtype=False)
     H = q.shape[1]

@@ -32,7 +32,10 @@ def _compiled_flex() -> Callable[..., Tensor]:
 
 
 @functools.cache
-def _causal_block_mask(T: int, L: int, device: str) -> Any:
+def _causal_block_mask(T: int, L: int, device: torch.device) -> Any:
+    """The causal block mask for (T, L) on ``device`` (with its index: one per GPU), kept for
+    every later call: built outside ``inference_mode``, since flex saves its tensors for
+    backward, which inference tensors cannot be."""
     from torch.nn.attention.flex_attention import create_block_mask
 
     shift = L - T  # query i sits at cache index shift + i
@@ -40,7 +43,8 @@ def _causal_block_mask(T: int, L: int, device: str) -> Any:
     def causal(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return kv_idx <= q_idx + shift
 
-    return create_block_mask(causal, None, None, T, L, device=device)
+    with torch.inference_mode(False):
+        return create_block_mask(causal, None, None, T, L, device=device)
 
 
 def check_attention_inputs(
@@ -141,7 +145,7 @@ def flex_bias_attention(
     def add_bias(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return score + table[h, qp[b, q_idx] - kp[b, kv_idx] - lo]
 
-    mask = _causal_block_mask(T, k.shape[2], q.device.type) if causal else None
+    mask = _causal_block_mask(T, k.shape[2], q.device) if causal else None
     out: Tensor = _compiled_flex()(
         q,
         k,
