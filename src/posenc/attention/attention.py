@@ -50,8 +50,9 @@ class Attention(nn.Module):
             of a per-offset table (``toeplitz``); FIRE in inference runs one fused kernel
             (``fire_fused``); anything else goes by blocks. "blocks": the
             bias of one query block at a time. "flex": offset-only biases fused into compiled
-            FlexAttention. Both fused forms fall back to blocks when padding, segments, a cache
-            offset or learned-bias gradients are involved.
+            FlexAttention. The fused forms fall back to blocks when padding, segments or a
+            cache offset are involved (flex also under dropout in training); learned tables
+            (T5, Kerple) keep their gradients through the Toeplitz view and flex.
     """
 
     def __init__(
