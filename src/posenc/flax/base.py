@@ -64,6 +64,9 @@ class PositionalEncoding(nnx.Module):
         """Term added to the attention output (B, H, Tq, D) from probs (B, H, Tq, Tk), or None."""
         return None
 
+    def clear_cache(self) -> None:
+        """Drop what one forward memoised (``TinyTransformer`` calls it after each forward)."""
+
 
 def register(name: str, family: str) -> Callable[[_E], _E]:
     """Class decorator: register a Flax encoding under the torch registry's ``name``."""

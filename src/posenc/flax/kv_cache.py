@@ -129,6 +129,7 @@ def _empty(like: Array, axis: int, capacity: int) -> Array:
 
 
 def _at(buf: Array, x: Array, axis: int, start: Any) -> Array:
-    index = [0] * buf.ndim
+    start = jnp.asarray(start)  # the other indices take its dtype (int64 literals under x64)
+    index = [jnp.zeros_like(start)] * buf.ndim
     index[axis] = start
     return jax.lax.dynamic_update_slice(buf, x.astype(buf.dtype), tuple(index))

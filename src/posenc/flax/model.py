@@ -16,7 +16,14 @@ from flax import nnx
 from .._forms import encoder_form
 from .._validate import check_positive_int
 from .attention import Attention, KVCache
-from .base import ENCODINGS, PositionalEncoding, build_for_model, check_ndim, keyword_params
+from .base import (
+    ENCODINGS,
+    PositionalEncoding,
+    build_for_model,
+    check_ndim,
+    check_positions,
+    keyword_params,
+)
 
 Array = jax.Array
 _INIT = nnx.initializers.normal(0.02)  # GPT-2's N(0, 0.02²), as the torch model
@@ -122,10 +129,13 @@ class TinyTransformer(nnx.Module):
         if pos is None:
             offset = 0 if cache is None else cache[0].offset()  # traced when preallocated
             pos = offset + jnp.arange(idx.shape[1])
+        else:  # one JAX array for every hook (NumPy or unsigned input converted once)
+            pos = check_positions(pos, "pos")
         x = self.pe.embed(self.tok(idx), pos)  # (B, T, C)
         for i, block in enumerate(self.blocks):
             layer_cache = None if cache is None else cache[i]
             x = block(x, pos, layer_cache, padding_mask=padding_mask, segment_ids=segment_ids)
+        self.pe.clear_cache()  # no per-forward memo left in the state (one nnx.jit trace)
         return self.norm(x)
 
     def __call__(self, idx: Array, pos: Array | None = None, **kwargs: Any) -> Array:

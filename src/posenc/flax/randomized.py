@@ -45,7 +45,10 @@ class Randomized(PositionalEncoding):
     max(pos) + 1 per batch row; evaluation (``.eval()``): pos' = pos unless ``sample_in_eval``.
     The base encoding (``base_encoding`` with ``base_config``) gets pos' in every hook. One S is
     drawn per ``embed`` (once per TinyTransformer forward) and reused by ``rotate`` for the
-    same position array. Draws use the ``positions`` stream of ``nnx.Rngs(seed)``.
+    same positions: the same array, or equal values of the same shape (the copies ``nnx.remat``
+    passes a block). The model drops it after its forward (``clear_cache``), so the state keeps
+    one structure and ``nnx.jit`` traces once per shape. Draws use the ``positions`` stream of
+    ``nnx.Rngs(seed)``.
     """
 
     def __init__(
@@ -98,10 +101,19 @@ class Randomized(PositionalEncoding):
                 f"randomized positions need max_len >= sequence length, got max_len="
                 f"{self.max_len} for {high + 1} positions; raise max_len (the random range)"
             )
+        rows = batch_positions(pos, batch)  # (B, T)
         noise = jax.random.uniform(self.rngs.positions(), (batch, self.max_len))  # (B, L)
-        out = sorted_subset_at(noise, batch_positions(pos, batch))  # (B, T)
-        self.memo.set_value((pos, out))
+        out = sorted_subset_at(noise, rows)  # (B, T)
+        if fresh:
+            self.memo.set_value((pos, out))
+        elif memo is not None and memo[1].shape == out.shape:  # embed's positions, copied?
+            same = jnp.all(batch_positions(memo[0], batch) == rows)
+            out = jnp.where(same, memo[1], out)
         return out
+
+    def clear_cache(self) -> None:
+        """Forget the forward's draw (``TinyTransformer`` calls it after each forward)."""
+        self.memo.set_value(None)
 
     def embed(self, x: Array, pos: Array) -> Array:
         return self.base.embed(x, self.transform(pos, x.shape[0], fresh=True))
