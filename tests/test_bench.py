@@ -180,3 +180,19 @@ def test_interleaved_rounds_rotate_the_order_and_keep_settings() -> None:
         ["c", "a", "b"],
     ]
     assert all(len(t.samples) == 3 for t in timings.values())
+
+
+def test_eager_passes_script_runs_and_writes_every_pass(tmp_path: Path) -> None:
+    """``benchmarks/eager_passes.py`` (the eager bf16 analysis): one fresh process, tiny shape."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "passes.json"
+    script = Path(__file__).parents[1] / "benchmarks" / "eager_passes.py"
+    cmd = [sys.executable, str(script), "--out", str(out), "--processes", "1", "--shape", "1x2x8x8"]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    result = json.loads(out.read_text())
+    assert result["shape"] == [1, 2, 8, 8] and len(result["processes"]) == 1
+    us = result["processes"][0]["us"]
+    assert {"copy_", "mul", "half_mul_strided", "qk_hf", "qk_swap", "qk_halves"} <= set(us)
+    assert all(t["low"] <= t["median"] <= t["high"] for t in us.values())
