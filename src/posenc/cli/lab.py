@@ -95,7 +95,7 @@ def export(
         raise typer.BadParameter(f"no result store at {path}", param_hint="--out")
     if csv is None and parquet is None:
         raise typer.BadParameter("give --csv PATH and/or --parquet PATH")
-    with ResultStore(path) as store:
+    with _guard(lambda: ResultStore(path)) as store:
         if csv is not None:
             typer.echo(f"wrote {store.export_csv(csv)} rows to {csv}")
         if parquet is not None:
@@ -127,13 +127,23 @@ def _run(
     from ..lab.config import expand
     from ..lab.executors import make_executor
     from ..lab.report import write_report
-    from ..lab.sweep import run_sweep
+    from ..lab.store import ResultStore
+    from ..lab.sweep import STORE_NAME, run_sweep
 
     _guard(lambda: expand(sweep))  # unknown encodings/tasks: one line, before any output
     ex = _guard(
         lambda: make_executor(executor, workers=workers, address=address, gpus_per_run=gpus_per_run)
     )
-    outcome = run_sweep(sweep, out, executor=ex)
+    _guard(lambda: ResultStore(out / STORE_NAME).close())  # not a store, another schema
+    try:
+        outcome = run_sweep(sweep, out, executor=ex)
+    except KeyboardInterrupt:
+        typer.echo(
+            f"\ninterrupted: finished runs are kept in {out / STORE_NAME}; "
+            "run the same command again to resume",
+            err=True,
+        )
+        raise typer.Exit(130) from None
     report = write_report(outcome.runs, out, title=f"posenc lab: {sweep.name}")
     typer.echo(f"results: {outcome.store}  ({outcome.ran} run, {outcome.skipped} reused)")
     typer.echo(f"report:  {report.resolve()}")

@@ -10,6 +10,7 @@ import importlib.util
 import multiprocessing as mp
 import os
 import queue
+import signal
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -65,6 +66,7 @@ def execute(cfg: RunConfig, checkpoint_dir: Path | None) -> RunResult:
 def _init_worker(progress: mp.Queue, parent: int) -> None:
     global _progress
     _progress = progress
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the sweep stops its workers
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
 
 
@@ -125,6 +127,9 @@ class LocalExecutor:
                             broken.append(submitted[fut])
                         else:
                             yield _outcome(fut, submitted[fut])
+            except BaseException:  # Ctrl-C, or the sweep stopped reading: no run is waited for
+                _terminate(pool)
+                raise
             finally:
                 for fut in pending:
                     fut.cancel()
@@ -164,6 +169,14 @@ class LocalExecutor:
                 self.on_steps(key, step, loss)
 
 
+def _terminate(pool: ProcessPoolExecutor) -> None:
+    """Stop ``pool`` now: its queued runs cancelled, its workers (in mid-run) terminated."""
+    workers = list((pool._processes or {}).values())  # no public handle on the processes
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in workers:
+        process.terminate()
+
+
 def _outcome(fut: Future[RunResult], cfg: RunConfig) -> Outcome:
     err = fut.exception()
     return fut.result() if err is None else RunFailure(cfg, f"{type(err).__name__}: {err}")
@@ -181,13 +194,16 @@ def place(cfg: RunConfig, index: int) -> RunConfig:
 
 class RayExecutor:
     """Runs on Ray: an existing cluster at ``address`` (or ``RAY_ADDRESS``), else a local
-    instance. Each run asks for 1 CPU and ``gpus_per_run`` GPUs (e.g. 0.25 packs 4 per GPU)."""
+    instance. Each run asks for 1 CPU and ``gpus_per_run`` GPUs (e.g. 0.25 packs 4 per GPU);
+    at most ``num_cpus`` runs are in flight at once (default: as many as Ray can place)."""
 
     def __init__(
         self, address: str | None = None, *, num_cpus: int | None = None, gpus_per_run: float = 0.0
     ) -> None:
         if not 0.0 <= gpus_per_run <= 1.0:
             raise ValueError(f"gpus_per_run must be in [0, 1], got {gpus_per_run}")
+        if num_cpus is not None and num_cpus < 1:
+            raise ValueError(f"workers must be >= 1, got {num_cpus}")
         if importlib.util.find_spec("ray") is None:  # say so now, not once the sweep started
             raise ImportError(_NO_RAY)
         self.address, self.num_cpus, self.gpus_per_run = address, num_cpus, gpus_per_run
@@ -197,17 +213,17 @@ class RayExecutor:
             import ray
         except ImportError:
             raise ImportError(_NO_RAY) from None
-        if not ray.is_initialized():
-            ray.init(
-                address=self.address,
-                num_cpus=self.num_cpus,
-                include_dashboard=False,
-                log_to_driver=False,
-            )
+        if not ray.is_initialized():  # no num_cpus: Ray refuses it for an existing cluster
+            ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
         remote = ray.remote(num_cpus=1, num_gpus=self.gpus_per_run)(execute)
-        submitted = {remote.remote(cfg, checkpoint_dir): cfg for cfg in runs}
-        pending = list(submitted)
-        while pending:
+        waiting = list(runs)[::-1]  # popped from the end: submitted in sweep order
+        submitted: dict[object, RunConfig] = {}
+        pending: list[object] = []
+        while waiting or pending:
+            while waiting and len(pending) < (self.num_cpus or len(runs)):
+                cfg = waiting.pop()
+                pending.append(remote.remote(cfg, checkpoint_dir))
+                submitted[pending[-1]] = cfg
             done, pending = ray.wait(pending, num_returns=1)
             try:
                 yield ray.get(done[0])

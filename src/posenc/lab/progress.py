@@ -24,6 +24,7 @@ class SweepProgress:
     def __enter__(self) -> SweepProgress:
         self.log(f"{self.total} runs to do, {self.skipped} already in the store")
         if self.live and self.total:
+            from rich.console import Console
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -40,6 +41,7 @@ class SweepProgress:
                 TimeElapsedColumn(),
                 TextColumn("eta"),
                 TimeRemainingColumn(),
+                console=Console(stderr=True),  # where the plain lines go; stdout stays clean
                 transient=False,
             )
             self._bar.start()
@@ -59,14 +61,22 @@ class SweepProgress:
         else:
             print(line, file=sys.stderr, flush=True)
 
-    def steps(self, key: str, done: int, loss: float) -> None:
+    def steps(self, key: str, done: int, loss: float, *, describe: bool = True) -> None:
         """Run ``key`` has trained ``done`` steps (its latest loss ``loss``)."""
         delta = done - self._done_steps.get(key, 0)
+        if delta <= 0:
+            return
         self._done_steps[key] = done
-        if self._bar is not None and delta > 0:
-            self._bar.update(self._steps, advance=delta, description=f"steps (loss {loss:.3f})")
+        if self._bar is not None:
+            text = {"description": f"steps (loss {loss:.3f})"} if describe else {}
+            self._bar.update(self._steps, advance=delta, **text)
+
+    def _run_ended(self, key: str) -> None:
+        """Count the steps a run never reported (it failed, or its executor reports none)."""
+        self.steps(key, self.steps_per_run, 0.0, describe=False)
 
     def run_failed(self, failure: RunFailure) -> None:
+        self._run_ended(failure.config.key())
         self.done += 1
         c = failure.config
         self.log(
@@ -77,6 +87,7 @@ class SweepProgress:
             self._bar.update(self._runs, advance=1)
 
     def run_done(self, result: RunResult) -> None:
+        self._run_ended(result.key)
         self.done += 1
         cfg = result.config
         metric = "loss" if cfg["task"]["name"] == "lm" else "exact_match"
