@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import array_api_compat
 import torch
 from torch import Tensor
 
@@ -30,6 +31,23 @@ def check_positive_float(value: Any, what: str) -> None:
         raise TypeError(f"{what} must be a number, got {type(value).__name__}")
     if not value > 0 or value == float("inf"):
         raise ValueError(f"{what} must be a finite number > 0, got {value}")
+
+
+def check_bool(value: Any, what: str) -> None:
+    """Raise TypeError unless ``value`` is a bool (a string such as "no" would be truthy)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{what} must be a bool, got {type(value).__name__} {value!r}")
+
+
+def check_real_floating(x: Any, what: str) -> None:
+    """Raise TypeError unless array ``x`` (torch, NumPy, JAX) has a real floating dtype: an
+    integer, bool or complex result would hold the encoding's values truncated or discarded."""
+    if isinstance(x, Tensor):
+        floating = x.dtype.is_floating_point
+    else:
+        floating = array_api_compat.array_namespace(x).isdtype(x.dtype, "real floating")
+    if not floating:
+        raise TypeError(f"{what} must have a real floating dtype, got {x.dtype}")
 
 
 def check_positions(pos: Tensor, what: str = "positions") -> Tensor:
@@ -68,6 +86,35 @@ def check_ndim(x: Any, ndim: int, what: str, layout: str) -> None:
         raise TypeError(f"{what} must be a torch.Tensor {layout}, got {type(x).__name__}")
     if x.ndim != ndim:
         raise ValueError(f"{what} must have shape {layout}, got {tuple(x.shape)}")
+
+
+def check_scores(scores: Any, q: Any, k: Any) -> None:
+    """Raise ValueError unless logits ``scores`` are (B, H, Tq, Tk) for q (B, H, Tq, D) and
+    k (B, H|Hkv, Tk, D): a relative term of that shape is added to them, never broadcast."""
+    want = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+    if tuple(scores.shape) != want:
+        raise ValueError(
+            f"scores must have shape (B, H, Tq, Tk) = {want} from q and k, "
+            f"got {tuple(scores.shape)}"
+        )
+
+
+def check_mask_tensor(x: Any, what: str, kind: str, shape: tuple[int, int] | None = None) -> None:
+    """Raise unless ``x`` is a torch tensor (B, T), of ``shape`` if given, with a bool dtype
+    (``kind`` "bool": padding masks) or an integer or bool one ("integer": segment ids)."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{what} must be a {kind} torch.Tensor (B, T), got {type(x).__name__}")
+    if kind == "bool":
+        dtype_ok = x.dtype == torch.bool
+    else:
+        dtype_ok = not (x.dtype.is_floating_point or x.dtype.is_complex)
+    if not dtype_ok or x.ndim != 2 or (shape is not None and tuple(x.shape) != shape):
+        want = "(B, T)" if shape is None else str(shape)
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise ValueError(
+            f"{what} must be {article} {kind} tensor of shape {want}, got {x.dtype} "
+            f"{tuple(x.shape)}"
+        )
 
 
 def check_position_batches(q_pos: Any, k_pos: Any) -> None:

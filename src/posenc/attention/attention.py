@@ -10,7 +10,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._validate import (
+    check_bool,
     check_encoding_heads,
+    check_mask_tensor,
     check_ndim,
     check_positions,
     check_positions_match,
@@ -82,6 +84,8 @@ class Attention(nn.Module):
         if not isinstance(pe, PositionalEncoding):
             raise TypeError(f"pe must be a PositionalEncoding, got {type(pe).__name__}")
         check_encoding_heads(pe, n_heads, d_model // n_heads)
+        check_bool(causal, "causal")
+        check_bool(bias, "bias")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
@@ -117,6 +121,8 @@ class Attention(nn.Module):
         B, T, C = x.shape
         if self.d_model != C:
             raise ValueError(f"x must have C = d_model = {self.d_model} features, got {C}")
+        if cache is not None and not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be a KVCache (one layer's), got {type(cache).__name__}")
         offset = 0 if cache is None else len(cache)
         pos = default_positions(T, offset=offset, device=x.device) if pos is None else pos
         pos = check_positions(pos, "pos")
@@ -359,11 +365,7 @@ def _mask_inputs(
     if padding_mask is None:
         valid = torch.ones(B, T, dtype=torch.bool, device=x.device)
     else:
-        if padding_mask.shape != (B, T) or padding_mask.dtype != torch.bool:
-            raise ValueError(
-                f"padding_mask must be a bool tensor of shape ({B}, {T}), got "
-                f"{padding_mask.dtype} {tuple(padding_mask.shape)}"
-            )
+        check_mask_tensor(padding_mask, "padding_mask", "bool", (B, T))
         valid = padding_mask
     last = None if cache is None else cache.last_segment()  # (B, 1) or None
     if segment_ids is None and last is not None and last.shape[0] == B:
@@ -371,10 +373,6 @@ def _mask_inputs(
     elif segment_ids is None:  # (another batch size: the cache's append says so)
         segment = torch.zeros(B, T, dtype=torch.long, device=x.device)
     else:
-        if segment_ids.shape != (B, T) or segment_ids.dtype.is_floating_point:
-            raise ValueError(
-                f"segment_ids must be an integer tensor of shape ({B}, {T}), got "
-                f"{segment_ids.dtype} {tuple(segment_ids.shape)}"
-            )
+        check_mask_tensor(segment_ids, "segment_ids", "integer", (B, T))
         segment = segment_ids.long()
     return valid, segment

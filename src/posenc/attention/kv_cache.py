@@ -49,17 +49,21 @@ class KVCache:
     def append(self, new: CachedKeys) -> CachedKeys:
         """Append T new entries and return views of all L = length + T cached entries.
 
-        Raises: ValueError if batch size, key heads or head dim differ from earlier appends;
-        TypeError if the keys/values dtype does (the cache would cast them silently).
+        Raises: ValueError if the new entries disagree on their shapes (keys (B, Hkv, T, D),
+        values (B, Hkv, T, Dv), pos/valid/segment (B, T)), or batch size, key heads or head
+        dims differ from earlier appends; TypeError for float positions, or if the keys/values
+        dtype differs from earlier appends (the cache would cast them silently).
         """
+        _check_entry(new)
         T = new.pos.shape[1]
         if self._store is None:
             self._store = _allocate(new, max(T, 16))
-        elif self._store.k.shape[:2] != new.k.shape[:2] or self._store.k.shape[3] != new.k.shape[3]:
-            have = tuple(self._store.k.shape)
+        elif _sizes(self._store) != _sizes(new):
+            have, dv = tuple(self._store.k.shape), self._store.v.shape[3]
             raise ValueError(
-                f"KVCache holds keys (B, Hkv, L, D) = {have}; new keys must match B, Hkv, D, "
-                f"got {tuple(new.k.shape)}"
+                f"KVCache holds keys (B, Hkv, L, D) = {have} and values of Dv = {dv}; new keys "
+                f"must match B, Hkv, D (values Dv), got {tuple(new.k.shape)} and "
+                f"{tuple(new.v.shape)}"
             )
         elif (self._store.k.dtype, self._store.v.dtype) != (new.k.dtype, new.v.dtype):
             raise TypeError(
@@ -88,6 +92,30 @@ class KVCache:
         return CachedKeys(
             *(buf.narrow(dim, 0, end) for buf, dim in zip(self._store, _TIME_DIM, strict=True))
         )
+
+
+def _sizes(entry: CachedKeys) -> tuple[int, ...]:
+    """(B, Hkv, D, Dv): what every append must share."""
+    return (*entry.k.shape[:2], entry.k.shape[3], entry.v.shape[3])
+
+
+def _check_entry(new: CachedKeys) -> None:
+    """Raise unless keys (B, Hkv, T, D), values (B, Hkv, T, Dv) and pos/valid/segment (B, T)
+    agree, with integer positions: ``append`` would broadcast or fail inside its copies."""
+    k, v = new.k, new.v
+    if k.ndim != 4 or v.ndim != 4 or v.shape[:3] != k.shape[:3]:
+        raise ValueError(
+            f"KVCache entries need keys (B, Hkv, T, D) and values (B, Hkv, T, Dv), got keys "
+            f"{tuple(k.shape)} and values {tuple(v.shape)}"
+        )
+    want = (k.shape[0], k.shape[2])
+    for name, x in (("pos", new.pos), ("valid", new.valid), ("segment", new.segment)):
+        if tuple(x.shape) != want:
+            raise ValueError(
+                f"KVCache entry {name} must have shape (B, T) = {want}, got {tuple(x.shape)}"
+            )
+    if new.pos.dtype.is_floating_point or new.pos.dtype.is_complex:
+        raise TypeError(f"KVCache entry pos must be an integer tensor, got {new.pos.dtype}")
 
 
 def _allocate(like: CachedKeys, capacity: int) -> CachedKeys:

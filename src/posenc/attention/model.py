@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -106,6 +107,8 @@ class TinyTransformer(nn.Module):
     ) -> Tensor:
         """Hidden states (B, T, C) for tokens idx (B, T) at positions pos (T,) or (B, T)."""
         check_ndim(idx, 2, "idx", "(B, T)")
+        if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
+            raise TypeError(f"idx must be an integer tensor of token ids, got {idx.dtype}")
         if cache is not None and len(cache) != len(self.blocks):
             raise ValueError(f"cache must hold {len(self.blocks)} layers, got {len(cache)}")
         if pos is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .._validate import check_positive_int
+from .._validate import check_mask_tensor, check_positive_int
 
 
 def positions_from_padding(padding_mask: Tensor) -> Tensor:
@@ -14,11 +14,7 @@ def positions_from_padding(padding_mask: Tensor) -> Tensor:
     padding_mask (B, T) bool, True for real tokens -> (B, T) int64; padding gets position 0.
     Example: [F, F, T, T, T] -> [0, 0, 0, 1, 2].
     """
-    if padding_mask.dtype != torch.bool or padding_mask.ndim != 2:
-        raise ValueError(
-            f"padding_mask must be a bool tensor (B, T), got {padding_mask.dtype} "
-            f"{tuple(padding_mask.shape)}"
-        )
+    check_mask_tensor(padding_mask, "padding_mask", "bool")
     counted = padding_mask.long().cumsum(-1) - 1  # (B, T) index among real tokens
     return counted.masked_fill(~padding_mask, 0)
 
@@ -29,11 +25,7 @@ def packed_positions(segment_ids: Tensor) -> Tensor:
     segment_ids (B, T) int, constant within a segment -> (B, T) int64.
     Example: [0, 0, 0, 1, 1, 2] -> [0, 1, 2, 0, 1, 0].
     """
-    if segment_ids.ndim != 2 or segment_ids.dtype.is_floating_point:
-        raise ValueError(
-            f"segment_ids must be an integer tensor (B, T), got {segment_ids.dtype} "
-            f"{tuple(segment_ids.shape)}"
-        )
+    check_mask_tensor(segment_ids, "segment_ids", "integer")
     B, T = segment_ids.shape
     idx = torch.arange(T, device=segment_ids.device).expand(B, T)
     starts = torch.ones_like(segment_ids, dtype=torch.bool)

@@ -14,6 +14,7 @@ from .._validate import (
     check_positions_match,
     check_positive_float,
     check_positive_int,
+    check_real_floating,
 )
 from ..registry import register
 from .base import PositionalEncoding
@@ -21,6 +22,7 @@ from .base import PositionalEncoding
 
 def _check_embed_inputs(x: Tensor, pos: Tensor, dim: int) -> Tensor:
     check_ndim(x, 3, "x", "(B, T, C)")
+    check_real_floating(x, "x")  # an integer x would round the table away
     if x.shape[-1] != dim:
         raise ValueError(f"x must have C = dim = {dim} features, got {x.shape[-1]}")
     pos = check_positions(pos)

@@ -6,8 +6,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import functional as PF
-from .._validate import check_positive_int
-from ..functional.cope import check_cope_scores
+from .._validate import check_positive_int, check_scores
 from ..registry import register
 from .base import PositionalEncoding
 from .rotary import check_qk
@@ -42,7 +41,7 @@ class CoPE(PositionalEncoding):
         if q.shape[-1] != self.head_dim:
             raise ValueError(f"q/k must have head_dim={self.head_dim} features, got {q.shape[-1]}")
         check_qk(q, k, q_pos, k_pos)
-        check_cope_scores(scores, q, k)
+        check_scores(scores, q, k)
         work = torch.promote_types(scores.dtype, torch.float32)  # fractional counts need >= fp32
         positions = PF.cope_positions(scores.to(work), n_positions=self.n_positions)  # like scores
         per_position = q.to(work) @ self.pos_emb.to(work).T  # (B, H, Tq, P)

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from .._memo import version
-from .._validate import check_nonnegative, check_positions, check_positive_int
+from .._validate import check_bool, check_nonnegative, check_positions, check_positive_int
 from ..registry import register
 from .base import PositionalEncoding, batch_positions
 
@@ -48,9 +48,12 @@ class Randomized(PositionalEncoding):
     ) -> None:
         super().__init__()
         check_positive_int(max_len, "max_len")
+        check_bool(sample_in_eval, "sample_in_eval")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+            raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
         if base_encoding not in BASES:
             raise ValueError(f"base_encoding must be one of {BASES}, got {base_encoding!r}")
-        self.max_len, self.sample_in_eval = max_len, bool(sample_in_eval)
+        self.max_len, self.sample_in_eval = max_len, sample_in_eval
         self.base = _build_base(
             base_encoding, max_len=max_len, dim=dim, head_dim=head_dim, config=base_config or {}
         )

@@ -17,6 +17,8 @@ from .._validate import (
     check_positions_match,
     check_positive_float,
     check_positive_int,
+    check_real_floating,
+    check_scores,
 )
 from ..registry import register
 from .base import PositionalEncoding
@@ -64,6 +66,7 @@ class Shaw(PositionalEncoding):
     ) -> Tensor:
         _check_head_dim(q, self.head_dim)
         q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
+        check_scores(scores, q, k)
         scaled = q / math.sqrt(self.head_dim)  # scale the (B, H, Tq, D) factor, not the logits
         return scores + PF.relative_key_logits(
             scaled, self.key_table.to(q.dtype), self.index(q_pos, k_pos)
@@ -73,6 +76,7 @@ class Shaw(PositionalEncoding):
         if self.value_table is None:
             return None
         check_ndim(probs, 4, "probs", "(B, H, Tq, Tk)")
+        check_real_floating(probs, "probs")
         q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
         check_positions_match(q_pos, probs.shape[0], probs.shape[2], "q_pos")
         check_positions_match(k_pos, probs.shape[0], probs.shape[3], "k_pos")
@@ -117,9 +121,11 @@ class TransformerXL(PositionalEncoding):
         self, scores: Tensor, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor
     ) -> Tensor:
         _check_head_dim(q, self.head_dim)
-        if q.shape[1] != self.n_heads:
-            raise ValueError(f"q must have n_heads={self.n_heads} heads, got {q.shape[1]}")
         q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
+        for what, x in (("q", q), ("k (key heads repeated)", k)):
+            if x.shape[1] != self.n_heads:
+                raise ValueError(f"{what} must have n_heads={self.n_heads} heads, got {x.shape[1]}")
+        check_scores(scores, q, k)
         scale = 1.0 / math.sqrt(self.head_dim)  # on the factors q, u, v, not the (Tq, Tk) terms
         terms = PF.transformer_xl_terms(
             q * scale,

@@ -9,7 +9,6 @@ value raises ValueError/TypeError naming the key. ``config.apply(inv_freq, seq_l
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -27,32 +26,6 @@ __all__ = [
     "YaRNScaling",
     "scaling_config",
 ]
-
-
-def _number(value: Any, key: str, *, minimum: float = 0.0, inclusive: bool = False) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"scaling key {key!r} must be a number, got {type(value).__name__}")
-    ok = value >= minimum if inclusive else value > minimum
-    if not ok or not math.isfinite(value):
-        bound = ">=" if inclusive else ">"
-        raise ValueError(
-            f"scaling key {key!r} must be a finite number {bound} {minimum}, got {value}"
-        )
-
-
-def _factor(value: Any, key: str = "factor") -> None:
-    """Context extension stretches: a factor < 1 would shrink the context (never intended)."""
-    _number(value, key, minimum=1.0, inclusive=True)
-
-
-def _length(value: Any, key: str = "original_max_position_embeddings") -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"scaling key {key!r} must be a positive integer length, got {value!r}")
-
-
-def _optional(value: Any, key: str) -> None:
-    if value is not None:
-        _number(value, key)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,7 +69,7 @@ class LinearScaling(ScalingConfig):
     factor: float
 
     def __post_init__(self) -> None:
-        _factor(self.factor)
+        S.check_factor(self.factor)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,7 +81,7 @@ class NTKScaling(ScalingConfig):
     factor: float
 
     def __post_init__(self) -> None:
-        _factor(self.factor)
+        S.check_factor(self.factor)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,8 +95,8 @@ class DynamicNTKScaling(ScalingConfig):
     original_max_position_embeddings: int
 
     def __post_init__(self) -> None:
-        _factor(self.factor)
-        _length(self.original_max_position_embeddings)
+        S.check_factor(self.factor)
+        S.check_length(self.original_max_position_embeddings)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -142,19 +115,12 @@ class YaRNScaling(ScalingConfig):
     truncate: bool = True
 
     def __post_init__(self) -> None:
-        _factor(self.factor)
-        _length(self.original_max_position_embeddings)
-        _number(self.beta_slow, "beta_slow")
-        _number(self.beta_fast, "beta_fast")
-        if self.beta_fast <= self.beta_slow:
-            raise ValueError(
-                "scaling key 'beta_fast' must be > 'beta_slow' (turns where the ramp ends/starts), "
-                f"got beta_fast={self.beta_fast}, beta_slow={self.beta_slow}"
-            )
+        S.check_factor(self.factor)
+        S.check_length(self.original_max_position_embeddings)
+        S.check_betas(self.beta_fast, self.beta_slow)
         for key in ("mscale", "mscale_all_dim"):  # 0 (DeepSeek's default) counts as unset
-            if getattr(self, key) is not None:
-                _number(getattr(self, key), key, inclusive=True)
-        _optional(self.attention_factor, "attention_factor")
+            S.check_optional(getattr(self, key), key, inclusive=True)
+        S.check_optional(self.attention_factor, "attention_factor")
         if not isinstance(self.truncate, bool):
             raise TypeError(f"scaling key 'truncate' must be a bool, got {self.truncate!r}")
 
@@ -176,21 +142,16 @@ class LongRoPEScaling(ScalingConfig):
 
     def __post_init__(self) -> None:
         for key in ("short_factor", "long_factor"):
-            values = getattr(self, key)
-            if isinstance(values, str | bytes) or not hasattr(values, "__len__"):
-                raise TypeError(f"scaling key {key!r} must be a list of numbers, got {values!r}")
-            for v in values:
-                _number(v, key)
-            object.__setattr__(self, key, tuple(float(v) for v in values))
+            object.__setattr__(self, key, S.check_factor_list(getattr(self, key), key))
         if len(self.short_factor) != len(self.long_factor):
             raise ValueError(
                 f"scaling keys 'short_factor' and 'long_factor' must have the same length, got "
                 f"{len(self.short_factor)} and {len(self.long_factor)}"
             )
-        _length(self.original_max_position_embeddings)
-        _factor(self.factor)
+        S.check_length(self.original_max_position_embeddings)
+        S.check_factor(self.factor)
         for key in ("attention_factor", "short_mscale", "long_mscale"):
-            _optional(getattr(self, key), key)
+            S.check_optional(getattr(self, key), key)
         if (self.short_mscale is None) != (self.long_mscale is None):
             raise ValueError(
                 "scaling keys 'short_mscale' and 'long_mscale' must be given together (one per "
@@ -210,15 +171,9 @@ class Llama3Scaling(ScalingConfig):
     original_max_position_embeddings: int
 
     def __post_init__(self) -> None:
-        _factor(self.factor)
-        _number(self.low_freq_factor, "low_freq_factor")
-        _number(self.high_freq_factor, "high_freq_factor")
-        if self.low_freq_factor > self.high_freq_factor:  # equal: no band (Llama 4 Scout)
-            raise ValueError(
-                "scaling key 'low_freq_factor' must be <= 'high_freq_factor', got "
-                f"low_freq_factor={self.low_freq_factor}, high_freq_factor={self.high_freq_factor}"
-            )
-        _length(self.original_max_position_embeddings)
+        S.check_factor(self.factor)
+        S.check_bands(self.low_freq_factor, self.high_freq_factor)
+        S.check_length(self.original_max_position_embeddings)
 
 
 #: Method name -> config class (the names of ``posenc list --scaling``).

@@ -7,6 +7,9 @@ run in the dtype of ``inv_freq`` (callers pass float64) on NumPy or torch arrays
 and defaults follow Hugging Face transformers' ``modeling_rope_utils`` (pinned in the tests).
 
 L below is the pretraining context ``original_max_position_embeddings``; s the ``factor``.
+Each function rejects parameters that would make NaN, inf or a division by zero (a factor
+<= 0, a length < 1, ...) with a TypeError/ValueError naming the key; the configs
+(``config.py``, same checks) also require s >= 1.
 """
 
 from __future__ import annotations
@@ -20,6 +23,69 @@ from array_api_compat import device as array_device
 from ..functional._xp import clip, namespace
 
 __all__ = ["METHODS", "Scaled", "dynamic", "linear", "llama3", "longrope", "ntk", "yarn"]
+
+
+# Checks shared with the configs (``config.py``): each raises naming the key.
+
+
+def check_number(value: Any, key: str, *, minimum: float = 0.0, inclusive: bool = False) -> None:
+    """Raise unless ``value`` is a finite real number > ``minimum`` (>= if ``inclusive``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"scaling key {key!r} must be a number, got {type(value).__name__}")
+    ok = value >= minimum if inclusive else value > minimum
+    if not ok or not math.isfinite(value):
+        bound = ">=" if inclusive else ">"
+        raise ValueError(
+            f"scaling key {key!r} must be a finite number {bound} {minimum}, got {value}"
+        )
+
+
+def check_factor(value: Any, key: str = "factor") -> None:
+    """Context extension stretches: a factor < 1 would shrink the context (never intended)."""
+    check_number(value, key, minimum=1.0, inclusive=True)
+
+
+def check_length(value: Any, key: str = "original_max_position_embeddings") -> None:
+    """Raise unless ``value`` is a positive int (a context length)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"scaling key {key!r} must be a positive integer length, got {value!r}")
+
+
+def check_optional(value: Any, key: str, *, inclusive: bool = False) -> None:
+    """``check_number`` unless ``value`` is None."""
+    if value is not None:
+        check_number(value, key, inclusive=inclusive)
+
+
+def check_betas(beta_fast: Any, beta_slow: Any) -> None:
+    """YaRN's ramp bounds: numbers > 0 with beta_fast > beta_slow."""
+    check_number(beta_slow, "beta_slow")
+    check_number(beta_fast, "beta_fast")
+    if beta_fast <= beta_slow:
+        raise ValueError(
+            "scaling key 'beta_fast' must be > 'beta_slow' (turns where the ramp ends/starts), "
+            f"got beta_fast={beta_fast}, beta_slow={beta_slow}"
+        )
+
+
+def check_bands(low_freq_factor: Any, high_freq_factor: Any) -> None:
+    """Llama 3's band factors: numbers > 0 with low <= high (equal: no band, Llama 4 Scout)."""
+    check_number(low_freq_factor, "low_freq_factor")
+    check_number(high_freq_factor, "high_freq_factor")
+    if low_freq_factor > high_freq_factor:
+        raise ValueError(
+            "scaling key 'low_freq_factor' must be <= 'high_freq_factor', got "
+            f"low_freq_factor={low_freq_factor}, high_freq_factor={high_freq_factor}"
+        )
+
+
+def check_factor_list(values: Any, key: str) -> tuple[float, ...]:
+    """LongRoPE's per-pair factors: a list of numbers > 0, returned as a tuple of floats."""
+    if isinstance(values, str | bytes) or not hasattr(values, "__len__"):
+        raise TypeError(f"scaling key {key!r} must be a list of numbers, got {values!r}")
+    for v in values:
+        check_number(v, key)
+    return tuple(float(v) for v in values)
 
 
 class Scaled(NamedTuple):
@@ -40,7 +106,9 @@ def linear(inv_freq: Any, *, factor: float) -> Scaled:
 
     Rotating position m by θ/s equals rotating m/s by θ: positions are squeezed into the
     pretraining range. Shapes: (P,) -> (P,).
+    Raises: TypeError/ValueError unless factor is a finite number > 0.
     """
+    check_number(factor, "factor")
     return Scaled(inv_freq / factor, 1.0)
 
 
@@ -49,8 +117,10 @@ def ntk(inv_freq: Any, *, factor: float) -> Scaled:
 
     The highest frequency (i = 0) is kept, the lowest (i = P - 1) divided by exactly s; only the
     base changes. Shapes: (P,) -> (P,).
-    Raises: ValueError when P < 2 (d = 2 has no base to change).
+    Raises: ValueError when P < 2 (d = 2 has no base to change); TypeError/ValueError
+    unless factor is a finite number > 0.
     """
+    check_number(factor, "factor")
     P = inv_freq.shape[-1]
     if P < 2:
         raise ValueError(f"ntk scaling needs a rotated width d >= 4, got d = {2 * P}")
@@ -64,7 +134,10 @@ def dynamic(
 
     T = max(seq_len, L) is the current length: within the pretraining context s' = 1 (default
     frequencies); past it s' grows linearly with T. Shapes: (P,) -> (P,).
+    Raises: TypeError/ValueError for a factor <= 0 or a length that is not a positive int.
     """
+    check_number(factor, "factor")
+    check_length(original_max_position_embeddings)
     L = original_max_position_embeddings
     T = L if seq_len is None else max(int(seq_len), L)
     return ntk(inv_freq, factor=factor * T / L - (factor - 1))
@@ -114,8 +187,16 @@ def yarn(
     times over L (kept) and 0 below ``beta_slow`` turns (interpolated, θ/s), linear in i between.
     attention_scaling = ``attention_factor`` if given, else mscale(s, mscale)/mscale(s,
     mscale_all_dim) when both are set and nonzero (DeepSeek), else 0.1·ln(s) + 1.
-    Shapes: (P,) -> (P,). Raises: ValueError when P < 2 (no frequency ratio to ramp over).
+    Shapes: (P,) -> (P,). Raises: ValueError when P < 2 (no frequency ratio to ramp over);
+    TypeError/ValueError for a factor, beta or scale that is not a finite number > 0 (mscales
+    >= 0), beta_fast <= beta_slow, or a length that is not a positive int.
     """
+    check_number(factor, "factor")
+    check_length(original_max_position_embeddings)
+    check_betas(beta_fast, beta_slow)
+    check_optional(mscale, "mscale", inclusive=True)  # 0 (DeepSeek's default) counts as unset
+    check_optional(mscale_all_dim, "mscale_all_dim", inclusive=True)
+    check_optional(attention_factor, "attention_factor")
     P = inv_freq.shape[-1]
     if P < 2:
         raise ValueError(f"yarn scaling needs a rotated width d >= 4, got d = {2 * P}")
@@ -153,10 +234,18 @@ def longrope(
     λ = ``long_factor`` when the current length ``seq_len`` exceeds L, else ``short_factor``.
     attention_scaling = ``long_mscale``/``short_mscale`` by the same rule when both are given
     (Phi-3.5-MoE), else ``attention_factor``, else √(1 + ln s / ln L) (1 when s <= 1).
-    Shapes: (P,) -> (P,). Raises: ValueError when a factor list does not have P entries.
+    Shapes: (P,) -> (P,). Raises: ValueError when a factor list does not have P entries, or the
+    default attention factor would divide by ln L = 0 (L = 1); TypeError/ValueError for a
+    factor or scale that is not a finite number > 0, or a length that is not a positive int.
     """
     P = inv_freq.shape[-1]
+    check_number(factor, "factor")
+    check_length(original_max_position_embeddings)
+    check_optional(attention_factor, "attention_factor")
+    check_optional(short_mscale, "short_mscale")
+    check_optional(long_mscale, "long_mscale")
     for key, values in (("short_factor", short_factor), ("long_factor", long_factor)):
+        check_factor_list(values, key)
         if len(values) != P:
             raise ValueError(
                 f"longrope {key} must have one entry per rotated pair (rotary_dim / 2 = {P}), "
@@ -172,6 +261,11 @@ def longrope(
     )  # (P,)
     if short_mscale is not None and long_mscale is not None:
         attention_factor = long_mscale if long else short_mscale
+    elif attention_factor is None and factor > 1 and L < 2:
+        raise ValueError(
+            "longrope's default attention factor sqrt(1 + ln(factor) / ln(L)) needs "
+            f"original_max_position_embeddings L >= 2, got {L}; give attention_factor"
+        )
     elif attention_factor is None:
         attention_factor = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(L))
     return Scaled(inv_freq / lam, float(attention_factor))
@@ -190,8 +284,12 @@ def llama3(
     With λ_i = 2π/θ_i: λ_i < L/``high_freq_factor`` keeps θ_i; λ_i > L/``low_freq_factor``
     uses θ_i/s; in between θ'_i = (1 - a_i)·θ_i/s + a_i·θ_i, a_i = (L/λ_i - low)/(high - low).
     With low = high (Llama 4 Scout: 1 and 1) there is no band between: θ_i/s past L/low.
-    Shapes: (P,) -> (P,).
+    Shapes: (P,) -> (P,). Raises: TypeError/ValueError for a factor that is not a finite number
+    > 0, low_freq_factor > high_freq_factor, or a length that is not a positive int.
     """
+    check_number(factor, "factor")
+    check_bands(low_freq_factor, high_freq_factor)
+    check_length(original_max_position_embeddings)
     xp = namespace(inv_freq)
     L = original_max_position_embeddings
     wavelen = 2 * math.pi / inv_freq  # (P,)

@@ -6,8 +6,11 @@ from typing import Any
 
 import torch
 
-from .._validate import check_positive_int
+from .._validate import check_positive_int, check_scores
 from ._xp import clip, cumsum_last, namespace, take_along_last, widest_int
+
+#: (B, H, Tq, Tk) logits for q and k, else ValueError (the name the Flax CoPE imports).
+check_cope_scores = check_scores
 
 
 def cope_positions(logits: Any, *, n_positions: int) -> Any:
@@ -41,17 +44,6 @@ def cope_interpolate(positions: Any, per_position: Any) -> Any:
     e_lo = take_along_last(per_position, lo)
     e_hi = take_along_last(per_position, hi)
     return e_lo * (1.0 - w) + e_hi * w
-
-
-def check_cope_scores(scores: Any, q: Any, k: Any) -> None:
-    """Raise ValueError unless logits ``scores`` are (B, H, Tq, Tk) for q (B, H, Tq, D) and
-    k (B, H|Hkv, Tk, D): positions come from the scores, embeddings from q, row by row."""
-    want = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
-    if tuple(scores.shape) != want:
-        raise ValueError(
-            f"scores must have shape (B, H, Tq, Tk) = {want} from q and k, "
-            f"got {tuple(scores.shape)}"
-        )
 
 
 def _sigmoid(z: Any, xp: Any) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._validate import check_real_floating
 from ._xp import namespace
 
 
@@ -21,9 +22,11 @@ def pope_polar(x: Any, cos: Any, sin: Any) -> Any:
     outputs is Re[q̃^H k̃] = Σ_c μ_qc μ_kc cos((s - t)θ_c + δ_c). Runs in the wider of x's and
     cos's dtypes; the result has x's dtype.
     Shapes: x (..., T, D); cos, sin broadcastable to (..., T, D) -> (..., T, 2D).
-    Raises: ValueError when the phases do not have D components.
+    Raises: TypeError for x without a real floating dtype; ValueError when the phases do not
+    have D components.
     """
     xp = namespace(x, cos, sin)
+    check_real_floating(x, "x")
     for name, phase in (("cos", cos), ("sin", sin)):
         if phase.shape[-1] != x.shape[-1]:
             raise ValueError(

@@ -21,14 +21,29 @@ def shaw_relative_index(q_pos: Any, k_pos: Any, *, max_distance: int) -> Any:
     return clip(key_minus_query, -max_distance, max_distance) + max_distance
 
 
+def _check_index(index: Any, B: int, Tq: int, Tk: int) -> None:
+    """Raise unless ``index`` is an integer (Tq, Tk) or (B|1, Tq, Tk) array: another shape
+    would be broadcast over the queries or fail deep inside the gather."""
+    xp = namespace(index)
+    if not xp.isdtype(index.dtype, "integral"):
+        raise TypeError(f"index must be an integer array of table rows, got {index.dtype}")
+    fits = index.ndim in (2, 3) and tuple(index.shape[-2:]) == (Tq, Tk)
+    if not fits or (index.ndim == 3 and index.shape[0] not in (1, B)):
+        raise ValueError(
+            f"index must have shape ({Tq}, {Tk}) or ({B}, {Tq}, {Tk}), got {tuple(index.shape)}"
+        )
+
+
 def gather_relative(per_offset: Any, index: Any) -> Any:
     """Entry of each pair's relative row: out[..., i, j] = per_offset[..., i, index[i, j]].
 
     The gather equivalent of Transformer-XL's relative shift, valid for any positions.
     Shapes: per_offset (B, H, Tq, R); index (Tq, Tk) or (B, Tq, Tk) in [0, R) -> (B, H, Tq, Tk).
+    Raises: TypeError/ValueError for an index that is not such an integer array.
     """
     xp = namespace(per_offset, index)
     B, H, Tq, _ = per_offset.shape
+    _check_index(index, B, Tq, index.shape[-1])
     if index.ndim == 3:
         index = index[:, None, ...]  # (B, 1, Tq, Tk)
     index = xp.broadcast_to(index, (B, H, Tq, index.shape[-1]))
@@ -51,8 +66,10 @@ def relative_value_output(probs: Any, table: Any, index: Any) -> Any:
     Attention mass is summed per table row (m_ir = Σ_(j: index_ij = r) α_ij, one scatter-add
     over the weights), then mixed by the table: Σ_r m_ir a^V_r.
     Shapes: probs (B, H, Tq, Tk); table (R, D); index (Tq, Tk) or (B, Tq, Tk) -> (B, H, Tq, D).
+    Raises: TypeError/ValueError for an index that is not an integer array of these shapes.
     """
     xp = namespace(probs, table, index)
+    _check_index(index, probs.shape[0], probs.shape[2], probs.shape[3])
     if index.ndim == 3:
         index = index[:, None, ...]  # (B, 1, Tq, Tk)
     per_row = scatter_add_last(probs, index, table.shape[0])  # (B, H, Tq, R)
