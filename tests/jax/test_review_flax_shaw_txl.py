@@ -115,3 +115,15 @@ def test_flax_hooks_equal_torch_in_bfloat16(key: str) -> None:
         np.testing.assert_allclose(
             np.asarray(got_v.astype(jnp.float32)), want_v.float().detach().numpy(), atol=2e-2
         )
+
+
+@pytest.mark.parametrize("name", ["shaw", "transformer_xl"])
+def test_flax_relative_logits_refuse_scores_of_another_shape(name: str) -> None:
+    """Scores (H, T, T) or (1, H, T, T) were broadcast to (B, H, T, T) silently, as in torch
+    before its check."""
+    pe = pfx.build(name, **({"head_dim": 8} if name == "shaw" else {"dim": 16, "n_heads": 2}))
+    q = k = jnp.zeros((2, 2, 3, 8))
+    pos = jnp.arange(3)
+    for bad in (jnp.zeros((2, 3, 3)), jnp.zeros((1, 2, 3, 3))):
+        with pytest.raises(ValueError, match=r"scores must have shape \(B, H, Tq, Tk\)"):
+            pe.relative_logits(bad, q, k, pos, pos)

@@ -10,8 +10,12 @@ import jax.numpy as jnp
 from flax import nnx
 
 from .. import functional as PF
-from .._validate import check_positions_match, check_positive_float, check_positive_int
-from ..functional.cope import check_cope_scores
+from .._validate import (
+    check_positions_match,
+    check_positive_float,
+    check_positive_int,
+    check_scores,
+)
 from .base import PositionalEncoding, check_ndim, check_positions, is_concrete, register
 from .encodings import check_qk
 
@@ -58,6 +62,7 @@ class Shaw(PositionalEncoding):
     ) -> Array:
         _check_head_dim(q, self.head_dim)
         q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
+        check_scores(scores, q, k)  # added to the scores, never broadcast
         table = self.key_table[...].astype(q.dtype)
         extra = PF.relative_key_logits(q, table, self.index(q_pos, k_pos))  # (B, H, Tq, Tk)
         return scores + extra / math.sqrt(self.head_dim)
@@ -111,6 +116,7 @@ class TransformerXL(PositionalEncoding):
         if q.shape[1] != self.n_heads:
             raise ValueError(f"q must have n_heads={self.n_heads} heads, got {q.shape[1]}")
         q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
+        check_scores(scores, q, k)
         if not (is_concrete(q_pos) and is_concrete(k_pos)):
             raise ValueError(
                 "transformer_xl sizes its relative table by the offsets present, so it needs "
@@ -147,7 +153,7 @@ class CoPE(PositionalEncoding):
     ) -> Array:
         _check_head_dim(q, self.head_dim)
         check_qk(q, k, q_pos, k_pos)
-        check_cope_scores(scores, q, k)
+        check_scores(scores, q, k)
         work = jnp.promote_types(scores.dtype, jnp.float32)  # fractional counts need >= fp32
         positions = PF.cope_positions(scores.astype(work), n_positions=self.n_positions)
         per_position = q.astype(work) @ self.pos_emb[...].astype(work).T  # (B, H, Tq, P)

@@ -6,11 +6,8 @@ from typing import Any
 
 import torch
 
-from .._validate import check_positive_int, check_scores
+from .._validate import check_positive_int
 from ._xp import clip, cumsum_last, namespace, take_along_last, widest_int
-
-#: (B, H, Tq, Tk) logits for q and k, else ValueError (the name the Flax CoPE imports).
-check_cope_scores = check_scores
 
 
 def cope_positions(logits: Any, *, n_positions: int) -> Any:
