@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
 
 def version(t: Tensor) -> int | None:
-    """``t._version``, or None for an inference tensor (made under ``torch.inference_mode``),
-    which keeps no version counter: an in-place change to it cannot be detected, so callers
-    must not serve a memo on its identity alone."""
-    return None if t.is_inference() else t._version
+    """``t._version``, or None when ``t`` must not be memoised: an inference tensor (made under
+    ``torch.inference_mode``) keeps no version counter, so an in-place change to it cannot be
+    detected; while Dynamo traces, neither can be read."""
+    if torch.compiler.is_compiling() or t.is_inference():
+        return None
+    return t._version

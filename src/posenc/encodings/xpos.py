@@ -70,9 +70,10 @@ class XPos(PositionalEncoding):
         if q.shape[-1] != self.head_dim:
             raise ValueError(f"q/k must have head_dim={self.head_dim} features, got {q.shape[-1]}")
         q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
-        ends = [int(e) for p in (q_pos, k_pos) if p.numel() for e in (p.max(), p.min())]
+        present = [p for p in (q_pos, k_pos) if p.numel()]
         floating = q.is_floating_point() and k.is_floating_point()  # else apply_rope's TypeError
-        if ends and floating:  # NaN scores past the dtype's range (either sign): say so
+        if present and floating:  # NaN scores past the dtype's range (either sign): say so
+            ends = torch.stack([e for p in present for e in p.aminmax()]).tolist()  # one read
             largest = max(ends, key=abs)
             for x in (q, k):
                 PF.check_xpos_range(

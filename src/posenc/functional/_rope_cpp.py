@@ -57,12 +57,12 @@ def _f32(t: Tensor) -> Tensor:
     memoised copy while t is unchanged."""
     if t.dtype == torch.float32 and t.stride(-1) == 1:
         return t
-    v = version(t)  # None under inference_mode: no memo
+    v = version(t)  # None under inference_mode or while tracing: no memo
     for table, seen, copy in _converted if v is not None else ():
         if table is t and seen == v:
             return copy
     copy = t.float().contiguous()
-    if v is not None and not torch.compiler.is_compiling():
+    if v is not None:
         _converted[:] = [(t, v, copy), *_converted[:3]]
     return copy
 

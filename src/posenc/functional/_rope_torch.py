@@ -32,18 +32,12 @@ def swap_pairs(x: Tensor, P: int, layout: str) -> Tensor:
     return x.unflatten(-1, (P, 2)).flip(-1).flatten(-2)  # (.., P, 2) neighbours swapped
 
 
-def _memo_version(t: Tensor) -> int | None:
-    """t's version counter, or None when t is not to be memoised: an inference tensor, or
-    while Dynamo traces (it cannot trace ``is_inference``)."""
-    return None if torch.compiler.is_compiling() else version(t)
-
-
 def full_tables(cos: Tensor, sin: Tensor, layout: str, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
     """C (..., 2P) and S (..., 2P) in ``dtype``; memoised on the last two (cos, sin) objects
     (q's and k's when they sit at different positions)."""
     # tables made under inference_mode are inference tensors: never reused outside it (autograd
     # cannot save them for the backward)
-    versions = (_memo_version(cos), _memo_version(sin))
+    versions = (version(cos), version(sin))
     keep = None not in versions  # inference tensors, or traced: no memo
     key = (*versions, layout, dtype, keep and torch.is_inference_mode_enabled())
     for last in _memo.get("full", ()) if keep else ():
@@ -62,7 +56,7 @@ def full_tables(cos: Tensor, sin: Tensor, layout: str, dtype: torch.dtype) -> tu
 
 def negated(S: Tensor) -> Tensor:
     """-S, memoised on the last S (the backward's table: every layer's backward reuses it)."""
-    last, v = _memo.get("neg"), _memo_version(S)
+    last, v = _memo.get("neg"), version(S)
     if v is not None and last is not None and last[0] is S and last[1] == v:
         return last[2]
     neg = -S
@@ -74,7 +68,7 @@ def negated(S: Tensor) -> Tensor:
 def table_halves(S: Tensor) -> tuple[Tensor, Tensor]:
     """S[..., :P], S[..., P:] as views, memoised for the last two tables (the forward's S and the
     backward's -S): at lab sizes each slice costs about as much as the arithmetic."""
-    v = _memo_version(S)
+    v = version(S)
     for last in _memo.get("halves", ()) if v is not None else ():
         if last[0] is S and last[1] == v:
             return last[2]
