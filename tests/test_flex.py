@@ -30,13 +30,63 @@ def _pair(name: str, causal: bool) -> tuple[posenc.Attention, posenc.Attention]:
     return blocks, flex
 
 
+def _reference(q, k, v, pe, q_pos, k_pos, causal):  # type: ignore[no-untyped-def]
+    """float64 softmax(q kᵀ/√D + bias) v, GQA by repeating kv heads, causal by cache index."""
+    H, T, L = q.shape[1], q.shape[2], k.shape[2]
+    k = k.double().repeat_interleave(H // k.shape[1], dim=1)
+    v = v.double().repeat_interleave(H // v.shape[1], dim=1)
+    scores = q.double() @ k.transpose(-2, -1) / q.shape[-1] ** 0.5 + pe.bias(q_pos, k_pos).double()
+    if causal:
+        scores = scores.masked_fill(~torch.ones(T, L, dtype=torch.bool).tril(L - T), float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+# T from 1 to 300, none a multiple of flex's 128-blocks, AVX2/AVX-512 widths or both; 40 is the
+# size at which PyTorch's compiled CPU flex returned NaN (module docstring of posenc's flex).
+SIZES = (1, 3, 17, 40, 63, 127, 129, 200, 257, 300)
+
+
+@pytest.mark.parametrize("T", SIZES)
 @pytest.mark.parametrize("causal", [True, False])
-def test_flex_alibi_equals_blocks_in_inference(causal: bool) -> None:
-    blocks, flex = _pair("alibi", causal)
-    x = torch.randn(2, 40, 32)
-    pos = torch.arange(40)
+def test_flex_score_mod_and_block_mask_equal_the_reference(T: int, causal: bool) -> None:
+    """posenc's part of the flex path (offset table, score_mod, causal block mask), run by flex's
+    eager form, over sizes that are not multiples of any block; GQA; with a cache offset."""
+    pe = posenc.build_for_model("alibi", dim=32, n_heads=4, max_len=512)
+    g = torch.Generator().manual_seed(T)
+    for offset in (0, 5):
+        L = T + offset  # offset: T new queries after 5 cached keys
+        q = torch.randn(2, 4, T, 8, generator=g)
+        k, v = torch.randn(2, 2, L, 8, generator=g), torch.randn(2, 2, L, 8, generator=g)
+        q_pos, k_pos = torch.arange(offset, L), torch.arange(L)
+        with torch.no_grad():
+            out = flex_bias_attention(
+                q, k, v, pe, q_pos, k_pos, causal=causal, compiled=False
+            )
+        assert out is not None
+        expected = _reference(q, k, v, pe, q_pos, k_pos, causal)
+        torch.testing.assert_close(out.double(), expected, atol=2e-5, rtol=1e-4)
+
+
+def test_flex_never_runs_compiled_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On CPU the compiled flex kernel is never called (wrong on AVX2 in torch 2.13): "flex" runs
+    as "auto" and equals the blocks path at the sizes where compiled flex gave NaN."""
+    from posenc.attention import flex as flex_module
+
+    def refuse() -> None:
+        raise AssertionError("compiled FlexAttention called on CPU")
+
+    monkeypatch.setattr(flex_module, "_compiled_flex", refuse)
+    q = torch.randn(1, 4, 8, 8)
+    pos = torch.arange(8)
+    pe = posenc.build("alibi", n_heads=4)
     with torch.no_grad():
-        torch.testing.assert_close(flex(x, pos), blocks(x, pos), atol=2e-5, rtol=1e-4)
+        assert flex_bias_attention(q, q, q, pe, pos, pos, causal=True) is None
+    for causal in (True, False):
+        blocks, flex = _pair("alibi", causal)
+        for T in (16, 40, 128, 200):
+            x = torch.randn(2, T, 32)
+            with torch.no_grad():
+                torch.testing.assert_close(flex(x), blocks(x), atol=2e-5, rtol=1e-4)
 
 
 def test_training_falls_back_to_blocks_on_cpu() -> None:

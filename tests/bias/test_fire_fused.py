@@ -258,7 +258,7 @@ def test_missing_setuptools_is_a_failed_build(monkeypatch: pytest.MonkeyPatch) -
 
     import torch.utils
 
-    from posenc.native import NativeKernel
+    from posenc.kernels.native import NativeKernel
 
     monkeypatch.delattr(torch.utils, "cpp_extension", raising=False)
     monkeypatch.delitem(sys.modules, "torch.utils.cpp_extension", raising=False)

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import posenc
-from posenc import native
+from posenc.kernels import native
 from posenc.attention import flex as FX
 from posenc.attention.fire_fused import fire_fused_attention
 from posenc.encodings.bias import FIRE
@@ -34,12 +34,12 @@ TORCH_LIBRARY(NAME, m) {
 """
 
 
-def _stale_lock(root: Path, name: str) -> Path:
+def _stale_lock(root: Path, kernel: native.NativeKernel) -> Path:
     """The build directory torch uses for ``name`` under ``root``, holding the ``lock`` file a
     build killed by SIGKILL (OOM, preemption) leaves behind (torch waits for it without end)."""
     from torch.utils import cpp_extension
 
-    build_dir = Path(cpp_extension._get_build_directory(f"{name}_{native.cpu_tag()}", False))
+    build_dir = Path(cpp_extension._get_build_directory(kernel.build_name(), False))
     assert build_dir.is_relative_to(root)
     (build_dir / "lock").touch()
     return build_dir
@@ -54,7 +54,8 @@ def test_stale_build_lock_is_cleared_before_loading(
     from torch.utils import cpp_extension
 
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
-    build_dir = _stale_lock(tmp_path, "posenc_stale_fake")
+    kernel = native.NativeKernel("posenc_stale_fake", Path("unused.cpp"), "test kernel")
+    build_dir = _stale_lock(tmp_path, kernel)
     seen: dict[str, Any] = {}
 
     def fake_load(**kwargs: Any) -> None:
@@ -62,7 +63,6 @@ def test_stale_build_lock_is_cleared_before_loading(
         seen["dir"] = kwargs.get("build_directory")
 
     monkeypatch.setattr(cpp_extension, "load", fake_load)
-    kernel = native.NativeKernel("posenc_stale_fake", Path("unused.cpp"), "test kernel")
     kernel.load()
     assert seen == {"lock": False, "dir": str(build_dir)}
 
@@ -82,8 +82,8 @@ def test_stale_build_lock_does_not_hang_a_real_build(
     source = tmp_path / "tiny.cpp"
     source.write_text(_TINY_KERNEL.replace("NAME", name))
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
-    _stale_lock(tmp_path / "ext", name)
     kernel = native.NativeKernel(name, source, "test kernel")
+    _stale_lock(tmp_path / "ext", kernel)
     done: list[bool] = []
     worker = threading.Thread(target=lambda: done.append(kernel.available()), daemon=True)
     worker.start()

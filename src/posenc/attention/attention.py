@@ -21,7 +21,7 @@ from .._validate import (
 from ..encodings.base import PositionalEncoding, batch_positions, default_positions
 from ..encodings.bias import FIRE
 from .fire_fused import fire_fused_attention
-from .flex import flex_bias_attention
+from .flex import flex_bias_attention, flex_runs_on
 from .kv_cache import CachedKeys, KVCache
 from .toeplitz import toeplitz_bias_attention
 
@@ -52,7 +52,8 @@ class Attention(nn.Module):
             of a per-offset table (``toeplitz``); FIRE in inference runs one fused kernel
             (``fire_fused``); anything else goes by blocks. "blocks": the
             bias of one query block at a time. "flex": offset-only biases fused into compiled
-            FlexAttention. The fused forms fall back to blocks when padding, segments or a
+            FlexAttention on GPUs (on CPU, where PyTorch's compiled flex kernel is wrong on
+            AVX2 machines, "flex" runs as "auto"). The fused forms fall back to blocks when padding, segments or a
             cache offset are involved (flex also under dropout in training); learned tables
             (T5, Kerple) keep their gradients through the Toeplitz view and flex.
     """
@@ -240,18 +241,17 @@ class Attention(nn.Module):
         return blocks
 
     def _fusable(self, q: Tensor) -> bool:
-        """Flex path: opted in, offset-only bias, no dropout (flex has none); on CPU causal
-        only, where its block mask pays (bidirectional flex measured 2x SDPA, blocks ~1.6-3x
-        with far less memory)."""
+        """Flex path: opted in, offset-only bias, no dropout (flex has none), not on CPU, where
+        compiled flex is wrong on AVX2 (``flex``'s docstring): there "flex" runs as "auto"."""
         fusable = self.bias_backend == "flex" and self.pe.bias_is_relative
-        fusable = fusable and (self.causal or q.device.type != "cpu")
+        fusable = fusable and flex_runs_on(q.device)
         return fusable and not (self.training and self.dropout > 0)
 
     def _toeplitz(self, q: Tensor, L: int) -> bool:
         """Toeplitz view: the default for offset-only biases on CPU (CPU SDPA reads the
         strided mask in place; GPU kernels would copy it) once the bias is worth sparing;
         below ``TOEPLITZ_MIN_ENTRIES`` one small dense bias is as fast."""
-        auto = self.bias_backend == "auto" and q.device.type == "cpu"
+        auto = self.bias_backend in ("auto", "flex") and q.device.type == "cpu"
         auto = auto and not torch.compiler.is_compiling()  # positions are read on the host
         return auto and self.pe.bias_is_relative and q.shape[2] * L >= TOEPLITZ_MIN_ENTRIES
 

@@ -23,13 +23,13 @@ from torch import Tensor
 
 from ..encodings.base import PositionalEncoding
 from ..encodings.bias import FIRE
-from ..native import NativeKernel
+from ..kernels.native import NativeKernel
 from .flex import check_attention_inputs
 from .toeplitz import arithmetic_start
 
 KERNEL = NativeKernel(
     "posenc_fire_attention_cpu",
-    Path(__file__).with_name("csrc") / "fire_attention_cpu.cpp",
+    Path(__file__).parents[1] / "kernels" / "csrc" / "fire_attention_cpu.cpp",
     "CPU FIRE attention kernel",
 )
 

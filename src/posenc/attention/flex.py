@@ -5,12 +5,28 @@ Kerple), the encoding's own ``bias`` is evaluated once on every offset the call 
 a (H, n_offsets) table — and a ``score_mod`` adds ``table[h, q_pos - k_pos]`` inside the
 compiled attention kernel; causal attention also skips fully masked blocks (a block mask).
 Opt in with ``Attention(..., bias_backend="flex")``; the first call per shape compiles.
+
+Not on CPU: Inductor's CPU FlexAttention kernel (torch 2.13) is wrong on AVX2 machines and does
+not build for the portable ISA, so posenc never calls it there (``flex_runs_on``) and
+``Attention`` takes its default CPU path (the Toeplitz view), which gives the same numbers.
+Minimal reproduction (AVX2, no AVX-512; no posenc involved)::
+
+    from torch.nn.attention.flex_attention import flex_attention
+    q = k = v = torch.randn(1, 2, 40, 8)  # head dim 8, length 40 (also 24, 56, 72, 152, 200)
+    out = torch.compile(flex_attention)(q, k, v)
+    (out - F.scaled_dot_product_attention(q, k, v)).abs().max()  # 0.5-1.0, NaN in masked rows
+
+Head dim 16 at length 200 is wrong too; lengths 32, 48, 64 and head dims 32-64 came out right.
+Under ``ATEN_CPU_CAPABILITY=default`` the generated C++ fails to compile (``at::vec::pack_vnni2``
+is not declared). ``flex_bias_attention(..., compiled=False)`` runs the same score_mod and block
+mask through flex's eager (unfused) form, which is how posenc's part is tested on CPU.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +38,21 @@ from ..encodings.base import PositionalEncoding, batch_positions
 
 #: Input dtypes FlexAttention compiles for on CPU (torch 2.13: float64 raises in Inductor).
 FLEX_CPU_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def flex_runs_on(device: torch.device) -> bool:
+    """Whether posenc runs compiled FlexAttention on ``device``: not on CPU (module docstring)."""
+    return device.type != "cpu"
+
+
+def _eager_flex(*args: Any, **kwargs: Any) -> Tensor:
+    """flex_attention without compiling: the (B, H, T, L) scores materialised (tests on CPU)."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+        out: Tensor = flex_attention(*args, **kwargs)
+    return out
 
 
 @functools.cache
@@ -117,10 +148,13 @@ def flex_bias_attention(
     k_pos: Tensor,
     *,
     causal: bool,
+    compiled: bool = True,
 ) -> Tensor | None:
     """softmax(q k^T / sqrt(D) + bias) v with the bias added per score inside the kernel, or
-    None when flex does not apply: gradients it cannot give (a learned bias; any on CPU), a
-    dtype it does not compile on CPU (float64), or no queries or keys (T, L or B = 0).
+    None when flex does not apply: a CPU tensor with ``compiled`` (``flex_runs_on``), gradients
+    it cannot give (a learned bias; any on CPU), a dtype it does not compile on CPU (float64),
+    or no queries or keys (T, L or B = 0). ``compiled=False``: flex's eager form, which builds
+    the scores whole (a reference for posenc's score_mod and block mask, not a fast path).
 
     Shapes: q (B, H, T, D); k, v (B, Hkv, L, D); q_pos (T,) | (B, T); k_pos (L,) | (B, L).
     Causal masking is by index (query i sees keys up to L - T + i), as in ``Attention``.
@@ -129,6 +163,8 @@ def flex_bias_attention(
         TypeError / ValueError: inputs of the wrong kind or shape (``check_attention_inputs``).
     """
     check_attention_inputs(q, k, v, q_pos, k_pos, same_dtype=True)
+    if compiled and not flex_runs_on(q.device):
+        return None
     if q.numel() == 0 or k.numel() == 0:  # nothing to reduce over; the caller's blocks
         return None
     if q.device.type == "cpu" and q.dtype not in FLEX_CPU_DTYPES:
@@ -146,7 +182,7 @@ def flex_bias_attention(
         return score + table[h, qp[b, q_idx] - kp[b, kv_idx] - lo]
 
     mask = _causal_block_mask(T, k.shape[2], q.device) if causal else None
-    out: Tensor = _compiled_flex()(
+    out: Tensor = (_compiled_flex() if compiled else _eager_flex)(
         q,
         k,
         v,

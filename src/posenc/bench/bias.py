@@ -38,6 +38,7 @@ def _impls(
     name: str, T: int, H: int, D: int, causal: bool, dtype: str = "fp32", device: str = "cpu"
 ) -> dict[str, Callable[[], Any]]:
     from ..attention import Attention, CachedKeys
+    from ..attention.flex import flex_runs_on
     from ..registry import build_for_model
 
     pe = build_for_model(name, dim=H * D, n_heads=H, max_len=T).to(device, DTYPES[dtype])
@@ -52,7 +53,7 @@ def _impls(
         "posenc_default": lambda: attn._sdpa_blocks(q, keys, pos, pos, None, 0),
         "posenc_blockwise": lambda: blocks._sdpa_blocks(q, keys, pos, pos, None, 0),
     }
-    if pe.bias_is_relative:  # fused into compiled FlexAttention (inference)
+    if pe.bias_is_relative and flex_runs_on(torch.device(device)):  # compiled FlexAttention
         flex = Attention(H * D, H, pe=pe, causal=causal, bias_backend="flex")
         impls["posenc_flex"] = lambda: flex._sdpa_blocks(q, keys, pos, pos, None, 0)
     if H * T * T * 4 <= DENSE_LIMIT_BYTES:

@@ -1,7 +1,7 @@
 """Hand-written CPU RoPE kernel (``csrc/rope_cpu.cpp``): one pass over q and k, both layouts.
 
-Built on first use for this CPU and cached on disk (``posenc.native``): seconds once, then a
-load. The kernel reads x once, rotates in float32 registers and writes once (float32, bfloat16,
+Built on first use for this CPU and cached on disk (``posenc.kernels.native``): seconds once,
+then a load. The kernel reads x once, rotates in float32 registers and writes once (float32, bfloat16,
 float16); ``out`` may be x itself (in place). The backward rotates the gradient by -θ.
 """
 
@@ -14,11 +14,13 @@ import torch
 from torch import Tensor
 
 from .._memo import version
-from ..native import NativeKernel
+from ..kernels.native import NativeKernel
 
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 KERNEL = NativeKernel(
-    "posenc_rope_cpu", Path(__file__).with_name("csrc") / "rope_cpu.cpp", "CPU RoPE kernel"
+    "posenc_rope_cpu",
+    Path(__file__).parents[1] / "kernels" / "csrc" / "rope_cpu.cpp",
+    "CPU RoPE kernel",
 )
 
 

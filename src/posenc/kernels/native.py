@@ -1,11 +1,17 @@
 """C++ kernels built on first use (``torch.utils.cpp_extension``) and cached on disk.
 
 Each kernel is one source file registering ``torch.ops.<name>``. It is compiled once per
-machine with the system C++ compiler and ninja (what ``torch.compile`` on CPU needs too) for
-this CPU (``-march=native``, so the build name carries a hash of the CPU's model and flags),
+machine with the system C++ compiler and ninja (what ``torch.compile`` on CPU needs too) and
 cached in ``TORCH_EXTENSIONS_DIR`` (default ``~/.cache/torch_extensions``): seconds once, then
 a load. A failed build is remembered and raised again as one clear RuntimeError; a build
 killed midway does not block later ones (``_build_guard``).
+
+The target ISA follows ATen's CPU capability (``build_isa``): by default this CPU's own
+(``-march=native``); ``ATEN_CPU_CAPABILITY=avx2`` builds for AVX2 (``-march=x86-64-v3``) and
+``=default`` for the compiler's baseline target, so the AVX2 and plain paths can be run and
+tested on any newer CPU. The build name carries the ISA, a hash of the CPU's model and flags (a
+native build made on one CPU is never loaded on another) and a hash of the sources with the
+headers beside them.
 """
 
 from __future__ import annotations
@@ -36,6 +42,56 @@ def cpu_tag() -> str:
 
 def _native_ok() -> bool:
     return platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64")
+
+
+def _x86() -> bool:
+    return platform.machine() in ("x86_64", "AMD64")
+
+
+def cpu_has(flag: str) -> bool:
+    """Whether /proc/cpuinfo lists ``flag`` (e.g. "avx2", "avx512f") for this CPU."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return flag in line.split(":", 1)[1].split()
+    except OSError:
+        pass
+    return False
+
+
+def build_isa() -> str:
+    """The ISA posenc's C++ kernels are built for: "default" (the compiler's baseline: plain
+    loops on x86, NEON on AArch64), "avx2", or "native" (this CPU's best).
+
+    It follows ``torch.backends.cpu.get_cpu_capability()``, which ``ATEN_CPU_CAPABILITY``
+    lowers: DEFAULT gives "default"; AVX2 on a CPU that also has AVX-512 gives "avx2"; anything
+    else gives "native" (torch reports a requested AVX512 even on a CPU without it, which
+    ``-march=native`` cannot exceed).
+    """
+    cap = torch.backends.cpu.get_cpu_capability().lower()
+    if cap == "default" or not _native_ok():
+        return "default"
+    if _x86() and cap == "avx2" and cpu_has("avx512f"):
+        return "avx2"
+    return "native"
+
+
+def isa_flags(isa: str) -> list[str]:
+    """Compiler flags for ``build_isa()``'s answer."""
+    if isa == "native":
+        return ["-march=native"]
+    if isa == "avx2":
+        return ["-march=x86-64-v3"]  # AVX2, FMA, F16C, BMI2 (Haswell, Zen 1 and later)
+    return []
+
+
+def _sources_tag(source: Path) -> str:
+    """A short hash of the source and the headers beside it (torch hashes the source alone)."""
+    h = hashlib.sha1()
+    for path in [source, *sorted(source.parent.glob("*.h"))]:
+        h.update(path.read_bytes() if path.exists() else b"")
+    return h.hexdigest()[:8]
 
 
 @contextmanager
@@ -74,6 +130,10 @@ class NativeKernel:
         self.error: str | None = None
         self._lock = threading.Lock()
 
+    def build_name(self) -> str:
+        """The extension's name: kernel, ISA, CPU and sources (one build per combination)."""
+        return f"{self.name}_{build_isa()}_{cpu_tag()}_{_sources_tag(self.source)}"
+
     def load(self) -> Any:
         """Build (first time) and load; returns ``torch.ops.<name>``.
 
@@ -85,12 +145,13 @@ class NativeKernel:
                 return self.op
             if self.error is not None:
                 raise RuntimeError(self.error)
-            flags = ["-O3", "-fopenmp"] + (["-march=native"] if _native_ok() else [])
+            isa = build_isa()
+            flags = ["-O3", "-fopenmp", *isa_flags(isa)]
             try:
                 # imports setuptools, which Python >= 3.12 venvs do not ship: a failed build too
                 from torch.utils import cpp_extension
 
-                name = f"{self.name}_{cpu_tag()}"
+                name = self.build_name()
                 where = getattr(cpp_extension, "_get_build_directory", None)  # torch's default
                 build_dir = None if where is None else Path(where(name, False))
                 with _build_guard(build_dir):

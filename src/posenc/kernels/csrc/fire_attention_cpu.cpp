@@ -25,11 +25,11 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+#include "simd.h"
+
 
 extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n,
                        const int* k, const float* alpha, const float* a, const int* lda,
@@ -60,78 +60,52 @@ void gemm_ab(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const
   sgemm_("N", "N", &m, &n, &k, &one, B, &la, A, &lb, &beta, C, &lc);
 }
 
-#if defined(__AVX512F__)
-// e^x for 16 lanes: 2^n · p(r), n = round(x / ln 2), r = x - n ln 2 (two-part ln 2), p the
-// Cephes degree-6 polynomial (about 1 ulp); x < -103.9 (including -inf) gives 0, NaN stays NaN.
-inline __m512 exp16(__m512 x) {
-  const __mmask16 zero = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-103.9f), _CMP_LT_OQ);
-  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  __m512 y = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-103.9f)), _mm512_set1_ps(88.7f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(y, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), y);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  y = _mm512_maskz_mov_ps(static_cast<__mmask16>(~zero), _mm512_scalef_ps(p, n));
-  return _mm512_mask_mov_ps(y, nan, x);
-}
-
-inline __mmask16 tail_mask(int64_t n) {
-  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
-}
-#endif
+namespace V = posenc_simd;
 
 // s[j] = s[j] * scale + (sa * g[j] + ic) for j in [0, n); returns max(running, max_j s[j]).
 inline float bias_run(float* s, const float* g, int64_t n, float scale, float sa, float ic,
                       float running) {
   int64_t j = 0;
-#if defined(__AVX512F__)
-  __m512 vmax = _mm512_set1_ps(running);
-  const __m512 vs = _mm512_set1_ps(scale), va = _mm512_set1_ps(sa), vi = _mm512_set1_ps(ic);
-  for (; j < n; j += 16) {
-    const __mmask16 m = tail_mask(n - j);
-    const __m512 bias = _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, g + j), vi);
-    const __m512 v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, s + j), vs, bias);
-    _mm512_mask_storeu_ps(s + j, m, v);
-    vmax = _mm512_mask_max_ps(vmax, m, vmax, v);
+#if POSENC_SIMD_AVX512 || POSENC_SIMD_AVX2 || POSENC_SIMD_NEON
+  if (n >= V::kLanes) {
+    V::vf vmax = V::set1(running);
+    const V::vf vs = V::set1(scale), va = V::set1(sa), vi = V::set1(ic);
+    for (; j + V::kLanes <= n; j += V::kLanes) {
+      const V::vf v = V::fmadd(V::load(s + j), vs, V::fmadd(va, V::load(g + j), vi));
+      V::store(s + j, v);
+      vmax = V::max(vmax, v);
+    }
+    running = V::reduce_max(vmax);
   }
-  return _mm512_reduce_max_ps(vmax);
-#else
+#endif
   for (; j < n; ++j) {
     s[j] = s[j] * scale + (sa * g[j] + ic);
     running = std::max(running, s[j]);
   }
   return running;
-#endif
 }
 
 // s[j] = exp(s[j] - mx) for j in [0, n); returns the sum.
 inline float exp_run(float* s, int64_t n, float mx) {
   int64_t j = 0;
-#if defined(__AVX512F__)
-  __m512 vsum = _mm512_setzero_ps();
-  const __m512 vm = _mm512_set1_ps(mx);
-  for (; j < n; j += 16) {
-    const __mmask16 m = tail_mask(n - j);
-    const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + j), vm));
-    _mm512_mask_storeu_ps(s + j, m, e);
-    vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(m, e));
-  }
-  return _mm512_reduce_add_ps(vsum);
-#else
   float sum = 0.0f;
+#if POSENC_SIMD_AVX512 || POSENC_SIMD_AVX2 || POSENC_SIMD_NEON
+  if (n >= V::kLanes) {
+    V::vf vsum = V::set1(0.0f);
+    const V::vf vm = V::set1(mx);
+    for (; j + V::kLanes <= n; j += V::kLanes) {
+      const V::vf e = V::exp(V::sub(V::load(s + j), vm));
+      V::store(s + j, e);
+      vsum = V::add(vsum, e);
+    }
+    sum = V::reduce_add(vsum);
+  }
+#endif
   for (; j < n; ++j) {
     s[j] = std::exp(s[j] - mx);
     sum += s[j];
   }
   return sum;
-#endif
 }
 
 struct Problem {
@@ -290,6 +264,9 @@ at::Tensor fire_attention(const at::Tensor& q, const at::Tensor& k, const at::Te
   return out;
 }
 
+// The ISA the vector loops were built for: "avx512", "avx2", "neon" or "scalar".
+std::string isa() { return V::kIsa; }
+
 }  // namespace
 
 TORCH_LIBRARY(posenc_fire_attention_cpu, m) {
@@ -297,4 +274,5 @@ TORCH_LIBRARY(posenc_fire_attention_cpu, m) {
       "fire_attention(Tensor q, Tensor k, Tensor v, Tensor psi, Tensor inv_norm, Tensor kinks, "
       "Tensor slopes, Tensor intercepts, int shift, bool causal, float scale) -> Tensor");
   m.impl("fire_attention", c10::DispatchKey::CPU, &fire_attention);
+  m.def("isa() -> str", &isa);
 }

@@ -8,8 +8,9 @@
 // iteration loads its pair before storing it, so exact aliasing is safe. Rows are
 // (B, H, T) with arbitrary strides, the last dimension unit-stride; cos/sin are float32
 // (..., T, P) tensors broadcast against x right-aligned (no copies). q and k go through one
-// parallel region, in blocks of positions and heads (``plan_blocks``). Built on first use by
-// posenc/functional/_rope_cpp.py.
+// parallel region, in blocks of positions and heads (``plan_blocks``). Vector code for AVX-512,
+// AVX2 and NEON through simd.h, scalar loops otherwise. Built on first use by
+// posenc/kernels/rope_cpp.py.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -21,92 +22,35 @@
 #include <array>
 #include <cstring>
 #include <cstdint>
+#include <string>
 #include <vector>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+#include "simd.h"
 
 namespace {
+
+namespace V = posenc_simd;
 
 template <typename T>
 inline float load(const T* p) { return static_cast<float>(*p); }
 template <typename T>
 inline void store(T* p, float v) { *p = static_cast<T>(v); }  // c10 types round to nearest even
 
-#if defined(__AVX512F__)
-constexpr int64_t kLanes = 16;
-inline __m512 vload(const float* p) { return _mm512_loadu_ps(p); }
-inline void vstore(float* p, __m512 v) { _mm512_storeu_ps(p, v); }
-inline __m512 vload(const c10::BFloat16* p) {
-  __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-}
-inline __m256i pack16(__m512 v, const c10::BFloat16*) {
-#if defined(__AVX512BF16__)
-  return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));  // nearest even, NaN kept
-#else
-  __m512i u = _mm512_castps_si512(v);
-  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, lsb), _mm512_set1_epi32(0x7FFF));
-  r = _mm512_srli_epi32(r, 16);
-  __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7FC0)));
-#endif
-}
-inline __m256i pack16(__m512 v, const c10::Half*) {
-  return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-}
-inline __m512 vload(const c10::Half* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-template <typename T>
-inline void vstore(T* p, __m512 v) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), pack16(v, p));
-}
-// Non-temporal stores (aligned: 64 bytes for a line, 32 for half a line of 16-bit types): a
-// large output goes to memory without first being read into the cache (no read-for-ownership).
-inline void vstream(float* p, __m512 v) { _mm512_stream_ps(p, v); }
-template <typename T>
-inline void vstream(T* p, __m512 v) {
-  _mm256_stream_si256(reinterpret_cast<__m256i*>(p), pack16(v, p));
-}
-
+#if POSENC_SIMD_AVX512 || POSENC_SIMD_AVX2
 template <bool Stream, typename T>
-inline void put(T* p, __m512 v) {
-  if constexpr (Stream) vstream(p, v);
-  else vstore(p, v);
+inline void put(T* p, V::vf v) {
+  if constexpr (Stream) V::stream(p, v);
+  else V::store(p, v);
 }
-// Two vectors to 2 x kLanes consecutive elements: for 16-bit types one full 64-byte line (a
-// 32-byte store leaves the line half written until the next one; the same loop with two of
-// them took 1.03-1.1x as long at (4, 8, 1024, 64) bf16 in one-process timings).
-inline __m512i pack32(__m512 lo, __m512 hi, const c10::BFloat16* p) {
-#if defined(__AVX512BF16__)
-  (void)p;
-  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));  // lo in the low 256 bits
-#else
-  return _mm512_inserti64x4(_mm512_castsi256_si512(pack16(lo, p)), pack16(hi, p), 1);
-#endif
-}
-inline __m512i pack32(__m512 lo, __m512 hi, const c10::Half* p) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(pack16(lo, p)), pack16(hi, p), 1);
-}
-template <bool Stream>
-inline void put2(float* p, __m512 lo, __m512 hi) {
-  put<Stream>(p, lo);
-  put<Stream>(p + kLanes, hi);
-}
+#elif POSENC_SIMD_NEON
 template <bool Stream, typename T>
-inline void put2(T* p, __m512 lo, __m512 hi) {
-  const __m512i v = pack32(lo, hi, p);
-  if constexpr (Stream) _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v);
-  else _mm512_storeu_si512(p, v);
-}
+inline void put(T* p, V::vf v) { V::store(p, v); }
 #endif
 
 // Rows of nh heads at one position: x[g] (2P,) -> out[g] (2P,) for g < nh, angles from c, s
 // (P,), each table vector loaded once for all nh rows; then `tail` features copied. Backward
-// rotates by -θ; Stream: non-temporal vector stores (only when every store is aligned).
+// rotates by -θ; Stream: non-temporal vector stores (only when every store is aligned). Vector
+// loops of V::kLanes (0 without a vector ISA: scalar only), then scalar pairs.
 template <typename T, bool Interleaved, bool Backward, bool Stream>
 __attribute__((always_inline)) inline void rope_rows(const T* const* x, T* const* out, int nh,
                                                      const float* c, const float* s, int64_t P,
@@ -114,32 +58,30 @@ __attribute__((always_inline)) inline void rope_rows(const T* const* x, T* const
   constexpr float sign = Backward ? -1.0f : 1.0f;
   int64_t i = 0;
   if constexpr (Interleaved) {
-#if defined(__AVX512F__)
-    // 8 pairs per vector: duplicate their angles into 16 lanes, swap neighbours
-    const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    const __m512 sg = _mm512_set_ps(sign, -sign, sign, -sign, sign, -sign, sign, -sign,
-                                    sign, -sign, sign, -sign, sign, -sign, sign, -sign);
-    const __m512i dup_hi = _mm512_add_epi32(dup, _mm512_set1_epi32(8));
-    for (; i + kLanes <= P; i += kLanes) {  // 16 pairs: two vectors, one line for 16-bit types
-      const __m512 c16 = _mm512_loadu_ps(c + i), s16 = _mm512_loadu_ps(s + i);
-      const __m512 c0 = _mm512_permutexvar_ps(dup, c16), c1 = _mm512_permutexvar_ps(dup_hi, c16);
-      const __m512 s0 = _mm512_mul_ps(_mm512_permutexvar_ps(dup, s16), sg);  // (-σs, σs)
-      const __m512 s1 = _mm512_mul_ps(_mm512_permutexvar_ps(dup_hi, s16), sg);
+#if POSENC_SIMD_AVX512 || POSENC_SIMD_AVX2 || POSENC_SIMD_NEON
+    constexpr int64_t L = V::kLanes;
+    // kLanes / 2 pairs per vector: their angles duplicated into both lanes of the pair; the
+    // swapped pair (b, a) times (-σ s, σ s)
+    alignas(64) float sg_lanes[L];
+    for (int64_t l = 0; l < L; ++l) sg_lanes[l] = l % 2 ? sign : -sign;
+    const V::vf sg = V::load(sg_lanes);
+    for (; i + L <= P; i += L) {  // L pairs: two vectors (one line for 16-bit types on AVX-512)
+      const V::vf c16 = V::load(c + i), s16 = V::load(s + i);
+      const V::vf c0 = V::dup_lo(c16), c1 = V::dup_hi(c16);
+      const V::vf s0 = V::mul(V::dup_lo(s16), sg), s1 = V::mul(V::dup_hi(s16), sg);
       for (int g = 0; g < nh; ++g) {
-        const __m512 v0 = vload(x[g] + 2 * i), v1 = vload(x[g] + 2 * i + kLanes);
-        const __m512 y0 = _mm512_fmadd_ps(v0, c0, _mm512_mul_ps(_mm512_permute_ps(v0, 0xB1), s0));
-        const __m512 y1 = _mm512_fmadd_ps(v1, c1, _mm512_mul_ps(_mm512_permute_ps(v1, 0xB1), s1));
-        put2<Stream>(out[g] + 2 * i, y0, y1);
+        const V::vf v0 = V::load(x[g] + 2 * i), v1 = V::load(x[g] + 2 * i + L);
+        const V::vf y0 = V::fmadd(v0, c0, V::mul(V::swap_pairs(v0), s0));
+        const V::vf y1 = V::fmadd(v1, c1, V::mul(V::swap_pairs(v1), s1));
+        V::store2<Stream>(out[g] + 2 * i, y0, y1);
       }
     }
-    for (; i + kLanes / 2 <= P; i += kLanes / 2) {
-      const __m512 cc = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(c + i)));
-      const __m512 ss = _mm512_mul_ps(
-          _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(s + i))), sg);
+    for (; i + L / 2 <= P; i += L / 2) {
+      const V::vf cc = V::dup_lo(V::load_half(c + i));
+      const V::vf ss = V::mul(V::dup_lo(V::load_half(s + i)), sg);
       for (int g = 0; g < nh; ++g) {
-        const __m512 v = vload(x[g] + 2 * i);
-        const __m512 sw = _mm512_permute_ps(v, 0xB1);  // (b, a) in each pair
-        put<Stream>(out[g] + 2 * i, _mm512_fmadd_ps(v, cc, _mm512_mul_ps(sw, ss)));
+        const V::vf v = V::load(x[g] + 2 * i);
+        put<Stream>(out[g] + 2 * i, V::fmadd(v, cc, V::mul(V::swap_pairs(v), ss)));
       }
     }
 #endif
@@ -152,38 +94,37 @@ __attribute__((always_inline)) inline void rope_rows(const T* const* x, T* const
       }
     }
   } else {
-#if defined(__AVX512F__)
-    for (; i + 2 * kLanes <= P; i += 2 * kLanes) {  // 32 pairs: one line per half (16-bit types)
-      const __m512 c0 = vload(c + i), c1 = vload(c + i + kLanes);
-      const __m512 s0 = vload(s + i), s1 = vload(s + i + kLanes);
+#if POSENC_SIMD_AVX512 || POSENC_SIMD_AVX2 || POSENC_SIMD_NEON
+    constexpr int64_t L = V::kLanes;
+    // a' = a c - σ b s, b' = b c + σ a s
+    const auto rot = [](V::vf a, V::vf b, V::vf cc, V::vf ss, V::vf* a2, V::vf* b2) {
+      if constexpr (Backward) {
+        *a2 = V::fmadd(b, ss, V::mul(a, cc));
+        *b2 = V::fnmadd(a, ss, V::mul(b, cc));
+      } else {
+        *a2 = V::fnmadd(b, ss, V::mul(a, cc));
+        *b2 = V::fmadd(a, ss, V::mul(b, cc));
+      }
+    };
+    for (; i + 2 * L <= P; i += 2 * L) {  // 2L pairs: one line per half (16-bit, AVX-512)
+      const V::vf c0 = V::load(c + i), c1 = V::load(c + i + L);
+      const V::vf s0 = V::load(s + i), s1 = V::load(s + i + L);
       for (int g = 0; g < nh; ++g) {
         const T* xg = x[g];
-        const __m512 a0 = vload(xg + i), a1 = vload(xg + i + kLanes);
-        const __m512 b0 = vload(xg + i + P), b1 = vload(xg + i + P + kLanes);
-        if constexpr (Backward) {
-          put2<Stream>(out[g] + i, _mm512_fmadd_ps(b0, s0, _mm512_mul_ps(a0, c0)),
-                       _mm512_fmadd_ps(b1, s1, _mm512_mul_ps(a1, c1)));
-          put2<Stream>(out[g] + i + P, _mm512_fnmadd_ps(a0, s0, _mm512_mul_ps(b0, c0)),
-                       _mm512_fnmadd_ps(a1, s1, _mm512_mul_ps(b1, c1)));
-        } else {
-          put2<Stream>(out[g] + i, _mm512_fnmadd_ps(b0, s0, _mm512_mul_ps(a0, c0)),
-                       _mm512_fnmadd_ps(b1, s1, _mm512_mul_ps(a1, c1)));
-          put2<Stream>(out[g] + i + P, _mm512_fmadd_ps(a0, s0, _mm512_mul_ps(b0, c0)),
-                       _mm512_fmadd_ps(a1, s1, _mm512_mul_ps(b1, c1)));
-        }
+        V::vf a0, a1, b0, b1;
+        rot(V::load(xg + i), V::load(xg + i + P), c0, s0, &a0, &b0);
+        rot(V::load(xg + i + L), V::load(xg + i + P + L), c1, s1, &a1, &b1);
+        V::store2<Stream>(out[g] + i, a0, a1);
+        V::store2<Stream>(out[g] + i + P, b0, b1);
       }
     }
-    for (; i + kLanes <= P; i += kLanes) {
-      const __m512 cc = vload(c + i), ss = vload(s + i);
+    for (; i + L <= P; i += L) {
+      const V::vf cc = V::load(c + i), ss = V::load(s + i);
       for (int g = 0; g < nh; ++g) {
-        const __m512 a = vload(x[g] + i), b = vload(x[g] + i + P);
-        if constexpr (Backward) {
-          put<Stream>(out[g] + i, _mm512_fmadd_ps(b, ss, _mm512_mul_ps(a, cc)));      // a c + b s
-          put<Stream>(out[g] + i + P, _mm512_fnmadd_ps(a, ss, _mm512_mul_ps(b, cc)));  // b c - a s
-        } else {
-          put<Stream>(out[g] + i, _mm512_fnmadd_ps(b, ss, _mm512_mul_ps(a, cc)));     // a c - b s
-          put<Stream>(out[g] + i + P, _mm512_fmadd_ps(a, ss, _mm512_mul_ps(b, cc)));  // b c + a s
-        }
+        V::vf a2, b2;
+        rot(V::load(x[g] + i), V::load(x[g] + i + P), cc, ss, &a2, &b2);
+        put<Stream>(out[g] + i, a2);
+        put<Stream>(out[g] + i + P, b2);
       }
     }
 #endif
@@ -273,9 +214,7 @@ void run_all(const std::vector<Job>& jobs, int64_t total) {
       if (lo < hi) run_blocks<T, Interleaved, Backward, Stream>(j, lo, hi);
       base += j.blocks;
     }
-#if defined(__AVX512F__)
-    if constexpr (Stream) _mm_sfence();  // order the streamed stores before the join
-#endif
+    if constexpr (Stream) V::stream_fence();  // order the streamed stores before the join
   });
 }
 
@@ -298,29 +237,30 @@ int64_t out_bytes(const Job& j) {
 // Whether the outputs (``bytes`` in all) take non-temporal stores.
 template <typename T>
 bool streamable(const std::vector<Job>& jobs, bool interleaved, int64_t bytes) {
-#if defined(__AVX512F__)
-  // Every vector store must be aligned: 64 bytes for whole lines (``put2``; float32 always),
-  // 32 for the half-line stores of 16-bit types. Rows start on a line; in the half layout the
-  // second half's stores are lines only when P is a multiple of 32 (16-bit) or 16 (float32).
-  constexpr int64_t align = 64;
-  constexpr int64_t half_step = sizeof(T) == 4 ? kLanes : 2 * kLanes;
-  if (bytes < kStreamBytes) return false;
-  for (const Job& j : jobs) {
-    if (j.out == j.x || j.tail != 0) return false;
-    const bool aligned_halves = j.P % half_step == 0 || j.P == kLanes;
-    if (interleaved ? j.P % (kLanes / 2) != 0 : !aligned_halves) return false;
-    if (reinterpret_cast<std::uintptr_t>(j.out) % align != 0) return false;
-    for (int d = 0; d < 3; ++d)
-      if ((j.os[d] * static_cast<int64_t>(sizeof(T))) % align != 0) return false;
-    if (out_bytes<T>(j) >= kFreshMapBytes) return false;
+  if constexpr (!V::kCanStream) {
+    (void)jobs;
+    (void)interleaved;
+    (void)bytes;
+    return false;
+  } else {
+    // Every vector store must be aligned to its width: a whole vector register (``store2``;
+    // float32 always), or half of one for the single stores of 16-bit types. Rows start
+    // aligned; in the half layout the second half's stores are aligned only when P is a
+    // multiple of 2 kLanes (16-bit) or kLanes (float32).
+    constexpr int64_t align = V::kLanes * 4;
+    constexpr int64_t half_step = sizeof(T) == 4 ? V::kLanes : 2 * V::kLanes;
+    if (bytes < kStreamBytes) return false;
+    for (const Job& j : jobs) {
+      if (j.out == j.x || j.tail != 0) return false;
+      const bool aligned_halves = j.P % half_step == 0 || j.P == V::kLanes;
+      if (interleaved ? j.P % (V::kLanes / 2) != 0 : !aligned_halves) return false;
+      if (reinterpret_cast<std::uintptr_t>(j.out) % align != 0) return false;
+      for (int d = 0; d < 3; ++d)
+        if ((j.os[d] * static_cast<int64_t>(sizeof(T))) % align != 0) return false;
+      if (out_bytes<T>(j) >= kFreshMapBytes) return false;
+    }
+    return true;
   }
-  return true;
-#else
-  (void)jobs;
-  (void)interleaved;
-  (void)bytes;
-  return false;
-#endif
 }
 
 template <typename T, bool Stream>
@@ -440,6 +380,9 @@ std::vector<at::Tensor> rope(at::TensorList xs, at::TensorList cos, at::TensorLi
   return outs;
 }
 
+// The ISA the vector loops were built for: "avx512", "avx2", "neon" or "scalar".
+std::string isa() { return V::kIsa; }
+
 // The same rotation written into each x (inference).
 void rope_(at::TensorList xs, at::TensorList cos, at::TensorList sin, double sign,
            bool interleaved) {
@@ -455,6 +398,7 @@ void rope_(at::TensorList xs, at::TensorList cos, at::TensorList sin, double sig
 TORCH_LIBRARY(posenc_rope_cpu, m) {
   m.def("rope(Tensor[] xs, Tensor[] cos, Tensor[] sin, float sign, bool interleaved) -> Tensor[]");
   m.def("rope_(Tensor(a!)[] xs, Tensor[] cos, Tensor[] sin, float sign, bool interleaved) -> ()");
+  m.def("isa() -> str", &isa);
   m.impl("rope", c10::DispatchKey::CPU, &rope);
   m.impl("rope_", c10::DispatchKey::CPU, &rope_);
 }
