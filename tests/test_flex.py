@@ -59,9 +59,7 @@ def test_flex_score_mod_and_block_mask_equal_the_reference(T: int, causal: bool)
         k, v = torch.randn(2, 2, L, 8, generator=g), torch.randn(2, 2, L, 8, generator=g)
         q_pos, k_pos = torch.arange(offset, L), torch.arange(L)
         with torch.no_grad():
-            out = flex_bias_attention(
-                q, k, v, pe, q_pos, k_pos, causal=causal, compiled=False
-            )
+            out = flex_bias_attention(q, k, v, pe, q_pos, k_pos, causal=causal, compiled=False)
         assert out is not None
         expected = _reference(q, k, v, pe, q_pos, k_pos, causal)
         torch.testing.assert_close(out.double(), expected, atol=2e-5, rtol=1e-4)

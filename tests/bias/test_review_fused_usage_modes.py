@@ -14,10 +14,10 @@ import pytest
 import torch
 
 import posenc
-from posenc.kernels import native
 from posenc.attention import flex as FX
 from posenc.attention.fire_fused import fire_fused_attention
 from posenc.encodings.bias import FIRE
+from posenc.kernels import native
 
 # ------------------------------------------------------------- native: a build killed midway
 

@@ -12,7 +12,8 @@ registers, write x's dtype once. Backends:
   (any device under Triton's interpreter, ``TRITON_INTERPRET=1``).
 - ``"auto"`` (default): ``"cpp"`` on CPU, ``"triton"`` on CUDA when Triton is installed
   (imported on the first CUDA call: CPU-only installs never import it), ``"inductor"``
-  elsewhere (and on CPU when the C++ kernel cannot be built, with a warning).
+  elsewhere; on CPU the eager path when the C++ kernel cannot be built (no compiler: Inductor
+  could not build either), with one warning.
 """
 
 from __future__ import annotations
@@ -57,7 +58,11 @@ def enable_compiled_rope(enabled: bool = True, backend: Backend = "auto") -> Non
         except RuntimeError as err:
             if backend == "cpp":
                 raise
-            warnings.warn(f"{err}; using torch.compile (Inductor) instead", stacklevel=2)
+            warnings.warn(
+                f"{err}; RoPE on CPU stays on the eager path (Inductor would need the same "
+                "compiler)",
+                stacklevel=2,
+            )
     _state.update(enabled=bool(enabled), backend=backend, cpp=cpp)
 
 
@@ -202,6 +207,11 @@ def compiled_rope_pair(
             _rope_cpp.rope_pair, q, k, cos_q, sin_q, cos_k, sin_k, layout
         )
         return rotated
+    if backend == "auto" and q.device.type == "cpu" and not _state["cpp"]:  # no compiler here
+        return (
+            apply_rope_torch(q, cos_q, sin_q, layout, inplace),
+            apply_rope_torch(k, cos_k, sin_k, layout, inplace),
+        )
     import torch._dynamo.config as dynamo_config
     from torch._dynamo.exc import FailOnRecompileLimitHit
 

@@ -1,8 +1,9 @@
-"""Hand-written CPU RoPE kernel (``csrc/rope_cpu.cpp``): one pass over q and k, both layouts.
+"""Hand-written CPU RoPE kernel (``kernels/csrc/rope_cpu.cpp``): one pass over q and k, both
+layouts, vectorised for AVX-512, AVX2 and NEON (``kernels/csrc/simd.h``).
 
 Built on first use for this CPU and cached on disk (``posenc.kernels.native``): seconds once,
-then a load. The kernel reads x once, rotates in float32 registers and writes once (float32, bfloat16,
-float16); ``out`` may be x itself (in place). The backward rotates the gradient by -θ.
+then a load. The kernel reads x once, rotates in float32 registers and writes once (float32,
+bfloat16, float16); ``out`` may be x itself (in place). The backward rotates the gradient by -θ.
 """
 
 from __future__ import annotations

@@ -1,0 +1,141 @@
+"""Every CPU kernel and fused attention path against a float64 reference, under the CPU
+capability this process was started with (``ATEN_CPU_CAPABILITY``): run by
+``test_cpu_capabilities.py`` once per capability the machine allows, in a fresh process each.
+
+Sizes T from 1 to 300, none a multiple of any vector width or block; causal and bidirectional;
+GQA; with and without a cache offset. Prints one line per failing case and exits 1 if any.
+Usage: ``ATEN_CPU_CAPABILITY=avx2 python tests/kernels/capability_check.py [--inductor]``.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import torch
+
+import posenc
+from posenc.attention.fire_fused import KERNEL as FIRE_KERNEL
+from posenc.attention.fire_fused import fire_fused_attention
+from posenc.attention.toeplitz import toeplitz_bias_attention
+from posenc.functional import _rope_compiled, _rope_cpp, apply_rope
+from posenc.kernels.native import build_isa
+
+SIZES = (1, 3, 17, 40, 63, 129, 200, 300)
+TOL = {torch.float32: 2e-5, torch.bfloat16: 2e-2, torch.float16: 2e-3}
+failures: list[str] = []
+
+
+def check(name: str, got: torch.Tensor, want: torch.Tensor, atol: float) -> None:
+    err = (got.double() - want.double()).abs().max().item() if got.numel() else 0.0
+    if not math.isfinite(err) or err > atol:
+        failures.append(f"{name}: max error {err:.3g} > {atol:g}")
+
+
+def rope_reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, sign: float):
+    """float64 (a cos - σ b sin, b cos + σ a sin) on each pair; features past 2P unchanged."""
+    x, c, s = x.double(), cos.double(), sign * sin.double()
+    P = c.shape[-1]
+    out = x.clone()
+    if layout == "half":
+        a, b = x[..., :P], x[..., P : 2 * P]
+        out[..., :P], out[..., P : 2 * P] = a * c - b * s, b * c + a * s
+    else:
+        a, b = x[..., 0 : 2 * P : 2], x[..., 1 : 2 * P : 2]
+        out[..., 0 : 2 * P : 2], out[..., 1 : 2 * P : 2] = a * c - b * s, b * c + a * s
+    return out
+
+
+def rope_cases(inductor: bool) -> None:
+    g = torch.Generator().manual_seed(0)
+    for T in SIZES:
+        for D, P in ((64, 32), (40, 20), (24, 8), (6, 3)):  # full, odd-sized, partial rotary
+            angles = torch.randn(T, P, generator=g, dtype=torch.float64) * 3
+            cos, sin = angles.cos().float(), angles.sin().float()
+            for dtype in (torch.float32, torch.bfloat16, torch.float16):
+                q = torch.randn(2, 4, T, D, generator=g).to(dtype)
+                k = torch.randn(2, 2, T, D, generator=g).to(dtype)
+                atol = TOL[dtype] * 8
+                for layout in ("half", "interleaved"):
+                    tag = f"T={T} D={D} P={P} {dtype} {layout}"
+                    want_q = rope_reference(q, cos, sin, layout, 1.0)
+                    want_k = rope_reference(k, cos, sin, layout, 1.0)
+                    oq, ok = _rope_cpp.rope_pair([q, k], [(cos, sin)] * 2, layout)
+                    check(f"cpp {tag} q", oq, want_q, atol)
+                    check(f"cpp {tag} k", ok, want_k, atol)
+                    bq, _ = _rope_cpp.rope_pair([q, k], [(cos, sin)] * 2, layout, backward=True)
+                    check(
+                        f"cpp backward {tag}", bq, rope_reference(q, cos, sin, layout, -1.0), atol
+                    )
+                    qi, ki = q.clone(), k.clone()
+                    _rope_cpp.rope_pair_([qi, ki], [(cos, sin)] * 2, layout)
+                    check(f"cpp in place {tag}", qi, want_q, atol)
+                    if dtype == torch.float32:
+                        eager = apply_rope(q, cos, sin, layout=layout)
+                        check(f"eager {tag}", eager, want_q, atol)
+            if inductor and T in (17, 300) and D == 64:
+                _rope_compiled.enable_compiled_rope(backend="inductor")
+                try:
+                    q = torch.randn(1, 4, T, D, generator=g)
+                    with torch.no_grad():
+                        oq, _ = posenc.functional.apply_rope_pair(q, q, cos, sin, cos, sin)
+                    check(f"inductor T={T}", oq, rope_reference(q, cos, sin, "half", 1.0), 2e-5)
+                finally:
+                    _rope_compiled.enable_compiled_rope(False)
+
+
+def attention_reference(q, k, v, pe, q_pos, k_pos, causal, scale):  # type: ignore[no-untyped-def]
+    """float64 softmax(scale q kᵀ + bias) v; GQA by repeating heads; causal by cache index."""
+    H, T, L = q.shape[1], q.shape[2], k.shape[2]
+    k = k.double().repeat_interleave(H // k.shape[1], dim=1)
+    v = v.double().repeat_interleave(H // v.shape[1], dim=1)
+    scores = scale * q.double() @ k.transpose(-2, -1) + pe.bias(q_pos, k_pos).double()
+    if causal:
+        scores = scores.masked_fill(~torch.ones(T, L, dtype=torch.bool).tril(L - T), -math.inf)
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def bias_cases() -> None:
+    g = torch.Generator().manual_seed(1)
+    encodings = {n: posenc.build_for_model(n, dim=64, n_heads=4, max_len=1024) for n in
+                 ("alibi", "t5", "kerple", "fire")}  # fmt: skip
+    for T in SIZES:
+        for offset in (0, 7):  # 7: T new queries after 7 cached keys
+            L = T + offset
+            q = torch.randn(2, 4, T, 16, generator=g)
+            k, v = torch.randn(2, 2, L, 16, generator=g), torch.randn(2, 2, L, 16, generator=g)
+            q_pos, k_pos = torch.arange(offset, L), torch.arange(L)
+            for causal in (True, False):
+                for name, pe in encodings.items():
+                    tag = f"{name} T={T} offset={offset} causal={causal}"
+                    with torch.no_grad():
+                        if name == "fire":
+                            out = fire_fused_attention(
+                                q, k, v, pe, q_pos, k_pos, causal=causal, scale=0.25
+                            )
+                        else:
+                            out = toeplitz_bias_attention(
+                                q, k, v, pe, q_pos, k_pos, causal=causal, scale=0.25
+                            )
+                        if out is None:
+                            failures.append(f"{tag}: the fused path declined")
+                            continue
+                        want = attention_reference(q, k, v, pe, q_pos, k_pos, causal, 0.25)
+                    check(tag, out, want, 2e-5)
+
+
+def main() -> int:
+    torch.manual_seed(0)
+    isa = _rope_cpp.load_kernel().isa()
+    print(f"capability {torch.backends.cpu.get_cpu_capability()}, build {build_isa()}: "
+          f"rope kernel {isa}, FIRE kernel {FIRE_KERNEL.load().isa()}")  # fmt: skip
+    rope_cases(inductor="--inductor" in sys.argv)
+    bias_cases()
+    for line in failures:
+        print(line)
+    print(f"{len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
