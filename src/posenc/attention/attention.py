@@ -54,8 +54,9 @@ class Attention(nn.Module):
             bias of one query block at a time. "flex": offset-only biases fused into compiled
             FlexAttention on GPUs (on CPU, where PyTorch's compiled flex kernel is wrong on
             AVX2 machines, "flex" runs as "auto"). The fused forms fall back to blocks when
-            padding, segments or a cache offset are involved (flex also under dropout in training); learned tables
-            (T5, Kerple) keep their gradients through the Toeplitz view and flex.
+            padding, segments or a cache offset are involved (flex also under dropout in
+            training); learned tables (T5, Kerple) keep their gradients through the Toeplitz
+            view and flex.
     """
 
     def __init__(
