@@ -105,10 +105,30 @@ def machine() -> dict[str, Any]:
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "loadavg": os.getloadavg(),
         "time": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        **isa(),
     }
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name()
     return info
+
+
+def isa() -> dict[str, Any]:
+    """Which vector ISA the numbers come from: the CPU's (``cpu_simd``: its AVX2 / AVX-512 /
+    NEON flags), ATen's (``aten_cpu_capability``) and posenc's C++ kernels' build
+    (``kernel_isa``: null when they cannot be built)."""
+    from ..kernels.native import cpu_has
+    from ..functional import _rope_cpp
+
+    flags = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_bf16", "asimd", "sve")
+    try:
+        kernel_isa: str | None = _rope_cpp.load_kernel().isa()
+    except RuntimeError:
+        kernel_isa = None
+    return {
+        "cpu_simd": [f for f in flags if cpu_has(f)],
+        "aten_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "kernel_isa": kernel_isa,
+    }
 
 
 def steady_heap() -> dict[str, Any]:
