@@ -120,9 +120,11 @@ def _record_base_positions(pe: Randomized, monkeypatch: pytest.MonkeyPatch) -> l
     seen: list[Tensor] = []
     original = type(pe.base).rotate
 
-    def recording(self: Any, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> Any:
+    def recording(
+        self: Any, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, **kw: Any
+    ) -> Any:
         seen.append(q_pos.detach().clone())
-        return original(self, q, k, q_pos, k_pos)
+        return original(self, q, k, q_pos, k_pos, **kw)
 
     monkeypatch.setattr(type(pe.base), "rotate", recording)
     return seen
@@ -131,8 +133,8 @@ def _record_base_positions(pe: Randomized, monkeypatch: pytest.MonkeyPatch) -> l
 def test_randomized_compiled_shares_one_draw_across_layers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Under torch.compile the memo check was traced and missed, so every layer drew its own
-    positions (3 layers: 3 different samples); eager shares one draw per forward."""
+    """Under torch.compile each layer drew its own positions (3 layers: 3 different samples)
+    when the draw was found by a memo; the position context shares one draw per forward."""
     torch._dynamo.reset()
     model = tiny("randomized").train()
     model.blocks.append(copy.deepcopy(model.blocks[0]))
@@ -153,10 +155,10 @@ class _Checkpointed(nn.Module):
         super().__init__()
         self.block, self.reentrant = block, reentrant
 
-    def forward(self, x: Tensor, pos: Tensor, cache: Any, **masks: Any) -> Tensor:
+    def forward(self, x: Tensor, ctx: Any, cache: Any, **masks: Any) -> Tensor:
         if self.reentrant:
-            return checkpoint(self.block, x, pos, cache, use_reentrant=True)
-        return checkpoint(self.block, x, pos, cache, use_reentrant=False, **masks)
+            return checkpoint(self.block, x, ctx, cache, use_reentrant=True)
+        return checkpoint(self.block, x, ctx, cache, use_reentrant=False, **masks)
 
 
 @pytest.mark.parametrize("seed", [None, 3])
@@ -165,9 +167,8 @@ def test_randomized_checkpoint_recomputes_the_forward_draw(
     monkeypatch: pytest.MonkeyPatch, reentrant: bool, seed: int | None
 ) -> None:
     """Activation checkpointing reruns each block in the backward: it must see the positions
-    its forward drew. Reentrant checkpointing passes detached positions (a new tensor object),
-    which missed the memo and drew again; with two forwards before one backward the first
-    forward's recomputation drew again too (the memo held only the latest draw)."""
+    its forward drew (the recompute gets the forward's position context, which holds the draw),
+    also with two forwards before one backward (a memo of draws held only the latest one)."""
     model = tiny("randomized", seed=seed).train()
     model.blocks = nn.ModuleList(_Checkpointed(b, reentrant) for b in model.blocks)
     seen = _record_base_positions(model.pe, monkeypatch)
@@ -187,8 +188,8 @@ def test_randomized_checkpoint_recomputes_the_forward_draw(
 
 
 def test_randomized_int32_positions_one_draw_per_forward(monkeypatch: pytest.MonkeyPatch) -> None:
-    """int32 positions were converted to int64 anew by each attention layer, so the memo missed
-    and every layer drew its own positions (3 layers: 3 samples)."""
+    """int32 positions are converted to int64 once, at the model: every layer shares one draw
+    (a memo keyed on the converted tensors missed, 3 layers drew 3 samples)."""
     model = tiny("randomized").train()
     model.blocks.append(copy.deepcopy(model.blocks[0]))
     model.blocks[-1].attn.pe = model.pe
@@ -204,9 +205,8 @@ def test_randomized_int32_positions_one_draw_per_forward(monkeypatch: pytest.Mon
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_rope_model_compiles_to_one_graph(backend: str) -> None:
-    """The memos asked ``torch.is_inference_mode_enabled()`` / ``tensor.is_inference()`` while
-    traced, which Dynamo cannot trace: a graph break in every layer, and
-    ``fullgraph=True`` raised. Forward and backward match eager."""
+    """One graph for a RoPE model (memos that asked ``tensor.is_inference()`` while traced broke
+    it in every layer, and ``fullgraph=True`` raised). Forward and backward match eager."""
     torch._dynamo.reset()
     model = tiny("rope").train()
     idx = torch.randint(0, V, (2, 9))

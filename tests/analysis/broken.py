@@ -21,7 +21,7 @@ class LeakyNoPE(nope.NoPE):
     """Claims family "none" but adds a position ramp (not constant over features, which
     LayerNorm would remove) to every embedding."""
 
-    def embed(self, x: Tensor, pos: Tensor) -> Tensor:
+    def embed(self, x: Tensor, pos: Tensor, **_: Any) -> Tensor:
         ramp = torch.linspace(-1, 1, x.shape[-1], dtype=x.dtype)  # (C,)
         return x + 0.1 * pos.to(x.dtype)[..., None] * ramp
 
@@ -29,21 +29,27 @@ class LeakyNoPE(nope.NoPE):
 class InertRoPE(rotary.RoPE):
     """A rotary encoding whose rotation does nothing."""
 
-    def rotate(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
+    def rotate(
+        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, **_: Any
+    ) -> tuple[Tensor, Tensor]:
         return q, k
 
 
 class WrongSignRoPE(rotary.RoPE):
     """Rotates keys the wrong way: <R_m q, R_-n k> is not a function of n - m."""
 
-    def rotate(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
+    def rotate(
+        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, **_: Any
+    ) -> tuple[Tensor, Tensor]:
         return self.rotate_one(q, q_pos), self.rotate_one(k, -k_pos)
 
 
 class StretchingRoPE(rotary.RoPE):
     """Rotates and also stretches by 1 + pos/1000."""
 
-    def rotate(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
+    def rotate(
+        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, **_: Any
+    ) -> tuple[Tensor, Tensor]:
         rq, rk = super().rotate(q, k, q_pos, k_pos)
         return rq * (1 + q_pos[..., None] / 1000), rk * (1 + k_pos[..., None] / 1000)
 
@@ -52,7 +58,7 @@ class HalfOnlyRoPE(rotary.RoPE):
     """Ignores its ``layout`` and always pairs i with i + D/2."""
 
     def rotate(
-        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, inplace: bool = False
+        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, **_: Any
     ) -> tuple[Tensor, Tensor]:
         cq, sq = PF.rope_cos_sin(q_pos, self.default_inv_freq64)
         ck, sk = PF.rope_cos_sin(k_pos, self.default_inv_freq64)
@@ -129,10 +135,10 @@ class RoundingPI(rotary.RoPE):
     (integer-divided position ids), right only where s divides m."""
 
     def rotate(
-        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, inplace: bool = False
+        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, **_: Any
     ) -> tuple[Tensor, Tensor]:
         s = int(self.scaling.factor)  # type: ignore[union-attr]
-        return super().rotate(q, k, q_pos - q_pos % s, k_pos - k_pos % s, inplace=inplace)
+        return super().rotate(q, k, q_pos - q_pos % s, k_pos - k_pos % s)
 
 
 class _DynamicNTK(rotary.RoPE):

@@ -19,7 +19,7 @@ def _randomized(base: str = "rope", max_len: int = 50, **kw) -> posenc.Positiona
 def test_training_positions_are_sorted_unique_and_in_range() -> None:
     pe = _randomized(max_len=40).train()
     for _ in range(20):
-        pos = pe.transform(torch.arange(12), 3, fresh=True)  # (B, T)
+        pos = pe.transform(torch.arange(12), 3)  # (B, T)
         assert pos.shape == (3, 12) and pos.dtype == torch.int64
         assert (pos[:, 1:] > pos[:, :-1]).all()  # strictly increasing: sorted and unique
         assert pos.min() >= 0 and pos.max() < 40
@@ -30,7 +30,7 @@ def test_training_samples_cover_the_range_uniformly() -> None:
     pe = _randomized(max_len=20, seed=0).train()
     counts = torch.zeros(20)
     for _ in range(400):
-        counts += torch.bincount(pe.transform(torch.arange(5), 1, fresh=True)[0], minlength=20)
+        counts += torch.bincount(pe.transform(torch.arange(5), 1)[0], minlength=20)
     freq = counts / 400
     assert (freq - 5 / 20).abs().max() < 0.08
 
@@ -38,17 +38,20 @@ def test_training_samples_cover_the_range_uniformly() -> None:
 def test_rows_are_sampled_independently_and_layers_share_a_sample() -> None:
     pe = _randomized().train()
     pos = torch.arange(10)
-    first = pe.transform(pos, 2, fresh=True)
+    first = pe.transform(pos, 2)
     assert not torch.equal(first[0], first[1])
-    torch.testing.assert_close(pe.transform(pos, 2), first)  # same tensor: same draw
-    assert not torch.equal(pe.transform(pos, 2, fresh=True), first)  # next forward: new draw
+    ctx = pe.prepare(pos)
+    drawn = pe.transform(pos, 2, ctx)
+    torch.testing.assert_close(pe.transform(pos, 2, ctx), drawn)  # one forward: one draw
+    assert not torch.equal(pe.transform(pos, 2, pe.prepare(pos)), drawn)  # next forward: new
+    assert not torch.equal(pe.transform(pos, 2), first)  # without a context: new draw
 
 
 def test_packed_positions_map_consistently() -> None:
     """Positions restarting at 0 (packing) map through the same sorted table."""
     pe = _randomized(max_len=30).train()
     pos = torch.tensor([[0, 1, 2, 0, 1, 2, 3]])
-    out = pe.transform(pos, 1, fresh=True)[0]
+    out = pe.transform(pos, 1)[0]
     torch.testing.assert_close(out[:3], out[3:6])
     assert out[6] > out[5]
 
@@ -58,8 +61,9 @@ def test_training_embeds_the_base_at_sampled_positions(base: str) -> None:
     pe = _randomized(base, max_len=64, seed=3).train().double()
     x = torch.zeros(2, 6, 16, dtype=torch.float64)
     pos = torch.arange(6)
-    out = pe.embed(x, pos)
-    sampled = pe.transform(pos, 2)  # the draw embed used (memoised on pos)
+    ctx = pe.prepare(pos)
+    out = pe.embed(x, pos, ctx=ctx)
+    sampled = pe.transform(pos, 2, ctx)  # the draw embed used (kept by the context)
     if base == "sinusoidal":
         want = ref_absolute.sinusoidal(64, 16)[sampled.numpy()]
     else:
@@ -71,8 +75,9 @@ def test_training_rotates_at_sampled_positions() -> None:
     pe = _randomized("rope", max_len=64, seed=1).train()
     q, k, _ = qkv(B=2, H=2, Tq=6, Tk=6, D=8)
     pos = torch.arange(6)
-    rq, rk = pe.rotate(q, k, pos, pos)
-    sampled = pe.transform(pos, 2).numpy()
+    ctx = pe.prepare(pos)
+    rq, rk = pe.rotate(q, k, pos, pos, ctx=ctx)
+    sampled = pe.transform(pos, 2, ctx).numpy()
     np.testing.assert_allclose(
         rq.numpy(), ref_rotary.rope(q.numpy(), sampled), rtol=1e-10, atol=1e-12
     )
@@ -104,25 +109,25 @@ def test_eval_mode_equals_the_base(base: str) -> None:
 
 def test_sample_in_eval() -> None:
     pe = _randomized(max_len=30, sample_in_eval=True, seed=0).eval()
-    assert not torch.equal(pe.transform(torch.arange(8), 1, fresh=True)[0], torch.arange(8))
+    assert not torch.equal(pe.transform(torch.arange(8), 1)[0], torch.arange(8))
 
 
 def test_seed_reproduces_draws() -> None:
     draws = []
     for _ in range(2):
         pe = _randomized(max_len=100, seed=7).train()
-        draws.append(torch.stack([pe.transform(torch.arange(10), 2, fresh=True) for _ in range(3)]))
+        draws.append(torch.stack([pe.transform(torch.arange(10), 2) for _ in range(3)]))
     torch.testing.assert_close(draws[0], draws[1])
-    other = _randomized(max_len=100, seed=8).train().transform(torch.arange(10), 2, fresh=True)
+    other = _randomized(max_len=100, seed=8).train().transform(torch.arange(10), 2)
     assert not torch.equal(draws[0][0], other)
 
 
 def test_global_seed_reproduces_draws_without_own_seed() -> None:
     pe = _randomized(max_len=100).train()
     torch.manual_seed(11)
-    a = pe.transform(torch.arange(10), 2, fresh=True)
+    a = pe.transform(torch.arange(10), 2)
     torch.manual_seed(11)
-    torch.testing.assert_close(pe.transform(torch.arange(10), 2, fresh=True), a)
+    torch.testing.assert_close(pe.transform(torch.arange(10), 2), a)
 
 
 def test_base_is_a_submodule() -> None:
@@ -173,7 +178,7 @@ def test_each_row_draws_a_subset_of_its_own_length() -> None:
     L, T = 100, 40
     pe = _randomized(max_len=L, seed=5).train()
     pos = torch.stack([torch.arange(T), torch.tensor([0] * (T - 1) + [1])])  # (2, T)
-    short = torch.stack([pe.transform(pos, 2, fresh=True)[1, -2:] for _ in range(400)])  # (N, 2)
+    short = torch.stack([pe.transform(pos, 2)[1, -2:] for _ in range(400)])  # (N, 2)
     assert (short[:, 1] > short[:, 0]).all()
     mean = float(short.double().mean())  # each pick uniform on 0..L-1: mean 49.5, std 29 / 28
     assert abs(mean - (L - 1) / 2) < 6, mean

@@ -218,8 +218,9 @@ def test_transformer_xl_equals_xlnet_relative_attention(
 
 
 def test_transformer_xl_call_rows_span_each_rows_offsets(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Query blocks share W_R R over the call's offsets; rows at far-apart positions (two
-    documents continued at 0 and 200000) need offsets -7..7, not the 400015 between them."""
+    """Query blocks share W_R R over the forward's offsets (built once); rows at far-apart
+    positions (two documents continued at 0 and 200000) need offsets -7..7, not the 400015
+    between them."""
     spans: list[tuple[int, int]] = []
     rows = PF.transformer_xl_position_rows
 
@@ -235,9 +236,9 @@ def test_transformer_xl_call_rows_span_each_rows_offsets(monkeypatch: pytest.Mon
     pos = torch.arange(8).expand(2, 8) + torch.tensor([[0], [200_000]])
     with torch.no_grad():
         got = attn(x, pos)
-        attn.block_size = None  # one block: no shared rows
+        attn.block_size = None  # one block
         want = attn(x, pos)
-    assert spans == [(-7, 7)]
+    assert spans == [(-7, 7), (-7, 7)]  # once per forward
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
 
 

@@ -136,5 +136,5 @@ def test_empty_positions_give_empty_terms() -> None:
     empty = torch.arange(0)
     scores = q @ k.transpose(-2, -1)
     assert pe.relative_logits(scores, q, k, empty, empty).shape == (2, 3, 0, 0)
-    with pe.attention_call(empty, empty):
-        assert pe.relative_logits(scores, q, k, empty, empty).shape == (2, 3, 0, 0)
+    ctx = pe.prepare(empty)
+    assert pe.relative_logits(scores, q, k, empty, empty, ctx=ctx).shape == (2, 3, 0, 0)

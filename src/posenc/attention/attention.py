@@ -20,6 +20,7 @@ from .._validate import (
 )
 from ..encodings.base import PositionalEncoding, batch_positions, default_positions
 from ..encodings.bias import FIRE
+from ..encodings.context import PositionContext
 from .fire_fused import fire_fused_attention
 from .flex import flex_bias_attention, flex_runs_on
 from .kv_cache import CachedKeys, KVCache
@@ -111,13 +112,16 @@ class Attention(nn.Module):
         padding_mask: Tensor | None = None,
         segment_ids: Tensor | None = None,
         cache: KVCache | None = None,
+        ctx: PositionContext | None = None,
     ) -> Tensor:
         """x (B, T, C) at positions ``pos`` (T,) or (B, T) (default: cache length + 0..T-1).
 
         ``padding_mask`` (B, T) bool, True for real tokens; ``segment_ids`` (B, T) int, tokens
         attend only within their segment (packed sequences; default one segment, or after
-        cached entries each row's latest: a decode step continues its document). Returns
-        (B, T, C).
+        cached entries each row's latest: a decode step continues its document). ``ctx``: the
+        forward's position context (``pe.prepare``, built by the model once for all layers:
+        its q_pos are this call's positions, its k_pos the cached keys' then these); made here
+        when not given. Returns (B, T, C).
         """
         check_ndim(x, 3, "x", "(B, T, C)")
         B, T, C = x.shape
@@ -126,29 +130,50 @@ class Attention(nn.Module):
         if cache is not None and not isinstance(cache, KVCache):
             raise TypeError(f"cache must be a KVCache (one layer's), got {type(cache).__name__}")
         offset = 0 if cache is None else len(cache)
-        pos = default_positions(T, offset=offset, device=x.device) if pos is None else pos
-        pos = check_positions(pos, "pos")
-        check_positions_match(pos, B, T, "pos")
+        ctx = self._context(x, pos, cache, ctx)
+        pos = ctx.q_pos
         q, k, v = self._project(x)  # (B, H, T, D), (B, Hkv, T, D) x2
         rerotate = cache is not None and self.pe.kv_policy == "rerotate"
         if not rerotate:
-            q, k = self.pe.rotate(q, k, pos, pos)
+            q, k = self.pe.rotate(q, k, pos, pos, ctx=ctx)
         new = CachedKeys(
             k, v, batch_positions(pos, B), *_mask_inputs(B, T, x, padding_mask, segment_ids, cache)
         )
         keys = new if cache is None else cache.append(new)
+        k_pos = ctx.k_pos  # (T,) | (B, T) or (B, L): equal to keys.pos
         if rerotate:  # the cache holds unrotated keys: rotate all with the current frequencies
-            q, k_all = self.pe.rotate(q, keys.k, pos, keys.pos)  # k_all (B, Hkv, L, D)
+            q, k_all = self.pe.rotate(q, keys.k, pos, k_pos, ctx=ctx)  # k_all (B, Hkv, L, D)
             keys = keys._replace(k=k_all)
-        k_pos = pos if cache is None else keys.pos  # (T,) | (B, T) or (B, L)
         allowed = self._allowed(
             new, keys, offset, plain=padding_mask is None and segment_ids is None
         )
         if self.pe.needs_explicit_attention:
-            out = self._explicit_blocks(q, keys.k, keys.v, pos, k_pos, allowed, offset)
+            out = self._explicit_blocks(q, keys.k, keys.v, ctx, allowed, offset)
         else:
             out = self._sdpa_blocks(q, keys, pos, k_pos, allowed, offset)
         return self.proj(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
+
+    def _context(
+        self, x: Tensor, pos: Tensor | None, cache: KVCache | None, ctx: PositionContext | None
+    ) -> PositionContext:
+        """The given context (its positions must fit x and the cache), or one for ``pos``."""
+        B, T, _ = x.shape
+        L = T + (0 if cache is None else len(cache))
+        if ctx is None:
+            offset = L - T
+            pos = default_positions(T, offset=offset, device=x.device) if pos is None else pos
+            pos = check_positions(pos, "pos")
+            check_positions_match(pos, B, T, "pos")
+            k_pos = pos if cache is None else cache.key_positions(batch_positions(pos, B))
+            return self.pe.prepare(pos, k_pos)
+        if pos is not None and pos is not ctx.q_pos:
+            raise ValueError("pass positions either as pos or in ctx, not both")
+        if ctx.q_pos.shape[-1] != T or ctx.k_pos.shape[-1] != L:
+            raise ValueError(
+                f"ctx holds {ctx.q_pos.shape[-1]} query and {ctx.k_pos.shape[-1]} key positions;"
+                f" this call has {T} new tokens and {L} keys with its cache"
+            )
+        return ctx
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         B, T, _ = x.shape
@@ -291,8 +316,7 @@ class Attention(nn.Module):
         q: Tensor,
         k: Tensor,
         v: Tensor,
-        q_pos: Tensor,
-        k_pos: Tensor,
+        ctx: PositionContext,
         allowed: Tensor | None,
         offset: int,
     ) -> Tensor:
@@ -302,17 +326,17 @@ class Attention(nn.Module):
         groups = self.n_heads // self.n_kv_heads
         k = k.repeat_interleave(groups, dim=1) if groups > 1 else k  # (B, H, L, D)
         v = v.repeat_interleave(groups, dim=1) if groups > 1 else v
+        q_pos, k_pos = ctx.q_pos, ctx.k_pos
         blocks = self._query_blocks(q.shape[2], k.shape[2], offset)
         if len(blocks) == 1:
-            return self._explicit(q, k, v, q_pos, k_pos, allowed)
+            return self._explicit(q, k, v, q_pos, k_pos, allowed, ctx)
         outs = []
-        with self.pe.attention_call(q_pos, k_pos):  # work the blocks share, done once
-            for s, e, Lb in blocks:
-                blk_allowed = None if allowed is None else allowed[..., s:e, :Lb]
-                qb, kb, vb = q[:, :, s:e], k[:, :, :Lb], v[:, :, :Lb]
-                outs.append(
-                    self._explicit(qb, kb, vb, q_pos[..., s:e], k_pos[..., :Lb], blk_allowed)
-                )
+        for s, e, Lb in blocks:  # work the blocks share is done once, through ctx
+            blk_allowed = None if allowed is None else allowed[..., s:e, :Lb]
+            qb, kb, vb = q[:, :, s:e], k[:, :, :Lb], v[:, :, :Lb]
+            outs.append(
+                self._explicit(qb, kb, vb, q_pos[..., s:e], k_pos[..., :Lb], blk_allowed, ctx)
+            )
         return torch.cat(outs, dim=2)  # (B, H, T, D)
 
     def _explicit(
@@ -323,6 +347,7 @@ class Attention(nn.Module):
         q_pos: Tensor,
         k_pos: Tensor,
         allowed: Tensor | None,
+        ctx: PositionContext,
     ) -> Tensor:
         """softmax(q kᵀ/√D + bias + relative terms) v (+ relative values) for one query block.
         Shapes: q (B, H, T, D); k, v (B, H, L, D) (heads already repeated) -> (B, H, T, D)."""
@@ -335,12 +360,12 @@ class Attention(nn.Module):
             allowed = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(L - T)
         if allowed is not None:
             scores = scores.masked_fill(~allowed, float("-inf"))
-        scores = self.pe.relative_logits(scores, q, k, q_pos, k_pos)
+        scores = self.pe.relative_logits(scores, q, k, q_pos, k_pos, ctx=ctx)
         work = torch.promote_types(scores.dtype, torch.float32)  # float64 stays float64
         probs = torch.softmax(scores.to(work), dim=-1).to(q.dtype)
         probs = F.dropout(probs, self.dropout, self.training)
         out = probs @ v  # (B, H, T, D)
-        extra = self.pe.relative_values(probs, q_pos, k_pos)
+        extra = self.pe.relative_values(probs, q_pos, k_pos, ctx=ctx)
         return out if extra is None else out + extra
 
 

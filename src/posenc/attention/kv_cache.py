@@ -40,6 +40,13 @@ class KVCache:
     def capacity(self) -> int:
         return 0 if self._store is None else self._store.pos.shape[1]
 
+    def key_positions(self, pos: Tensor) -> Tensor:
+        """(B, L) positions of every key once entries at ``pos`` (B, T) are appended: the
+        cached ones, then ``pos`` (what ``append`` will return as ``pos``)."""
+        if self._store is None or self.length == 0:
+            return pos
+        return torch.cat([self._store.pos.narrow(1, 0, self.length), pos.to(torch.long)], 1)
+
     def last_segment(self) -> Tensor | None:
         """(B, 1) segment id of each row's latest entry; None while empty."""
         if self._store is None or self.length == 0:

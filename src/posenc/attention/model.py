@@ -9,8 +9,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._forms import encoder_form
-from .._validate import check_ndim, check_positions, check_positive_int
-from ..encodings.base import PositionalEncoding, default_positions
+from .._validate import check_ndim, check_positions, check_positions_match, check_positive_int
+from ..encodings.base import PositionalEncoding, batch_positions, default_positions
+from ..encodings.context import PositionContext
 from .attention import Attention
 from .kv_cache import KVCache
 
@@ -26,8 +27,10 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(d, d_ff), nn.GELU(), nn.Linear(d_ff, d))
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, pos: Tensor, cache: KVCache | None, **masks: Any) -> Tensor:
-        x = x + self.drop(self.attn(self.norm1(x), pos, cache=cache, **masks))
+    def forward(
+        self, x: Tensor, ctx: PositionContext, cache: KVCache | None, **masks: Any
+    ) -> Tensor:
+        x = x + self.drop(self.attn(self.norm1(x), cache=cache, ctx=ctx, **masks))
         return x + self.drop(self.mlp(self.norm2(x)))
 
 
@@ -115,11 +118,15 @@ class TinyTransformer(nn.Module):
             offset = 0 if cache is None else len(cache[0])
             pos = default_positions(idx.shape[1], offset=offset, device=idx.device)
         pos = check_positions(pos, "pos")  # int64 once: every hook sees this one tensor
-        x = self.pe.embed(self.tok(idx), pos)  # (B, T, C)
+        B, T = idx.shape
+        check_positions_match(pos, B, T, "pos")
+        k_pos = pos if cache is None else cache[0].key_positions(batch_positions(pos, B))
+        ctx = self.pe.prepare(pos, k_pos)  # once per forward, for every layer
+        x = self.pe.embed(self.tok(idx), pos, ctx=ctx)  # (B, T, C)
         for i, block in enumerate(self.blocks):
             x = block(
                 x,
-                pos,
+                ctx,
                 None if cache is None else cache[i],
                 padding_mask=padding_mask,
                 segment_ids=segment_ids,

@@ -18,6 +18,7 @@ from .._validate import (
 )
 from ..registry import register
 from .base import PositionalEncoding
+from .context import PositionContext
 
 
 def _check_embed_inputs(x: Tensor, pos: Tensor, dim: int) -> Tensor:
@@ -52,7 +53,7 @@ class Sinusoidal(PositionalEncoding):
         """PE rows for positions (...,) -> (..., C), float64."""
         return PF.sinusoidal_table(pos, self.dim, base=self.base)
 
-    def embed(self, x: Tensor, pos: Tensor) -> Tensor:
+    def embed(self, x: Tensor, pos: Tensor, *, ctx: PositionContext | None = None) -> Tensor:
         pos = _check_embed_inputs(x, pos, self.dim)
         pe = self.table(pos)  # (T, C) or (B, T, C), float64
         return x + (pe if self.scale == 1.0 else self.scale * pe).to(x.dtype)
@@ -79,7 +80,7 @@ class Learned(PositionalEncoding):
     def reset_parameters(self) -> None:
         nn.init.normal_(self.weight, std=0.02)
 
-    def embed(self, x: Tensor, pos: Tensor) -> Tensor:
+    def embed(self, x: Tensor, pos: Tensor, *, ctx: PositionContext | None = None) -> Tensor:
         pos = _check_embed_inputs(x, pos, self.dim)
         if pos.numel() and int(pos.max()) >= self.max_len:
             raise ValueError(

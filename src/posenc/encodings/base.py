@@ -14,17 +14,23 @@ An attention layer calls the hooks in this order (see ``posenc.attention.Attenti
 Hooks 4-5 force the explicit attention path. Positions are always explicit int64 tensors of
 shape (T,) or (B, T), so KV-cache decoding, offsets, left padding and packing are right.
 
+``prepare(q_pos, k_pos)`` runs once per forward (the model calls it) and returns the
+``PositionContext`` every layer receives as ``ctx``: work the layers share (cos/sin tables,
+randomized draws, Transformer-XL's rows) is done once through it. A hook called without one
+computes what it needs from the positions it is given.
+
 Shapes: B batch, H query heads, Hkv key/value heads, T length (Tq, Tk), D head dim, C width.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
+
+from .context import PositionContext
 
 
 class PositionalEncoding(nn.Module):
@@ -48,11 +54,25 @@ class PositionalEncoding(nn.Module):
         if "bias" in cls.__dict__ and "bias_is_relative" not in cls.__dict__:
             cls.bias_is_relative = False  # an inherited claim does not cover a new bias
 
-    def embed(self, x: Tensor, pos: Tensor) -> Tensor:
+    def prepare(self, q_pos: Tensor, k_pos: Tensor | None = None) -> PositionContext:
+        """The context of one forward: this forward's positions q_pos (T,) | (B, T) and every
+        key's k_pos (L,) | (B, L) (default q_pos), int64 and already validated. Work shared by
+        the layers is done through it on first need (``PositionContext.shared``)."""
+        return PositionContext(q_pos, k_pos)
+
+    def embed(self, x: Tensor, pos: Tensor, *, ctx: PositionContext | None = None) -> Tensor:
         """Add position information to token embeddings. x (B, T, C), pos (B, T) or (T,)."""
         return x
 
-    def rotate(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
+    def rotate(
+        self,
+        q: Tensor,
+        k: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        *,
+        ctx: PositionContext | None = None,
+    ) -> tuple[Tensor, Tensor]:
         """Rotate queries (B, H, Tq, D) and keys (B, Hkv, Tk, D) by their positions."""
         return q, k
 
@@ -65,22 +85,25 @@ class PositionalEncoding(nn.Module):
         return None
 
     def relative_logits(
-        self, scores: Tensor, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor
+        self,
+        scores: Tensor,
+        q: Tensor,
+        k: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        *,
+        ctx: PositionContext | None = None,
     ) -> Tensor:
         """Rewrite scaled logits (B, H, Tq, Tk), masked entries already -inf. q (B, H, Tq, D),
-        k (B, H, Tk, D) with key heads repeated to H."""
+        k (B, H, Tk, D) with key heads repeated to H. With query blocks, q_pos/k_pos are the
+        block's and ``ctx`` the whole call's."""
         return scores
 
-    def relative_values(self, probs: Tensor, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
+    def relative_values(
+        self, probs: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionContext | None = None
+    ) -> Tensor | None:
         """Term added to the attention output (B, H, Tq, D) from probs (B, H, Tq, Tk), or None."""
         return None
-
-    @contextmanager
-    def attention_call(self, q_pos: Tensor, k_pos: Tensor) -> Iterator[None]:
-        """Scope of one attention call whose queries arrive in blocks (``relative_logits`` once
-        per block): work every block shares can be done once here. Default: nothing.
-        q_pos (Tq,) | (B, Tq), k_pos (Tk,) | (B, Tk): the whole call's positions."""
-        yield
 
     @property
     def needs_explicit_attention(self) -> bool:
@@ -124,11 +147,7 @@ class PositionalEncoding(nn.Module):
             if n in values and moved is not None and not moved.is_meta:
                 dtype = values[n].dtype if n in self.keep_dtype_buffers else moved.dtype
                 self._buffers[n] = values[n].to(device=moved.device, dtype=dtype)
-        self.clear_cache()
         return self
-
-    def clear_cache(self) -> None:
-        """Drop derived tables (called after device moves). Subclasses with caches override."""
 
     def extra_repr(self) -> str:
         return f"name={self.name!r}, family={self.family!r}"

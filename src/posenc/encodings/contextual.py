@@ -9,6 +9,7 @@ from .. import functional as PF
 from .._validate import check_positive_int, check_scores
 from ..registry import register
 from .base import PositionalEncoding
+from .context import PositionContext
 from .rotary import check_qk
 
 
@@ -36,12 +37,20 @@ class CoPE(PositionalEncoding):
         nn.init.normal_(self.pos_emb, std=0.02)
 
     def relative_logits(
-        self, scores: Tensor, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor
+        self,
+        scores: Tensor,
+        q: Tensor,
+        k: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        *,
+        ctx: PositionContext | None = None,
     ) -> Tensor:
         if q.shape[-1] != self.head_dim:
             raise ValueError(f"q/k must have head_dim={self.head_dim} features, got {q.shape[-1]}")
-        check_qk(q, k, q_pos, k_pos)
-        check_scores(scores, q, k)
+        if ctx is None:  # a context's positions were checked by whoever built it
+            check_qk(q, k, q_pos, k_pos)
+            check_scores(scores, q, k)
         work = torch.promote_types(scores.dtype, torch.float32)  # fractional counts need >= fp32
         positions = PF.cope_positions(scores.to(work), n_positions=self.n_positions)  # like scores
         per_position = q.to(work) @ self.pos_emb.to(work).T  # (B, H, Tq, P)

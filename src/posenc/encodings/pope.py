@@ -11,6 +11,7 @@ from .. import functional as PF
 from .._validate import check_positive_float, check_positive_int
 from ..registry import register
 from .base import PositionalEncoding
+from .context import PositionContext
 from .rotary import check_qk
 
 
@@ -61,12 +62,21 @@ class PoPE(PositionalEncoding):
         work = torch.promote_types(x.dtype, torch.float32)
         return PF.pope_polar(x, phase.cos().to(work), phase.sin().to(work))
 
-    def rotate(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
+    def rotate(
+        self,
+        q: Tensor,
+        k: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        *,
+        ctx: PositionContext | None = None,
+    ) -> tuple[Tensor, Tensor]:
         if q.shape[-1] != self.head_dim:
             raise ValueError(f"q/k must have head_dim={self.head_dim} features, got {q.shape[-1]}")
         if q.shape[1] != self.n_heads:
             raise ValueError(f"q must have n_heads={self.n_heads} heads, got {q.shape[1]}")
-        q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
+        if ctx is None:  # a context's positions were checked by whoever built it
+            q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
         return self.polar(q, q_pos, self.phase_bias()), self.polar(k, k_pos, None)
 
     def extra_repr(self) -> str:

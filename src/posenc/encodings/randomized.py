@@ -7,15 +7,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._memo import version
 from .._validate import check_bool, check_nonnegative, check_positions, check_positive_int
 from ..registry import register
 from .base import PositionalEncoding, batch_positions
+from .context import PositionContext
 
 #: Encodings whose positions can be drawn from a larger range (they read absolute positions).
 BASES: tuple[str, ...] = ("sinusoidal", "learned", "rope")
-#: Draws remembered, newest first: forwards whose checkpointed blocks the backward recomputes.
-MEMO_DRAWS = 8
 
 
 @register("randomized", family="randomized", paper="Ruoss et al., arXiv:2305.16843", year=2023)
@@ -27,12 +25,11 @@ class Randomized(PositionalEncoding):
     longest test length);
     evaluation: pos' = pos (or sampled too, with ``sample_in_eval=True``).
     The base encoding (``base_encoding``, built with ``dim``/``head_dim``, ``max_len`` = L and
-    ``base_config``) receives pos' in every hook. A fresh S is drawn at each ``embed`` call
-    (once per TinyTransformer forward) or when the position tensor changes, so all layers of one
-    forward share it, also when activation checkpointing recomputes them in the backward (the
-    last ``MEMO_DRAWS`` draws are kept by the positions' storage, which a detached copy shares;
-    a position tensor reused by a later forward before the backward gets that forward's draw).
-    ``seed`` gives the sampler its own generator (reproducible draws).
+    ``base_config``) receives pos' in every hook. S is drawn once per forward through the
+    position context (``prepare``; the model's ``embed`` and every layer's ``rotate`` share it,
+    also when activation checkpointing recomputes a block with the same context); a hook called
+    without a context draws afresh. ``seed`` gives the sampler its own generator (reproducible
+    draws).
     """
 
     def __init__(
@@ -58,7 +55,6 @@ class Randomized(PositionalEncoding):
             base_encoding, max_len=max_len, dim=dim, head_dim=head_dim, config=base_config or {}
         )
         self.generator = None if seed is None else torch.Generator().manual_seed(seed)
-        self._memo: list[tuple[tuple[Any, ...], Tensor, Tensor]] = []  # newest first
 
     @property
     def sampling(self) -> bool:
@@ -93,39 +89,52 @@ class Randomized(PositionalEncoding):
             subset = subset.masked_fill(~keep, self.max_len)  # (B, n), dropped picks sort last
         return subset.sort(dim=-1).values
 
-    def transform(self, pos: Tensor, batch: int, *, fresh: bool = False) -> Tensor:
-        """Positions (T,) or (B, T) -> sampled positions (B, T) (or ``pos`` when not sampling)."""
-        pos = check_positions(pos)
-        return self._draw(pos, batch, fresh) if self.sampling else pos
+    def transform(
+        self, pos: Tensor, batch: int, ctx: PositionContext | None = None
+    ) -> Tensor:
+        """Positions (T,) or (B, T) -> sampled positions (B, T) (or ``pos`` when not sampling):
+        one draw per forward for the context's positions (the keys' draw is the queries' when
+        they are one tensor), a fresh one otherwise."""
+        if ctx is None:
+            pos = check_positions(pos)
+        if not self.sampling:
+            return pos
+        role = None if ctx is None else ctx.role(pos)
+        if ctx is None or role is None:
+            return self._draw(pos, batch)
+        return ctx.shared(("randomized", role, batch), lambda: self._draw(pos, batch))
 
     @torch.compiler.disable
-    def _draw(self, pos: Tensor, batch: int, fresh: bool) -> Tensor:
-        """The memoised draw for ``pos`` (B, T), or a new one. Eager under ``torch.compile``:
-        a traced memo check cannot see that a layer's positions are the ones ``embed`` drew
-        for, so each layer drew its own."""
-        key = _memo_key(pos, batch)
-        hit = None if fresh else next((m for m in self._memo if m[0] == key), None)
-        if hit is not None:
-            return hit[2]
+    def _draw(self, pos: Tensor, batch: int) -> Tensor:
+        """A new draw for ``pos`` (B, T). Eager under ``torch.compile`` (the sampler's
+        generator)."""
         check_nonnegative(pos)
         rows = batch_positions(pos, batch)  # (B, T)
         sizes = rows.amax(dim=-1) + 1 if rows.numel() else None  # (B,) each row's length
         n = int(sizes.max()) if sizes is not None else 0
-        out = self.sample(batch, n, pos.device, sizes).gather(1, rows)  # (B, T)
-        rest = [m for m in self._memo if m[0] != key]
-        self._memo = [(key, pos, out), *rest[: MEMO_DRAWS - 1]]  # holding pos keeps its storage
-        return out
+        return self.sample(batch, n, pos.device, sizes).gather(1, rows)  # (B, T)
 
-    def clear_cache(self) -> None:
-        self._memo = []
+    def embed(self, x: Tensor, pos: Tensor, *, ctx: PositionContext | None = None) -> Tensor:
+        return self.base.embed(x, self.transform(pos, x.shape[0], ctx))
 
-    def embed(self, x: Tensor, pos: Tensor) -> Tensor:
-        return self.base.embed(x, self.transform(pos, x.shape[0], fresh=True))
-
-    def rotate(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
-        new_q = self.transform(q_pos, q.shape[0])
-        new_k = new_q if k_pos is q_pos else self.transform(k_pos, k.shape[0])
-        return self.base.rotate(q, k, new_q, new_k)
+    def rotate(
+        self,
+        q: Tensor,
+        k: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        *,
+        ctx: PositionContext | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        new_q = self.transform(q_pos, q.shape[0], ctx)
+        new_k = new_q if k_pos is q_pos else self.transform(k_pos, k.shape[0], ctx)
+        base_ctx = None
+        if ctx is not None and None not in (roles := (ctx.role(q_pos), ctx.role(k_pos))):
+            # the base's context over the drawn positions, once per forward: its tables too
+            # are shared by the layers
+            key = ("randomized_base", *roles)
+            base_ctx = ctx.shared(key, lambda: PositionContext(new_q, new_k))
+        return self.base.rotate(q, k, new_q, new_k, ctx=base_ctx)
 
     def extra_repr(self) -> str:
         return f"max_len={self.max_len}, sample_in_eval={self.sample_in_eval}"
@@ -141,10 +150,3 @@ def _build_base(
     given = {k: v for k, v in shared.items() if k in accepted and v is not None}
     return build(name, **(given | config))
 
-
-def _memo_key(pos: Tensor, batch: int) -> tuple[Any, ...]:
-    """The positions' data (storage, layout, version) and batch: equal for a detached copy
-    (reentrant checkpointing), new after an in-place change. An inference tensor has no
-    version counter (None): an in-place change to it goes unseen."""
-    layout = (pos.storage_offset(), tuple(pos.shape), pos.stride(), pos.dtype, pos.device)
-    return (pos.untyped_storage().data_ptr(), *layout, version(pos), batch)

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -22,6 +19,7 @@ from .._validate import (
 )
 from ..registry import register
 from .base import PositionalEncoding
+from .context import PositionContext
 from .rotary import check_qk
 
 
@@ -62,24 +60,35 @@ class Shaw(PositionalEncoding):
         return PF.shaw_relative_index(q_pos, k_pos, max_distance=self.max_distance)
 
     def relative_logits(
-        self, scores: Tensor, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor
+        self,
+        scores: Tensor,
+        q: Tensor,
+        k: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        *,
+        ctx: PositionContext | None = None,
     ) -> Tensor:
         _check_head_dim(q, self.head_dim)
-        q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
-        check_scores(scores, q, k)
+        if ctx is None:  # a context's positions were checked by whoever built it
+            q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
+            check_scores(scores, q, k)
         scaled = q / math.sqrt(self.head_dim)  # scale the (B, H, Tq, D) factor, not the logits
         return scores + PF.relative_key_logits(
             scaled, self.key_table.to(q.dtype), self.index(q_pos, k_pos)
         )  # (B, H, Tq, Tk)
 
-    def relative_values(self, probs: Tensor, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
+    def relative_values(
+        self, probs: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionContext | None = None
+    ) -> Tensor | None:
         if self.value_table is None:
             return None
-        check_ndim(probs, 4, "probs", "(B, H, Tq, Tk)")
-        check_real_floating(probs, "probs")
-        q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
-        check_positions_match(q_pos, probs.shape[0], probs.shape[2], "q_pos")
-        check_positions_match(k_pos, probs.shape[0], probs.shape[3], "k_pos")
+        if ctx is None:  # a context's positions were checked by whoever built it
+            check_ndim(probs, 4, "probs", "(B, H, Tq, Tk)")
+            check_real_floating(probs, "probs")
+            q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
+            check_positions_match(q_pos, probs.shape[0], probs.shape[2], "q_pos")
+            check_positions_match(k_pos, probs.shape[0], probs.shape[3], "k_pos")
         return PF.relative_value_output(probs, self.value_table, self.index(q_pos, k_pos))
 
     def extra_repr(self) -> str:
@@ -110,7 +119,6 @@ class TransformerXL(PositionalEncoding):
         self.r_proj = nn.Parameter(torch.empty(n_heads * head_dim, dim))  # W_R (H*D, C)
         self.u = nn.Parameter(torch.empty(n_heads, head_dim))  # (H, D)
         self.v = nn.Parameter(torch.empty(n_heads, head_dim))  # (H, D)
-        self._call: dict[str, Any] | None = None  # set inside ``attention_call``
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -118,14 +126,22 @@ class TransformerXL(PositionalEncoding):
             nn.init.normal_(p, std=0.02)
 
     def relative_logits(
-        self, scores: Tensor, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor
+        self,
+        scores: Tensor,
+        q: Tensor,
+        k: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        *,
+        ctx: PositionContext | None = None,
     ) -> Tensor:
         _check_head_dim(q, self.head_dim)
-        q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
+        if ctx is None:  # a context's positions were checked by whoever built it
+            q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
+            check_scores(scores, q, k)
         for what, x in (("q", q), ("k (key heads repeated)", k)):
             if x.shape[1] != self.n_heads:
                 raise ValueError(f"{what} must have n_heads={self.n_heads} heads, got {x.shape[1]}")
-        check_scores(scores, q, k)
         scale = 1.0 / math.sqrt(self.head_dim)  # on the factors q, u, v, not the (Tq, Tk) terms
         terms = PF.transformer_xl_terms(
             q * scale,
@@ -136,41 +152,30 @@ class TransformerXL(PositionalEncoding):
             u=self.u.to(q.dtype) * scale,
             v=self.v.to(q.dtype) * scale,
             base=self.base,
-            rows=self._call_rows(q.dtype),
+            rows=None if ctx is None else self._rows(ctx, q.dtype),
         )  # (B, H, Tq, Tk), already divided by sqrt(D)
         return scores + terms
 
-    @contextmanager
-    def attention_call(self, q_pos: Tensor, k_pos: Tensor) -> Iterator[None]:
-        """W_R R for every offset the call's positions meet, computed at the first query block
-        and sliced by the others (each block would otherwise redo a (R, C) x (C, H·D) product).
-        The range is taken per row: rows at far-apart positions span only their own offsets."""
+    def _rows(self, ctx: PositionContext, dtype: torch.dtype) -> tuple[int, Tensor]:
+        return ctx.shared(("txl_rows", dtype), lambda: self.rows(ctx, dtype))
+
+    def rows(self, ctx: PositionContext, dtype: torch.dtype) -> tuple[int, Tensor]:
+        """(lo, W_R R) for every offset lo..hi that the context's positions meet, (H, R, D):
+        computed once per forward and sliced by every layer and query block (each would
+        otherwise redo a (R, C) x (C, H·D) product). The range is taken per row: rows at
+        far-apart positions span only their own offsets. One host read of the extremes."""
+        q_pos, k_pos = ctx.q_pos, ctx.k_pos
         if q_pos.numel() and k_pos.numel():  # (T,) | (B, T) -> () | (B,) per-row extremes
-            lo = int((q_pos.amin(-1) - k_pos.amax(-1)).min())
-            hi = int((q_pos.amax(-1) - k_pos.amin(-1)).max())
+            ends = torch.stack(
+                [(q_pos.amin(-1) - k_pos.amax(-1)).min(), (q_pos.amax(-1) - k_pos.amin(-1)).max()]
+            )
+            lo, hi = (int(e) for e in ends.tolist())
         else:  # no pair (T = 0): no rows
             lo, hi = 0, -1
-        self._call = {"lo": lo, "hi": hi}
-        try:
-            yield
-        finally:
-            self._call = None
-
-    def _call_rows(self, dtype: torch.dtype) -> tuple[int, Tensor] | None:
-        call = self._call
-        if call is None:
-            return None
-        if call.get("dtype") != dtype:
-            call["rows"] = PF.transformer_xl_position_rows(
-                call["lo"],
-                call["hi"],
-                r_proj=self.r_proj,
-                n_heads=self.n_heads,
-                dtype=dtype,
-                base=self.base,
-            )  # (H, R, D)
-            call["dtype"] = dtype
-        return call["lo"], call["rows"]
+        rows = PF.transformer_xl_position_rows(
+            lo, hi, r_proj=self.r_proj, n_heads=self.n_heads, dtype=dtype, base=self.base
+        )
+        return lo, rows
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, n_heads={self.n_heads}, head_dim={self.head_dim}, base={self.base}"

@@ -8,8 +8,10 @@ from torch import Tensor
 from .. import functional as PF
 from .._validate import check_even, check_positive_float
 from ..functional import LAYOUTS, Layout
+from ..kernels import rope_eager
 from ..registry import register
 from .base import PositionalEncoding
+from .context import PositionContext, shared_for
 from .rotary import check_qk
 
 
@@ -54,37 +56,60 @@ class XPos(PositionalEncoding):
     def fixed_buffers(self) -> dict[str, Tensor]:
         return {"inv_freq": PF.rope_inv_freq(self.rotary_dim, base=self.base, xp=PF.torch_xp)}
 
-    def rotate_scaled(self, x: Tensor, pos: Tensor, sign: float) -> Tensor:
-        """Rotate x (B, H, T, D) at positions (T,) or (B, T) and scale by ζ^(sign·pos/γ_s)."""
+    def rotate_scaled(
+        self, x: Tensor, pos: Tensor, sign: float, ctx: PositionContext | None = None
+    ) -> Tensor:
+        """Rotate x (B, H, T, D) at positions (T,) or (B, T) and scale by ζ^(sign·pos/γ_s)
+        (tables shared by the layers of one forward through ``ctx``)."""
+        work = torch.promote_types(x.dtype, torch.float32)
+        cos, sin = shared_for(ctx, pos, ("xpos", sign, work), lambda: self.tables(pos, sign, work))
+        return rope_eager.apply_rope(x, cos, sin, layout=self.layout)
+
+    def tables(self, pos: Tensor, sign: float, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """ζ^(sign·pos/γ_s) cos, sin in ``dtype``: (T, P) or (B, 1, T, P)."""
         cos, sin = PF.rope_cos_sin(pos, self.inv_freq)  # (T, P) or (B, T, P) float64
         scale = PF.xpos_scale(
             sign * pos, self.rotary_dim, scale_base=self.scale_base, gamma=self.gamma
         )
-        work = torch.promote_types(x.dtype, torch.float32)
-        cos, sin = (cos * scale).to(work), (sin * scale).to(work)
-        if cos.ndim == 3:
-            cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, P)
-        return PF.apply_rope(x, cos, sin, layout=self.layout)
+        cos, sin = (cos * scale).to(dtype), (sin * scale).to(dtype)
+        return (cos[:, None], sin[:, None]) if cos.ndim == 3 else (cos, sin)
 
-    def rotate(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
+    def rotate(
+        self,
+        q: Tensor,
+        k: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        *,
+        ctx: PositionContext | None = None,
+    ) -> tuple[Tensor, Tensor]:
         if q.shape[-1] != self.head_dim:
             raise ValueError(f"q/k must have head_dim={self.head_dim} features, got {q.shape[-1]}")
-        q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
+        if ctx is None:
+            q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
+            self.check_range(q, k, q_pos, k_pos)
+        else:  # once per forward and dtype: every layer meets the same positions
+            key = ("xpos_range", q.dtype, k.dtype)
+            ctx.shared(key, lambda: self.check_range(q, k, ctx.q_pos, ctx.k_pos))
+        return self.rotate_scaled(q, q_pos, 1.0, ctx), self.rotate_scaled(k, k_pos, -1.0, ctx)
+
+    def check_range(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> None:
+        """Raise where the scaled queries or keys would overflow q's or k's dtype (NaN scores
+        past the dtype's range, either sign): one host read of the positions' extremes."""
         present = [p for p in (q_pos, k_pos) if p.numel()]
-        floating = q.is_floating_point() and k.is_floating_point()  # else apply_rope's TypeError
-        if present and floating:  # NaN scores past the dtype's range (either sign): say so
-            ends = torch.stack([e for p in present for e in p.aminmax()]).tolist()  # one read
-            largest = max(ends, key=abs)
-            for x in (q, k):
-                PF.check_xpos_range(
-                    largest,
-                    self.rotary_dim,
-                    torch.finfo(x.dtype).max,
-                    str(x.dtype),
-                    scale_base=self.scale_base,
-                    gamma=self.gamma,
-                )
-        return self.rotate_scaled(q, q_pos, 1.0), self.rotate_scaled(k, k_pos, -1.0)
+        if not present or not (q.is_floating_point() and k.is_floating_point()):
+            return  # (non-floating: apply_rope's TypeError)
+        ends = torch.stack([e for p in present for e in p.aminmax()]).tolist()  # one read
+        largest = max(ends, key=abs)
+        for x in (q, k):
+            PF.check_xpos_range(
+                largest,
+                self.rotary_dim,
+                torch.finfo(x.dtype).max,
+                str(x.dtype),
+                scale_base=self.scale_base,
+                gamma=self.gamma,
+            )
 
     def extra_repr(self) -> str:
         return (

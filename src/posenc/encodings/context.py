@@ -1,0 +1,66 @@
+"""The position context: one forward's positions and the work its layers share.
+
+A model builds it once per forward with ``pe.prepare(q_pos, k_pos)`` and hands it to every
+attention layer, as transformers hands ``position_embeddings`` down from the model: cos/sin
+tables, randomized draws and Transformer-XL's W_R R rows are computed at the first layer that
+needs them and reused by the others (and by every query block of a layer, and by the recompute
+of activation checkpointing, which calls the block again with the same context). Nothing is
+kept past the forward, so there is nothing to invalidate: no caches keyed on tensor identity or
+version counters.
+
+Roles: ``q_pos`` are the positions of this forward's tokens (the queries, and the keys a layer
+appends to its cache); ``k_pos`` are the positions of every key attention sees (cached keys
+first, then the new ones; ``q_pos`` itself without a cache). A hook tells which one it was
+given with ``role``; positions of any other origin get no shared work (computed afresh).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+
+from torch import Tensor
+
+T = TypeVar("T")
+
+
+class PositionContext:
+    """Positions of one forward, q_pos (T,) | (B, T) and k_pos (L,) | (B, L) int64, validated
+    by whoever built the context (``PositionalEncoding.prepare``), and the work derived from
+    them that every layer of the forward shares (``shared``)."""
+
+    def __init__(self, q_pos: Tensor, k_pos: Tensor | None = None) -> None:
+        self.q_pos = q_pos
+        self.k_pos = q_pos if k_pos is None else k_pos
+        self._shared: dict[Hashable, Any] = {}
+
+    def role(self, pos: Tensor) -> str | None:
+        """"q" or "k" when ``pos`` is this context's q_pos or k_pos tensor ("q" when they are
+        one tensor), else None: positions the context knows nothing about."""
+        if pos is self.q_pos:
+            return "q"
+        return "k" if pos is self.k_pos else None
+
+    def shared(self, key: Hashable, make: Callable[[], T]) -> T:
+        """``make()`` the first time ``key`` is asked for in this context, its result after."""
+        if key not in self._shared:
+            self._shared[key] = make()
+        value: T = self._shared[key]
+        return value
+
+    def __repr__(self) -> str:
+        return (
+            f"PositionContext(q_pos={tuple(self.q_pos.shape)}, k_pos={tuple(self.k_pos.shape)}, "
+            f"shared={list(self._shared)})"
+        )
+
+
+def shared_for(
+    ctx: PositionContext | None, pos: Tensor, key: Hashable, make: Callable[[], T]
+) -> T:
+    """``make()`` shared through ``ctx`` under (role of ``pos``, ``key``), or computed afresh
+    when there is no context or ``pos`` is not one of its position tensors."""
+    role = None if ctx is None else ctx.role(pos)
+    if ctx is None or role is None:
+        return make()
+    return ctx.shared((role, key), make)
