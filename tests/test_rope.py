@@ -228,13 +228,13 @@ def test_eager_kernel_both_forms_forward_and_backward(
     ``SMALL_MAX_BYTES``, 2-byte x with wide half-rows above ``WIDE_HALVES_MAX_BYTES``) by a swap
     copy; both equal the float64 formula in value and in the inverse-rotation gradient."""
     from posenc import functional as PF
-    from posenc.functional import _rope_torch
+    from posenc.kernels import rope_eager
 
     pos = torch.arange(T) + 5000
     cos, sin = PF.rope_cos_sin(pos, PF.rope_inv_freq(D, xp=PF.torch_xp))  # float64
     x = torch.randn(2, 8, T, D).to(dtype).requires_grad_()
-    assert _rope_torch.halves_pay(x, D // 2) == halves
-    out = PF.apply_rope(x, cos.float(), sin.float())
+    assert rope_eager.halves_pay(x, D // 2) == halves
+    out = rope_eager.apply_rope(x, cos.float(), sin.float())
     g = torch.randn_like(out)
     out.backward(g)
     # the array-API formula on numpy (not the torch kernel under test), float64

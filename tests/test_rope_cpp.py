@@ -1,8 +1,9 @@
-"""The hand-written CPU RoPE kernel behind ``enable_compiled_rope()`` (backend "cpp")."""
+"""The hand-written CPU RoPE kernel (``kernel="cpp"``, ``posenc.kernels.rope_cpp``) against the
+formula, through ``rotate_pair`` and ``RoPE(kernel="cpp")``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
 
 import numpy as np
 import pytest
@@ -10,20 +11,21 @@ import torch
 
 import posenc
 from posenc import functional as PF
-from posenc.functional import _rope_compiled, _rope_cpp
+from posenc.kernels import rope_cpp
+from posenc.kernels.rope import rotate_pair
 from tests.reference.rotary import rope as ref_rope
 
 LOW = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float32: 2.0**-24}
+CPP = functools.partial(rotate_pair, kernel="cpp")
+EAGER = functools.partial(rotate_pair, kernel="eager")
 
 
 @pytest.fixture
-def cpp() -> Iterator[None]:
+def cpp() -> None:
     try:
-        PF.enable_compiled_rope(True, backend="cpp")
+        rope_cpp.load_kernel()
     except RuntimeError as err:  # no C++ toolchain on this machine: nothing to test
         pytest.skip(str(err))
-    yield
-    PF.enable_compiled_rope(False)
 
 
 def _tables(pos: torch.Tensor, rot: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -52,7 +54,7 @@ def test_kernel_matches_float64_reference(
     q, k = q64.to(dtype), k64.to(dtype)
     pos = torch.randint(0, 5000, (2, 9))
     cos, sin = _tables(pos, rot)  # (B, T, P)
-    oq, ok = PF.apply_rope_pair(q, k, cos[:, None], sin[:, None], cos[:, None], sin[:, None],
+    oq, ok = CPP(q, k, cos[:, None], sin[:, None], cos[:, None], sin[:, None],
                                 layout=layout)  # fmt: skip
     for x, out in ((q, oq), (k, ok)):
         exact = ref_rope(x.double().numpy(), pos.numpy(), layout=layout, rotary_dim=rot)
@@ -71,7 +73,7 @@ def test_position_blocks_with_ragged_end_and_per_head_tables(per_head: bool) -> 
     pos_q = torch.randint(0, 9000, (2, 6, 2100) if per_head else (2, 1, 2100))
     pos_k = torch.randint(0, 9000, (2, 6, 2051) if per_head else (2, 1, 2051))
     (cq, sq), (ck, sk) = _tables(pos_q, 128), _tables(pos_k, 128)
-    oq, ok = PF.apply_rope_pair(q, k, cq, sq, ck, sk)
+    oq, ok = CPP(q, k, cq, sq, ck, sk)
     for x, pos, out in ((q, pos_q, oq), (k, pos_k, ok)):
         pos3 = pos.expand(*x.shape[:3])
         exact = np.stack([  # (B, H, T, D): the float64 loop per (batch, head) row of positions
@@ -92,7 +94,7 @@ def test_large_outputs_streamed_past_the_cache(layout: str, dtype: torch.dtype) 
     k = torch.randn(2, 8, 4100, 64, dtype=dtype, requires_grad=True)
     pos = torch.arange(4100)
     cos, sin = _tables(pos, 64)
-    oq, ok = PF.apply_rope_pair(q, k, cos, sin, cos, sin, layout=layout)
+    oq, ok = CPP(q, k, cos, sin, cos, sin, layout=layout)
     c64, s64 = PF.rope_cos_sin(pos, PF.rope_inv_freq(64, xp=PF.torch_xp))
     for x, out in ((q, oq), (k, ok)):  # float64 torch formula: the loop reference is too slow
         exact = PF.apply_rope(x.detach().double(), c64, s64, layout=layout)
@@ -113,18 +115,18 @@ def test_low_precision_tables_converted_once_until_changed() -> None:
     cos, sin = c64.to(torch.bfloat16), s64.to(torch.bfloat16)
     q = torch.randn(1, 2, 16, 32, dtype=torch.bfloat16, requires_grad=True)
     k = torch.randn(1, 2, 16, 32, dtype=torch.bfloat16)
-    _rope_cpp._converted.clear()
-    first = PF.apply_rope_pair(q, k, cos, sin, cos, sin)[0]
-    made = {id(t): copy for t, _, copy in _rope_cpp._converted}  # what the call converted
-    assert len(_rope_cpp._converted) == 2 and made.keys() == {id(cos), id(sin)}
+    rope_cpp._converted.clear()
+    first = CPP(q, k, cos, sin, cos, sin)[0]
+    made = {id(t): copy for t, _, copy in rope_cpp._converted}  # what the call converted
+    assert len(rope_cpp._converted) == 2 and made.keys() == {id(cos), id(sin)}
     assert made[id(cos)].dtype == torch.float32 and made[id(cos)].equal(cos.float())
     first.backward(torch.ones_like(first))
-    after = {id(t): copy for t, _, copy in _rope_cpp._converted}
+    after = {id(t): copy for t, _, copy in rope_cpp._converted}
     assert after.keys() == made.keys() and all(after[i] is made[i] for i in made)  # reused
     with torch.no_grad():
         sin.neg_()  # R(-θ): changed in place
-    oq, ok = PF.apply_rope_pair(q.detach(), k, cos, sin, cos, sin)
-    assert _rope_cpp._f32(sin).equal(sin.float())
+    oq, ok = CPP(q.detach(), k, cos, sin, cos, sin)
+    assert rope_cpp._f32(sin).equal(sin.float())
     for x, out in ((q.detach(), oq), (k, ok)):  # float64 formula with the tables as given
         exact = PF.apply_rope(x.double(), cos.double(), sin.double())
         _assert_rounding_level(out, exact.numpy())
@@ -140,7 +142,7 @@ def test_strided_and_3d_inputs(layout: str) -> None:
     cos, sin = _tables(pos, 32)
     q = torch.randn(2, 7, 4, 32).transpose(1, 2)  # (B, H, T, D), not contiguous
     k = torch.randn(3, 7, 32)
-    oq, ok = PF.apply_rope_pair(q, k, cos, sin, cos, sin, layout=layout)
+    oq, ok = CPP(q, k, cos, sin, cos, sin, layout=layout)
     _assert_rounding_level(oq, ref_rope(q.double().numpy(), pos.numpy(), layout=layout))
     _assert_rounding_level(ok, ref_rope(k[None].double().numpy(), pos.numpy(), layout=layout)[0])
 
@@ -154,7 +156,7 @@ def test_backward_is_inverse_rotation_and_matches_eager(layout: str, dtype: torc
     q = torch.randn(2, 4, 11, 64).to(dtype).requires_grad_()
     k = torch.randn(2, 1, 11, 64).to(dtype).requires_grad_()
     gq, gk = torch.randn(2, 4, 11, 64).to(dtype), torch.randn(2, 1, 11, 64).to(dtype)
-    torch.autograd.backward(PF.apply_rope_pair(q, k, cos, sin, cos, sin, layout=layout), [gq, gk])
+    torch.autograd.backward(CPP(q, k, cos, sin, cos, sin, layout=layout), [gq, gk])
     for x, g in ((q, gq), (k, gk)):
         assert x.grad is not None and x.grad.dtype == dtype
         # the gradient is R(-θ) g: the reference rotation at negated positions
@@ -168,7 +170,7 @@ def test_backward_with_one_output_used() -> None:
     cos, sin = _tables(pos, 16)
     q = torch.randn(1, 2, 5, 16, requires_grad=True)
     k = torch.randn(1, 2, 5, 16, requires_grad=True)
-    oq, _ = PF.apply_rope_pair(q, k, cos, sin, cos, sin)
+    oq, _ = CPP(q, k, cos, sin, cos, sin)
     oq.sum().backward()
     assert q.grad is not None and k.grad is None
 
@@ -180,10 +182,10 @@ def test_inplace_writes_into_q_and_k(layout: str, dtype: torch.dtype) -> None:
     pos = torch.arange(1000, 1013)
     cos, sin = _tables(pos, 40)
     q, k = torch.randn(1, 4, 13, 40).to(dtype), torch.randn(1, 2, 13, 40).to(dtype)
-    eq, ek = PF.apply_rope_pair(q, k, cos, sin, cos, sin, layout=layout)
+    eq, ek = CPP(q, k, cos, sin, cos, sin, layout=layout)
     qb, kb = q.clone(), k.clone()
     with torch.no_grad():
-        iq, ik = PF.apply_rope_pair(qb, kb, cos, sin, cos, sin, layout=layout, inplace=True)
+        iq, ik = CPP(qb, kb, cos, sin, cos, sin, layout=layout, inplace=True)
     assert iq is qb and ik is kb
     torch.testing.assert_close((qb, kb), (eq, ek), rtol=0, atol=0)
 
@@ -196,23 +198,25 @@ def test_nan_and_inf_propagate() -> None:
         q = torch.ones(1, 1, 3, 32, dtype=dtype)
         q[0, 0, 1, 0] = float("nan")
         q[0, 0, 2, 5] = float("inf")
-        oq, _ = PF.apply_rope_pair(q, q.clone(), cos, sin, cos, sin)
+        oq, _ = CPP(q, q.clone(), cos, sin, cos, sin)
         assert bool(oq[0, 0, 1, [0, 16]].isnan().all())  # the NaN's pair
         assert bool(oq[0, 0, 0].isfinite().all()) and not bool(oq[0, 0, 2].isfinite().all())
 
 
 @pytest.mark.usefixtures("cpp")
 def test_rope_module_fast_path_matches_eager_with_backward() -> None:
-    rope = posenc.build("rope", head_dim=32, layout="interleaved", partial=0.75)
+    fast, eager = (
+        posenc.build("rope", head_dim=32, layout="interleaved", partial=0.75, kernel=kernel)
+        for kernel in ("cpp", "eager")
+    )
     q = torch.randn(2, 4, 6, 32, requires_grad=True)
     k = torch.randn(2, 2, 6, 32, requires_grad=True)
     pos = torch.arange(6)
-    fq, fk = rope.rotate(q, k, pos, pos)
+    fq, fk = fast.rotate(q, k, pos, pos)
     (fq.sum() + 2 * fk.sum()).backward()
     fast_grads = q.grad.clone(), k.grad.clone()  # type: ignore[union-attr]
     q.grad = k.grad = None
-    PF.enable_compiled_rope(False)
-    eq, ek = rope.rotate(q, k, pos, pos)
+    eq, ek = eager.rotate(q, k, pos, pos)
     (eq.sum() + 2 * ek.sum()).backward()
     torch.testing.assert_close((fq, fk), (eq, ek))
     torch.testing.assert_close(fast_grads, (q.grad, k.grad))
@@ -220,26 +224,32 @@ def test_rope_module_fast_path_matches_eager_with_backward() -> None:
 
 def test_supports_only_what_the_kernel_takes() -> None:
     cos = torch.zeros(5, 8)
-    assert _rope_cpp.supports(torch.zeros(2, 3, 5, 16), cos)
-    assert not _rope_cpp.supports(torch.zeros(2, 3, 5, 16, dtype=torch.float64), cos)
-    assert not _rope_cpp.supports(torch.zeros(2, 3, 16, 5).transpose(-1, -2), cos)
-    assert not _rope_cpp.supports(torch.zeros(1, 2, 3, 5, 16), cos)  # 5-D
-    assert not _rope_cpp.supports(torch.zeros(2, 3, 5, 16), torch.zeros(4, 2, 1, 5, 8))
+    assert rope_cpp.supports(torch.zeros(2, 3, 5, 16), cos)
+    assert not rope_cpp.supports(torch.zeros(2, 3, 5, 16, dtype=torch.float64), cos)
+    assert not rope_cpp.supports(torch.zeros(2, 3, 16, 5).transpose(-1, -2), cos)
+    assert not rope_cpp.supports(torch.zeros(1, 2, 3, 5, 16), cos)  # 5-D
+    assert not rope_cpp.supports(torch.zeros(2, 3, 5, 16), torch.zeros(4, 2, 1, 5, 8))
 
 
-def test_bad_backend_and_failed_build(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(ValueError, match="backend must be one of"):
-        PF.enable_compiled_rope(True, backend="tvm")  # type: ignore[arg-type]
-    monkeypatch.setattr(_rope_cpp.KERNEL, "op", None)
-    monkeypatch.setattr(_rope_cpp.KERNEL, "error", "could not build (no g++)")
-    try:
-        with pytest.raises(RuntimeError, match="no g\\+\\+"):
-            PF.enable_compiled_rope(True, backend="cpp")
-        with pytest.warns(UserWarning, match="stays on the eager path"):
-            PF.enable_compiled_rope(True, backend="auto")
-        assert _rope_compiled._state["cpp"] is False
-    finally:
-        PF.enable_compiled_rope(False)
+@pytest.mark.usefixtures("cpp")
+def test_inputs_the_kernel_does_not_take_run_eager() -> None:
+    """float64 and 5-D tensors are rotated by the eager kernel under kernel="cpp"."""
+    pos = torch.arange(5)
+    c64, s64 = PF.rope_cos_sin(pos, PF.rope_inv_freq(8, xp=PF.torch_xp))
+    for q in (torch.randn(1, 2, 5, 8, dtype=torch.float64), torch.randn(2, 1, 2, 5, 8)):
+        c, s = c64.to(q.dtype), s64.to(q.dtype)
+        torch.testing.assert_close(CPP(q, q, c, s, c, s), EAGER(q, q, c, s, c, s), rtol=0, atol=0)
+
+
+def test_failed_build_is_a_runtime_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rope_cpp.KERNEL, "op", None)
+    monkeypatch.setattr(rope_cpp.KERNEL, "error", "could not build (no g++)")
+    q, (cos, sin) = torch.randn(1, 1, 5, 8), _tables(torch.arange(5), 8)
+    pe = posenc.build("rope", head_dim=8, kernel="cpp")  # built on first use, not here
+    with pytest.raises(RuntimeError, match="no g\\+\\+"):
+        CPP(q, q, cos, sin, cos, sin)
+    with pytest.raises(RuntimeError, match="no g\\+\\+"):
+        pe.rotate(q, q, torch.arange(5), torch.arange(5))
 
 
 @pytest.mark.usefixtures("cpp")
@@ -249,11 +259,10 @@ def test_sin_alone_requiring_grad_gets_its_gradient() -> None:
     cos, sin = _tables(pos, 8)
     sin = sin.clone().requires_grad_()
     q, k = torch.randn(1, 2, 5, 8), torch.randn(1, 1, 5, 8)
-    oq, ok = PF.apply_rope_pair(q, k, cos, sin, cos, sin)
+    oq, ok = CPP(q, k, cos, sin, cos, sin)
     (oq.sum() + ok.sum()).backward()
     fast = sin.grad
     sin.grad = None
-    PF.enable_compiled_rope(False)
     eq, ek = PF.apply_rope_pair(q, k, cos, sin, cos, sin)
     (eq.sum() + ek.sum()).backward()
     assert fast is not None
@@ -268,16 +277,16 @@ def test_fast_path_refuses_what_eager_refuses() -> None:
     cos, sin = _tables(pos, 8)
     q, k = torch.randn(1, 2, 5, 8), torch.randn(1, 1, 5, 8)
     with pytest.raises(ValueError, match="layout must be one of"):
-        PF.apply_rope_pair(q, k, cos, sin, cos, sin, layout="neox")  # type: ignore[arg-type]
+        CPP(q, k, cos, sin, cos, sin, layout="neox")
     with pytest.raises(ValueError, match="cos/sin have 4 pairs but k has only 6 features"):
-        PF.apply_rope_pair(q, k[..., :6], cos, sin, cos, sin)
+        CPP(q, k[..., :6], cos, sin, cos, sin)
     with pytest.raises(ValueError, match="cos and sin must have one shape"):
-        PF.apply_rope_pair(q, k, cos, sin[:1], cos, sin)
+        CPP(q, k, cos, sin[:1], cos, sin)
     with pytest.raises(ValueError, match=r"do not broadcast to q of shape \(2, 5, 8\)"):
-        PF.apply_rope_pair(q[0], k, cos.expand(3, 1, 5, 4), sin.expand(3, 1, 5, 4), cos, sin)
+        CPP(q[0], k, cos.expand(3, 1, 5, 4), sin.expand(3, 1, 5, 4), cos, sin)
     base = torch.randn(1, 1, 5, 8)
     with torch.no_grad(), pytest.raises(ValueError, match="inplace=True needs q without shared"):
-        PF.apply_rope_pair(base.expand(2, 3, 5, 8), k, cos, sin, cos, sin, inplace=True)
+        CPP(base.expand(2, 3, 5, 8), k, cos, sin, cos, sin, inplace=True)
 
 
 @pytest.mark.usefixtures("cpp")
@@ -287,7 +296,7 @@ def test_double_backward_is_a_clear_error() -> None:
     pos = torch.arange(5)
     cos, sin = _tables(pos, 8)
     q, k = torch.randn(1, 2, 5, 8, requires_grad=True), torch.randn(1, 1, 5, 8)
-    oq, _ = PF.apply_rope_pair(q, k, cos, sin, cos, sin)
+    oq, _ = CPP(q, k, cos, sin, cos, sin)
     (gq,) = torch.autograd.grad((oq**2).sum(), q, create_graph=True)
     with pytest.raises(RuntimeError, match="differentiate twice"):
         ((oq**2).sum() + (gq**2).sum()).backward()

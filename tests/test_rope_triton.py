@@ -1,4 +1,5 @@
-"""posenc's Triton RoPE kernel, run on CPU in Triton's interpreter (no GPU needed).
+"""posenc's Triton RoPE kernel (``kernel="triton"``, ``posenc.kernels.rope_triton``), run on CPU
+in Triton's interpreter (no GPU needed).
 
 Skipped when Triton is not installed (``pip install -c constraints.txt -e ".[triton]"``; CI
 installs it for this file). Speed is a GPU matter (``posenc bench --device cuda``), not tested.
@@ -10,7 +11,7 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before Triton is imported: kernels on CPU
 
-from collections.abc import Iterator
+import functools
 
 import numpy as np
 import pytest
@@ -18,20 +19,21 @@ import torch
 
 pytest.importorskip("triton")
 
+import posenc
 from posenc import functional as PF
-from posenc.functional import _rope_compiled
+from posenc.kernels.rope import rotate_pair
 from tests.reference.rotary import rope_vector
 
 LOW = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float32: 2.0**-24}
 
 
+TRITON = functools.partial(rotate_pair, kernel="triton")
+
+
 @pytest.fixture
-def triton_backend() -> Iterator[None]:
+def triton_backend() -> None:
     if os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("TRITON_INTERPRET is not 1: these tests run the kernel on CPU tensors")
-    PF.enable_compiled_rope(True, backend="triton")
-    yield
-    PF.enable_compiled_rope(False)
 
 
 def _exact(x: torch.Tensor, pos: torch.Tensor, rot: int, layout: str) -> np.ndarray:
@@ -67,7 +69,7 @@ def test_kernel_matches_float64_reference(
     q, k = torch.randn(2, 4, 9, D).to(dtype), torch.randn(2, 2, 5, D).to(dtype)
     pos_q, pos_k = torch.randint(0, 5000, (2, 1, 9)), torch.randint(0, 5000, (2, 1, 5))
     (cq, sq), (ck, sk) = _tables(pos_q, rot), _tables(pos_k, rot)
-    oq, ok = PF.apply_rope_pair(q, k, cq, sq, ck, sk, layout=layout)
+    oq, ok = TRITON(q, k, cq, sq, ck, sk, layout=layout)
     for x, pos, out in ((q, pos_q, oq), (k, pos_k, ok)):
         _assert_rounding_level(out, _exact(x, pos, rot, layout))
         torch.testing.assert_close(out[..., rot:], x[..., rot:], rtol=0, atol=0)
@@ -80,14 +82,14 @@ def test_backward_is_the_inverse_rotation(layout: str) -> None:
     cos, sin = _tables(pos, 32)
     q = torch.randn(1, 2, 11, 32, requires_grad=True)
     k = torch.randn(1, 2, 11, 32, requires_grad=True)
-    oq, ok = PF.apply_rope_pair(q, k, cos, sin, cos, sin, layout=layout)
+    oq, ok = TRITON(q, k, cos, sin, cos, sin, layout=layout)
     gq, gk = torch.randn_like(oq), torch.randn_like(ok)
     torch.autograd.backward([oq, ok], [gq, gk])
     assert q.grad is not None and k.grad is not None
     _assert_rounding_level(q.grad, _exact(gq, -pos, 32, layout))  # R(θ)^T = R(-θ)
     _assert_rounding_level(k.grad, _exact(gk, -pos, 32, layout))
     q.grad = None
-    oq, _ = PF.apply_rope_pair(q, k, cos, sin, cos, sin, layout=layout)
+    oq, _ = TRITON(q, k, cos, sin, cos, sin, layout=layout)
     oq.sum().backward()  # k's output unused: its gradient arrives as zeros
     assert q.grad is not None
 
@@ -100,36 +102,47 @@ def test_inplace_and_strided_inputs() -> None:
     cos, sin = _tables(pos, 32)
     q = torch.randn(2, 7, 4, 32).transpose(1, 2)
     k = torch.randn(2, 4, 7, 32)
-    oq, ok = PF.apply_rope_pair(q, k, cos, sin, cos, sin)
+    oq, ok = TRITON(q, k, cos, sin, cos, sin)
     _assert_rounding_level(oq, _exact(q, pos, 32, "half"))
     q2, k2 = q.clone(), k.clone()
     with torch.no_grad():
-        rq, rk = PF.apply_rope_pair(q2, k2, cos, sin, cos, sin, inplace=True)
+        rq, rk = TRITON(q2, k2, cos, sin, cos, sin, inplace=True)
     assert rq is q2 and rk is k2
     torch.testing.assert_close(q2, oq, rtol=0, atol=0)
     torch.testing.assert_close(k2, ok, rtol=0, atol=0)
 
 
 def test_cpu_only_paths_never_import_triton() -> None:
-    """``auto`` on CPU tensors uses the C++ kernel or Inductor without importing Triton."""
+    """``auto`` on CPU tensors uses the C++ kernel or the eager one without importing posenc's
+    Triton kernel (torch's Dynamo imports Triton itself when it is installed)."""
     import subprocess
     import sys
 
     code = (
-        "import sys, torch; import posenc.functional as PF\n"
-        "PF.enable_compiled_rope(True)\n"
-        "c, s = torch.ones(4, 4), torch.zeros(4, 4)\n"
-        "PF.apply_rope_pair(torch.randn(1, 1, 4, 8), torch.randn(1, 1, 4, 8), c, s, c, s)\n"
-        "assert 'triton' not in sys.modules, 'triton imported'\n"
+        "import sys, torch; import posenc\n"
+        "pe = posenc.build('rope', head_dim=8, kernel='auto')\n"
+        "q, pos = torch.randn(1, 1, 4, 8), torch.arange(4)\n"
+        "pe.rotate(q, q, pos, pos)\n"
+        "assert 'posenc.kernels.rope_triton' not in sys.modules, 'kernel imported'\n"
     )
     env = {**os.environ, "TRITON_INTERPRET": "0"}
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
 
 
-def test_triton_backend_without_triton_raises(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(_rope_compiled._state, "triton", None)
-    with pytest.raises(RuntimeError, match="needs Triton"):
-        PF.enable_compiled_rope(True, backend="triton")
+@pytest.mark.usefixtures("triton_backend")
+def test_rope_module_with_the_triton_kernel_matches_eager() -> None:
+    fast, eager = (posenc.build("rope", head_dim=16, kernel=n) for n in ("triton", "eager"))
+    q = torch.randn(1, 4, 6, 16, requires_grad=True)
+    k = torch.randn(1, 2, 6, 16, requires_grad=True)
+    pos = torch.arange(6)
+    fq, fk = fast.rotate(q, k, pos, pos)
+    (fq.sum() + 2 * fk.sum()).backward()
+    fast_grads = q.grad.clone(), k.grad.clone()  # type: ignore[union-attr]
+    q.grad = k.grad = None
+    eq, ek = eager.rotate(q, k, pos, pos)
+    (eq.sum() + 2 * ek.sum()).backward()
+    torch.testing.assert_close((fq, fk), (eq, ek))
+    torch.testing.assert_close(fast_grads, (q.grad, k.grad))
 
 
 @pytest.mark.usefixtures("triton_backend")
@@ -161,25 +174,25 @@ def test_tables_not_fitting_and_shared_rows_are_refused() -> None:
     cos, sin = _tables(pos, 8)
     q, k = torch.randn(1, 2, 5, 8), torch.randn(1, 1, 5, 8)
     with pytest.raises(ValueError, match="cos and sin must have one shape"):
-        PF.apply_rope_pair(q, k, cos, sin[:1], cos, sin[:1])
+        TRITON(q, k, cos, sin[:1], cos, sin[:1])
     c16, s16 = _tables(pos, 16)
     with pytest.raises(ValueError, match="cos/sin have 8 pairs but q has only 8 features"):
-        PF.apply_rope_pair(q, k, c16, s16, c16, s16)
+        TRITON(q, k, c16, s16, c16, s16)
     with torch.no_grad(), pytest.raises(ValueError, match="inplace=True needs q without shared"):
-        PF.apply_rope_pair(q[:, :1].expand(1, 3, 5, 8), k, cos, sin, cos, sin, inplace=True)
+        TRITON(q[:, :1].expand(1, 3, 5, 8), k, cos, sin, cos, sin, inplace=True)
 
 
 @pytest.mark.usefixtures("triton_backend")
 def test_double_backward_raises_and_meta_tensors_trace() -> None:
     """A gradient penalty through the kernel raises (it used to drop the penalty's gradient);
-    meta tensors (shape tracing) go to Inductor, not to a launch."""
+    meta tensors (shape tracing) go to the eager kernel, not to a launch."""
     pos = torch.arange(5)
     cos, sin = _tables(pos, 8)
     q, k = torch.randn(1, 2, 5, 8, requires_grad=True), torch.randn(1, 1, 5, 8)
-    oq, _ = PF.apply_rope_pair(q, k, cos, sin, cos, sin)
+    oq, _ = TRITON(q, k, cos, sin, cos, sin)
     (gq,) = torch.autograd.grad((oq**2).sum(), q, create_graph=True)
     with pytest.raises(RuntimeError, match="differentiate twice"):
         ((oq**2).sum() + (gq**2).sum()).backward()
     qm, km, cm, sm = (t.to("meta") for t in (q.detach(), k, cos, sin))
-    oqm, okm = PF.apply_rope_pair(qm, km, cm, sm, cm, sm)
+    oqm, okm = TRITON(qm, km, cm, sm, cm, sm)
     assert oqm.shape == qm.shape and okm.shape == km.shape and oqm.is_meta

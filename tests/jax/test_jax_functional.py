@@ -204,7 +204,7 @@ def test_every_exported_formula_has_a_case() -> None:
     covered |= {"rope_cos_sin", "apply_rope", "kerple_bias", "t5_relative_bucket", "alibi_bias"}
     covered |= {"kerple_log", "kerple_power", "gather_relative"}  # via kerple_bias, shaw terms
     helpers = {"namespace", "np_xp", "torch_xp", "rotary_dim", "check_t5_buckets", "check_kerple"}
-    helpers |= {"enable_compiled_rope", "compiled_rope_enabled", "widest_float", "widest_int"}
+    helpers |= {"widest_float", "widest_int"}
     helpers |= {"xpos_max_position", "check_xpos_range"}  # Python numbers in, no arrays
     formulas = {
         n for n in PF.__all__ if n[0].islower() and n not in helpers and callable(getattr(PF, n))

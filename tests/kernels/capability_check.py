@@ -18,8 +18,10 @@ import posenc
 from posenc.attention.fire_fused import KERNEL as FIRE_KERNEL
 from posenc.attention.fire_fused import fire_fused_attention
 from posenc.attention.toeplitz import toeplitz_bias_attention
-from posenc.functional import _rope_compiled, _rope_cpp, apply_rope
+from posenc.kernels import rope_cpp
 from posenc.kernels.native import build_isa
+from posenc.kernels.rope import rotate_pair
+from posenc.kernels.rope_eager import apply_rope
 
 SIZES = (1, 3, 17, 40, 63, 129, 200, 300)
 TOL = {torch.float32: 2e-5, torch.bfloat16: 2e-2, torch.float16: 2e-3}
@@ -60,28 +62,24 @@ def rope_cases(inductor: bool) -> None:
                     tag = f"T={T} D={D} P={P} {dtype} {layout}"
                     want_q = rope_reference(q, cos, sin, layout, 1.0)
                     want_k = rope_reference(k, cos, sin, layout, 1.0)
-                    oq, ok = _rope_cpp.rope_pair([q, k], [(cos, sin)] * 2, layout)
+                    oq, ok = rope_cpp.rope_pair([q, k], [(cos, sin)] * 2, layout)
                     check(f"cpp {tag} q", oq, want_q, atol)
                     check(f"cpp {tag} k", ok, want_k, atol)
-                    bq, _ = _rope_cpp.rope_pair([q, k], [(cos, sin)] * 2, layout, backward=True)
+                    bq, _ = rope_cpp.rope_pair([q, k], [(cos, sin)] * 2, layout, backward=True)
                     check(
                         f"cpp backward {tag}", bq, rope_reference(q, cos, sin, layout, -1.0), atol
                     )
                     qi, ki = q.clone(), k.clone()
-                    _rope_cpp.rope_pair_([qi, ki], [(cos, sin)] * 2, layout)
+                    rope_cpp.rope_pair_([qi, ki], [(cos, sin)] * 2, layout)
                     check(f"cpp in place {tag}", qi, want_q, atol)
                     if dtype == torch.float32:
                         eager = apply_rope(q, cos, sin, layout=layout)
                         check(f"eager {tag}", eager, want_q, atol)
             if inductor and T in (17, 300) and D == 64:
-                _rope_compiled.enable_compiled_rope(backend="inductor")
-                try:
-                    q = torch.randn(1, 4, T, D, generator=g)
-                    with torch.no_grad():
-                        oq, _ = posenc.functional.apply_rope_pair(q, q, cos, sin, cos, sin)
-                    check(f"inductor T={T}", oq, rope_reference(q, cos, sin, "half", 1.0), 2e-5)
-                finally:
-                    _rope_compiled.enable_compiled_rope(False)
+                q = torch.randn(1, 4, T, D, generator=g)
+                with torch.no_grad():
+                    oq, _ = rotate_pair(q, q, cos, sin, cos, sin, kernel="inductor")
+                check(f"inductor T={T}", oq, rope_reference(q, cos, sin, "half", 1.0), 2e-5)
 
 
 def attention_reference(q, k, v, pe, q_pos, k_pos, causal, scale):  # type: ignore[no-untyped-def]
@@ -126,7 +124,7 @@ def bias_cases() -> None:
 
 def main() -> int:
     torch.manual_seed(0)
-    isa = _rope_cpp.load_kernel().isa()
+    isa = rope_cpp.load_kernel().isa()
     print(f"capability {torch.backends.cpu.get_cpu_capability()}, build {build_isa()}: "
           f"rope kernel {isa}, FIRE kernel {FIRE_KERNEL.load().isa()}")  # fmt: skip
     rope_cases(inductor="--inductor" in sys.argv)

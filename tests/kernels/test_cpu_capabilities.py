@@ -91,7 +91,6 @@ def test_isa_flags_never_exceed_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None
 
 _NO_COMPILER = """
 import warnings, torch, posenc
-from posenc.functional import enable_compiled_rope
 torch.manual_seed(0)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
@@ -99,8 +98,9 @@ with warnings.catch_warnings(record=True) as caught:
     x = torch.randint(0, 50, (2, 40))
     with torch.no_grad():
         a, b = fire(x), fire(x)  # the fused FIRE kernel cannot be built: blocks, one notice
-    enable_compiled_rope()  # the C++ RoPE kernel cannot be built: eager, one notice
-    rope = posenc.TinyTransformer(vocab_size=50, pe="rope", d_model=32, n_heads=4).eval()
+    rope = posenc.TinyTransformer(  # the C++ RoPE kernel cannot be built: eager, one notice
+        vocab_size=50, pe="rope", d_model=32, n_heads=4, pe_config={"kernel": "auto"}
+    ).eval()
     with torch.no_grad():
         c = rope(x)
 notices = [str(w.message) for w in caught if "could not build" in str(w.message)]
@@ -125,4 +125,4 @@ def test_without_a_compiler_everything_runs_on_eager_paths_with_one_notice(
     lines = done.stdout.splitlines()
     assert lines[0] == "2 True", done.stdout + done.stderr[-2000:]  # one per kernel, results fine
     assert "FIRE attention runs by query blocks" in done.stdout
-    assert "RoPE on CPU stays on the eager path" in done.stdout
+    assert "kernel='auto' rotates RoPE on CPU with the eager kernel" in done.stdout

@@ -62,7 +62,7 @@ def interleaved(
     implementation); returns seconds per call.
 
     ``settings[name]()`` is a context entered around each of that implementation's samples,
-    outside the clock (a process-wide switch such as ``enable_compiled_rope``: set once, as a
+    outside the clock (a process-wide setting such as a ``torch.backends`` flag: set once, as a
     user would, not once per call).
     """
     settings = settings or {}
@@ -116,12 +116,12 @@ def isa() -> dict[str, Any]:
     """Which vector ISA the numbers come from: the CPU's (``cpu_simd``: its AVX2 / AVX-512 /
     NEON flags), ATen's (``aten_cpu_capability``) and posenc's C++ kernels' build
     (``kernel_isa``: null when they cannot be built)."""
+    from ..kernels import rope_cpp
     from ..kernels.native import cpu_has
-    from ..functional import _rope_cpp
 
     flags = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_bf16", "asimd", "sve")
     try:
-        kernel_isa: str | None = _rope_cpp.load_kernel().isa()
+        kernel_isa: str | None = rope_cpp.load_kernel().isa()
     except RuntimeError:
         kernel_isa = None
     return {

@@ -1,31 +1,29 @@
 """RoPE benchmark: posenc's eager, compiled and in-place paths against the anchors and floors.
 
-Cases: (B, H, T, D) x dtype x {forward, forward+backward}; q and k rotated per call. posenc:
-the default eager path, the opt-in fast path (``enable_compiled_rope()``: the C++ kernel on
-CPU, the Triton kernel on CUDA) and its Inductor backend, and the in-place forms. Anchors (each
+Cases: (B, H, T, D) x dtype x {forward, forward+backward}; q and k rotated per call by
+``posenc.kernels.rope.rotate_pair`` with an explicit kernel: the default "eager", the fast one
+(``FAST_KERNEL``: "cpp" on CPU, "triton" on CUDA, as ``kernel="auto"`` picks there) and
+"inductor", and the in-place forms of the eager and fast kernels. Anchors (each
 skipped, and said so, when not installed): Hugging Face ``apply_rotary_pos_emb`` with cos/sin
 given in the input dtype (what ``LlamaRotaryEmbedding`` returns), rotary-embedding-torch,
 x-transformers, torchtune (fed its own (B, T, H, D) layout), and with the Triton fast path (the
 GPU suite) Liger-Kernel's ``liger_rotary_pos_emb``: HF's signature, fed the (B, H, T, D) view of
 (B, T, H, D) memory that HF's attention passes, which it rotates in place. Floors: ``clone`` of
 q and k (out of place) and ``copy_`` into preallocated buffers (in place; on a GPU, the
-device-to-device copy bandwidth). The fast path is switched on around each sample, outside the
-clock, as a user switches it on once.
+device-to-device copy bandwidth).
 """
 
 from __future__ import annotations
 
-import functools
 import statistics
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from .. import functional as PF
-from ..functional._rope_compiled import Backend
+from ..kernels.rope import Kernel, rotate_pair
 from .harness import DTYPES, as_json, interleaved
 
 SHAPES = [(1, 32, 2048, 128), (4, 8, 1024, 64), (1, 8, 8192, 64)]
@@ -38,8 +36,8 @@ ANCHORS = (
     "torchtune",
     "liger_rotary_pos_emb",
 )
-#: The fast path's backend on each device: the C++ kernel on CPU, the Triton kernel on CUDA.
-FAST_BACKEND: dict[str, Backend] = {"cpu": "cpp", "cuda": "triton"}
+#: The fast kernel on each device: the C++ kernel on CPU, the Triton kernel on CUDA.
+FAST_KERNEL: dict[str, Kernel] = {"cpu": "cpp", "cuda": "triton"}
 #: Tensors whose gradients a forward+backward sample resets (anchors fed their own layout).
 _LEAVES: list[torch.Tensor] = []
 
@@ -49,46 +47,36 @@ def _tables(T: int, D: int, device: torch.device) -> tuple[torch.Tensor, torch.T
     return cos.float().to(device), sin.float().to(device)  # (T, D/2)
 
 
-@contextmanager
-def _fast_path(backend: Backend | None) -> Iterator[None]:
-    """``enable_compiled_rope`` on (``backend``) or off for the duration of one sample."""
-    PF.enable_compiled_rope(backend is not None, backend=backend or "auto")
-    try:
-        yield
-    finally:
-        PF.enable_compiled_rope(False)
-
-
-def backends(fast: Backend) -> dict[str, Backend | None]:
-    """Fast-path backend of each posenc implementation (None: the default eager path)."""
+def kernels(fast: Kernel) -> dict[str, Kernel]:
+    """The RoPE kernel each posenc implementation runs (``posenc.kernels.rope``)."""
     return {
-        "posenc_eager": None,
+        "posenc_eager": "eager",
         f"posenc_{fast}": fast,
         "posenc_inductor": "inductor",
-        "posenc_inplace": None,
+        "posenc_inplace": "eager",
         f"posenc_inplace_{fast}": fast,
     }
 
 
-def settings(fast: Backend) -> dict[str, Callable[[], AbstractContextManager[None]]]:
-    """The switch each posenc implementation runs under (see ``harness.interleaved``)."""
-    return {n: functools.partial(_fast_path, b) for n, b in backends(fast).items()}
-
-
-def _posenc(q: torch.Tensor, k: torch.Tensor, fast: Backend) -> dict[str, Impl]:
+def _posenc(q: torch.Tensor, k: torch.Tensor, fast: Kernel) -> dict[str, Impl]:
     T, D = q.shape[-2:]
     cos, sin = _tables(T, D, q.device)
     qb, kb = q.detach().clone(), k.detach().clone()
 
-    def pair() -> Any:
-        return PF.apply_rope_pair(q, k, cos, sin, cos, sin)
+    def pair(kernel: Kernel) -> Impl:
+        return lambda: rotate_pair(q, k, cos, sin, cos, sin, kernel=kernel)
 
-    def pair_inplace() -> Any:
-        with torch.no_grad():
-            return PF.apply_rope_pair(qb, kb, cos, sin, cos, sin, inplace=True)
+    def pair_inplace(kernel: Kernel) -> Impl:
+        def run() -> Any:
+            with torch.no_grad():
+                return rotate_pair(qb, kb, cos, sin, cos, sin, inplace=True, kernel=kernel)
 
-    names = backends(fast)
-    return {name: pair_inplace if name.startswith("posenc_inplace") else pair for name in names}
+        return run
+
+    return {
+        name: (pair_inplace if name.startswith("posenc_inplace") else pair)(kernel)
+        for name, kernel in kernels(fast).items()
+    }
 
 
 def _anchors(
@@ -186,11 +174,11 @@ def run_case(
     backward: bool,
     rounds: int,
     device: str = "cpu",
-    fast: Backend | None = None,
+    fast: Kernel | None = None,
 ) -> dict[str, Any]:
     """Time every implementation on one case; ratios are to HF, to the fastest anchor and to
-    the copy floors. ``fast``: the fast path's backend (default ``FAST_BACKEND[device]``)."""
-    fast = fast or FAST_BACKEND[torch.device(device).type]
+    the copy floors. ``fast``: the fast kernel (default ``FAST_KERNEL[device]``)."""
+    fast = fast or FAST_KERNEL[torch.device(device).type]
     torch.manual_seed(0)
     B, H, T, D = shape
     q = torch.randn(B, H, T, D, dtype=DTYPES[dtype], device=device, requires_grad=backward)
@@ -199,7 +187,7 @@ def run_case(
     impls = {**_posenc(q, k, fast), **anchors}
     impls = _with_backward(impls, q, k) if backward else {**impls, **_floors(q, k)}
     dev = torch.device(device).type
-    timings = interleaved(impls, rounds=rounds, device=dev, settings=settings(fast))
+    timings = interleaved(impls, rounds=rounds, device=dev)
     moved = 2 * (q.numel() + k.numel()) * q.element_size() * (2 if backward else 1)
     result: dict[str, Any] = {
         "shape": list(shape),

@@ -18,6 +18,7 @@ from .._validate import (
 )
 from ..extension.config import ScalingConfig, scaling_config
 from ..functional import LAYOUTS, Layout
+from ..kernels.rope import Kernel, check_kernel, rotate_pair
 from ..registry import register
 from .base import PositionalEncoding
 
@@ -44,7 +45,14 @@ class RoPE(PositionalEncoding):
     from int64 positions and cos/sin shared by every layer of one forward; the frequencies
     ``inv_freq64`` stay float64 under ``model.to(bf16)`` (``inv_freq`` is their float32 copy, as
     Hugging Face stores it). Tables are float32 (or q's dtype if wider); bfloat16/float16 q and
-    k are rotated as ``PF.apply_rope`` says (eager torch: in their own dtype).
+    k are rotated as the kernel says (eager: in their own dtype; the others: in float32).
+
+    ``kernel``: the implementation of ``rotate`` (``posenc.kernels.rope``): "eager" (default,
+    PyTorch passes; any device and dtype), "cpp" (hand-written CPU kernel, built on first use),
+    "inductor" (``torch.compile`` per shape), "triton" (GPU kernel; needs Triton), or "auto":
+    "cpp" on CPU when it builds (else one warning and "eager"), "triton" on CUDA when Triton is
+    installed, else "eager". Inputs a kernel does not take, learnable cos/sin and
+    ``torch.compile`` tracing always run "eager". Every kernel computes ``PF.apply_rope``.
 
     ``scaling``: a context-extension method (``posenc.extension``), a dict such as
     ``{"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}`` or a
@@ -70,6 +78,7 @@ class RoPE(PositionalEncoding):
         partial: float = 1.0,
         scaling: ScalingConfig | Mapping[str, Any] | None = None,
         kv_policy: KVPolicy = "reference",
+        kernel: Kernel = "eager",
     ) -> None:
         super().__init__()
         check_even(head_dim, "head_dim")
@@ -80,6 +89,7 @@ class RoPE(PositionalEncoding):
             raise ValueError(f"kv_policy must be one of {KV_POLICIES}, got {kv_policy!r}")
         self.head_dim, self.base, self.layout = head_dim, float(base), layout
         self.partial, self.kv_policy = float(partial), kv_policy
+        self.kernel: Kernel = check_kernel(kernel)
         self.rotary_dim = PF.rotary_dim(head_dim, self.partial)
         self.scaling = None if scaling is None else scaling_config(scaling)
         self.attention_scaling = 1.0
@@ -181,20 +191,22 @@ class RoPE(PositionalEncoding):
     def rotate(
         self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, inplace: bool = False
     ) -> tuple[Tensor, Tensor]:
-        """R(q_pos) q, R(k_pos) k. One compiled kernel for both after
-        ``posenc.functional.enable_compiled_rope()``; ``inplace=True`` (inference) overwrites
-        q and k instead of allocating."""
+        """R(q_pos) q, R(k_pos) k by the module's ``kernel``; ``inplace=True`` (inference)
+        overwrites q and k instead of allocating."""
         if q.shape[-1] != self.head_dim:
             raise ValueError(f"q/k must have head_dim={self.head_dim} features, got {q.shape[-1]}")
         q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
         seq_len = self.seq_len(q_pos, k_pos)
         cq, sq = self._tables(q, q_pos, seq_len)
         ck, sk = self._tables(k, k_pos, seq_len)
-        return PF.apply_rope_pair(q, k, cq, sq, ck, sk, layout=self.layout, inplace=inplace)
+        return rotate_pair(
+            q, k, cq, sq, ck, sk, layout=self.layout, inplace=inplace, kernel=self.kernel
+        )
 
     def extra_repr(self) -> str:
         scaling = "" if self.scaling is None else f", scaling={self.scaling}"
         return (
             f"head_dim={self.head_dim}, base={self.base}, layout={self.layout!r}, "
-            f"partial={self.partial}{scaling}, kv_policy={self.kv_policy!r}"
+            f"partial={self.partial}{scaling}, kv_policy={self.kv_policy!r}, "
+            f"kernel={self.kernel!r}"
         )

@@ -1,10 +1,11 @@
 """posenc.functional: the one implementation of each positional-encoding formula.
 
 Pure functions, keyword-only hyperparameters, written against the Python array API so the
-same call computes on NumPy arrays and torch tensors.
+same call computes on NumPy arrays and torch tensors. Fast implementations of these formulas
+(caches, compiled and hand-written kernels) live in ``posenc.kernels``, which imports this
+package, never the other way round.
 """
 
-from ._rope_compiled import enable_compiled_rope
 from ._xp import namespace, np_xp, torch_xp
 from .alibi import alibi_bias, alibi_slopes
 from .cope import cope_interpolate, cope_positions
@@ -47,7 +48,6 @@ __all__ = [
     "check_xpos_range",
     "cope_interpolate",
     "cope_positions",
-    "enable_compiled_rope",
     "fire_distance",
     "fire_mlp",
     "fire_mlp_pieces",

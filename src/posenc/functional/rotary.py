@@ -7,8 +7,6 @@ from typing import Any, Literal
 import torch
 
 from .._validate import check_positive_int, check_real_floating
-from ._rope_compiled import compiled_rope_enabled, compiled_rope_pair
-from ._rope_torch import apply_rope_torch
 from ._xp import namespace
 from .frequencies import angles
 
@@ -26,11 +24,13 @@ def rope_cos_sin(pos: Any, inv_freq: Any) -> tuple[Any, Any]:
     return xp.cos(ang), xp.sin(ang)
 
 
-def _check_tables(x: Any, cos: Any, sin: Any, name: str = "x") -> None:
-    """Raise TypeError unless x, cos and sin have real floating dtypes (a rotation cannot be
-    stored in integers), ValueError unless cos and sin share one shape (..., T, P) that
-    broadcasts to x (..., T, D) without enlarging it, and 2P <= D. (On every call: plain
-    loops, ~1 µs.)"""
+def check_rope_args(x: Any, cos: Any, sin: Any, layout: str, name: str = "x") -> None:
+    """Raise ValueError for a layout other than "half"/"interleaved"; TypeError unless x, cos
+    and sin have real floating dtypes (a rotation cannot be stored in integers); ValueError
+    unless cos and sin share one shape (..., T, P) that broadcasts to x (..., T, D) without
+    enlarging it, and 2P <= D. Errors name x ``name``."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     check_real_floating(x, name)
     check_real_floating(cos, "cos")
     check_real_floating(sin, "sin")
@@ -52,6 +52,23 @@ def _check_tables(x: Any, cos: Any, sin: Any, name: str = "x") -> None:
         )
 
 
+def check_rope_inplace(x: Any, cos: Any, sin: Any, name: str = "x") -> None:
+    """Raise ValueError unless x may be overwritten by its rotation: a torch tensor (inference:
+    neither x nor, under autograd, cos/sin require grad) without elements shared by several
+    indices (stride 0: an expanded tensor would be rotated once per index sharing them)."""
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"inplace=True needs torch tensors, got {type(x).__name__}")
+    if torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad):
+        raise ValueError("inplace=True needs cos/sin without gradients")
+    if torch.is_grad_enabled() and x.requires_grad:
+        raise ValueError(f"inplace=True is for inference: {name} requires grad")
+    if any(st == 0 and n > 1 for n, st in zip(x.shape, x.stride(), strict=False)):
+        raise ValueError(
+            f"inplace=True needs {name} without shared elements, got strides "
+            f"{tuple(x.stride())} for shape {tuple(x.shape)}: clone() it first"
+        )
+
+
 def apply_rope(
     x: Any, cos: Any, sin: Any, *, layout: Layout = "half", inplace: bool = False
 ) -> Any:
@@ -59,30 +76,25 @@ def apply_rope(
 
     "half" pairs feature i with i + P (GPT-NeoX, Hugging Face); "interleaved" pairs 2i with
     2i + 1 (RoFormer, Meta Llama, GPT-J). Features past 2P (partial rotary) pass through.
-    Arithmetic runs in the wider of x's and cos's dtypes; the result has x's dtype. Except:
-    torch's eager kernel rotates bfloat16/float16 x in x's dtype with the tables rounded to it
-    (as Hugging Face does: up to ~3x the output's rounding error, against ~1x elsewhere).
+    Arithmetic runs in the wider of x's and cos's dtypes; the result has x's dtype.
     Shapes: x (..., T, D); cos, sin broadcastable to (..., T, P) with 2P <= D. Returns x's shape.
-    Torch tensors take a fast eager kernel (``_rope_torch``: no concatenation copies, backward
-    as the inverse rotation); ``inplace=True`` (torch, inference only) overwrites x.
+    ``inplace=True`` (torch tensors, inference) writes the result into x and returns x.
+    This is the readable formula on any array-API namespace (NumPy, torch, JAX); the fast torch
+    implementations of it are ``posenc.kernels.rope`` (what ``RoPE`` modules run).
     Raises: TypeError for x, cos or sin without a real floating dtype; ValueError for a layout
-    other than "half"/"interleaved", 2P > D, cos and sin of different shapes, or tables that do
-    not broadcast to x without enlarging it.
+    other than "half"/"interleaved", 2P > D, cos and sin of different shapes, tables that do
+    not broadcast to x without enlarging it, or ``inplace`` where ``check_rope_inplace`` says.
     """
     return _rope(x, cos, sin, layout, inplace, "x")
 
 
 def _rope(x: Any, cos: Any, sin: Any, layout: Layout, inplace: bool, name: str) -> Any:
     """``apply_rope``, its errors naming x ``name``."""
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    xp = namespace(x, cos, sin)
-    _check_tables(x, cos, sin, name)
-    P = cos.shape[-1]
-    if isinstance(x, torch.Tensor):
-        return apply_rope_torch(x, cos, sin, layout, inplace)
+    check_rope_args(x, cos, sin, layout, name)
     if inplace:
-        raise ValueError(f"inplace=True needs torch tensors, got {type(x).__name__}")
+        check_rope_inplace(x, cos, sin, name)
+    xp = namespace(x, cos, sin)
+    P = cos.shape[-1]
     work = xp.result_type(x.dtype, cos.dtype)
     rot, rest = xp.astype(x[..., : 2 * P], work), x[..., 2 * P :]
     if layout == "half":
@@ -93,7 +105,8 @@ def _rope(x: Any, cos: Any, sin: Any, layout: Layout, inplace: bool, name: str) 
         out = xp.stack([a * cos - b * sin, a * sin + b * cos], axis=-1)  # (..., T, P, 2)
         out = xp.reshape(out, rot.shape)
     out = xp.astype(out, x.dtype)
-    return out if rest.shape[-1] == 0 else xp.concat([out, rest], axis=-1)
+    out = out if rest.shape[-1] == 0 else xp.concat([out, rest], axis=-1)
+    return x.copy_(out) if inplace else out
 
 
 def apply_rope_pair(
@@ -107,25 +120,8 @@ def apply_rope_pair(
     layout: Layout = "half",
     inplace: bool = False,
 ) -> tuple[Any, Any]:
-    """``apply_rope`` on queries and keys in one call (one compiled kernel when
-    ``enable_compiled_rope()`` is on and the inputs are torch tensors on the autograd-free or
-    custom-backward path). Shapes as ``apply_rope``; returns (q', k')."""
-    fast = isinstance(q, torch.Tensor) and compiled_rope_enabled()
-    tables = (cos_q, sin_q, cos_k, sin_k)
-    if fast and not (torch.is_grad_enabled() and any(t.requires_grad for t in tables)):
-        if layout not in LAYOUTS:
-            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-        _check_tables(q, cos_q, sin_q, "q")
-        _check_tables(k, cos_k, sin_k, "k")
-        if inplace and torch.is_grad_enabled() and (q.requires_grad or k.requires_grad):
-            raise ValueError("inplace=True is for inference: q or k requires grad")
-        for name, x in (("q", q), ("k", k)) if inplace else ():  # stride 0: shared rows
-            if any(st == 0 and n > 1 for n, st in zip(x.shape, x.stride(), strict=False)):
-                raise ValueError(
-                    f"inplace=True needs {name} without shared elements, got strides "
-                    f"{tuple(x.stride())} for shape {tuple(x.shape)}: clone() it first"
-                )
-        return compiled_rope_pair(q, k, cos_q, sin_q, cos_k, sin_k, layout, inplace)
+    """``apply_rope`` on queries and keys: (q', k'), errors naming q or k. Shapes as
+    ``apply_rope``. (``posenc.kernels.rope.rotate_pair`` rotates both in one kernel.)"""
     return (
         _rope(q, cos_q, sin_q, layout, inplace, "q"),
         _rope(k, cos_k, sin_k, layout, inplace, "k"),

@@ -2,8 +2,9 @@
 
 Each kernel is one source file registering ``torch.ops.<name>``. It is compiled once per
 machine with the system C++ compiler and ninja (what ``torch.compile`` on CPU needs too) and
-cached in ``TORCH_EXTENSIONS_DIR`` (default ``~/.cache/torch_extensions``): seconds once, then
-a load. A failed build is remembered and raised again as one clear RuntimeError; a build
+cached in ``TORCH_EXTENSIONS_DIR`` (default ``~/.cache/torch_extensions``): seconds once (said
+in the log, at WARNING level on logger ``posenc.kernels.native``, so the pause is no surprise),
+then a load. A failed build is remembered and raised again as one clear RuntimeError; a build
 killed midway does not block later ones (``_build_guard``).
 
 The target ISA follows ATen's CPU capability (``build_isa``): by default this CPU's own
@@ -17,6 +18,7 @@ headers beside them.
 from __future__ import annotations
 
 import hashlib
+import logging
 import platform
 import threading
 from collections.abc import Iterator
@@ -25,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+log = logging.getLogger(__name__)
 
 
 def cpu_tag() -> str:
@@ -121,6 +125,11 @@ def _build_guard(build_dir: Path | None) -> Iterator[None]:
         yield
 
 
+def _lib_ext() -> str:
+    """The built library's suffix (torch's ``LIB_EXT``: ".so", ".pyd" on Windows)."""
+    return ".pyd" if platform.system() == "Windows" else ".so"
+
+
 class NativeKernel:
     """One C++ source registering the operator namespace ``name``; ``load()`` builds it once."""
 
@@ -154,6 +163,15 @@ class NativeKernel:
                 name = self.build_name()
                 where = getattr(cpp_extension, "_get_build_directory", None)  # torch's default
                 build_dir = None if where is None else Path(where(name, False))
+                built = build_dir is not None and (build_dir / f"{name}{_lib_ext()}").exists()
+                if not built:
+                    log.warning(
+                        "posenc: building the %s for this CPU (%s; once per machine, "
+                        "seconds), cached in %s",
+                        self.what,
+                        isa,
+                        build_dir or "torch's extensions directory",
+                    )
                 with _build_guard(build_dir):
                     cpp_extension.load(
                         name=name,

@@ -1,9 +1,9 @@
-"""Hand-written CPU RoPE kernel (``kernels/csrc/rope_cpu.cpp``): one pass over q and k, both
-layouts, vectorised for AVX-512, AVX2 and NEON (``kernels/csrc/simd.h``).
+"""Hand-written CPU RoPE kernel (``kernel="cpp"``, ``csrc/rope_cpu.cpp``): one pass over q and
+k, both layouts, vectorised for AVX-512, AVX2 and NEON (``csrc/simd.h``).
 
-Built on first use for this CPU and cached on disk (``posenc.kernels.native``): seconds once,
-then a load. The kernel reads x once, rotates in float32 registers and writes once (float32,
-bfloat16, float16); ``out`` may be x itself (in place). The backward rotates the gradient by -θ.
+Built on first use for this CPU and cached on disk (``native``): seconds once, then a load.
+The kernel reads x once, rotates in float32 registers and writes once (float32, bfloat16,
+float16); ``out`` may be x itself (in place). The backward rotates the gradient by -θ.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import torch
 from torch import Tensor
 
 from .._memo import version
-from ..kernels.native import NativeKernel
+from .native import NativeKernel
 
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 KERNEL = NativeKernel(
     "posenc_rope_cpu",
-    Path(__file__).parents[1] / "kernels" / "csrc" / "rope_cpu.cpp",
+    Path(__file__).parent / "csrc" / "rope_cpu.cpp",
     "CPU RoPE kernel",
 )
 
@@ -75,7 +75,7 @@ def rope_pair(
 ) -> list[Tensor]:
     """Rotated copies of each x (..., T, D) by its (cos, sin) (..., T, P), broadcast
     right-aligned (by -θ when ``backward``); features past 2P are copied through. No autograd
-    (``_rope_compiled.PairRotation``)."""
+    (``rope.PairRotation``)."""
     cos = [_f32(c) for c, _ in tables]
     sin = [_f32(s) for _, s in tables]
     sign = -1.0 if backward else 1.0

@@ -1,4 +1,5 @@
-"""Triton RoPE kernel for GPUs: q and k rotated in one launch, both layouts, backward by -θ.
+"""Triton RoPE kernel for GPUs (``kernel="triton"``): q and k rotated in one launch, both
+layouts, backward by -θ.
 
 Each program rotates ``ROWS`` rows (one (batch, head, position) each) of q or of k: programs
 below ``n_q`` take q's rows, the rest k's. A row's P pairs are read once, turned in float32 and
@@ -7,7 +8,8 @@ tables broadcast against x right-aligned through strides (0 where a table has no
 dimension), so position ids per batch (decode, packing) cost no copies. The backward is the same
 kernel rotating the gradient by -θ (Su et al. 2021, RoPE is orthogonal).
 
-Imported only when a CUDA tensor takes the fast path: CPU-only installs never import Triton.
+Imported on first use by ``kernel="triton"``, or by ``"auto"`` on a CUDA tensor: CPU-only
+installs never import Triton.
 Correctness is tested on CPU in Triton's interpreter (``TRITON_INTERPRET=1``).
 """
 

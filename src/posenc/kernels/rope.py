@@ -1,0 +1,236 @@
+"""RoPE kernels behind one entry point: ``rotate_pair`` rotates q and k by the kernel it is given.
+
+Each kernel computes ``posenc.functional.apply_rope`` (and is tested against it); a ``RoPE``
+module runs the one named by its ``kernel`` argument:
+
+- ``"eager"`` (``rope_eager``, the default): three PyTorch passes per tensor, backward = the
+  inverse rotation; any device and dtype. bfloat16/float16 are rotated in their own dtype.
+- ``"cpp"`` (``rope_cpp``): the hand-written CPU kernel, one pass over q and k; float32/bfloat16/
+  float16 computed in float32. Built on first use per machine (seconds, said once in the log;
+  a RuntimeError naming what is missing when it cannot be built), then loaded from disk.
+- ``"inductor"`` (``rope_inductor``): ``torch.compile`` of the formula, one kernel per
+  shape/dtype (the first call per shape compiles: seconds on CPU); any device and dtype.
+- ``"triton"`` (``rope_triton``): q and k in one Triton launch, for GPUs (or CPU tensors under
+  ``TRITON_INTERPRET=1``); needs Triton (``pip install "posenc[triton]"``).
+- ``"auto"``: ``"cpp"`` on CPU tensors when the kernel builds (otherwise one warning, then
+  ``"eager"``), ``"triton"`` on CUDA tensors when Triton is installed (imported on the first CUDA
+  call), ``"eager"`` anywhere else.
+
+Whatever the kernel, ``"eager"`` rotates: inputs the chosen kernel does not take (``cpp``: CPU
+tensors of at most 4 dimensions; ``cpp``/``triton``: float32/bfloat16/float16 with unit last
+stride, q and k of one dtype), cos/sin that need gradients (learnable phases: only the eager
+kernel differentiates them) and calls while ``torch.compile`` traces (Dynamo traces the eager
+kernel into the model's graph).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from ..functional.rotary import check_rope_args, check_rope_inplace
+from . import rope_cpp, rope_eager, rope_inductor
+
+Kernel = Literal["auto", "eager", "cpp", "inductor", "triton"]
+KERNELS: tuple[Kernel, ...] = ("auto", "eager", "cpp", "inductor", "triton")
+#: Notices given once per process ("cpp": kernel="auto" could not build the C++ kernel).
+_warned: set[str] = set()
+_triton_module: list[ModuleType | None] = []  # filled on first need: [module] or [None]
+
+
+def check_kernel(kernel: str) -> Kernel:
+    """``kernel`` if it names a RoPE kernel. Raises: ValueError for another name, RuntimeError
+    for ``"triton"`` without Triton installed (checked without importing it)."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    if kernel == "triton" and importlib.util.find_spec("triton") is None:
+        raise RuntimeError("kernel='triton' needs Triton (pip install 'posenc[triton]')")
+    return kernel
+
+
+def rotate_pair(
+    q: Tensor,
+    k: Tensor,
+    cos_q: Tensor,
+    sin_q: Tensor,
+    cos_k: Tensor,
+    sin_k: Tensor,
+    *,
+    layout: str = "half",
+    inplace: bool = False,
+    kernel: str = "eager",
+) -> tuple[Tensor, Tensor]:
+    """(R(θ_q) q, R(θ_k) k) by ``kernel`` (the module docstring says which runs where).
+
+    Shapes: q (..., Tq, D), k (..., Tk, D); cos/sin broadcastable to (..., T, P), 2P <= D (as
+    ``posenc.functional.apply_rope_pair``, with the same checks and errors). ``inplace=True``
+    (inference) writes the results into q and k and returns them.
+    Raises: ValueError for an unknown kernel (and the formula's errors); RuntimeError for
+    ``"cpp"`` where the kernel cannot be built and for ``"triton"`` without Triton.
+    """
+    check_rope_args(q, cos_q, sin_q, layout, "q")
+    check_rope_args(k, cos_k, sin_k, layout, "k")
+    if inplace:
+        check_rope_inplace(q, cos_q, sin_q, "q")
+        check_rope_inplace(k, cos_k, sin_k, "k")
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    chosen = _choose(kernel, q, k, cos_q, sin_q, cos_k, sin_k)
+    if chosen == "inductor":
+        return rope_inductor.rope_pair(q, k, cos_q, sin_q, cos_k, sin_k, layout, inplace)
+    if chosen == "cpp":
+        return _one_pass(_cpp_rotate, q, k, cos_q, sin_q, cos_k, sin_k, layout, inplace)
+    if chosen == "triton":
+        return _one_pass(_triton_rotate, q, k, cos_q, sin_q, cos_k, sin_k, layout, inplace)
+    return (
+        rope_eager.apply_rope_unchecked(q, cos_q, sin_q, layout, inplace),
+        rope_eager.apply_rope_unchecked(k, cos_k, sin_k, layout, inplace),
+    )
+
+
+def _choose(kernel: Kernel, q: Tensor, k: Tensor, *tables: Tensor) -> Kernel:
+    """The kernel that rotates these inputs: ``kernel``, resolved for ``"auto"``, or
+    ``"eager"`` where ``kernel`` does not take them."""
+    if kernel == "eager" or torch.compiler.is_compiling():
+        return "eager"
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tables):
+        return "eager"  # learnable phases: the custom backwards return no table gradients
+    if kernel == "auto":
+        kernel = _auto(q.device)
+    cos_q, cos_k = tables[0], tables[2]
+    if kernel == "cpp":
+        takes = rope_cpp.supports(q, cos_q) and rope_cpp.supports(k, cos_k)
+        return "cpp" if takes and q.dtype == k.dtype else "eager"
+    if kernel == "triton":
+        triton = _triton()
+        if triton is None:
+            raise RuntimeError("kernel='triton' needs Triton (pip install 'posenc[triton]')")
+        takes = triton.supports(q, cos_q) and triton.supports(k, cos_k)
+        return "triton" if takes and q.dtype == k.dtype else "eager"
+    return kernel
+
+
+def _auto(device: torch.device) -> Kernel:
+    """``kernel="auto"`` on ``device``: cpp on CPU (if it builds), triton on CUDA (if
+    installed), eager elsewhere."""
+    if device.type == "cpu":
+        return "cpp" if _cpp_builds() else "eager"
+    if device.type == "cuda" and _triton() is not None:
+        return "triton"
+    return "eager"
+
+
+def _cpp_builds() -> bool:
+    """Whether the C++ kernel loads (building it on first use); warns once when it cannot."""
+    try:
+        rope_cpp.load_kernel()
+    except RuntimeError as err:
+        if "cpp" not in _warned:
+            _warned.add("cpp")
+            warnings.warn(
+                f"{err}; kernel='auto' rotates RoPE on CPU with the eager kernel", stacklevel=5
+            )
+        return False
+    return True
+
+
+def _triton() -> Any:
+    """posenc's Triton kernel module, or None without Triton; imported on first need."""
+    if not _triton_module:
+        try:
+            from . import rope_triton
+
+            _triton_module.append(rope_triton)
+        except ImportError:
+            _triton_module.append(None)
+    return _triton_module[0]
+
+
+Rotate = Callable[..., list[Tensor]]
+
+
+def _cpp_rotate(
+    xs: list[Tensor], tables: list[tuple[Tensor, Tensor]], layout: str, *, backward: bool = False
+) -> list[Tensor]:
+    return rope_cpp.rope_pair(xs, tables, layout, backward=backward)
+
+
+def _triton_rotate(
+    xs: list[Tensor], tables: list[tuple[Tensor, Tensor]], layout: str, *, backward: bool = False
+) -> list[Tensor]:
+    rotated: list[Tensor] = _triton().launch(xs, tables, layout, backward=backward)
+    return rotated
+
+
+def _one_pass(
+    rotate: Rotate,
+    q: Tensor,
+    k: Tensor,
+    cos_q: Tensor,
+    sin_q: Tensor,
+    cos_k: Tensor,
+    sin_k: Tensor,
+    layout: str,
+    inplace: bool,
+) -> tuple[Tensor, Tensor]:
+    """q and k through a one-pass kernel (C++ or Triton): in place, without autograd, or
+    through ``PairRotation``."""
+    tables = [(cos_q, sin_q), (cos_k, sin_k)]
+    if inplace:
+        if rotate is _cpp_rotate:
+            oq, ok = rope_cpp.rope_pair_([q, k], tables, layout)
+        else:
+            oq, ok = _triton().launch([q, k], tables, layout, inplace=True)
+        return oq, ok
+    if not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)):
+        oq, ok = rotate([q, k], tables, layout)  # no graph: skip the Function's cost
+        return oq, ok
+    rotated: tuple[Tensor, Tensor] = PairRotation.apply(
+        rotate, q, k, cos_q, sin_q, cos_k, sin_k, layout
+    )
+    return rotated
+
+
+class PairRotation(torch.autograd.Function):
+    """(q, k) -> (R(θ_q) q, R(θ_k) k) by a kernel ``rotate(xs, tables, layout, backward=)``
+    (C++ or Triton); backward: R(-θ) on the gradients that arrive, saving only the tables."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        rotate: Rotate,
+        q: Tensor,
+        k: Tensor,
+        cq: Tensor,
+        sq: Tensor,
+        ck: Tensor,
+        sk: Tensor,
+        layout: str,
+    ) -> tuple[Tensor, Tensor]:
+        ctx.save_for_backward(cq, sq, ck, sk)
+        ctx.rotate, ctx.layout = rotate, layout
+        ctx.set_materialize_grads(False)  # an unused output costs no zero-rotation
+        oq, ok = rotate([q, k], [(cq, sq), (ck, sk)], layout)
+        return oq, ok
+
+    @staticmethod
+    @once_differentiable  # the kernels record no graph: double backward is a clear error
+    def backward(ctx: Any, gq: Tensor | None, gk: Tensor | None) -> tuple[Tensor | None, ...]:
+        cq, sq, ck, sk = ctx.saved_tensors
+        present = [
+            (g if g.stride(-1) == 1 else g.contiguous(), (c, s))
+            for g, c, s in ((gq, cq, sq), (gk, ck, sk))
+            if g is not None
+        ]
+        grads = [g for g, _ in present]
+        rotated = iter(ctx.rotate(grads, [t for _, t in present], ctx.layout, backward=True))
+        dq = next(rotated) if gq is not None else None
+        dk = next(rotated) if gk is not None else None
+        return None, dq, dk, None, None, None, None, None
