@@ -1,6 +1,6 @@
 """Where the eager RoPE path's time goes in bf16: the cost of each PyTorch pass, per process.
 
-The eager path (``posenc.functional._rope_torch``) rotates with PyTorch elementwise ops only.
+The eager path (``posenc.kernels.rope_eager``) rotates with PyTorch elementwise ops only.
 This script times, for one q-sized tensor, the passes it and Hugging Face are built from
 (``clone``, ``copy_``, ``torch.roll``, ``x * C``, ``addcmul_``, dtype conversions, a
 half-width product into a strided half of the output) and the three whole forms for q and k
