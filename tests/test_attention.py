@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -271,7 +272,7 @@ class _DistanceBias(posenc.PositionalEncoding):
         super().__init__()
         self.slopes = torch.linspace(0.1, 1.0, n_heads, dtype=torch.float64)
 
-    def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+    def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor, **_: Any) -> torch.Tensor:
         dist = (q_pos[..., :, None] - k_pos[..., None, :]).abs().double().unsqueeze(-3)
         out = -self.slopes[:, None, None] * dist + 0.1 * k_pos[..., None, None, :]
         return out if out.ndim == 4 else out[None]  # (B|1, H, Tq, Tk)

@@ -139,25 +139,37 @@ def test_autocast_bf16_forward_is_close_to_float32() -> None:
     assert (low.float() - ref).abs().max() < 0.05 * ref.abs().max()
 
 
-def test_cos_sin_shared_across_layers_of_one_forward() -> None:
-    rope = posenc.build("rope", head_dim=16)
-    pos = torch.arange(10)
-    c1, _ = rope.cos_sin(pos)
-    c2, _ = rope.cos_sin(pos)
-    assert c1 is c2  # memoised: not recomputed per layer
-    c3, _ = rope.cos_sin(torch.arange(10))
-    assert c3 is c1  # equal positions (another layer's cache holds its own tensor)
-    assert rope.cos_sin(pos, torch.float64)[0] is not c1  # another dtype
-    pos.add_(5)  # changed in place since: recomputed, from the new values
-    c4, _ = rope.cos_sin(pos)
-    assert c4 is not c1
-    torch.testing.assert_close(c4, rope.cos_sin(torch.arange(5, 15), torch.float64)[0].float())
+def test_cos_sin_built_once_per_forward(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model prepares one position context per forward: a 3-layer forward builds the
+    tables once (queries and new keys share them); the next forward builds them anew, also
+    for equal positions changed in place since (no memo to go stale)."""
+    torch.manual_seed(0)
+    model = posenc.TinyTransformer(vocab_size=20, pe="rope", d_model=32, n_heads=2, n_layers=3)
+    calls = []
+    real = PF.rope_cos_sin
+    monkeypatch.setattr(PF, "rope_cos_sin", lambda pos, f: calls.append(pos.shape) or real(pos, f))
+    idx, pos = torch.randint(0, 20, (2, 10)), torch.arange(10)
+    first = model(idx, pos)
+    assert len(calls) == 1
+    pos.mul_(2)  # changed in place: the next forward sees the new values
+    second = model(idx, pos)
+    assert len(calls) == 2
+    torch.testing.assert_close(second, model(idx, torch.arange(0, 20, 2)))
+    assert not torch.allclose(first, second)  # other distances: other outputs
+    rope = model.pe
+    q, k = torch.randn(2, 2, 10, 16), torch.randn(2, 2, 10, 16)
+    ctx = rope.prepare(pos)
+    for _ in range(3):  # three layers' calls with one context: one build
+        rope.rotate(q, k, pos, pos, ctx=ctx)
+    assert len(calls) == 3 + 1  # (3: the three forwards above)
+    rope.rotate(q, k, torch.arange(10), torch.arange(10), ctx=ctx)  # not the context's tensors
+    assert len(calls) == 3 + 1 + 2
 
 
 def test_rerotate_decoding_builds_tables_once_per_step(monkeypatch: pytest.MonkeyPatch) -> None:
     """The "rerotate" KV policy rotates the new queries and all cached keys in every layer: two
-    position tensors per step, each layer's key positions its own tensor. The tables are built
-    twice per step (queries, keys), not per layer, and decoding still equals a fresh forward."""
+    position tensors per step (the context's q_pos and k_pos). The tables are built twice per
+    step (queries, keys), not per layer, and decoding still equals a fresh forward."""
     torch.manual_seed(0)
     model = posenc.TinyTransformer(
         vocab_size=20, pe="rope", d_model=32, n_heads=2, n_layers=3,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -123,14 +124,14 @@ def test_a_subclass_rewriting_bias_loses_the_offset_only_claim() -> None:
     from posenc.encodings.bias import ALiBi
 
     class Rewritten(ALiBi):
-        def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor | None:
+        def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor, **_: Any) -> torch.Tensor | None:
             out = super().bias(q_pos, k_pos)
             return None if out is None else out * (1 + q_pos[..., :, None].float())
 
     class Declared(Rewritten):
         bias_is_relative = True
 
-        def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor | None:
+        def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor, **_: Any) -> torch.Tensor | None:
             return ALiBi.bias(self, q_pos, k_pos)
 
     assert ALiBi.bias_is_relative and not Rewritten.bias_is_relative

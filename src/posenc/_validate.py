@@ -66,9 +66,18 @@ def check_positions(pos: Tensor, what: str = "positions") -> Tensor:
     return pos.long()
 
 
+def values_checked(t: Tensor) -> bool:
+    """Whether checks of ``t``'s values (not its shape or dtype) run: on CPU in eager mode,
+    where reading them is free. Never on an accelerator (a host read waits for the device) nor
+    while ``torch.compile`` traces (a data-dependent branch breaks the graph): there a bad
+    value fails inside the kernel that meets it (an index out of a table's range)."""
+    return t.device.type == "cpu" and not torch.compiler.is_compiling()
+
+
 def check_nonnegative(pos: Tensor, what: str = "positions") -> None:
-    """Absolute encodings index a table: negative positions mean nothing there."""
-    if pos.numel() and int(pos.min()) < 0:
+    """Absolute encodings index a table: negative positions mean nothing there (checked where
+    ``values_checked``)."""
+    if pos.numel() and values_checked(pos) and int(pos.min()) < 0:
         raise ValueError(f"{what} must be >= 0 for an absolute encoding, got min {int(pos.min())}")
 
 

@@ -68,14 +68,14 @@ class HalfOnlyRoPE(rotary.RoPE):
 class AbsoluteALiBi(bias.ALiBi):
     """ALiBi plus log(1 + key position): not a per-row constant, so softmax sees it."""
 
-    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+    def bias(self, q_pos: Tensor, k_pos: Tensor, **_: Any) -> Tensor:
         return super().bias(q_pos, k_pos) + torch.log1p(k_pos.double())[..., None, :]
 
 
 class CurvedALiBi(bias.ALiBi):
     """A quadratic, not linear, distance penalty with the published slopes."""
 
-    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+    def bias(self, q_pos: Tensor, k_pos: Tensor, **_: Any) -> Tensor:
         linear = super().bias(q_pos, k_pos)
         return linear - 1e-3 * PF.relative_offsets(q_pos, k_pos).double() ** 2
 
@@ -83,7 +83,7 @@ class CurvedALiBi(bias.ALiBi):
 class LengthNormalisedALiBi(bias.ALiBi):
     """Divides the bias by the number of keys: a decoded token sees a different scale."""
 
-    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+    def bias(self, q_pos: Tensor, k_pos: Tensor, **_: Any) -> Tensor:
         return super().bias(q_pos, k_pos) * 8.0 / k_pos.shape[-1]
 
 
@@ -97,7 +97,7 @@ class ReversedT5(bias.T5Bias):
 class RewardingKerple(bias.Kerple):
     """Rewards distance instead of penalising it."""
 
-    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+    def bias(self, q_pos: Tensor, k_pos: Tensor, **_: Any) -> Tensor:
         return -super().bias(q_pos, k_pos)
 
 

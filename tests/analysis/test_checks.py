@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -166,7 +168,7 @@ def test_a_check_that_raises_is_reported_as_a_failure() -> None:
     from posenc.encodings.bias import ALiBi
 
     class CrashingALiBi(ALiBi):
-        def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+        def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor, **_: Any) -> torch.Tensor:
             if q_pos.numel() > 4:  # the applicability probe uses 4 positions
                 raise RuntimeError("kernel exploded")
             return super().bias(q_pos, k_pos)

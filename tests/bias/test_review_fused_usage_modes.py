@@ -118,7 +118,7 @@ def test_block_mask_cached_under_inference_mode_is_not_made_of_inference_tensors
 class _ScaledFIRE(FIRE):
     """A user's FIRE variant: the same parameters, its own bias (here three times FIRE's)."""
 
-    def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+    def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor, **_: Any) -> torch.Tensor:
         return 3.0 * super().bias(q_pos, k_pos)
 
 

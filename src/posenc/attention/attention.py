@@ -150,7 +150,7 @@ class Attention(nn.Module):
         if self.pe.needs_explicit_attention:
             out = self._explicit_blocks(q, keys.k, keys.v, ctx, allowed, offset)
         else:
-            out = self._sdpa_blocks(q, keys, pos, k_pos, allowed, offset)
+            out = self._sdpa_blocks(q, keys, ctx, allowed, offset)
         return self.proj(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
 
     def _context(
@@ -206,8 +206,7 @@ class Attention(nn.Module):
         self,
         q: Tensor,
         keys: CachedKeys,
-        q_pos: Tensor,
-        k_pos: Tensor,
+        ctx: PositionContext,
         allowed: Tensor | None,
         offset: int,
     ) -> Tensor:
@@ -215,9 +214,12 @@ class Attention(nn.Module):
         (B|1, H|1, block, L_b) exists at once, and a causal block reads only the keys up to its
         last query (L_b = offset + block end), so masked blocks cost nothing."""
         T, L = q.shape[2], keys.k.shape[2]
+        q_pos, k_pos = ctx.q_pos, ctx.k_pos
         has_bias = type(self.pe).bias is not PositionalEncoding.bias
         if has_bias and allowed is None and self._fusable(q):
-            out = flex_bias_attention(q, keys.k, keys.v, self.pe, q_pos, k_pos, causal=self.causal)
+            out = flex_bias_attention(
+                q, keys.k, keys.v, self.pe, q_pos, k_pos, causal=self.causal, checked=True
+            )
             if out is not None:
                 return out
         if has_bias and allowed is None and self._toeplitz(q, L):
@@ -232,22 +234,24 @@ class Attention(nn.Module):
                 scale=1.0 / math.sqrt(self.head_dim),
                 dropout=self.dropout if self.training else 0.0,
                 block=self.block_size,
+                checked=True,
             )
             if out is not None:
                 return out
         if has_bias and allowed is None and self._fused_fire(q):
             scale = 1.0 / math.sqrt(self.head_dim)
             out = fire_fused_attention(
-                q, keys.k, keys.v, self.pe, q_pos, k_pos, causal=self.causal, scale=scale
+                q, keys.k, keys.v, self.pe, q_pos, k_pos, causal=self.causal, scale=scale,
+                checked=True,
             )
             if out is not None:
                 return out
         blocks = self._query_blocks(T, L, offset)
         if not has_bias or len(blocks) == 1:
-            return self._sdpa(q, keys.k, keys.v, self.pe.bias(q_pos, k_pos), allowed)
+            return self._sdpa(q, keys.k, keys.v, self.pe.bias(q_pos, k_pos, ctx=ctx), allowed)
         outs = []
         for s, e, Lb in blocks:
-            bias = self.pe.bias(q_pos[..., s:e], k_pos[..., :Lb])  # (B|1, H|1, e - s, Lb)
+            bias = self.pe.bias(q_pos[..., s:e], k_pos[..., :Lb], ctx=ctx)  # (B|1, H|1, e-s, Lb)
             blk_allowed = None if allowed is None else allowed[..., s:e, :Lb]
             k, v = keys.k[:, :, :Lb], keys.v[:, :, :Lb]
             outs.append(self._sdpa(q[:, :, s:e], k, v, bias, blk_allowed))
@@ -351,7 +355,7 @@ class Attention(nn.Module):
     ) -> Tensor:
         """softmax(q kᵀ/√D + bias + relative terms) v (+ relative values) for one query block.
         Shapes: q (B, H, T, D); k, v (B, H, L, D) (heads already repeated) -> (B, H, T, D)."""
-        bias = self.pe.bias(q_pos, k_pos)  # (B|1, H|1, T, L) or None
+        bias = self.pe.bias(q_pos, k_pos, ctx=ctx)  # (B|1, H|1, T, L) or None
         scores = (q / math.sqrt(self.head_dim)) @ k.transpose(-2, -1)  # (B, H, T, L)
         if bias is not None:
             scores = scores + bias

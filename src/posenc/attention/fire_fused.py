@@ -60,6 +60,7 @@ def fire_fused_attention(
     *,
     causal: bool,
     scale: float,
+    checked: bool = False,
 ) -> Tensor | None:
     """softmax(scale · q k^T + FIRE bias) v in one kernel, or None when it does not apply
     (also for a FIRE subclass with its own ``bias``: the kernel computes FIRE's).
@@ -75,7 +76,8 @@ def fire_fused_attention(
     # FIRE's own formula only: a subclass rewriting ``bias`` takes the blocks
     if not isinstance(pe, FIRE) or type(pe).bias is not FIRE.bias or q.device.type != "cpu":
         return None
-    check_attention_inputs(q, k, v, q_pos, k_pos, same_dtype=False)
+    if not checked:  # (``Attention`` checked its inputs once)
+        check_attention_inputs(q, k, v, q_pos, k_pos, same_dtype=False)
     H = q.shape[1]
     if pe.n_heads not in (1, H):
         raise ValueError(f"FIRE has {pe.n_heads} heads, attention has {H}")

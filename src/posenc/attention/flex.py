@@ -35,6 +35,7 @@ from torch import Tensor
 
 from .._validate import check_positions, check_positions_match
 from ..encodings.base import PositionalEncoding, batch_positions
+from ..encodings.context import PositionContext
 
 #: Input dtypes FlexAttention compiles for on CPU (torch 2.13: float64 raises in Inductor).
 FLEX_CPU_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -120,7 +121,8 @@ def offset_table(pe: PositionalEncoding, lo: int, hi: int, n_heads: int) -> Tens
     q_at = max(hi, 0)
     device = pe_device(pe)
     keys = q_at - torch.arange(lo, hi + 1, device=device)  # positions q_at - o >= 0
-    bias = pe.bias(torch.tensor([q_at], device=device), keys)  # (1, H|1, 1, n)
+    query = torch.tensor([q_at], device=device)
+    bias = pe.bias(query, keys, ctx=PositionContext(query, keys))  # (1, H|1, 1, n), made here
     if bias is None:
         raise ValueError(f"{pe.name!r} has no score bias to fuse")
     if bias.shape[1] not in (1, n_heads):
@@ -149,6 +151,7 @@ def flex_bias_attention(
     *,
     causal: bool,
     compiled: bool = True,
+    checked: bool = False,
 ) -> Tensor | None:
     """softmax(q k^T / sqrt(D) + bias) v with the bias added per score inside the kernel, or
     None when flex does not apply: a CPU tensor with ``compiled`` (``flex_runs_on``), gradients
@@ -162,7 +165,8 @@ def flex_bias_attention(
     Raises:
         TypeError / ValueError: inputs of the wrong kind or shape (``check_attention_inputs``).
     """
-    check_attention_inputs(q, k, v, q_pos, k_pos, same_dtype=True)
+    if not checked:  # (``Attention`` checked its inputs once)
+        check_attention_inputs(q, k, v, q_pos, k_pos, same_dtype=True)
     if compiled and not flex_runs_on(q.device):
         return None
     if q.numel() == 0 or k.numel() == 0:  # nothing to reduce over; the caller's blocks

@@ -55,6 +55,7 @@ def toeplitz_bias_attention(
     scale: float | None = None,
     dropout: float = 0.0,
     block: int | None = None,
+    checked: bool = False,
 ) -> Tensor | None:
     """softmax(q k^T / sqrt(D) + bias) v with the bias read from a per-offset table, or None
     when the positions are not consecutive (or empty) or a causal call has fewer keys than
@@ -66,7 +67,8 @@ def toeplitz_bias_attention(
     Raises:
         TypeError / ValueError: inputs of the wrong kind or shape (``check_attention_inputs``).
     """
-    check_attention_inputs(q, k, v, q_pos, k_pos, same_dtype=True)
+    if not checked:  # (``Attention`` checked its inputs once)
+        check_attention_inputs(q, k, v, q_pos, k_pos, same_dtype=True)
     H, T, D = q.shape[1:]
     L = k.shape[2]
     a, b = arithmetic_start(q_pos), arithmetic_start(k_pos)

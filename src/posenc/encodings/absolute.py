@@ -15,6 +15,7 @@ from .._validate import (
     check_positive_float,
     check_positive_int,
     check_real_floating,
+    values_checked,
 )
 from ..registry import register
 from .base import PositionalEncoding
@@ -49,12 +50,16 @@ class Sinusoidal(PositionalEncoding):
         check_positive_float(scale, "scale")
         self.dim, self.base, self.scale = dim, float(base), float(scale)
 
+    def prepare(self, q_pos: Tensor, k_pos: Tensor | None = None) -> PositionContext:
+        check_nonnegative(q_pos)  # once per forward (keys were queries once)
+        return PositionContext(q_pos, k_pos)
+
     def table(self, pos: Tensor) -> Tensor:
         """PE rows for positions (...,) -> (..., C), float64."""
         return PF.sinusoidal_table(pos, self.dim, base=self.base)
 
     def embed(self, x: Tensor, pos: Tensor, *, ctx: PositionContext | None = None) -> Tensor:
-        pos = _check_embed_inputs(x, pos, self.dim)
+        pos = pos if ctx is not None else _check_embed_inputs(x, pos, self.dim)
         pe = self.table(pos)  # (T, C) or (B, T, C), float64
         return x + (pe if self.scale == 1.0 else self.scale * pe).to(x.dtype)
 
@@ -81,13 +86,22 @@ class Learned(PositionalEncoding):
         nn.init.normal_(self.weight, std=0.02)
 
     def embed(self, x: Tensor, pos: Tensor, *, ctx: PositionContext | None = None) -> Tensor:
-        pos = _check_embed_inputs(x, pos, self.dim)
-        if pos.numel() and int(pos.max()) >= self.max_len:
+        pos = pos if ctx is not None else self._check_range(_check_embed_inputs(x, pos, self.dim))
+        return x + self.weight[pos].to(x.dtype)  # (B, T, C)
+
+    def prepare(self, q_pos: Tensor, k_pos: Tensor | None = None) -> PositionContext:
+        self._check_range(q_pos)  # once per forward (keys were queries once)
+        return PositionContext(q_pos, k_pos)
+
+    def _check_range(self, pos: Tensor) -> Tensor:
+        """pos, after checking every position has a row (where ``values_checked``)."""
+        check_nonnegative(pos)
+        if pos.numel() and values_checked(pos) and int(pos.max()) >= self.max_len:
             raise ValueError(
                 f"position {int(pos.max())} is past the learned table (max_len={self.max_len}, "
                 f"valid positions 0..{self.max_len - 1})"
             )
-        return x + self.weight[pos].to(x.dtype)  # (B, T, C)
+        return pos
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, max_len={self.max_len}"

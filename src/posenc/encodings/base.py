@@ -76,11 +76,14 @@ class PositionalEncoding(nn.Module):
         """Rotate queries (B, H, Tq, D) and keys (B, Hkv, Tk, D) by their positions."""
         return q, k
 
-    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
+    def bias(
+        self, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionContext | None = None
+    ) -> Tensor | None:
         """Additive logit bias (B or 1, H or 1, Tq, Tk) from positions alone, or None.
 
         The result must be a tensor the caller owns (attention may mask it in place), finite
-        everywhere; causal masking is the attention layer's job.
+        everywhere; causal masking is the attention layer's job. With query blocks, q_pos/k_pos
+        are the block's and ``ctx`` the whole call's.
         """
         return None
 

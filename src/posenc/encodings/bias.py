@@ -26,6 +26,7 @@ from .._validate import (
 from ..functional import KerpleVariant
 from ..registry import register
 from .base import PositionalEncoding
+from .context import PositionContext
 
 
 def check_bias_positions(q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
@@ -96,8 +97,11 @@ class ALiBi(PositionalEncoding):
         self.slopes = self.slopes64.to(self.slopes.dtype)
         return self
 
-    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
-        q_pos, k_pos = check_bias_positions(q_pos, k_pos)
+    def bias(
+        self, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionContext | None = None
+    ) -> Tensor:
+        if ctx is None:  # a context's positions were checked by whoever built it
+            q_pos, k_pos = check_bias_positions(q_pos, k_pos)
         slopes = self.slopes64.to(work_dtype(self.slopes))
         return as_4d(PF.alibi_bias(q_pos, k_pos, slopes, symmetric=self.symmetric))
 
@@ -152,8 +156,11 @@ class T5Bias(PositionalEncoding):
             max_distance=self.max_distance,
         )
 
-    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
-        q_pos, k_pos = check_bias_positions(q_pos, k_pos)
+    def bias(
+        self, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionContext | None = None
+    ) -> Tensor:
+        if ctx is None:  # a context's positions were checked by whoever built it
+            q_pos, k_pos = check_bias_positions(q_pos, k_pos)
         table = self.weight.to(work_dtype(self.weight))
         values = F.embedding(self.buckets(q_pos, k_pos), table)  # (..., Tq, Tk, H)
         return as_4d(values.movedim(-1, -3))  # (B|1, H, Tq, Tk)
@@ -220,8 +227,11 @@ class Kerple(PositionalEncoding):
         r2 = clamp_straight_through(self.r2.to(dtype), self.eps, self.r2_max)
         return r1, r2
 
-    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
-        q_pos, k_pos = check_bias_positions(q_pos, k_pos)
+    def bias(
+        self, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionContext | None = None
+    ) -> Tensor:
+        if ctx is None:  # a context's positions were checked by whoever built it
+            q_pos, k_pos = check_bias_positions(q_pos, k_pos)
         r1, r2 = self.kernel_parameters()
         return as_4d(PF.kerple_bias(q_pos, k_pos, r1, r2, variant=self.variant))
 
@@ -277,8 +287,11 @@ class FIRE(PositionalEncoding):
         scale = self.threshold_scale
         return (scale.to(work_dtype(scale)) * self.init_threshold).abs()
 
-    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
-        q_pos, k_pos = check_bias_positions(q_pos, k_pos)
+    def bias(
+        self, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionContext | None = None
+    ) -> Tensor:
+        if ctx is None:  # a context's positions were checked by whoever built it
+            q_pos, k_pos = check_bias_positions(q_pos, k_pos)
         with _exact(self.c):  # float32 or wider under autocast too
             c, threshold = self._c_threshold()
             x = PF.fire_distance(q_pos, k_pos, c, threshold, eps=self.eps)  # (..., Tq, Tk)

@@ -170,6 +170,7 @@ class TransformerXL(PositionalEncoding):
                 [(q_pos.amin(-1) - k_pos.amax(-1)).min(), (q_pos.amax(-1) - k_pos.amin(-1)).max()]
             )
             lo, hi = (int(e) for e in ends.tolist())
+            torch._check(lo <= hi)  # (traced: the range is not empty)
         else:  # no pair (T = 0): no rows
             lo, hi = 0, -1
         rows = PF.transformer_xl_position_rows(

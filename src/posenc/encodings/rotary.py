@@ -21,6 +21,7 @@ from ..functional import LAYOUTS, Layout
 from ..kernels.rope import Kernel, check_kernel, rotate_pair
 from ..registry import register
 from .base import PositionalEncoding
+from .context import PositionContext, shared_for
 
 KVPolicy = Literal["reference", "rerotate"]
 KV_POLICIES: tuple[KVPolicy, ...] = ("reference", "rerotate")
@@ -94,7 +95,6 @@ class RoPE(PositionalEncoding):
         self.scaling = None if scaling is None else scaling_config(scaling)
         self.attention_scaling = 1.0
         self.register_fixed_buffers()  # default_inv_freq64, inv_freq64 (P,) float64
-        self._memo: list[tuple[Tensor, int, Any, Tensor, Tensor]] = []  # newest first
 
     def fixed_buffers(self) -> dict[str, Tensor]:
         """``default_inv_freq64`` θ_i and ``inv_freq64`` (the scaling's), (P,) float64; sets
@@ -122,65 +122,27 @@ class RoPE(PositionalEncoding):
             return None
         return max((int(p.max()) for p in positions if p.numel()), default=-1) + 1
 
-    def clear_cache(self) -> None:
-        self._memo = []
-
     def cos_sin(
         self, pos: Tensor, dtype: torch.dtype = torch.float32, seq_len: int | None = None
     ) -> tuple[Tensor, Tensor]:
         """cos, sin (..., P) in ``dtype`` for int64 positions (...,), from float64 angles, times
-        the scaling's attention factor. ``seq_len`` (dynamic scaling) defaults to max(pos) + 1.
-
-        The last two results are memoised on their position tensors (in eager mode; not while
-        ``torch.compile`` traces), so all layers of a forward share one computation, also when
-        each rotates q and k at different positions (the "rerotate" KV policy: the new
-        queries' and all cached keys'). On CPU, positions equal in
-        value to a memoised tensor count as it (each layer's cache holds its own key positions).
-        Positions made under ``torch.inference_mode`` have no version counter: they are
-        memoised as a copy and recalled by value (CPU only).
-        """
+        the scaling's attention factor. ``seq_len`` (dynamic scaling) defaults to max(pos) + 1."""
         seq_len = self.seq_len(pos) if seq_len is None else seq_len
-        compiling = torch.compiler.is_compiling()  # traced: no memo (Dynamo cannot trace it)
-        # tables made under inference_mode are inference tensors: never served outside it
-        key = None if compiling else (dtype, seq_len, torch.is_inference_mode_enabled())
-        hit = None if compiling else self._recall(pos, key)
-        if hit is not None:
-            return hit
         inv_freq, scale = self.frequencies(seq_len)
         cos, sin = PF.rope_cos_sin(pos, inv_freq)  # float64
         if scale != 1.0:
             cos, sin = cos * scale, sin * scale
-        cos, sin = cos.to(dtype), sin.to(dtype)
-        if not compiling:
-            entry = (pos.clone(), None) if pos.is_inference() else (pos, pos._version)
-            self._memo = [(*entry, key, cos, sin), *self._memo[:1]]
-        return cos, sin
+        return cos.to(dtype), sin.to(dtype)
 
-    def _recall(self, pos: Tensor, key: Any) -> tuple[Tensor, Tensor] | None:
-        """Memoised (cos, sin) for ``pos``: the same tensor, unchanged since, or (CPU, outside
-        compilation) an unchanged memoised tensor equal to it, which then takes its place.
-        Inference-mode entries hold their own copy of the positions (version None): recalled
-        by value only."""
-        valid = [m for m in self._memo if m[2] == key and (m[1] is None or m[0]._version == m[1])]
-        for m in valid:
-            if m[0] is pos and m[1] is not None:
-                return m[3], m[4]
-        if pos.device.type != "cpu" or torch.compiler.is_compiling():
-            return None  # a value comparison on an accelerator waits for it
-        for m in valid:
-            p = m[0]
-            same_kind = p.shape == pos.shape and p.dtype == pos.dtype and p.device == pos.device
-            if same_kind and torch.equal(p, pos):
-                if pos.is_inference():  # no version counter: not memoised in p's place
-                    return m[3], m[4]
-                rest = [e for e in self._memo if e is not m]
-                self._memo = [(pos, pos._version, key, m[3], m[4]), *rest[:1]]
-                return m[3], m[4]
-        return None
-
-    def _tables(self, x: Tensor, pos: Tensor, seq_len: int | None) -> tuple[Tensor, Tensor]:
-        """cos, sin broadcastable to x (B, H, T, D): (T, P) or (B, 1, T, P)."""
-        cos, sin = self.cos_sin(pos, torch.promote_types(x.dtype, torch.float32), seq_len)
+    def _tables(
+        self, x: Tensor, pos: Tensor, seq_len: int | None, ctx: PositionContext | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """cos, sin broadcastable to x (B, H, T, D): (T, P) or (B, 1, T, P); computed once per
+        forward for the context's positions (every layer rotates at the same ones)."""
+        dtype = torch.promote_types(x.dtype, torch.float32)
+        cos, sin = shared_for(
+            ctx, pos, ("rope", dtype, seq_len), lambda: self.cos_sin(pos, dtype, seq_len)
+        )
         return (cos[:, None], sin[:, None]) if cos.ndim == 3 else (cos, sin)
 
     def rotate_one(self, x: Tensor, pos: Tensor, seq_len: int | None = None) -> Tensor:
@@ -189,19 +151,40 @@ class RoPE(PositionalEncoding):
         return PF.apply_rope(x, cos, sin, layout=self.layout)
 
     def rotate(
-        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, inplace: bool = False
+        self,
+        q: Tensor,
+        k: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        *,
+        ctx: PositionContext | None = None,
+        inplace: bool = False,
     ) -> tuple[Tensor, Tensor]:
         """R(q_pos) q, R(k_pos) k by the module's ``kernel``; ``inplace=True`` (inference)
-        overwrites q and k instead of allocating."""
-        if q.shape[-1] != self.head_dim:
-            raise ValueError(f"q/k must have head_dim={self.head_dim} features, got {q.shape[-1]}")
-        q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
-        seq_len = self.seq_len(q_pos, k_pos)
-        cq, sq = self._tables(q, q_pos, seq_len)
-        ck, sk = self._tables(k, k_pos, seq_len)
+        overwrites q and k instead of allocating. Inputs are checked unless a context comes
+        with them (the caller that built it checked them)."""
+        if ctx is None:
+            if q.shape[-1] != self.head_dim:
+                raise ValueError(
+                    f"q/k must have head_dim={self.head_dim} features, got {q.shape[-1]}"
+                )
+            q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
+        seq_len = self._seq_len(q_pos, k_pos, ctx)
+        cq, sq = self._tables(q, q_pos, seq_len, ctx)
+        ck, sk = self._tables(k, k_pos, seq_len, ctx)
         return rotate_pair(
             q, k, cq, sq, ck, sk, layout=self.layout, inplace=inplace, kernel=self.kernel
         )
+
+    def _seq_len(self, q_pos: Tensor, k_pos: Tensor, ctx: PositionContext | None) -> int | None:
+        """The dynamic length of a call: of the whole context (read once per forward), or of
+        these positions."""
+        if self.scaling is None or not self.scaling.dynamic:
+            return None
+        roles = (None, None) if ctx is None else (ctx.role(q_pos), ctx.role(k_pos))
+        if ctx is None or None in roles:
+            return self.seq_len(q_pos, k_pos)
+        return ctx.shared(("rope_seq_len", *roles), lambda: self.seq_len(q_pos, k_pos))
 
     def extra_repr(self) -> str:
         scaling = "" if self.scaling is None else f", scaling={self.scaling}"

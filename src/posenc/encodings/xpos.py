@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from .. import functional as PF
-from .._validate import check_even, check_positive_float
+from .._validate import check_even, check_positive_float, values_checked
 from ..functional import LAYOUTS, Layout
 from ..kernels import rope_eager
 from ..registry import register
@@ -96,7 +96,7 @@ class XPos(PositionalEncoding):
     def check_range(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> None:
         """Raise where the scaled queries or keys would overflow q's or k's dtype (NaN scores
         past the dtype's range, either sign): one host read of the positions' extremes."""
-        present = [p for p in (q_pos, k_pos) if p.numel()]
+        present = [p for p in (q_pos, k_pos) if p.numel() and values_checked(p)]
         if not present or not (q.is_floating_point() and k.is_floating_point()):
             return  # (non-floating: apply_rope's TypeError)
         ends = torch.stack([e for p in present for e in p.aminmax()]).tolist()  # one read

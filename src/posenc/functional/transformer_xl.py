@@ -5,6 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import torch
+
+from .._validate import values_checked
 from ._xp import device_of, namespace, widest_int
 from .relative import relative_offsets
 from .shaw import gather_relative
@@ -55,19 +58,20 @@ def transformer_xl_terms(
     if math.prod(offsets.shape) == 0:  # no query/key pair (T = 0): nothing to add
         shape = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])  # (B, H, Tq, Tk)
         return xp.zeros(shape, dtype=q.dtype, device=device_of(q))
-    lo, hi = int(xp.min(offsets)), int(xp.max(offsets))
     if rows is None:
+        lo, hi = int(xp.min(offsets)), int(xp.max(offsets))
         w_r = transformer_xl_position_rows(
             lo, hi, r_proj=r_proj, n_heads=q.shape[1], dtype=q.dtype, base=base
         )  # (H, R, D)
-    else:
-        start, table = rows
-        if lo < start or hi >= start + table.shape[1]:
-            raise ValueError(
-                f"rows cover offsets {start}..{start + table.shape[1] - 1}, "
-                f"the positions need {lo}..{hi}"
-            )
-        w_r = table[:, lo - start : hi - start + 1]  # (H, R, D)
+    else:  # rows over a wider range: gathered in place (no read of the offsets' extremes)
+        lo, w_r = rows
+        if not isinstance(offsets, torch.Tensor) or values_checked(offsets):
+            least, most = int(xp.min(offsets)), int(xp.max(offsets))
+            if least < lo or most >= lo + w_r.shape[1]:
+                raise ValueError(
+                    f"rows cover offsets {lo}..{lo + w_r.shape[1] - 1}, "
+                    f"the positions need {least}..{most}"
+                )
     position = xp.matmul(q + v[:, None, :], xp.matrix_transpose(w_r))  # (B, H, Tq, R)
     content = xp.matmul(u[:, None, :], xp.matrix_transpose(k))  # (B, H, 1, Tk)
     return gather_relative(position, offsets - lo) + content
