@@ -1,0 +1,1 @@
+"""Property-based tests (hypothesis) of the math each positional-encoding family claims."""
