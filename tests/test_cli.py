@@ -1,10 +1,9 @@
-"""The posenc command: list, demo, and a fast --help."""
+"""The posenc command: list, demo, and a --help that does not import torch."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 from typer.testing import CliRunner
 
@@ -39,15 +38,14 @@ def test_demo_shows_equivariance_and_rope_identity() -> None:
     assert len(dots) == 3 and len(set(dots)) == 1  # same <R_m q, R_n k> for every shift
 
 
-def test_help_is_fast_and_does_not_import_torch() -> None:
+def test_help_does_not_import_torch() -> None:
+    """``posenc --help`` stays light: importing the CLI and printing help never loads torch.
+    (How fast that is belongs in a benchmark, not in a timed unit test.)"""
     code = (
-        "import sys, time; t = time.perf_counter(); from posenc.cli import app; "
+        "import sys; from posenc.cli import app; "
         "import typer.testing as tt; r = tt.CliRunner().invoke(app, ['--help']); "
-        "print(time.perf_counter() - t, 'torch' in sys.modules, r.exit_code)"
+        "print('torch' in sys.modules, r.exit_code)"
     )
-    start = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    seconds, torch_loaded, exit_code = out.stdout.split()
+    torch_loaded, exit_code = out.stdout.split()
     assert torch_loaded == "False" and exit_code == "0"
-    assert time.perf_counter() - start < 10  # generous on a loaded CI box; typically ~0.2 s
-    assert float(seconds) < 2.0
