@@ -13,7 +13,7 @@ from posenc.lab.model import LabModel
 jax = pytest.importorskip("jax", reason="the [jax] extra is not installed")
 import jax.numpy as jnp  # noqa: E402
 
-from posenc.flax.lab import build_model, train_run  # noqa: E402
+from posenc.lab.backend_flax import build_model, train_run  # noqa: E402
 
 MODEL = ModelConfig(d_model=32, n_layers=1, n_heads=2)
 TRAIN = TrainConfig(steps=100, batch_size=32, lr=1e-2, warmup=5, eval_samples=16)
@@ -55,7 +55,7 @@ def test_two_sweeps_saving_one_flax_checkpoint_at_once_both_succeed(
     leaves both successful and no temporary file behind."""
     from pathlib import Path
 
-    from posenc.flax import lab
+    from posenc.lab import backend_flax
 
     cfg = RunConfig(encoding="rope", task=TaskConfig(name="copy"), model=MODEL, train=TRAIN)
     model, _ = build_model(cfg)
@@ -65,9 +65,9 @@ def test_two_sweeps_saving_one_flax_checkpoint_at_once_both_succeed(
         save(obj, f)
         if not saving:
             saving.append(f)
-            lab._save(model, tmp_path, cfg.key())  # type: ignore[arg-type]
+            backend_flax._save(model, tmp_path, cfg.key())  # type: ignore[arg-type]
 
     monkeypatch.setattr(torch, "save", interleaved)
-    path = lab._save(model, tmp_path, cfg.key())  # type: ignore[arg-type]
+    path = backend_flax._save(model, tmp_path, cfg.key())  # type: ignore[arg-type]
     assert [p.name for p in Path(str(tmp_path)).iterdir()] == [f"{cfg.key()}.pt"]
     assert path is not None and torch.load(path, weights_only=True)

@@ -90,7 +90,7 @@ class TaskConfig:
         return make_task(self.name, **kw)
 
 
-#: Frameworks a run can train with: torch (posenc.lab.train) or jax (posenc.flax.lab).
+#: Frameworks a run can train with: torch (posenc.lab.train) or jax (posenc.lab.backend_flax).
 BACKENDS = ("torch", "jax")
 
 

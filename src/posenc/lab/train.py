@@ -60,10 +60,10 @@ def train_run(
 ) -> RunResult:
     """Train ``cfg`` and evaluate it; save ``<key>.pt`` (a state dict) in ``checkpoint_dir``.
 
-    ``cfg.backend == "jax"`` trains with ``posenc.flax.lab.train_run`` (decoder and LM tasks).
+    ``cfg.backend == "jax"`` trains with ``backend_flax.train_run`` (decoder and LM tasks).
     """
     if cfg.backend == "jax":
-        from ..flax.lab import train_run as train_run_jax
+        from .backend_flax import train_run as train_run_jax
 
         return train_run_jax(cfg, checkpoint_dir=checkpoint_dir, on_step=on_step)
     start, cpu_start = time.perf_counter(), time.process_time()

@@ -1,5 +1,7 @@
-"""One lab run on the JAX backend: ``posenc.lab``'s decoder and LM tasks trained and evaluated
-with the Flax TinyTransformer, same seeds, schedule and metrics as the torch ``train_run``.
+"""The lab's JAX backend (``backend: jax``): ``posenc.lab``'s decoder and LM tasks trained and
+evaluated with the Flax TinyTransformer (``posenc.flax``), same seeds, schedule and metrics as
+the torch ``train_run``. The lab chooses its backends, so this module lives here and is
+imported by ``train.train_run`` only for jax runs: ``posenc.flax`` never imports the lab.
 
 The checkpoint is a torch state dict of the lab's ``LabModel`` (keys ``net.*``), so the torch
 lab, report and plots load a JAX-trained run unchanged.
@@ -18,12 +20,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from ..lab.config import RunConfig
-from ..lab.evaluate import EVAL_SEED, Metric
-from ..lab.train import RunResult, save_checkpoint
-from .convert import to_torch_state_dict
-from .model import TinyTransformer
-from .train import decoder_arrays, train_decoder
+from ..flax.convert import to_torch_state_dict
+from ..flax.model import TinyTransformer
+from ..flax.train import decoder_arrays, train_decoder
+from .config import RunConfig
+from .evaluate import EVAL_SEED, Metric
+from .train import RunResult, save_checkpoint
 
 Array = jax.Array
 KINDS = ("decoder", "lm")
