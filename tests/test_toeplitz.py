@@ -122,6 +122,7 @@ def test_explicit_scale_is_used() -> None:
 
 def test_a_subclass_rewriting_bias_loses_the_offset_only_claim() -> None:
     from posenc.encodings.bias import ALiBi
+    from posenc.encodings.capabilities import Capabilities
 
     class Rewritten(ALiBi):
         def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor, **_: Any) -> torch.Tensor | None:
@@ -129,13 +130,13 @@ def test_a_subclass_rewriting_bias_loses_the_offset_only_claim() -> None:
             return None if out is None else out * (1 + q_pos[..., :, None].float())
 
     class Declared(Rewritten):
-        bias_is_relative = True
+        capabilities = Capabilities(bias="offset")
 
         def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor, **_: Any) -> torch.Tensor | None:
             return ALiBi.bias(self, q_pos, k_pos)
 
-    assert ALiBi.bias_is_relative and not Rewritten.bias_is_relative
-    assert Declared.bias_is_relative
+    assert ALiBi.capabilities.bias == "offset" and Rewritten.capabilities.bias == "positions"
+    assert Declared.capabilities.bias == "offset"
 
 
 def test_empty_positions_and_short_causal_keys_decline() -> None:

@@ -163,7 +163,7 @@ def test_attention_uses_it_in_inference_and_blocks_in_training(
         results.append(FF.fire_fused_attention(*args, **kwargs))
         return results[-1]
 
-    monkeypatch.setattr(posenc.attention.attention, "fire_fused_attention", spy)
+    monkeypatch.setitem(posenc.attention.backends.FUSED, "fire", spy)
     pe = _fire(4)
     fused = Attention(64, 4, pe=pe, causal=True)
     blocks = Attention(64, 4, pe=pe, causal=True, bias_backend="blocks")

@@ -126,7 +126,7 @@ def test_fire_subclass_rewriting_bias_is_not_fused() -> None:
     """The fused kernel computes FIRE's own formula; a subclass rewriting ``bias`` got it
     anyway in eval (``Attention``'s CPU default), its bias silently ignored: the output was
     0.16 away from the blocks path, which calls the subclass's bias. (Offset-only biases have
-    the same guard: ``bias_is_relative`` is reset for a subclass's own bias.)"""
+    the same guard: a subclass's own bias is declared "positions", with no fused kernel.)"""
     torch.manual_seed(0)
     pe = _ScaledFIRE(n_heads=4)
     with torch.no_grad():

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._validate import (
@@ -19,18 +17,11 @@ from .._validate import (
     check_positive_int,
 )
 from ..encodings.base import PositionalEncoding, batch_positions, default_positions
-from ..encodings.bias import FIRE
 from ..encodings.context import PositionContext
-from .fire_fused import fire_fused_attention
-from .flex import flex_bias_attention, flex_runs_on
+from .backends import Call, attend
 from .kv_cache import CachedKeys, KVCache
-from .toeplitz import toeplitz_bias_attention
 
-#: Bias entries (H x block x Tk) per query block when ``block_size`` is not given: 16 MiB fp32.
-BIAS_BLOCK_ENTRIES = 1 << 22
 BIAS_BACKENDS = ("auto", "blocks", "flex")
-#: Smallest (Tq x L) bias that "auto" reads through the Toeplitz view (lab-size models below).
-TOEPLITZ_MIN_ENTRIES = 1 << 16
 
 
 class Attention(nn.Module):
@@ -95,7 +86,8 @@ class Attention(nn.Module):
         self.head_dim = d_model // n_heads
         if block_size is not None:
             check_positive_int(block_size, "block_size")
-        self.causal, self.dropout, self.pe = causal, dropout, pe
+        self.causal, self.dropout = causal, dropout
+        self.pe: PositionalEncoding = pe
         self.block_size = block_size  # query block for score-bias encodings (memory O(H·block·T))
         if bias_backend not in BIAS_BACKENDS:
             raise ValueError(f"bias_backend must be one of {BIAS_BACKENDS}, got {bias_backend!r}")
@@ -147,10 +139,7 @@ class Attention(nn.Module):
         allowed = self._allowed(
             new, keys, offset, plain=padding_mask is None and segment_ids is None
         )
-        if self.pe.needs_explicit_attention:
-            out = self._explicit_blocks(q, keys.k, keys.v, ctx, allowed, offset)
-        else:
-            out = self._sdpa_blocks(q, keys, ctx, allowed, offset)
+        out = attend(self, Call(q, keys, ctx, allowed, offset))  # (B, H, T, D)
         return self.proj(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
 
     def _context(
@@ -201,184 +190,6 @@ class Attention(nn.Module):
             allowed = allowed & (k_idx[None, :] <= q_idx[:, None])  # (T, L) by cache order
         # A query with no visible key (e.g. a padding query) attends everywhere instead of NaN.
         return allowed | ~allowed.any(dim=-1, keepdim=True)
-
-    def _sdpa_blocks(
-        self,
-        q: Tensor,
-        keys: CachedKeys,
-        ctx: PositionContext,
-        allowed: Tensor | None,
-        offset: int,
-    ) -> Tensor:
-        """SDPA one query block at a time when the encoding has a bias: only one block's bias
-        (B|1, H|1, block, L_b) exists at once, and a causal block reads only the keys up to its
-        last query (L_b = offset + block end), so masked blocks cost nothing."""
-        T, L = q.shape[2], keys.k.shape[2]
-        q_pos, k_pos = ctx.q_pos, ctx.k_pos
-        has_bias = type(self.pe).bias is not PositionalEncoding.bias
-        if has_bias and allowed is None and self._fusable(q):
-            out = flex_bias_attention(
-                q, keys.k, keys.v, self.pe, q_pos, k_pos, causal=self.causal, checked=True
-            )
-            if out is not None:
-                return out
-        if has_bias and allowed is None and self._toeplitz(q, L):
-            out = toeplitz_bias_attention(
-                q,
-                keys.k,
-                keys.v,
-                self.pe,
-                q_pos,
-                k_pos,
-                causal=self.causal,
-                scale=1.0 / math.sqrt(self.head_dim),
-                dropout=self.dropout if self.training else 0.0,
-                block=self.block_size,
-                checked=True,
-            )
-            if out is not None:
-                return out
-        if has_bias and allowed is None and self._fused_fire(q):
-            scale = 1.0 / math.sqrt(self.head_dim)
-            out = fire_fused_attention(
-                q, keys.k, keys.v, self.pe, q_pos, k_pos, causal=self.causal, scale=scale,
-                checked=True,
-            )
-            if out is not None:
-                return out
-        blocks = self._query_blocks(T, L, offset)
-        if not has_bias or len(blocks) == 1:
-            return self._sdpa(q, keys.k, keys.v, self.pe.bias(q_pos, k_pos, ctx=ctx), allowed)
-        outs = []
-        for s, e, Lb in blocks:
-            bias = self.pe.bias(q_pos[..., s:e], k_pos[..., :Lb], ctx=ctx)  # (B|1, H|1, e-s, Lb)
-            blk_allowed = None if allowed is None else allowed[..., s:e, :Lb]
-            k, v = keys.k[:, :, :Lb], keys.v[:, :, :Lb]
-            outs.append(self._sdpa(q[:, :, s:e], k, v, bias, blk_allowed))
-        return torch.cat(outs, dim=2)  # (B, H, T, D)
-
-    def _query_blocks(self, T: int, L: int, offset: int) -> list[tuple[int, int, int]]:
-        """(start, end, keys) of each query block: ``block_size`` queries (default: about
-        ``BIAS_BLOCK_ENTRIES`` scores per block over all heads, at least 64); a causal block
-        sees the keys up to its last query, offset + end (cache order)."""
-        block = self.block_size or max(64, BIAS_BLOCK_ENTRIES // (self.n_heads * max(L, 1)))
-        if block >= T:
-            return [(0, T, L)]
-        blocks = []
-        for s in range(0, T, block):
-            e = min(s + block, T)
-            blocks.append((s, e, offset + e if self.causal else L))
-        return blocks
-
-    def _fusable(self, q: Tensor) -> bool:
-        """Flex path: opted in, offset-only bias, no dropout (flex has none), not on CPU, where
-        compiled flex is wrong on AVX2 (``flex``'s docstring): there "flex" runs as "auto"."""
-        fusable = self.bias_backend == "flex" and self.pe.bias_is_relative
-        fusable = fusable and flex_runs_on(q.device)
-        return fusable and not (self.training and self.dropout > 0)
-
-    def _toeplitz(self, q: Tensor, L: int) -> bool:
-        """Toeplitz view: the default for offset-only biases on CPU (CPU SDPA reads the
-        strided mask in place; GPU kernels would copy it) once the bias is worth sparing;
-        below ``TOEPLITZ_MIN_ENTRIES`` one small dense bias is as fast."""
-        auto = self.bias_backend in ("auto", "flex") and q.device.type == "cpu"
-        auto = auto and not torch.compiler.is_compiling()  # positions are read on the host
-        return auto and self.pe.bias_is_relative and q.shape[2] * L >= TOEPLITZ_MIN_ENTRIES
-
-    def _fused_fire(self, q: Tensor) -> bool:
-        """FIRE's fused CPU kernel: the default on CPU for inference (no dropout), eager only
-        (under ``torch.compile`` the blocks path traces; the kernel reads positions on the host)."""
-        auto = self.bias_backend == "auto" and q.device.type == "cpu"
-        auto = auto and not torch.compiler.is_compiling()
-        return auto and isinstance(self.pe, FIRE) and not (self.training and self.dropout > 0)
-
-    def _sdpa(
-        self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, allowed: Tensor | None
-    ) -> Tensor:
-        mask: Tensor | None = allowed
-        is_causal = self.causal and allowed is None
-        if bias is not None:
-            bias = bias.to(q.dtype)
-            if is_causal:
-                T, L = q.shape[2], k.shape[2]
-                allowed = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(L - T)
-            mask = bias if allowed is None else _masked(bias, allowed)
-            is_causal = False
-        return F.scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            attn_mask=mask,
-            dropout_p=self.dropout if self.training else 0.0,
-            is_causal=is_causal,
-            enable_gqa=self.n_kv_heads != self.n_heads,
-            scale=1.0 / math.sqrt(self.head_dim),  # not 1/sqrt(q's width): PoPE doubles it
-        )
-
-    def _explicit_blocks(
-        self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        ctx: PositionContext,
-        allowed: Tensor | None,
-        offset: int,
-    ) -> Tensor:
-        """Explicit attention (relative terms need the weights) one query block at a time, as
-        ``_sdpa_blocks``: (B, H, block, L_b) scores at once, and a causal block stops at the
-        keys its last query sees (L_b = offset + block end), which halves the work at T = L."""
-        groups = self.n_heads // self.n_kv_heads
-        k = k.repeat_interleave(groups, dim=1) if groups > 1 else k  # (B, H, L, D)
-        v = v.repeat_interleave(groups, dim=1) if groups > 1 else v
-        q_pos, k_pos = ctx.q_pos, ctx.k_pos
-        blocks = self._query_blocks(q.shape[2], k.shape[2], offset)
-        if len(blocks) == 1:
-            return self._explicit(q, k, v, q_pos, k_pos, allowed, ctx)
-        outs = []
-        for s, e, Lb in blocks:  # work the blocks share is done once, through ctx
-            blk_allowed = None if allowed is None else allowed[..., s:e, :Lb]
-            qb, kb, vb = q[:, :, s:e], k[:, :, :Lb], v[:, :, :Lb]
-            outs.append(
-                self._explicit(qb, kb, vb, q_pos[..., s:e], k_pos[..., :Lb], blk_allowed, ctx)
-            )
-        return torch.cat(outs, dim=2)  # (B, H, T, D)
-
-    def _explicit(
-        self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        q_pos: Tensor,
-        k_pos: Tensor,
-        allowed: Tensor | None,
-        ctx: PositionContext,
-    ) -> Tensor:
-        """softmax(q kᵀ/√D + bias + relative terms) v (+ relative values) for one query block.
-        Shapes: q (B, H, T, D); k, v (B, H, L, D) (heads already repeated) -> (B, H, T, D)."""
-        bias = self.pe.bias(q_pos, k_pos, ctx=ctx)  # (B|1, H|1, T, L) or None
-        scores = (q / math.sqrt(self.head_dim)) @ k.transpose(-2, -1)  # (B, H, T, L)
-        if bias is not None:
-            scores = scores + bias
-        if allowed is None and self.causal:
-            T, L = q.shape[2], k.shape[2]
-            allowed = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(L - T)
-        if allowed is not None:
-            scores = scores.masked_fill(~allowed, float("-inf"))
-        scores = self.pe.relative_logits(scores, q, k, q_pos, k_pos, ctx=ctx)
-        work = torch.promote_types(scores.dtype, torch.float32)  # float64 stays float64
-        probs = torch.softmax(scores.to(work), dim=-1).to(q.dtype)
-        probs = F.dropout(probs, self.dropout, self.training)
-        out = probs @ v  # (B, H, T, D)
-        extra = self.pe.relative_values(probs, q_pos, k_pos, ctx=ctx)
-        return out if extra is None else out + extra
-
-
-def _masked(bias: Tensor, allowed: Tensor) -> Tensor:
-    """bias with -inf where not allowed; in place when the hook's fresh output can take it."""
-    grad = bias.requires_grad and torch.is_grad_enabled()
-    if grad or torch.broadcast_shapes(bias.shape, allowed.shape) != bias.shape:
-        return bias.masked_fill(~allowed, float("-inf"))
-    return bias.masked_fill_(~allowed, float("-inf"))
 
 
 def _mask_inputs(

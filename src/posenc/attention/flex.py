@@ -1,8 +1,8 @@
 """Score biases fused into attention with FlexAttention: no bias tensor is ever materialised.
 
-For encodings whose bias depends only on the offset i - j (``bias_is_relative``: ALiBi, T5,
-Kerple), the encoding's own ``bias`` is evaluated once on every offset the call can meet —
-a (H, n_offsets) table — and a ``score_mod`` adds ``table[h, q_pos - k_pos]`` inside the
+For encodings whose bias depends only on the offset i - j (``capabilities.bias == "offset"``:
+ALiBi, T5, Kerple), the encoding's own ``bias`` is evaluated once on every offset the call can
+meet — a (H, n_offsets) table — and a ``score_mod`` adds ``table[h, q_pos - k_pos]`` inside the
 compiled attention kernel; causal attention also skips fully masked blocks (a block mask).
 Opt in with ``Attention(..., bias_backend="flex")``; the first call per shape compiles.
 

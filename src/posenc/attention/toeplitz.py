@@ -1,9 +1,10 @@
 """Offset-only score biases as a zero-copy Toeplitz view: SDPA with no (T, L) bias in memory.
 
 When queries sit at consecutive positions a + r and keys at b + c, an offset-only bias
-(``bias_is_relative``: ALiBi, T5, Kerple) is Toeplitz, bias[r, c] = f(a - b + r - c). Reversing
-the key order (c = L - 1 - c', which attention does not care about: softmax over a set) turns it
-into a Hankel matrix, bias[r, c'] = table[r + c'], which is a strided view of the (H, T + L - 1)
+(``capabilities.bias == "offset"``: ALiBi, T5, Kerple) is Toeplitz,
+bias[r, c] = f(a - b + r - c). Reversing the key order (c = L - 1 - c', which attention does
+not care about: softmax over a set) turns it into a Hankel matrix, bias[r, c'] = table[r + c'],
+which is a strided view of the (H, T + L - 1)
 per-offset table with strides (1, 1): ``as_strided`` reads it in place, and CPU SDPA's fused
 kernel takes the view as ``attn_mask`` without copying it. Causal masking is a threshold on the
 offset, so it lives in the table as -inf; causal calls run one query block at a time over the

@@ -38,6 +38,7 @@ def _impls(
     name: str, T: int, H: int, D: int, causal: bool, dtype: str = "fp32", device: str = "cpu"
 ) -> dict[str, Callable[[], Any]]:
     from ..attention import Attention, CachedKeys
+    from ..attention.backends import Call, attend
     from ..attention.flex import flex_runs_on
     from ..registry import build_for_model
 
@@ -50,12 +51,13 @@ def _impls(
     keys = CachedKeys(k, v, pos[None], valid, pos[None] * 0)
     impls: dict[str, Callable[[], Any]] = {
         "sdpa_no_bias": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
-        "posenc_default": lambda: attn._sdpa_blocks(q, keys, pe.prepare(pos), None, 0),
-        "posenc_blockwise": lambda: blocks._sdpa_blocks(q, keys, pe.prepare(pos), None, 0),
+        "posenc_default": lambda: attend(attn, Call(q, keys, pe.prepare(pos), None, 0)),
+        "posenc_blockwise": lambda: attend(blocks, Call(q, keys, pe.prepare(pos), None, 0)),
     }
-    if pe.bias_is_relative and flex_runs_on(torch.device(device)):  # compiled FlexAttention
+    offset_only = pe.capabilities.bias == "offset"
+    if offset_only and flex_runs_on(torch.device(device)):  # compiled FlexAttention
         flex = Attention(H * D, H, pe=pe, causal=causal, bias_backend="flex")
-        impls["posenc_flex"] = lambda: flex._sdpa_blocks(q, keys, pe.prepare(pos), None, 0)
+        impls["posenc_flex"] = lambda: attend(flex, Call(q, keys, pe.prepare(pos), None, 0))
     if H * T * T * 4 <= DENSE_LIMIT_BYTES:
 
         def dense() -> Any:

@@ -19,6 +19,7 @@ from .._validate import (
 )
 from ..registry import register
 from .base import PositionalEncoding
+from .capabilities import Capabilities
 from .context import PositionContext
 
 
@@ -42,6 +43,8 @@ class Sinusoidal(PositionalEncoding):
     (1 in the paper) sets the table's size against the token embeddings: the paper scales tokens
     up by sqrt(C) instead; x-transformers scales the table by C^-1/2.
     """
+
+    capabilities = Capabilities(embeds=True)
 
     def __init__(self, *, dim: int, base: float = 10000.0, scale: float = 1.0) -> None:
         super().__init__()
@@ -73,6 +76,8 @@ class Learned(PositionalEncoding):
 
     Initialised N(0, 0.02²) as in GPT-2. Positions >= max_len have no row and raise.
     """
+
+    capabilities = Capabilities(embeds=True)
 
     def __init__(self, *, dim: int, max_len: int = 512) -> None:
         super().__init__()

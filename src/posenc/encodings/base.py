@@ -25,11 +25,13 @@ Shapes: B batch, H query heads, Hkv key/value heads, T length (Tq, Tk), D head d
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
+from .capabilities import Capabilities
 from .context import PositionContext
 
 
@@ -41,18 +43,19 @@ class PositionalEncoding(nn.Module):
     #: float buffers that ``model.to(torch.bfloat16)`` / ``.half()`` must move but never cast:
     #: low-precision frequencies ruin rotations at large positions (HF #25681).
     keep_dtype_buffers: ClassVar[tuple[str, ...]] = ()
-    #: True when ``bias(q_pos, k_pos)`` depends on q_pos - k_pos alone (ALiBi, T5, Kerple):
-    #: attention then reads it from a per-offset table (Toeplitz view or FlexAttention). A
-    #: subclass that rewrites ``bias`` must declare it again (it is reset to False otherwise).
-    bias_is_relative: ClassVar[bool] = False
+    #: What the encoding does (``Capabilities``): attention chooses its backend from it. A
+    #: subclass that does not declare its own gets its parent's, widened by the hooks it
+    #: overrides: its own ``bias`` is "positions" with no fused kernel (an inherited claim
+    #: does not cover a new formula).
+    capabilities: ClassVar[Capabilities] = Capabilities()
     #: KV-cache policy read by ``Attention``: "reference" caches keys as ``rotate`` left them;
     #: "rerotate" caches unrotated keys and rotates all of them at every step (dynamic RoPE).
     kv_policy: str = "reference"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "bias" in cls.__dict__ and "bias_is_relative" not in cls.__dict__:
-            cls.bias_is_relative = False  # an inherited claim does not cover a new bias
+        if "capabilities" not in cls.__dict__:
+            cls.capabilities = _widened(cls.capabilities, cls.__dict__)
 
     def prepare(self, q_pos: Tensor, k_pos: Tensor | None = None) -> PositionContext:
         """The context of one forward: this forward's positions q_pos (T,) | (B, T) and every
@@ -108,15 +111,6 @@ class PositionalEncoding(nn.Module):
         """Term added to the attention output (B, H, Tq, D) from probs (B, H, Tq, Tk), or None."""
         return None
 
-    @property
-    def needs_explicit_attention(self) -> bool:
-        """True when the encoding rewrites logits or values, so SDPA cannot be used."""
-        cls = type(self)
-        return (
-            cls.relative_logits is not PositionalEncoding.relative_logits
-            or cls.relative_values is not PositionalEncoding.relative_values
-        )
-
     def fixed_buffers(self) -> dict[str, Tensor]:
         """The buffers computed from the configuration (frequencies, slopes). Not in the state
         dict (non-persistent), so they are computed again when the module leaves the meta
@@ -154,6 +148,19 @@ class PositionalEncoding(nn.Module):
 
     def extra_repr(self) -> str:
         return f"name={self.name!r}, family={self.family!r}"
+
+
+def _widened(caps: Capabilities, own: Any) -> Capabilities:
+    """``caps`` of a parent, with the hooks a subclass's namespace ``own`` defines."""
+    new_bias = "bias" in own
+    return replace(
+        caps,
+        embeds=caps.embeds or "embed" in own,
+        rotates=caps.rotates or "rotate" in own,
+        bias="positions" if new_bias else caps.bias,
+        relative_terms=caps.relative_terms or "relative_logits" in own or "relative_values" in own,
+        fused=None if new_bias else caps.fused,
+    )
 
 
 def batch_positions(pos: Tensor, batch: int) -> Tensor:

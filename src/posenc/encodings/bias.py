@@ -26,6 +26,7 @@ from .._validate import (
 from ..functional import KerpleVariant
 from ..registry import register
 from .base import PositionalEncoding
+from .capabilities import Capabilities
 from .context import PositionContext
 
 
@@ -62,7 +63,7 @@ class ALiBi(PositionalEncoding):
     and sets the bias dtype: float32, or float64 after ``.double()``.
     """
 
-    bias_is_relative = True
+    capabilities = Capabilities(bias="offset")
 
     keep_dtype_buffers = ("slopes64",)
     slopes: Tensor
@@ -121,7 +122,7 @@ class T5Bias(PositionalEncoding):
     noise at long range (x-transformers' N(0, 1) default does).
     """
 
-    bias_is_relative = True
+    capabilities = Capabilities(bias="offset")
 
     def __init__(
         self,
@@ -189,7 +190,7 @@ class Kerple(PositionalEncoding):
     (same values, compile-friendly). ``init_r1``/``init_r2`` set every head to one value.
     """
 
-    bias_is_relative = True
+    capabilities = Capabilities(bias="offset")
 
     def __init__(
         self,
@@ -252,6 +253,8 @@ class FIRE(PositionalEncoding):
     piecewise-linear function it is (``functional.fire_mlp_pieces``: two gathers per score,
     not a ``hidden``-wide activation).
     """
+
+    capabilities = Capabilities(bias="positions", fused="fire")
 
     def __init__(
         self,

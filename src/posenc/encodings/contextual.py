@@ -9,6 +9,7 @@ from .. import functional as PF
 from .._validate import check_positive_int, check_scores
 from ..registry import register
 from .base import PositionalEncoding
+from .capabilities import Capabilities
 from .context import PositionContext
 from .rotary import check_qk
 
@@ -24,6 +25,8 @@ class CoPE(PositionalEncoding):
     zeros, so positions matter from the first step. Meant for causal attention; positions ignore
     the position ids, so cached decoding equals the full forward.
     """
+
+    capabilities = Capabilities(relative_terms=True)
 
     def __init__(self, *, head_dim: int, n_positions: int = 64) -> None:
         super().__init__()

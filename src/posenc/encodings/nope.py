@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..registry import register
 from .base import PositionalEncoding
+from .capabilities import Capabilities
 
 
 @register("nope", family="none", paper="Kazemnejad et al., arXiv:2305.19466", year=2023)
@@ -13,6 +14,8 @@ class NoPE(PositionalEncoding):
     A causal decoder still infers position from its mask (Kazemnejad et al. 2023); an encoder
     is permutation-equivariant.
     """
+
+    capabilities = Capabilities()
 
     def __init__(self) -> None:
         super().__init__()

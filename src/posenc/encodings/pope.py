@@ -11,6 +11,7 @@ from .. import functional as PF
 from .._validate import check_positive_float, check_positive_int
 from ..registry import register
 from .base import PositionalEncoding
+from .capabilities import Capabilities
 from .context import PositionContext
 from .rotary import check_qk
 
@@ -28,6 +29,8 @@ class PoPE(PositionalEncoding):
     it as -δ on the query, which gives the same a_ts and works with grouped key heads.
     ``phase_bias=False`` drops δ. Phases are computed in float64, magnitudes in float32.
     """
+
+    capabilities = Capabilities(rotates=True)
 
     keep_dtype_buffers = ("inv_freq",)
     inv_freq: Tensor

@@ -10,6 +10,7 @@ from torch import Tensor
 from .._validate import check_bool, check_nonnegative, check_positions, check_positive_int
 from ..registry import register
 from .base import PositionalEncoding, batch_positions
+from .capabilities import Capabilities
 from .context import PositionContext
 
 #: Encodings whose positions can be drawn from a larger range (they read absolute positions).
@@ -31,6 +32,8 @@ class Randomized(PositionalEncoding):
     without a context draws afresh. ``seed`` gives the sampler its own generator (reproducible
     draws).
     """
+
+    capabilities = Capabilities(embeds=True, rotates=True)  # the base's hook
 
     def __init__(
         self,

@@ -19,6 +19,7 @@ from .._validate import (
 )
 from ..registry import register
 from .base import PositionalEncoding
+from .capabilities import Capabilities
 from .context import PositionContext
 from .rotary import check_qk
 
@@ -37,6 +38,8 @@ class Shaw(PositionalEncoding):
     One (2K+1, D) table per term, shared by heads (as in the paper); ``values=False`` drops a^V.
     Tables start N(0, 0.02²). Indices come from positions, so cached decoding is exact.
     """
+
+    capabilities = Capabilities(relative_terms=True)
 
     def __init__(self, *, head_dim: int, max_distance: int = 16, values: bool = True) -> None:
         super().__init__()
@@ -105,6 +108,8 @@ class TransformerXL(PositionalEncoding):
     layers using this encoding, u, v (H, D) the global content and position biases. Parameters
     start N(0, 0.02²) as in the paper's code. Offsets come from positions (cached decoding works).
     """
+
+    capabilities = Capabilities(relative_terms=True)
 
     def __init__(
         self, *, dim: int, n_heads: int, head_dim: int | None = None, base: float = 10000.0

@@ -21,6 +21,7 @@ from ..functional import LAYOUTS, Layout
 from ..kernels.rope import Kernel, check_kernel, rotate_pair
 from ..registry import register
 from .base import PositionalEncoding
+from .capabilities import Capabilities
 from .context import PositionContext, shared_for
 
 KVPolicy = Literal["reference", "rerotate"]
@@ -65,6 +66,8 @@ class RoPE(PositionalEncoding):
     fresh forward on the same inputs (a whole multi-layer model only approximately: deeper
     layers cache keys/values of states computed at earlier lengths).
     """
+
+    capabilities = Capabilities(rotates=True)
 
     keep_dtype_buffers = ("inv_freq64", "default_inv_freq64")
     inv_freq64: Tensor

@@ -11,6 +11,7 @@ from ..functional import LAYOUTS, Layout
 from ..kernels import rope_eager
 from ..registry import register
 from .base import PositionalEncoding
+from .capabilities import Capabilities
 from .context import PositionContext, shared_for
 from .rotary import check_qk
 
@@ -28,6 +29,8 @@ class XPos(PositionalEncoding):
     float32 and bfloat16, 2.6k in float16) the scaled keys (or queries, below -limit) would
     overflow: a ValueError.
     """
+
+    capabilities = Capabilities(rotates=True)
 
     keep_dtype_buffers = ("inv_freq",)
     inv_freq: Tensor

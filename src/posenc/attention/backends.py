@@ -1,0 +1,281 @@
+"""Attention backends: how one call's scores become outputs, chosen by what the encoding
+declares (``PositionalEncoding.capabilities``), never by its type.
+
+In order, the first that applies and does not decline (returns None) runs:
+
+- ``explicit``: relative terms need the attention weights: scores, softmax and values by hand,
+  one query block at a time;
+- ``flex``: an offset-only bias fused into compiled FlexAttention (opt-in
+  ``bias_backend="flex"``; GPUs only, ``flex.flex_runs_on``);
+- ``toeplitz``: an offset-only bias read as a zero-copy Toeplitz view of its per-offset table
+  (CPU, ``bias_backend`` "auto" or "flex", once the bias is worth sparing);
+- ``fused``: the fused kernel the encoding names (``capabilities.fused``; FIRE's on CPU), for
+  inference;
+- ``sdpa``: ``F.scaled_dot_product_attention``, the bias (if any) one query block at a time.
+
+The fused forms need the plain causal/bidirectional mask (no padding, segments or cache
+offset: ``allowed`` is None).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..encodings.context import PositionContext
+from .fire_fused import fire_fused_attention
+from .flex import flex_bias_attention, flex_runs_on
+from .kv_cache import CachedKeys
+from .toeplitz import toeplitz_bias_attention
+
+if TYPE_CHECKING:
+    from .attention import Attention
+
+#: Bias entries (H x block x Tk) per query block when ``block_size`` is not given: 16 MiB fp32.
+BIAS_BLOCK_ENTRIES = 1 << 22
+#: Smallest (Tq x L) bias that "auto" reads through the Toeplitz view (lab-size models below).
+TOEPLITZ_MIN_ENTRIES = 1 << 16
+
+
+class Call(NamedTuple):
+    """One attention call: queries (B, H, T, D) after rotation, every key and value (cached
+    ones first), the forward's position context, the (B, 1, T, L) mask or None (plain causal or
+    bidirectional), and where the new queries start in the cache."""
+
+    q: Tensor
+    keys: CachedKeys
+    ctx: PositionContext
+    allowed: Tensor | None
+    offset: int
+
+
+Run = Callable[["Attention", Call], Tensor | None]
+
+
+def attend(layer: Attention, call: Call) -> Tensor:
+    """Softmax attention of ``call`` through the first backend that applies: (B, H, T, D)."""
+    for applies, run in BACKENDS:
+        if applies(layer, call):
+            out = run(layer, call)
+            if out is not None:
+                return out
+    raise AssertionError("sdpa applies to every call")  # pragma: no cover
+
+
+def _dropout(layer: Attention) -> float:
+    return layer.dropout if layer.training else 0.0
+
+
+def _compiling_or_off_cpu(call: Call) -> bool:
+    """The host-side fused paths read positions: eager CPU only."""
+    return call.q.device.type != "cpu" or torch.compiler.is_compiling()
+
+
+def _flex_applies(layer: Attention, call: Call) -> bool:
+    caps = layer.pe.capabilities
+    return (
+        layer.bias_backend == "flex"
+        and caps.bias == "offset"
+        and call.allowed is None
+        and flex_runs_on(call.q.device)
+        and _dropout(layer) == 0.0
+    )
+
+
+def _flex(layer: Attention, call: Call) -> Tensor | None:
+    q, keys, ctx = call.q, call.keys, call.ctx
+    return flex_bias_attention(
+        q, keys.k, keys.v, layer.pe, ctx.q_pos, ctx.k_pos, causal=layer.causal, checked=True
+    )
+
+
+def _toeplitz_applies(layer: Attention, call: Call) -> bool:
+    """CPU SDPA reads the strided mask in place (GPU kernels would copy it); below
+    ``TOEPLITZ_MIN_ENTRIES`` one small dense bias is as fast."""
+    big = call.q.shape[2] * call.keys.k.shape[2] >= TOEPLITZ_MIN_ENTRIES
+    return (
+        layer.bias_backend in ("auto", "flex")
+        and layer.pe.capabilities.bias == "offset"
+        and call.allowed is None
+        and not _compiling_or_off_cpu(call)
+        and big
+    )
+
+
+def _toeplitz(layer: Attention, call: Call) -> Tensor | None:
+    q, keys, ctx = call.q, call.keys, call.ctx
+    return toeplitz_bias_attention(
+        q,
+        keys.k,
+        keys.v,
+        layer.pe,
+        ctx.q_pos,
+        ctx.k_pos,
+        causal=layer.causal,
+        scale=1.0 / math.sqrt(layer.head_dim),
+        dropout=_dropout(layer),
+        block=layer.block_size,
+        checked=True,
+    )
+
+
+def _fused_applies(layer: Attention, call: Call) -> bool:
+    return (
+        layer.bias_backend == "auto"
+        and layer.pe.capabilities.fused in FUSED
+        and call.allowed is None
+        and not _compiling_or_off_cpu(call)
+        and _dropout(layer) == 0.0
+    )
+
+
+def _fused(layer: Attention, call: Call) -> Tensor | None:
+    kernel = FUSED[layer.pe.capabilities.fused or ""]
+    q, keys, ctx = call.q, call.keys, call.ctx
+    return kernel(
+        q,
+        keys.k,
+        keys.v,
+        layer.pe,
+        ctx.q_pos,
+        ctx.k_pos,
+        causal=layer.causal,
+        scale=1.0 / math.sqrt(layer.head_dim),
+        checked=True,
+    )
+
+
+def query_blocks(layer: Attention, T: int, L: int, offset: int) -> list[tuple[int, int, int]]:
+    """(start, end, keys) of each query block: ``block_size`` queries (default: about
+    ``BIAS_BLOCK_ENTRIES`` scores per block over all heads, at least 64); a causal block
+    sees the keys up to its last query, offset + end (cache order)."""
+    block = layer.block_size or max(64, BIAS_BLOCK_ENTRIES // (layer.n_heads * max(L, 1)))
+    if block >= T:
+        return [(0, T, L)]
+    return [
+        (s, min(s + block, T), offset + min(s + block, T) if layer.causal else L)
+        for s in range(0, T, block)
+    ]
+
+
+def _sdpa_blocks(layer: Attention, call: Call) -> Tensor:
+    """SDPA one query block at a time when the encoding has a bias: only one block's bias
+    (B|1, H|1, block, L_b) exists at once, and a causal block reads only the keys up to its
+    last query (L_b = offset + block end), so masked blocks cost nothing."""
+    q, keys, ctx, allowed = call.q, call.keys, call.ctx, call.allowed
+    has_bias = layer.pe.capabilities.bias != "none"
+    blocks = query_blocks(layer, q.shape[2], keys.k.shape[2], call.offset)
+    if not has_bias or len(blocks) == 1:
+        bias = layer.pe.bias(ctx.q_pos, ctx.k_pos, ctx=ctx) if has_bias else None
+        return _sdpa(layer, q, keys.k, keys.v, bias, allowed)
+    outs = []
+    for s, e, Lb in blocks:
+        bias = layer.pe.bias(ctx.q_pos[..., s:e], ctx.k_pos[..., :Lb], ctx=ctx)
+        blk_allowed = None if allowed is None else allowed[..., s:e, :Lb]
+        k, v = keys.k[:, :, :Lb], keys.v[:, :, :Lb]
+        outs.append(_sdpa(layer, q[:, :, s:e], k, v, bias, blk_allowed))
+    return torch.cat(outs, dim=2)  # (B, H, T, D)
+
+
+def _sdpa(
+    layer: Attention, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, allowed: Tensor | None
+) -> Tensor:
+    """SDPA of q (B, H, T, D) over k, v (B, Hkv, L, D) with ``bias`` (B|1, H|1, T, L)."""
+    mask: Tensor | None = allowed
+    is_causal = layer.causal and allowed is None
+    if bias is not None:
+        bias = bias.to(q.dtype)
+        if is_causal:
+            allowed = _causal(q.shape[2], k.shape[2], q.device)
+        mask = bias if allowed is None else _masked(bias, allowed)
+        is_causal = False
+    return F.scaled_dot_product_attention(
+        q,
+        k,
+        v,
+        attn_mask=mask,
+        dropout_p=_dropout(layer),
+        is_causal=is_causal,
+        enable_gqa=layer.n_kv_heads != layer.n_heads,
+        scale=1.0 / math.sqrt(layer.head_dim),  # not 1/sqrt(q's width): PoPE doubles it
+    )
+
+
+def _explicit_blocks(layer: Attention, call: Call) -> Tensor:
+    """Explicit attention (relative terms need the weights) one query block at a time, as
+    ``_sdpa_blocks``: (B, H, block, L_b) scores at once, and a causal block stops at the
+    keys its last query sees (L_b = offset + block end), which halves the work at T = L. Work
+    the blocks share (Transformer-XL's rows) is done once, through the context."""
+    q, ctx, allowed = call.q, call.ctx, call.allowed
+    groups = layer.n_heads // layer.n_kv_heads
+    k, v = call.keys.k, call.keys.v
+    k = k.repeat_interleave(groups, dim=1) if groups > 1 else k  # (B, H, L, D)
+    v = v.repeat_interleave(groups, dim=1) if groups > 1 else v
+    outs = []
+    for s, e, Lb in query_blocks(layer, q.shape[2], k.shape[2], call.offset):
+        blk_allowed = None if allowed is None else allowed[..., s:e, :Lb]
+        qb, kb, vb = q[:, :, s:e], k[:, :, :Lb], v[:, :, :Lb]
+        q_pos, k_pos = ctx.q_pos[..., s:e], ctx.k_pos[..., :Lb]
+        outs.append(_explicit(layer, qb, kb, vb, q_pos, k_pos, blk_allowed, ctx))
+    return outs[0] if len(outs) == 1 else torch.cat(outs, dim=2)  # (B, H, T, D)
+
+
+def _explicit(
+    layer: Attention,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    q_pos: Tensor,
+    k_pos: Tensor,
+    allowed: Tensor | None,
+    ctx: PositionContext,
+) -> Tensor:
+    """softmax(q kᵀ/√D + bias + relative terms) v (+ relative values) for one query block.
+    Shapes: q (B, H, T, D); k, v (B, H, L, D) (heads already repeated) -> (B, H, T, D)."""
+    pe = layer.pe
+    scores = (q / math.sqrt(layer.head_dim)) @ k.transpose(-2, -1)  # (B, H, T, L)
+    bias = pe.bias(q_pos, k_pos, ctx=ctx) if pe.capabilities.bias != "none" else None
+    if bias is not None:
+        scores = scores + bias  # (B|1, H|1, T, L)
+    if allowed is None and layer.causal:
+        allowed = _causal(q.shape[2], k.shape[2], q.device)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    scores = pe.relative_logits(scores, q, k, q_pos, k_pos, ctx=ctx)
+    work = torch.promote_types(scores.dtype, torch.float32)  # float64 stays float64
+    probs = torch.softmax(scores.to(work), dim=-1).to(q.dtype)
+    probs = F.dropout(probs, layer.dropout, layer.training)
+    out = probs @ v  # (B, H, T, D)
+    extra = pe.relative_values(probs, q_pos, k_pos, ctx=ctx)
+    return out if extra is None else out + extra
+
+
+def _causal(T: int, L: int, device: torch.device) -> Tensor:
+    """(T, L) bool: query i (cache index L - T + i) sees keys up to its own index."""
+    return torch.ones(T, L, dtype=torch.bool, device=device).tril(L - T)
+
+
+def _masked(bias: Tensor, allowed: Tensor) -> Tensor:
+    """bias with -inf where not allowed; in place when the hook's fresh output can take it."""
+    grad = bias.requires_grad and torch.is_grad_enabled()
+    if grad or torch.broadcast_shapes(bias.shape, allowed.shape) != bias.shape:
+        return bias.masked_fill(~allowed, float("-inf"))
+    return bias.masked_fill_(~allowed, float("-inf"))
+
+
+#: Fused attention kernels by the name an encoding declares (``Capabilities.fused``).
+FUSED: dict[str, Callable[..., Tensor | None]] = {"fire": fire_fused_attention}
+
+#: (applies, run) in order of preference; "sdpa" last, always applies.
+BACKENDS: list[tuple[Callable[[Attention, Call], bool], Run]] = [
+    (lambda layer, call: layer.pe.capabilities.relative_terms, _explicit_blocks),
+    (_flex_applies, _flex),
+    (_toeplitz_applies, _toeplitz),
+    (_fused_applies, _fused),
+    (lambda layer, call: True, _sdpa_blocks),
+]

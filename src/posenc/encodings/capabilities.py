@@ -1,0 +1,30 @@
+"""What an encoding does, declared: attention picks its backend from this, never from the
+encoding's type."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+BiasKind = Literal["none", "offset", "positions"]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """The hooks an encoding implements and what attention may assume about them.
+
+    ``embeds``: adds to token embeddings (``embed``). ``rotates``: rotates q and k
+    (``rotate``). ``bias``: "offset" when ``bias(q_pos, k_pos)`` depends on q_pos - k_pos alone
+    (ALiBi, T5, Kerple: attention may read it from a per-offset table, the Toeplitz view or
+    FlexAttention), "positions" for any other score bias (FIRE), "none" without one.
+    ``relative_terms``: rewrites logits or values (``relative_logits``/``relative_values``:
+    Shaw, Transformer-XL, CoPE), so attention needs the weights (explicit path). ``fused``: the
+    name of a fused attention kernel computing this encoding's attention whole
+    (``posenc.attention.backends.FUSED``), or None.
+    """
+
+    embeds: bool = False
+    rotates: bool = False
+    bias: BiasKind = "none"
+    relative_terms: bool = False
+    fused: str | None = None
