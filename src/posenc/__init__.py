@@ -26,8 +26,8 @@ _LAZY = {
     "positions_from_padding": "posenc.attention",
     "packed_positions": "posenc.attention",
     "decode_positions": "posenc.attention",
-    "rope_from_hf": "posenc.extension.hf",
-    "rope_to_hf": "posenc.extension.hf",
+    "rope_from_hf": "posenc.encodings.hf",
+    "rope_to_hf": "posenc.encodings.hf",
 }
 _SUBMODULES = (
     "functional",
@@ -77,7 +77,7 @@ if TYPE_CHECKING:
         positions_from_padding,
     )
     from .encodings.base import PositionalEncoding
-    from .extension.hf import rope_from_hf, rope_to_hf
+    from .encodings.hf import rope_from_hf, rope_to_hf
     from .registry import build, build_for_model, info, names, register
 
 

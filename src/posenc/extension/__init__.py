@@ -1,5 +1,6 @@
 """posenc.extension: context extension for rotary encodings (PI, NTK, dynamic NTK, YaRN,
-LongRoPE, Llama 3), as pure functions, validated configs, and Hugging Face config readers."""
+LongRoPE, Llama 3), as pure functions and validated configs. (Hugging Face config readers,
+which build ``RoPE`` modules, are ``posenc.encodings.hf``: this package stays below encodings.)"""
 
 from .config import (
     SCALINGS,

@@ -6,7 +6,8 @@ embedding + ``apply_rotary_pos_emb``. Both schemas are read: the older top-level
 (theta and ``partial_rotary_factor`` inside). Defaults follow transformers 5.23: a missing
 ``original_max_position_embeddings`` is ``max_position_embeddings`` (a top-level
 ``original_max_position_embeddings`` wins, as for Phi-3), dynamic NTK's original length is
-``max_position_embeddings``, and LongRoPE's missing ``factor`` is their ratio.
+``max_position_embeddings``, and LongRoPE's missing ``factor`` is their ratio. (It builds
+``RoPE`` modules, so it lives with the encodings: ``posenc.extension`` stays below them.)
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ..encodings.rotary import KVPolicy, RoPE
+from ..extension.config import NTKScaling
 from ..functional import LAYOUTS, Layout
-from .config import NTKScaling
+from .rotary import KVPolicy, RoPE
 
 __all__ = ["INTERLEAVED_MODEL_TYPES", "rope_from_hf", "rope_to_hf"]
 
