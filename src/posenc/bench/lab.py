@@ -21,7 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import posenc
+from .._version import __version__
+from ..attention import TinyTransformer
+from ..registry import names
 
 DIM, DEPTH, HEADS, VOCAB = 64, 2, 4, 32
 #: posenc name -> x-transformers options (Decoder kwargs, TransformerWrapper kwargs).
@@ -47,7 +49,7 @@ def _has_xt() -> bool:
 
 
 def posenc_model(name: str, max_len: int) -> nn.Module:
-    return posenc.TinyTransformer(
+    return TinyTransformer(
         vocab_size=VOCAB, pe=name, d_model=DIM, n_layers=DEPTH, n_heads=HEADS, max_len=max_len
     )
 
@@ -129,7 +131,7 @@ def run(quick: bool = False, encodings: list[str] | None = None) -> dict[str, An
         rows = [
             measure(name, batch, length, rounds=1 if quick else 5, steps=2 if quick else 10)
             for batch, length in (QUICK_SHAPES if quick else SHAPES)
-            for name in (encodings or posenc.names())
+            for name in (encodings or names())
         ]
     finally:
         torch.set_num_threads(threads)
@@ -140,7 +142,7 @@ def run(quick: bool = False, encodings: list[str] | None = None) -> dict[str, An
     meta = {
         "torch": torch.__version__,
         "x_transformers": xt_version,
-        "posenc": posenc.__version__,
+        "posenc": __version__,
         "threads": 1,
         "python": platform.python_version(),
         "machine": platform.machine(),
