@@ -1,0 +1,161 @@
+"""The import graph of ``src/posenc`` follows its layers: each module imports only its own layer
+and the layers below it, never a layer above (read with ``ast``: every import statement,
+including those inside functions and under ``TYPE_CHECKING``).
+
+From the top: cli -> the ``posenc`` facade -> lab, bench -> report -> plots -> analysis ->
+attention, flax -> encodings (with the registry) -> extension, kernels -> functional -> the
+private helpers. So functional never imports kernels, encodings, attention or the lab; kernels
+import functional, never the reverse; encodings never import attention, the lab or cli; the
+lab may import flax, flax never the lab; nothing below cli imports cli.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+#: Layers from the top. A module may import modules of its own group and of any group in a lower
+#: layer; groups sharing a layer are independent of each other.
+LAYERS: list[tuple[str, ...]] = [
+    ("cli",),
+    ("posenc",),  # the facade (posenc/__init__.py): the lazy public API over everything below
+    ("lab", "bench"),
+    ("report",),
+    ("plots",),
+    ("analysis",),
+    ("attention", "flax"),  # torch and JAX models: neither imports the other
+    ("encodings",),
+    ("extension", "kernels"),
+    ("functional",),
+    ("helpers",),  # posenc._validate, _memo, _forms, _version: import nothing of posenc's
+]
+#: Top-level modules outside a subpackage, by the group they belong to.
+TOP_LEVEL = {
+    "registry": "encodings",  # encodings register themselves; the registry loads them lazily
+    "_validate": "helpers",
+    "_memo": "helpers",
+    "_forms": "helpers",
+    "_version": "helpers",
+}
+#: (importer, imported) pairs that break the layers on purpose, each with the reason. Empty:
+#: add an entry only with a comment naming why the redesign it needs is not done yet.
+ALLOWED: dict[tuple[str, str], str] = {}
+
+
+def _modules() -> dict[str, Path]:
+    """Dotted name -> file for every module under src/posenc."""
+    found = {}
+    for path in sorted((SRC / "posenc").rglob("*.py")):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """posenc modules that ``name`` imports anywhere in its file (``from pkg import sub`` counts
+    as importing ``pkg.sub`` when that is a module, else ``pkg``)."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            named = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package[: len(package) - node.level + 1]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            named = [
+                f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names
+            ]
+        else:
+            continue
+        for target in named:
+            if target == "posenc" or target.startswith("posenc."):
+                while target not in modules and "." in target:  # an attribute: its module
+                    target = target.rsplit(".", 1)[0]
+                targets.add(target)
+    return targets
+
+
+def group(module: str) -> str:
+    """The group of a dotted module name (its subpackage, or ``TOP_LEVEL``'s entry)."""
+    parts = module.split(".")
+    return "posenc" if len(parts) == 1 else TOP_LEVEL.get(parts[1], parts[1])
+
+
+def rank(name: str) -> int:
+    """The layer of a group, 0 at the top. Raises KeyError for a group in no layer."""
+    for i, layer in enumerate(LAYERS):
+        if name in layer:
+            return i
+    raise KeyError(name)
+
+
+def violations(graph: dict[str, set[str]]) -> list[str]:
+    """Each edge importer -> imported that goes up a layer or across to a sibling group, unless
+    ``ALLOWED`` names it."""
+    found = []
+    for importer, imported in sorted((a, b) for a, targets in graph.items() for b in targets):
+        ga, gb = group(importer), group(imported)
+        if ga == gb or (importer, imported) in ALLOWED:
+            continue
+        if rank(gb) <= rank(ga):
+            found.append(f"{importer} ({ga}) imports {imported} ({gb})")
+    return found
+
+
+def test_every_module_belongs_to_a_layer() -> None:
+    unplaced = sorted({group(m) for m in _modules()} - {g for layer in LAYERS for g in layer})
+    assert unplaced == [], f"add these packages or modules to LAYERS or TOP_LEVEL: {unplaced}"
+
+
+def test_imports_go_down_the_layers() -> None:
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    assert violations(graph) == []
+    assert ALLOWED.keys() <= {(a, b) for a, targets in graph.items() for b in targets}, (
+        "an ALLOWED pair no longer occurs: remove it"
+    )
+
+
+@pytest.mark.parametrize(
+    ("importer", "imported", "breaks"),
+    [
+        ("posenc.functional.rotary", "posenc.kernels.rope", True),  # kernels -> functional only
+        ("posenc.kernels.rope", "posenc.functional.rotary", False),
+        ("posenc.flax.model", "posenc.lab.train", True),
+        ("posenc.lab.backend_flax", "posenc.flax.model", False),
+        ("posenc.encodings.rotary", "posenc.attention.attention", True),
+        ("posenc.attention.attention", "posenc.flax.attention", True),  # siblings
+        ("posenc.encodings.rotary", "posenc.registry", False),  # one group
+        ("posenc.lab.train", "posenc.cli.lab", True),
+        ("posenc.bench.lab", "posenc", True),  # the facade: only cli uses it
+    ],
+)
+def test_the_rule_flags_what_it_should(importer: str, imported: str, breaks: bool) -> None:
+    assert bool(violations({importer: {imported}})) is breaks
+
+
+def test_relative_imports_inside_functions_are_read(tmp_path: Path) -> None:
+    """An import inside a function (lazy) and ``from .. import name`` resolve like top-level
+    ones."""
+    source = tmp_path / "posenc" / "functional" / "lazy.py"
+    source.parent.mkdir(parents=True)
+    source.write_text(
+        "def f():\n    from ..kernels import rope\n    from .. import encodings\n    return rope\n"
+    )
+    modules = {
+        "posenc.functional.lazy": source,
+        "posenc.kernels": source,
+        "posenc.kernels.rope": source,
+        "posenc.encodings": source,
+    }
+    found = _imports("posenc.functional.lazy", source, modules)
+    assert found == {"posenc.kernels.rope", "posenc.encodings"}
+    assert len(violations({"posenc.functional.lazy": found})) == 2
