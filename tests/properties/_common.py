@@ -6,6 +6,7 @@ the tests are written as a small multiple of it times the size of what was round
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -24,11 +25,15 @@ EPS = float(np.finfo(np.float64).eps)  # 2.22e-16
 BACKENDS = ("numpy", "torch")
 
 
+#: POSENC_HYPOTHESIS_SCALE=10 runs ten times the examples (a deeper, slower search).
+SCALE = float(os.environ.get("POSENC_HYPOTHESIS_SCALE", "1"))
+
+
 def fast(max_examples: int) -> Callable[[Any], Any]:
-    """Bounded example count, no deadline (2 shared cores), no example database written into
-    the working tree (``.hypothesis/`` is not ignored); failures print a reproduction blob."""
+    """Bounded example count (times ``SCALE``), no deadline (2 shared cores), no example
+    database (it would be written into the working tree); failures print a reproduction blob."""
     return settings(
-        max_examples=max_examples,
+        max_examples=max(1, round(max_examples * SCALE)),
         deadline=None,
         database=None,
         print_blob=True,

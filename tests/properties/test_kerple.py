@@ -44,14 +44,14 @@ def bias(q: list[int], k: list[int], p: tuple[str, np.ndarray, np.ndarray], back
 def test_bias_is_a_symmetric_nonpositive_function_of_the_distance(
     p: tuple[str, np.ndarray, np.ndarray], q: list[int], k: list[int], shift: int, backend: str
 ) -> None:
-    """B(i, j) depends on |i - j| alone: unchanged bit for bit by a common shift and by
-    swapping queries and keys (same integer distance, same float ops), <= 0, and exactly 0 at
-    i = j (log1p(0) = 0, 0^r2 = 0)."""
+    """B(i, j) depends on |i - j| alone: unchanged by a common shift and by swapping queries
+    and keys (the same integer distance), <= 0, and exactly 0 at i = j (log1p(0) = 0,
+    0^r2 = 0). Not bit for bit: torch's vectorised pow/log1p and its scalar tail may round the
+    same distance 1 ulp apart depending on where it sits in the tensor: rtol 2 EPS."""
     b = bias(q, k, p, backend)
-    np.testing.assert_array_equal(
-        bias([x + shift for x in q], [x + shift for x in k], p, backend), b
-    )
-    np.testing.assert_array_equal(bias(k, q, p, backend).transpose(0, 2, 1), b)
+    moved = bias([x + shift for x in q], [x + shift for x in k], p, backend)
+    np.testing.assert_allclose(moved, b, rtol=2 * EPS, atol=0)
+    np.testing.assert_allclose(bias(k, q, p, backend).transpose(0, 2, 1), b, rtol=2 * EPS, atol=0)
     assert (b <= 0).all()
     same = np.equal.outer(q, k)
     assert (b[:, same] == 0).all()
