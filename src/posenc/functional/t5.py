@@ -50,6 +50,9 @@ def t5_relative_bucket(
         raise TypeError(f"relative_position must be integer, got {relative_position.dtype}")
     wide = widest_int(xp)  # int64 (int32 on JAX without x64)
     rel = xp.astype(relative_position, wide)
+    # buckets saturate from max_distance on: clamp first, so |rel| exists (abs(int64 min) wraps)
+    bound = xp.full_like(rel, max_distance)
+    rel = xp.where(rel > bound, bound, xp.where(rel < -bound, -bound, rel))
     zero = xp.zeros_like(rel)
     n_buckets = num_buckets // 2 if bidirectional else num_buckets
     if bidirectional:
