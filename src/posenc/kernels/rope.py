@@ -17,8 +17,8 @@ module runs the one named by its ``kernel`` argument:
   call), ``"eager"`` anywhere else.
 
 Whatever the kernel, ``"eager"`` rotates: inputs the chosen kernel does not take (``cpp``: CPU
-tensors of at most 4 dimensions; ``cpp``/``triton``: float32/bfloat16/float16 with unit last
-stride, q and k of one dtype), cos/sin that need gradients (learnable phases: only the eager
+tensors; ``cpp``/``triton``: 2 to 4 dimensions, float32/bfloat16/float16 with unit last stride,
+q and k of one dtype), cos/sin that need gradients (learnable phases: only the eager
 kernel differentiates them) and calls while ``torch.compile`` traces (Dynamo traces the eager
 kernel into the model's graph).
 """
