@@ -104,7 +104,7 @@ def test_attention_maps_reproduce_every_layer_output(encoding: str, causal: bool
                 atol=1e-5,
                 rtol=1e-4,
             )
-            x = block(x, pos, None)
+            x = block(x, net.pe.prepare(pos), None)
 
 
 def test_mean_distance() -> None:

@@ -19,6 +19,7 @@ from .._validate import (
 from ..extension.config import ScalingConfig, scaling_config
 from ..functional import LAYOUTS, Layout
 from ..kernels.rope import Kernel, check_kernel, rotate_pair
+from ..kernels.rope_eager import apply_rope
 from ..registry import register
 from .base import PositionalEncoding
 from .capabilities import Capabilities
@@ -151,7 +152,7 @@ class RoPE(PositionalEncoding):
     def rotate_one(self, x: Tensor, pos: Tensor, seq_len: int | None = None) -> Tensor:
         """Rotate x (B, H, T, D) at positions (T,) or (B, T) (dynamic scaling at ``seq_len``)."""
         cos, sin = self._tables(x, pos, seq_len)
-        return PF.apply_rope(x, cos, sin, layout=self.layout)
+        return apply_rope(x, cos, sin, layout=self.layout)  # the eager kernel, as ``rotate``'s
 
     def rotate(
         self,

@@ -21,11 +21,13 @@ def attention_maps(net: TinyTransformer, tokens: Tensor) -> list[Tensor]:
     """Per layer, weights (B, H, T, T) of ``net`` reading ``tokens`` (B, T)."""
     captured: list[tuple[Attention, Tensor, Tensor]] = []
 
-    def grab(module: Any, args: tuple[Any, ...]) -> None:
-        captured.append((module, args[0], args[1]))
+    def grab(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        ctx = kwargs.get("ctx")  # the model hands each layer the forward's position context
+        pos = ctx.q_pos if ctx is not None else kwargs.get("pos", args[1:2] and args[1])
+        captured.append((module, args[0], pos))
 
     layers = [cast(Attention, block.attn) for block in net.blocks]
-    hooks = [attn.register_forward_pre_hook(grab) for attn in layers]
+    hooks = [attn.register_forward_pre_hook(grab, with_kwargs=True) for attn in layers]
     try:
         net(tokens)
     finally:
