@@ -15,7 +15,7 @@ import posenc
 import posenc.attention.attention
 from posenc.attention import Attention
 from posenc.attention import fire_fused as FF
-from tests.bias.helpers import fire_reference
+from tests.encodings.bias_helpers import fire_reference
 
 
 @pytest.fixture(autouse=True)

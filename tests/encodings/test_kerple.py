@@ -8,7 +8,7 @@ import torch
 
 import posenc
 from posenc import functional as PF
-from tests.bias.helpers import BiasCall
+from tests.encodings.bias_helpers import BiasCall
 from tests.reference import bias as ref
 
 Q_POS = torch.tensor([[4, 5, 6], [0, 1, 2]])

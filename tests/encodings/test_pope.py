@@ -10,7 +10,7 @@ import torch
 
 import posenc
 from posenc import Attention
-from tests.families._helpers import causal_mask, heads_of, merge_heads, qkv, softmax_attention
+from tests.encodings._helpers import causal_mask, heads_of, merge_heads, qkv, softmax_attention
 from tests.reference import families as ref
 
 

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from posenc import functional as PF
-from tests.properties._common import BACKENDS, fast, to_backend, to_numpy
+from tests.functional._properties import BACKENDS, fast, to_backend, to_numpy
 from tests.reference import bias as ref
 
 pytestmark = pytest.mark.parametrize("backend", BACKENDS)

@@ -9,7 +9,7 @@ import torch
 import posenc
 from posenc import Attention
 from posenc import functional as PF
-from tests.families._helpers import heads_of, merge_heads, qkv
+from tests.encodings._helpers import heads_of, merge_heads, qkv
 from tests.reference import families as ref
 
 

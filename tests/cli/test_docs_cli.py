@@ -12,7 +12,7 @@ import posenc
 from posenc.cli import app
 from posenc.lab.config import expand, load_sweep
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
 
 def _prose(text: str) -> str:

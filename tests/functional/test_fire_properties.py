@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from posenc import functional as PF
-from tests.properties._common import BACKENDS, EPS, fast, float_arrays, to_backend, to_numpy
+from tests.functional._properties import BACKENDS, EPS, fast, float_arrays, to_backend, to_numpy
 
 pytestmark = pytest.mark.parametrize("backend", BACKENDS)
 cs = st.floats(1e-3, 100.0)  # c > 0 (the paper's ψ(x) = log(cx + 1))

@@ -53,7 +53,7 @@ def test_bench_quick_writes_json(tmp_path: Path) -> None:
 
 def _assert_fields_documented(data: dict[str, Any]) -> None:
     """Every JSON field the suites write is named in benchmarks/README.md."""
-    doc = (Path(__file__).resolve().parents[1] / "benchmarks" / "README.md").read_text()
+    doc = (Path(__file__).resolve().parents[2] / "benchmarks" / "README.md").read_text()
     cases = [c for suite in ("rope", "bias", "attention") for c in data[suite]]
     fields = {*data, *data["machine"], *data["rope_cache"], *data["lab"], *data["lab"]["meta"]}
     fields |= {k for c in cases for k in c} | {
@@ -188,7 +188,7 @@ def test_eager_passes_script_runs_and_writes_every_pass(tmp_path: Path) -> None:
     import sys
 
     out = tmp_path / "passes.json"
-    script = Path(__file__).parents[1] / "benchmarks" / "eager_passes.py"
+    script = Path(__file__).parents[2] / "benchmarks" / "eager_passes.py"
     cmd = [sys.executable, str(script), "--out", str(out), "--processes", "1", "--shape", "1x2x8x8"]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     result = json.loads(out.read_text())

@@ -12,7 +12,15 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from posenc import functional as PF
-from tests.properties._common import BACKENDS, EPS, bases, fast, float_arrays, to_backend, to_numpy
+from tests.functional._properties import (
+    BACKENDS,
+    EPS,
+    bases,
+    fast,
+    float_arrays,
+    to_backend,
+    to_numpy,
+)
 
 pytestmark = pytest.mark.parametrize("backend", BACKENDS)
 POS = 8192

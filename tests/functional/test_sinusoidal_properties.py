@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from posenc import functional as PF
-from tests.properties._common import BACKENDS, EPS, bases, fast, to_backend, to_numpy
+from tests.functional._properties import BACKENDS, EPS, bases, fast, to_backend, to_numpy
 from tests.reference.absolute import sinusoidal as ref_sinusoidal
 
 MAX_POS = 10**6

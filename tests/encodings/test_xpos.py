@@ -8,7 +8,7 @@ import torch
 
 import posenc
 from posenc import functional as PF
-from tests.families._helpers import qkv
+from tests.encodings._helpers import qkv
 from tests.reference import families as ref
 
 

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from posenc import functional as PF
-from tests.properties._common import (
+from tests.functional._properties import (
     BACKENDS,
     EPS,
     bases,

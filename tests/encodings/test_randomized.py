@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import posenc
-from tests.families._helpers import qkv
+from tests.encodings._helpers import qkv
 from tests.reference import absolute as ref_absolute
 from tests.reference import rotary as ref_rotary
 

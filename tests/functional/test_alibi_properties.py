@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from posenc import functional as PF
-from tests.properties._common import BACKENDS, EPS, fast, to_backend, to_numpy, xp_of
+from tests.functional._properties import BACKENDS, EPS, fast, to_backend, to_numpy, xp_of
 from tests.reference import bias as ref
 
 pytestmark = pytest.mark.parametrize("backend", BACKENDS)

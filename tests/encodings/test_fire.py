@@ -11,7 +11,7 @@ import torch
 
 import posenc
 from posenc import functional as PF
-from tests.bias.helpers import BiasCall, fire_reference
+from tests.encodings.bias_helpers import BiasCall, fire_reference
 
 
 @pytest.mark.parametrize("init_threshold", [512.0, 3.5])

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from posenc import functional as PF
-from tests.properties._common import BACKENDS, EPS, fast, to_backend, to_numpy
+from tests.functional._properties import BACKENDS, EPS, fast, to_backend, to_numpy
 
 pytestmark = pytest.mark.parametrize("backend", BACKENDS)
 POS = 2**30

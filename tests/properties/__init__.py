@@ -1,1 +1,0 @@
-"""Property-based tests (hypothesis) of the math each positional-encoding family claims."""
