@@ -13,6 +13,7 @@ import posenc
 from posenc import functional as PF
 from posenc.kernels import rope_cpp
 from posenc.kernels.rope import rotate_pair
+from posenc.kernels.rope_tables import RopeTables
 from tests.reference.rotary import rope as ref_rope
 
 LOW = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float32: 2.0**-24}
@@ -106,27 +107,28 @@ def test_large_outputs_streamed_past_the_cache(layout: str, dtype: torch.dtype) 
 
 
 @pytest.mark.usefixtures("cpp")
-def test_low_precision_tables_converted_once_until_changed() -> None:
+def test_low_precision_tables_converted_once_per_forward() -> None:
     """bf16 cos/sin (Hugging Face's format for bf16 models) reach the kernel as float32 copies,
-    made once and reused by later calls and the backward; a table changed in place is copied
-    again, so the rotation follows its new values."""
+    made once per forward's ``RopeTables`` and reused by later layers and the backward; without
+    them each call converts afresh, so a table changed in place is followed."""
     pos = torch.arange(16)
     c64, s64 = PF.rope_cos_sin(pos, PF.rope_inv_freq(32, xp=PF.torch_xp))
     cos, sin = c64.to(torch.bfloat16), s64.to(torch.bfloat16)
     q = torch.randn(1, 2, 16, 32, dtype=torch.bfloat16, requires_grad=True)
     k = torch.randn(1, 2, 16, 32, dtype=torch.bfloat16)
-    rope_cpp._converted.clear()
-    first = CPP(q, k, cos, sin, cos, sin)[0]
-    made = {id(t): copy for t, _, copy in rope_cpp._converted}  # what the call converted
-    assert len(rope_cpp._converted) == 2 and made.keys() == {id(cos), id(sin)}
-    assert made[id(cos)].dtype == torch.float32 and made[id(cos)].equal(cos.float())
+    tables = RopeTables(cos, sin)
+    rotate = functools.partial(rotate_pair, kernel="cpp", prepared=(tables, tables))
+    first = rotate(q, k, cos, sin, cos, sin)[0]
+    made = dict(tables._derived)  # what the call converted: cos and sin, once
+    assert sorted(key[0] for key in made) == ["f32", "f32"]
+    assert all(copy.dtype == torch.float32 for copy in made.values())
+    rotate(q.detach(), k, cos, sin, cos, sin)  # another layer: nothing converted again
     first.backward(torch.ones_like(first))
-    after = {id(t): copy for t, _, copy in rope_cpp._converted}
-    assert after.keys() == made.keys() and all(after[i] is made[i] for i in made)  # reused
+    assert tables._derived.keys() == made.keys()
+    assert all(tables._derived[key] is made[key] for key in made)
     with torch.no_grad():
-        sin.neg_()  # R(-θ): changed in place
+        sin.neg_()  # R(-θ): changed in place; a new forward (no tables) follows it
     oq, ok = CPP(q.detach(), k, cos, sin, cos, sin)
-    assert rope_cpp._f32(sin).equal(sin.float())
     for x, out in ((q.detach(), oq), (k, ok)):  # float64 formula with the tables as given
         exact = PF.apply_rope(x.double(), cos.double(), sin.double())
         _assert_rounding_level(out, exact.numpy())

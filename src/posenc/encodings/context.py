@@ -11,7 +11,9 @@ version counters.
 Roles: ``q_pos`` are the positions of this forward's tokens (the queries, and the keys a layer
 appends to its cache); ``k_pos`` are the positions of every key attention sees (cached keys
 first, then the new ones; ``q_pos`` itself without a cache). A hook tells which one it was
-given with ``role``; positions of any other origin get no shared work (computed afresh).
+given with ``role``; positions of any other origin get no shared work (computed afresh). Keys
+name the encoding module that shares the work, so layers with different encodings can share
+one context without taking each other's tables.
 """
 
 from __future__ import annotations

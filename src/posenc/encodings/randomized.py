@@ -105,7 +105,7 @@ class Randomized(PositionalEncoding):
         role = None if ctx is None else ctx.role(pos)
         if ctx is None or role is None:
             return self._draw(pos, batch)
-        return ctx.shared(("randomized", role, batch), lambda: self._draw(pos, batch))
+        return ctx.shared(("randomized", self, role, batch), lambda: self._draw(pos, batch))
 
     @torch.compiler.disable
     def _draw(self, pos: Tensor, batch: int) -> Tensor:
@@ -135,7 +135,7 @@ class Randomized(PositionalEncoding):
         if ctx is not None and None not in (roles := (ctx.role(q_pos), ctx.role(k_pos))):
             # the base's context over the drawn positions, once per forward: its tables too
             # are shared by the layers
-            key = ("randomized_base", *roles)
+            key = ("randomized_base", self, *roles)
             base_ctx = ctx.shared(key, lambda: PositionContext(new_q, new_k))
         return self.base.rotate(q, k, new_q, new_k, ctx=base_ctx)
 

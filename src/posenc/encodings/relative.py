@@ -162,7 +162,7 @@ class TransformerXL(PositionalEncoding):
         return scores + terms
 
     def _rows(self, ctx: PositionContext, dtype: torch.dtype) -> tuple[int, Tensor]:
-        return ctx.shared(("txl_rows", dtype), lambda: self.rows(ctx, dtype))
+        return ctx.shared(("txl_rows", self, dtype), lambda: self.rows(ctx, dtype))
 
     def rows(self, ctx: PositionContext, dtype: torch.dtype) -> tuple[int, Tensor]:
         """(lo, W_R R) for every offset lo..hi that the context's positions meet, (H, R, D):

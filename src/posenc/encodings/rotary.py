@@ -20,6 +20,7 @@ from ..extension.config import ScalingConfig, scaling_config
 from ..functional import LAYOUTS, Layout
 from ..kernels.rope import Kernel, check_kernel, rotate_pair
 from ..kernels.rope_eager import apply_rope
+from ..kernels.rope_tables import RopeTables
 from ..registry import register
 from .base import PositionalEncoding
 from .capabilities import Capabilities
@@ -140,19 +141,22 @@ class RoPE(PositionalEncoding):
 
     def _tables(
         self, x: Tensor, pos: Tensor, seq_len: int | None, ctx: PositionContext | None = None
-    ) -> tuple[Tensor, Tensor]:
-        """cos, sin broadcastable to x (B, H, T, D): (T, P) or (B, 1, T, P); computed once per
-        forward for the context's positions (every layer rotates at the same ones)."""
+    ) -> RopeTables:
+        """cos, sin broadcastable to x (B, H, T, D): (T, P) or (B, 1, T, P), with what the
+        kernels derive from them; made once per forward for the context's positions (every
+        layer rotates at the same ones)."""
         dtype = torch.promote_types(x.dtype, torch.float32)
-        cos, sin = shared_for(
-            ctx, pos, ("rope", dtype, seq_len), lambda: self.cos_sin(pos, dtype, seq_len)
-        )
-        return (cos[:, None], sin[:, None]) if cos.ndim == 3 else (cos, sin)
+
+        def make() -> RopeTables:
+            cos, sin = self.cos_sin(pos, dtype, seq_len)
+            return RopeTables(*((cos[:, None], sin[:, None]) if cos.ndim == 3 else (cos, sin)))
+
+        return shared_for(ctx, pos, ("rope", self, dtype, seq_len), make)
 
     def rotate_one(self, x: Tensor, pos: Tensor, seq_len: int | None = None) -> Tensor:
         """Rotate x (B, H, T, D) at positions (T,) or (B, T) (dynamic scaling at ``seq_len``)."""
-        cos, sin = self._tables(x, pos, seq_len)
-        return apply_rope(x, cos, sin, layout=self.layout)  # the eager kernel, as ``rotate``'s
+        tables = self._tables(x, pos, seq_len)
+        return apply_rope(x, tables.cos, tables.sin, layout=self.layout)  # the eager kernel
 
     def rotate(
         self,
@@ -174,10 +178,18 @@ class RoPE(PositionalEncoding):
                 )
             q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
         seq_len = self._seq_len(q_pos, k_pos, ctx)
-        cq, sq = self._tables(q, q_pos, seq_len, ctx)
-        ck, sk = self._tables(k, k_pos, seq_len, ctx)
+        tq, tk = self._tables(q, q_pos, seq_len, ctx), self._tables(k, k_pos, seq_len, ctx)
         return rotate_pair(
-            q, k, cq, sq, ck, sk, layout=self.layout, inplace=inplace, kernel=self.kernel
+            q,
+            k,
+            tq.cos,
+            tq.sin,
+            tk.cos,
+            tk.sin,
+            layout=self.layout,
+            inplace=inplace,
+            kernel=self.kernel,
+            prepared=(tq, tk),
         )
 
     def _seq_len(self, q_pos: Tensor, k_pos: Tensor, ctx: PositionContext | None) -> int | None:
@@ -188,7 +200,7 @@ class RoPE(PositionalEncoding):
         roles = (None, None) if ctx is None else (ctx.role(q_pos), ctx.role(k_pos))
         if ctx is None or None in roles:
             return self.seq_len(q_pos, k_pos)
-        return ctx.shared(("rope_seq_len", *roles), lambda: self.seq_len(q_pos, k_pos))
+        return ctx.shared(("rope_seq_len", self, *roles), lambda: self.seq_len(q_pos, k_pos))
 
     def extra_repr(self) -> str:
         scaling = "" if self.scaling is None else f", scaling={self.scaling}"

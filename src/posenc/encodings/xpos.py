@@ -65,7 +65,8 @@ class XPos(PositionalEncoding):
         """Rotate x (B, H, T, D) at positions (T,) or (B, T) and scale by ζ^(sign·pos/γ_s)
         (tables shared by the layers of one forward through ``ctx``)."""
         work = torch.promote_types(x.dtype, torch.float32)
-        cos, sin = shared_for(ctx, pos, ("xpos", sign, work), lambda: self.tables(pos, sign, work))
+        key = ("xpos", self, sign, work)
+        cos, sin = shared_for(ctx, pos, key, lambda: self.tables(pos, sign, work))
         return rope_eager.apply_rope(x, cos, sin, layout=self.layout)
 
     def tables(self, pos: Tensor, sign: float, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
@@ -92,7 +93,7 @@ class XPos(PositionalEncoding):
             q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
             self.check_range(q, k, q_pos, k_pos)
         else:  # once per forward and dtype: every layer meets the same positions
-            key = ("xpos_range", q.dtype, k.dtype)
+            key = ("xpos_range", self, q.dtype, k.dtype)
             ctx.shared(key, lambda: self.check_range(q, k, ctx.q_pos, ctx.k_pos))
         return self.rotate_scaled(q, q_pos, 1.0, ctx), self.rotate_scaled(k, k_pos, -1.0, ctx)
 

@@ -37,6 +37,7 @@ from torch.autograd.function import once_differentiable
 
 from ..functional.rotary import check_rope_args, check_rope_inplace
 from . import rope_cpp, rope_eager, rope_inductor
+from .rope_tables import RopeTables
 
 Kernel = Literal["auto", "eager", "cpp", "inductor", "triton"]
 KERNELS: tuple[Kernel, ...] = ("auto", "eager", "cpp", "inductor", "triton")
@@ -66,8 +67,11 @@ def rotate_pair(
     layout: str = "half",
     inplace: bool = False,
     kernel: str = "eager",
+    prepared: tuple[RopeTables | None, RopeTables | None] = (None, None),
 ) -> tuple[Tensor, Tensor]:
     """(R(θ_q) q, R(θ_k) k) by ``kernel`` (the module docstring says which runs where).
+    ``prepared``: q's and k's ``RopeTables`` (one forward's), so the tables kernels derive are
+    made once for every layer.
 
     Shapes: q (..., Tq, D), k (..., Tk, D); cos/sin broadcastable to (..., T, P), 2P <= D (as
     ``posenc.functional.apply_rope_pair``, with the same checks and errors). ``inplace=True``
@@ -84,14 +88,15 @@ def rotate_pair(
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
     chosen = _choose(kernel, q, k, cos_q, sin_q, cos_k, sin_k)
     if chosen == "inductor":
-        return rope_inductor.rope_pair(q, k, cos_q, sin_q, cos_k, sin_k, layout, inplace)
-    if chosen == "cpp":
-        return _one_pass(_cpp_rotate, q, k, cos_q, sin_q, cos_k, sin_k, layout, inplace)
-    if chosen == "triton":
-        return _one_pass(_triton_rotate, q, k, cos_q, sin_q, cos_k, sin_k, layout, inplace)
+        return rope_inductor.rope_pair(
+            q, k, cos_q, sin_q, cos_k, sin_k, layout, inplace, prepared=prepared
+        )
+    if chosen in ("cpp", "triton"):
+        rotate = _cpp_rotate if chosen == "cpp" else _triton_rotate
+        return _one_pass(rotate, q, k, cos_q, sin_q, cos_k, sin_k, layout, inplace, prepared)
     return (
-        rope_eager.apply_rope_unchecked(q, cos_q, sin_q, layout, inplace),
-        rope_eager.apply_rope_unchecked(k, cos_k, sin_k, layout, inplace),
+        rope_eager.apply_rope_unchecked(q, cos_q, sin_q, layout, inplace, prepared[0]),
+        rope_eager.apply_rope_unchecked(k, cos_k, sin_k, layout, inplace, prepared[1]),
     )
 
 
@@ -157,13 +162,23 @@ Rotate = Callable[..., list[Tensor]]
 
 
 def _cpp_rotate(
-    xs: list[Tensor], tables: list[tuple[Tensor, Tensor]], layout: str, *, backward: bool = False
+    xs: list[Tensor],
+    tables: list[tuple[Tensor, Tensor]],
+    layout: str,
+    *,
+    backward: bool = False,
+    prepared: list[RopeTables | None] | None = None,
 ) -> list[Tensor]:
-    return rope_cpp.rope_pair(xs, tables, layout, backward=backward)
+    return rope_cpp.rope_pair(xs, tables, layout, backward=backward, prepared=prepared)
 
 
 def _triton_rotate(
-    xs: list[Tensor], tables: list[tuple[Tensor, Tensor]], layout: str, *, backward: bool = False
+    xs: list[Tensor],
+    tables: list[tuple[Tensor, Tensor]],
+    layout: str,
+    *,
+    backward: bool = False,
+    prepared: list[RopeTables | None] | None = None,
 ) -> list[Tensor]:
     rotated: list[Tensor] = _triton().launch(xs, tables, layout, backward=backward)
     return rotated
@@ -179,21 +194,22 @@ def _one_pass(
     sin_k: Tensor,
     layout: str,
     inplace: bool,
+    prepared: tuple[RopeTables | None, RopeTables | None],
 ) -> tuple[Tensor, Tensor]:
     """q and k through a one-pass kernel (C++ or Triton): in place, without autograd, or
     through ``PairRotation``."""
-    tables = [(cos_q, sin_q), (cos_k, sin_k)]
+    tables, held = [(cos_q, sin_q), (cos_k, sin_k)], list(prepared)
     if inplace:
         if rotate is _cpp_rotate:
-            oq, ok = rope_cpp.rope_pair_([q, k], tables, layout)
+            oq, ok = rope_cpp.rope_pair_([q, k], tables, layout, held)
         else:
             oq, ok = _triton().launch([q, k], tables, layout, inplace=True)
         return oq, ok
     if not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)):
-        oq, ok = rotate([q, k], tables, layout)  # no graph: skip the Function's cost
+        oq, ok = rotate([q, k], tables, layout, prepared=held)  # no graph: no Function
         return oq, ok
     rotated: tuple[Tensor, Tensor] = PairRotation.apply(
-        rotate, q, k, cos_q, sin_q, cos_k, sin_k, layout
+        rotate, q, k, cos_q, sin_q, cos_k, sin_k, layout, held
     )
     return rotated
 
@@ -213,11 +229,12 @@ class PairRotation(torch.autograd.Function):
         ck: Tensor,
         sk: Tensor,
         layout: str,
+        held: list[RopeTables | None],
     ) -> tuple[Tensor, Tensor]:
         ctx.save_for_backward(cq, sq, ck, sk)
-        ctx.rotate, ctx.layout = rotate, layout
+        ctx.rotate, ctx.layout, ctx.held = rotate, layout, held
         ctx.set_materialize_grads(False)  # an unused output costs no zero-rotation
-        oq, ok = rotate([q, k], [(cq, sq), (ck, sk)], layout)
+        oq, ok = rotate([q, k], [(cq, sq), (ck, sk)], layout, prepared=held)
         return oq, ok
 
     @staticmethod
@@ -225,12 +242,12 @@ class PairRotation(torch.autograd.Function):
     def backward(ctx: Any, gq: Tensor | None, gk: Tensor | None) -> tuple[Tensor | None, ...]:
         cq, sq, ck, sk = ctx.saved_tensors
         present = [
-            (g if g.stride(-1) == 1 else g.contiguous(), (c, s))
-            for g, c, s in ((gq, cq, sq), (gk, ck, sk))
+            (g if g.stride(-1) == 1 else g.contiguous(), (c, s), h)
+            for g, c, s, h in ((gq, cq, sq, ctx.held[0]), (gk, ck, sk, ctx.held[1]))
             if g is not None
         ]
-        grads = [g for g, _ in present]
-        rotated = iter(ctx.rotate(grads, [t for _, t in present], ctx.layout, backward=True))
+        grads, tables, held = ([p[i] for p in present] for i in range(3))
+        rotated = iter(ctx.rotate(grads, tables, ctx.layout, backward=True, prepared=held))
         dq = next(rotated) if gq is not None else None
         dk = next(rotated) if gk is not None else None
-        return None, dq, dk, None, None, None, None, None
+        return None, dq, dk, None, None, None, None, None, None

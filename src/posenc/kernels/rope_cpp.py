@@ -14,8 +14,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._memo import version
 from .native import NativeKernel
+from .rope_tables import RopeTables, derived
 
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 KERNEL = NativeKernel(
@@ -47,45 +47,44 @@ def supports(x: Tensor, cos: Tensor) -> bool:
     return all(cs[-d] in (1, xs[-d]) for d in range(2, nc + 1))
 
 
-#: float32 copies of the last tables given in another dtype (newest first): (table, its
-#: version, copy). Four: q's and k's cos and sin, which every layer's forward and backward
-#: share. With bf16 tables (as Hugging Face's rotary embedding returns them for bf16 models)
-#: at (4, 8, 1024, 64), the pair's forward without grad took 261-266 µs converting all four per
-#: call, 184-224 µs with this memo (one-process timings).
-_converted: list[tuple[Tensor, int, Tensor]] = []
-
-
-def _f32(t: Tensor) -> Tensor:
-    """A float32 table with unit last stride (what the kernel reads): t itself, or its
-    memoised copy while t is unchanged."""
+def _f32(t: Tensor, tables: RopeTables | None = None) -> Tensor:
+    """A float32 table with unit last stride (what the kernel reads): t itself, or its copy,
+    made once per ``tables`` (one forward's: every layer's forward and backward share it; with
+    bf16 tables, as Hugging Face's rotary embedding returns them for bf16 models, converting
+    all four per call cost (4, 8, 1024, 64)'s pair 261-266 µs against 184-224 µs)."""
     if t.dtype == torch.float32 and t.stride(-1) == 1:
         return t
-    v = version(t)  # None under inference_mode or while tracing: no memo
-    for table, seen, copy in _converted if v is not None else ():
-        if table is t and seen == v:
-            return copy
-    copy = t.float().contiguous()
-    if v is not None:
-        _converted[:] = [(t, v, copy), *_converted[:3]]
-    return copy
+    return derived(tables, ("f32", id(t)), lambda: t.float().contiguous())
 
 
 def rope_pair(
-    xs: list[Tensor], tables: list[tuple[Tensor, Tensor]], layout: str, *, backward: bool = False
+    xs: list[Tensor],
+    tables: list[tuple[Tensor, Tensor]],
+    layout: str,
+    *,
+    backward: bool = False,
+    prepared: list[RopeTables | None] | None = None,
 ) -> list[Tensor]:
     """Rotated copies of each x (..., T, D) by its (cos, sin) (..., T, P), broadcast
     right-aligned (by -θ when ``backward``); features past 2P are copied through. No autograd
-    (``rope.PairRotation``)."""
-    cos = [_f32(c) for c, _ in tables]
-    sin = [_f32(s) for _, s in tables]
+    (``rope.PairRotation``). ``prepared``: each pair's ``RopeTables``, keeping float32 copies."""
+    held = prepared or [None] * len(tables)
+    cos = [_f32(c, h) for (c, _), h in zip(tables, held, strict=True)]
+    sin = [_f32(s, h) for (_, s), h in zip(tables, held, strict=True)]
     sign = -1.0 if backward else 1.0
     outs: list[Tensor] = load_kernel().rope(xs, cos, sin, sign, layout == "interleaved")
     return outs
 
 
-def rope_pair_(xs: list[Tensor], tables: list[tuple[Tensor, Tensor]], layout: str) -> list[Tensor]:
+def rope_pair_(
+    xs: list[Tensor],
+    tables: list[tuple[Tensor, Tensor]],
+    layout: str,
+    prepared: list[RopeTables | None] | None = None,
+) -> list[Tensor]:
     """Rotate each x in place (inference); returns the same tensors."""
-    cos = [_f32(c) for c, _ in tables]
-    sin = [_f32(s) for _, s in tables]
+    held = prepared or [None] * len(tables)
+    cos = [_f32(c, h) for (c, _), h in zip(tables, held, strict=True)]
+    sin = [_f32(s, h) for (_, s), h in zip(tables, held, strict=True)]
     load_kernel().rope_(xs, cos, sin, 1.0, layout == "interleaved")
     return xs

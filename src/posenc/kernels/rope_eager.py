@@ -22,10 +22,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._memo import version
 from ..functional.rotary import check_rope_args, check_rope_inplace
-
-_memo: dict[str, Any] = {}
+from .rope_tables import RopeTables, derived
 
 
 def swap_pairs(x: Tensor, P: int, layout: str) -> Tensor:
@@ -35,50 +33,32 @@ def swap_pairs(x: Tensor, P: int, layout: str) -> Tensor:
     return x.unflatten(-1, (P, 2)).flip(-1).flatten(-2)  # (.., P, 2) neighbours swapped
 
 
-def full_tables(cos: Tensor, sin: Tensor, layout: str, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-    """C (..., 2P) and S (..., 2P) in ``dtype``; memoised on the last two (cos, sin) objects
-    (q's and k's when they sit at different positions)."""
-    # tables made under inference_mode are inference tensors: never reused outside it (autograd
-    # cannot save them for the backward)
-    versions = (version(cos), version(sin))
-    keep = None not in versions  # inference tensors, or traced: no memo
-    key = (*versions, layout, dtype, keep and torch.is_inference_mode_enabled())
-    for last in _memo.get("full", ()) if keep else ():
-        if last[0] is cos and last[1] is sin and last[2] == key:
-            return last[3], last[4]
-    c, s = cos.to(dtype), sin.to(dtype)
-    if layout == "half":
-        C, S = torch.cat([c, c], dim=-1), torch.cat([-s, s], dim=-1)
-    else:
-        C = torch.stack([c, c], dim=-1).flatten(-2)
-        S = torch.stack([-s, s], dim=-1).flatten(-2)
-    if keep:
-        _memo["full"] = [(cos, sin, key, C, S), *_memo.get("full", [])[:1]]
-    return C, S
+def full_tables(
+    cos: Tensor, sin: Tensor, layout: str, dtype: torch.dtype, tables: RopeTables | None = None
+) -> tuple[Tensor, Tensor]:
+    """C (..., 2P) and S (..., 2P) in ``dtype``; made once per ``tables`` (one forward's)."""
+
+    def make() -> tuple[Tensor, Tensor]:
+        c, s = cos.to(dtype), sin.to(dtype)
+        if layout == "half":
+            return torch.cat([c, c], dim=-1), torch.cat([-s, s], dim=-1)
+        return torch.stack([c, c], dim=-1).flatten(-2), torch.stack([-s, s], dim=-1).flatten(-2)
+
+    return derived(tables, ("full", layout, dtype), make)
 
 
-def negated(S: Tensor) -> Tensor:
-    """-S, memoised on the last S (the backward's table: every layer's backward reuses it)."""
-    last, v = _memo.get("neg"), version(S)
-    if v is not None and last is not None and last[0] is S and last[1] == v:
-        return last[2]
-    neg = -S
-    if v is not None:
-        _memo["neg"] = (S, v, neg)
-    return neg
+def negated(S: Tensor, tables: RopeTables | None = None) -> Tensor:
+    """-S (the backward's table; every layer's backward reuses it through ``tables``)."""
+    return derived(tables, ("negated", id(S)), lambda: -S)  # S is kept by ``tables`` too
 
 
-def table_halves(S: Tensor) -> tuple[Tensor, Tensor]:
-    """S[..., :P], S[..., P:] as views, memoised for the last two tables (the forward's S and the
-    backward's -S): at lab sizes each slice costs about as much as the arithmetic."""
-    v = version(S)
-    for last in _memo.get("halves", ()) if v is not None else ():
-        if last[0] is S and last[1] == v:
-            return last[2]
-    pair = S.chunk(2, -1)
-    if v is not None:
-        _memo["halves"] = [(S, v, pair), *_memo.get("halves", [])[:1]]
-    return pair[0], pair[1]
+def table_halves(
+    S: Tensor, tables: RopeTables | None = None, sign: int = 1
+) -> tuple[Tensor, Tensor]:
+    """S[..., :P], S[..., P:] as views, made once per ``tables`` and sign (the forward's S and
+    the backward's -S): at lab sizes each slice costs about as much as the arithmetic."""
+    halves = derived(tables, ("halves", id(S), sign), lambda: S.chunk(2, -1))
+    return halves[0], halves[1]
 
 
 def _table_dtype(x: Tensor, cos: Tensor) -> torch.dtype:
@@ -107,7 +87,9 @@ def halves_pay(x: Tensor, P: int) -> bool:
     return not wide_low or nbytes <= WIDE_HALVES_MAX_BYTES
 
 
-def rotate(x: Tensor, C: Tensor, S: Tensor, layout: str) -> Tensor:
+def rotate(
+    x: Tensor, C: Tensor, S: Tensor, layout: str, tables: RopeTables | None = None, sign: int = 1
+) -> Tensor:
     """x ⊙ C + swap(x) ⊙ S out of place; features past C's width pass through.
 
     Half layout: the swap is fused into the S product by writing each half of the output from
@@ -118,7 +100,8 @@ def rotate(x: Tensor, C: Tensor, S: Tensor, layout: str) -> Tensor:
     rot = x if x.shape[-1] == R else x[..., :R]
     if layout == "half" and rot is x and halves_pay(x, R // 2):
         out = torch.empty_like(x, memory_format=torch.contiguous_format)
-        (a, b), (out_a, out_b), (s_a, s_b) = x.chunk(2, -1), out.chunk(2, -1), table_halves(S)
+        s_a, s_b = table_halves(S, tables, sign)
+        (a, b), (out_a, out_b) = x.chunk(2, -1), out.chunk(2, -1)
         torch.mul(b, s_a, out=out_a)  # -b sin θ
         torch.mul(a, s_b, out=out_b)  # a sin θ
         return out.addcmul_(x, C)
@@ -137,15 +120,18 @@ def rotate_(x: Tensor, C: Tensor, S: Tensor, layout: str) -> Tensor:
 
 class _RopeFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, x: Tensor, C: Tensor, S: Tensor, layout: str) -> Tensor:
+    def forward(
+        ctx: Any, x: Tensor, C: Tensor, S: Tensor, layout: str, tables: RopeTables | None
+    ) -> Tensor:
         ctx.save_for_backward(C, S)
-        ctx.layout = layout
-        return rotate(x, C, S, layout)
+        ctx.layout, ctx.tables = layout, tables
+        return rotate(x, C, S, layout, tables)
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None]:
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None, None]:
         C, S = ctx.saved_tensors
-        return rotate(grad, C, negated(S), ctx.layout), None, None, None  # R(θ)^T = R(-θ)
+        neg = negated(S, ctx.tables)  # R(θ)^T = R(-θ)
+        return rotate(grad, C, neg, ctx.layout, ctx.tables, -1), None, None, None, None
 
 
 def apply_rope(
@@ -159,9 +145,17 @@ def apply_rope(
     return apply_rope_unchecked(x, cos, sin, layout, inplace)
 
 
-def apply_rope_unchecked(x: Tensor, cos: Tensor, sin: Tensor, layout: str, inplace: bool) -> Tensor:
+def apply_rope_unchecked(
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    layout: str,
+    inplace: bool,
+    tables: RopeTables | None = None,
+) -> Tensor:
     """``apply_rope`` on arguments already checked: in place, custom backward, or plain
-    autograd when cos/sin need gradients (learnable phases)."""
+    autograd when cos/sin need gradients (learnable phases). ``tables``: cos and sin's
+    ``RopeTables`` (one forward's), keeping the derived tables for every layer."""
     if torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad):
         C = torch.cat([cos, cos], -1) if layout == "half" else cos.repeat_interleave(2, -1)
         S = torch.cat([-sin, sin], -1) if layout == "half" else torch.stack([-sin, sin], -1)
@@ -169,10 +163,10 @@ def apply_rope_unchecked(x: Tensor, cos: Tensor, sin: Tensor, layout: str, inpla
         R = C.shape[-1]
         out = (x[..., :R] * C + swap_pairs(x[..., :R], R // 2, layout) * S).to(x.dtype)
         return out if x.shape[-1] == R else torch.cat([out, x[..., R:]], dim=-1)
-    C, S = full_tables(cos, sin, layout, _table_dtype(x, cos))
+    C, S = full_tables(cos, sin, layout, _table_dtype(x, cos), tables)
     if inplace:
         return rotate_(x, C, S, layout)
     if not (torch.is_grad_enabled() and x.requires_grad):  # no graph: skip the Function's cost
-        return rotate(x, C, S, layout)
-    rotated: Tensor = _RopeFunction.apply(x, C, S, layout)
+        return rotate(x, C, S, layout, tables)
+    rotated: Tensor = _RopeFunction.apply(x, C, S, layout, tables)
     return rotated

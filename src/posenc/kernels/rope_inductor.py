@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from .rope_eager import apply_rope_unchecked, full_tables, swap_pairs
+from .rope_tables import RopeTables
 
 #: Kernels kept per layout (one per shape/dtype/grad combination seen).
 RECOMPILE_LIMIT = 256
@@ -65,17 +66,20 @@ def rope_pair(
     sin_k: Tensor,
     layout: str,
     inplace: bool = False,
+    *,
+    prepared: tuple[RopeTables | None, RopeTables | None] = (None, None),
 ) -> tuple[Tensor, Tensor]:
     """Rotate q (..., Tq, D) and k (..., Tk, D) (checked by the caller) in one compiled kernel;
-    ``inplace`` writes the results into q and k. Autograd differentiates the compiled graph."""
+    ``inplace`` writes the results into q and k. Autograd differentiates the compiled graph.
+    ``prepared``: q's and k's ``RopeTables``, keeping the full-width tables per forward."""
     import torch._dynamo.config as dynamo_config
     from torch._dynamo.exc import FailOnRecompileLimitHit
 
     with dynamo_config.patch(recompile_limit=RECOMPILE_LIMIT):
         work_q, work_k = (torch.promote_types(x.dtype, torch.float32) for x in (q, k))
-        cq, sq = full_tables(cos_q, sin_q, layout, work_q)
+        cq, sq = full_tables(cos_q, sin_q, layout, work_q, prepared[0])
         shared = cos_k is cos_q and sin_k is sin_q and work_k == work_q
-        ck, sk = (cq, sq) if shared else full_tables(cos_k, sin_k, layout, work_k)
+        ck, sk = (cq, sq) if shared else full_tables(cos_k, sin_k, layout, work_k, prepared[1])
         try:
             return _compiled(layout, inplace)(q, k, cq, sq, ck, sk)
         except FailOnRecompileLimitHit:  # raised before running: q and k are untouched
@@ -88,6 +92,6 @@ def rope_pair(
                     stacklevel=3,
                 )
     return (
-        apply_rope_unchecked(q, cos_q, sin_q, layout, inplace),
-        apply_rope_unchecked(k, cos_k, sin_k, layout, inplace),
+        apply_rope_unchecked(q, cos_q, sin_q, layout, inplace, prepared[0]),
+        apply_rope_unchecked(k, cos_k, sin_k, layout, inplace, prepared[1]),
     )
