@@ -177,3 +177,16 @@ def check_head_split(dim: int, n_heads: int) -> None:
     check_positive_int(n_heads, "n_heads")
     if dim % n_heads:
         raise ValueError(f"dim must be divisible by n_heads, got {dim} and {n_heads}")
+
+
+def check_context(ctx: Any, pos: Any, new: int, keys: int) -> None:
+    """A position context handed to an attention call (torch or Flax): positions not given
+    twice, and its q_pos / k_pos as long as the call's ``new`` tokens / ``keys`` (with the
+    cache's)."""
+    if pos is not None and pos is not ctx.q_pos:
+        raise ValueError("pass positions either as pos or in ctx, not both")
+    if ctx.q_pos.shape[-1] != new or ctx.k_pos.shape[-1] != keys:
+        raise ValueError(
+            f"ctx holds {ctx.q_pos.shape[-1]} query and {ctx.k_pos.shape[-1]} key positions;"
+            f" this call has {new} new tokens and {keys} keys with its cache"
+        )

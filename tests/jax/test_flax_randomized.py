@@ -29,7 +29,7 @@ def test_sampler_equals_sorted_argsort_subset() -> None:
 def test_draws_are_uniform_sorted_subsets() -> None:
     L, n, B = 10, 3, 4000
     pe = pfx.Randomized(max_len=L, base_encoding="rope", head_dim=4, seed=1)
-    drawn = np.asarray(pe.transform(jnp.arange(n), B, fresh=True))  # (B, n)
+    drawn = np.asarray(pe.transform(jnp.arange(n), B))  # (B, n)
     assert np.all(np.diff(drawn, axis=1) > 0) and drawn.min() >= 0 and drawn.max() < L
     counts = np.bincount(drawn.ravel(), minlength=L)  # each index in the subset w.p. n/L
     expected, std = B * n / L, np.sqrt(B * n / L * (1 - n / L))
@@ -39,9 +39,15 @@ def test_draws_are_uniform_sorted_subsets() -> None:
 def test_one_draw_per_forward_shared_by_rotate_and_fresh_each_call() -> None:
     pe = pfx.Randomized(max_len=64, base_encoding="rope", head_dim=4, seed=2)
     pos = jnp.arange(6)
-    first = pe.transform(pos, 2, fresh=True)
-    np.testing.assert_array_equal(pe.transform(pos, 2), first)  # same array: memoised
-    assert not np.array_equal(pe.transform(pos, 2, fresh=True), first)
+    ctx = pe.prepare(pos)
+    first = pe.transform(pos, 2, ctx)
+    np.testing.assert_array_equal(pe.transform(pos, 2, ctx), first)  # one draw per context
+    q = jnp.asarray(np.random.default_rng(0).normal(size=(2, 1, 6, 4)), jnp.float32)
+    want = pe.base.rotate(q, q, first, first)
+    for got, w in zip(pe.rotate(q, q, pos, pos, ctx=ctx), want, strict=True):  # rotate's too
+        np.testing.assert_array_equal(got, w)
+    assert not np.array_equal(pe.transform(pos, 2), first)  # no context: a fresh draw
+    assert not np.array_equal(pe.transform(pos, 2, pe.prepare(pos)), first)  # a new forward
     model = pfx.TinyTransformer(
         vocab_size=7,
         pe="randomized",

@@ -42,9 +42,10 @@ def test_preallocated_cache_decodes_under_jit_with_x64(name: str) -> None:
 
 
 def test_randomized_training_forward_traces_once_per_shape() -> None:
-    """The draw memo left in the model's state after a forward changed the state's structure
+    """A draw memo left in the model's state after a forward changed the state's structure
     (None -> arrays) and shapes (the previous step's length): nnx.jit traced again, up to
-    once per (length, previous length) pair in the lab's variable-length training."""
+    once per (length, previous length) pair in the lab's variable-length training. The draw
+    now lives in the forward's position context, never in the state."""
     m = model("randomized")
     m.train()
     traces = []
@@ -67,15 +68,15 @@ def recording_rope(monkeypatch: pytest.MonkeyPatch) -> list[np.ndarray]:
     def record(pos: jax.Array) -> None:
         jax.debug.callback(lambda p: seen.append(np.asarray(p)), pos)
 
-    def embed_rec(self: pfx.RoPE, x: jax.Array, pos: jax.Array) -> jax.Array:
+    def embed_rec(self: pfx.RoPE, x: jax.Array, pos: jax.Array, **kw: object) -> jax.Array:
         record(pos)
-        return embed(self, x, pos)
+        return embed(self, x, pos, **kw)  # type: ignore[arg-type]
 
     def rotate_rec(
-        self: pfx.RoPE, q: jax.Array, k: jax.Array, q_pos: jax.Array, k_pos: jax.Array
+        self: pfx.RoPE, q: jax.Array, k: jax.Array, q_pos: jax.Array, k_pos: jax.Array, **kw: object
     ) -> tuple[jax.Array, jax.Array]:
         record(q_pos)
-        return rotate(self, q, k, q_pos, k_pos)
+        return rotate(self, q, k, q_pos, k_pos, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(pfx.RoPE, "embed", embed_rec)
     monkeypatch.setattr(pfx.RoPE, "rotate", rotate_rec)
@@ -102,24 +103,35 @@ def test_randomized_layers_share_one_draw_for_any_position_array(
         np.testing.assert_array_equal(drawn, seen[0])
 
 
-def remat_loss(m: pfx.TinyTransformer, idx: jax.Array, remat: bool) -> jax.Array:
-    """A user's forward over ``m.blocks``, each block under ``nnx.remat`` if asked."""
+def remat_loss(m: pfx.TinyTransformer, idx: jax.Array, remat: str) -> jax.Array:
+    """A user's forward over ``m.blocks``, each block under ``nnx.remat`` if asked, given the
+    forward's position context as an argument ("argument") or closing over it ("closure")."""
     pos = jnp.arange(idx.shape[1])
-    x = m.pe.embed(m.tok(idx), pos)
+    ctx = m.pe.prepare(pos)
+    x = m.pe.embed(m.tok(idx), pos, ctx=ctx)
     for block in m.blocks:
-        run = nnx.remat(lambda b, x, p: b(x, p, None)) if remat else (lambda b, x, p: b(x, p, None))
-        x = run(block, x, pos)
+        if remat == "closure":
+            x = nnx.remat(lambda b, x: b(x, ctx, None))(block, x)
+        else:
+            run = (
+                nnx.remat(lambda b, x, c: b(x, c, None))
+                if remat
+                else (lambda b, x, c: b(x, c, None))
+            )
+            x = run(block, x, ctx)
     return jnp.mean(m.head(m.norm(x)) ** 2)
 
 
 def test_randomized_under_remat_shares_the_draw_and_gives_the_same_gradients(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """nnx.remat hands each block copies of the positions and the memo: the identity check
-    missed and every block drew its own positions (loss and gradients differed)."""
+    """nnx.remat hands each block copies of the positions and of the position context (a
+    pytree): every block must still rotate at the one draw of the forward (a draw per block
+    changed the loss and gradients), whether the context is an argument of the remat'd
+    function or closed over (then nothing it computes inside leaks out as a tracer)."""
     seen = recording_rope(monkeypatch)
     grads, draws = {}, {}
-    for remat in (False, True):
+    for remat in ("", "argument", "closure"):
         m = model("randomized", n_layers=3)
         m.train()
         step = nnx.jit(nnx.value_and_grad(lambda m, r=remat: remat_loss(m, tokens(), r)))
@@ -130,8 +142,10 @@ def test_randomized_under_remat_shares_the_draw_and_gives_the_same_gradients(
         assert len(drawn) >= 4
         for other in drawn[1:]:
             np.testing.assert_array_equal(other, drawn[0])
-    np.testing.assert_array_equal(draws[True][0], draws[False][0])  # same seed, same draw
-    (l0, g0), (l1, g1) = grads[False], grads[True]
-    np.testing.assert_allclose(float(l1), float(l0), rtol=1e-6)
-    for a, b in zip(jax.tree.leaves(g0), jax.tree.leaves(g1), strict=True):
-        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-7)
+    l0, g0 = grads[""]
+    for remat in ("argument", "closure"):
+        np.testing.assert_array_equal(draws[remat][0], draws[""][0])  # same seed, same draw
+        l1, g1 = grads[remat]
+        np.testing.assert_allclose(float(l1), float(l0), rtol=1e-6)
+        for a, b in zip(jax.tree.leaves(g0), jax.tree.leaves(g1), strict=True):
+            np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-7)

@@ -15,10 +15,11 @@ except ImportError as err:  # pragma: no cover - depends on the environment
     ) from err
 
 from .attention import Attention
-from .base import ENCODINGS, PositionalEncoding, build, build_for_model
+from .base import ENCODINGS, PositionalEncoding, PositionContext, build, build_for_model
 from .bias import FIRE, ALiBi, Kerple, T5Bias
 from .convert import load_torch_state_dict, to_torch_state_dict
 from .encodings import Learned, NoPE, RoPE, Sinusoidal
+from .kv_cache import CachedKeys, KVCache
 from .model import Block, TinyTransformer
 from .randomized import Randomized
 from .relative import CoPE, Shaw, TransformerXL
@@ -38,6 +39,7 @@ __all__ = [
     "Learned",
     "NoPE",
     "PoPE",
+    "PositionContext",
     "PositionalEncoding",
     "Randomized",
     "RoPE",

@@ -1,33 +1,77 @@
-"""The encoding interface in Flax nnx: the torch hooks (``posenc.encodings.base``), same names.
+"""The encoding interface in Flax nnx: torch's hooks (``posenc.encodings.base``), same names,
+order and ``ctx`` keyword, identity by default; and the position context they share.
 
-``embed(x, pos)``, ``rotate(q, k, q_pos, k_pos)``, ``bias(q_pos, k_pos)``,
-``relative_logits(scores, q, k, q_pos, k_pos)`` and ``relative_values(probs, q_pos, k_pos)``,
-all identity by default. Positions are explicit integer arrays (T,) or (B, T): int64 with
-``jax_enable_x64``, else int32. Formulas come from ``posenc.functional`` (one implementation).
-
-Shapes: B batch, H query heads, Hkv key/value heads, T length (Tq, Tk), D head dim, C width.
+An encoding's constructor takes its ``posenc.encodings.configs`` arguments (validated as the
+torch module's, read back as attributes: ``pe.head_dim``) and ``rngs`` for learned parameters.
+Positions are integer arrays (T,) or (B, T): int64 with ``jax_enable_x64``, else int32. The
+formulas are ``posenc.functional``'s.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, ClassVar, TypeVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from flax.nnx.tracers import TraceState
 
-from .._validate import check_head_split
+from .._validate import check_head_split, check_positions_match, check_qk_agree
+from ..encodings.configs import EncodingConfig
 from ..functional._xp import widest_int
 
 Array = jax.Array
+T = TypeVar("T")
 _E = TypeVar("_E", bound=type["PositionalEncoding"])
 #: Registered Flax encodings, by the same names as the torch registry.
 ENCODINGS: dict[str, type[PositionalEncoding]] = {}
-#: Keys a model passes to every encoding that accepts them (as ``registry.build_for_model``).
-SHARED_KEYS: tuple[str, ...] = ("dim", "n_heads", "head_dim", "max_len")
+
+
+@jax.tree_util.register_pytree_node_class
+class PositionContext:
+    """torch's ``PositionContext`` (``posenc.encodings.context``: ``q_pos``, ``k_pos``,
+    ``role``, ``shared``) as a pytree: jit, remat and scan take it as an argument with the work
+    shared so far. Work is kept only in the trace the context was made in: one closed over by
+    a transform reads what it holds but computes anything new afresh (no tracer leaks out)."""
+
+    def __init__(self, q_pos: Array, k_pos: Array | None = None) -> None:
+        self.q_pos, self.k_pos = q_pos, q_pos if k_pos is None else k_pos
+        self.values: dict[Hashable, Any] = {}
+        self.trace = TraceState()
+
+    def role(self, pos: Array) -> str | None:
+        return "q" if pos is self.q_pos else "k" if pos is self.k_pos else None
+
+    def shared(self, key: Hashable, make: Callable[[], T]) -> T:
+        if key in self.values:
+            value: T = self.values[key]
+            return value
+        value = make()
+        if self.trace.is_valid():
+            self.values[key] = value
+        return value
+
+    def tree_flatten(self) -> tuple[tuple[Any, ...], tuple[Hashable, ...]]:
+        k_pos = None if self.k_pos is self.q_pos else self.k_pos
+        return (self.q_pos, k_pos, *self.values.values()), tuple(self.values)
+
+    @classmethod
+    def tree_unflatten(cls, keys: tuple[Hashable, ...], leaves: Any) -> PositionContext:
+        ctx = cls(leaves[0], leaves[1])
+        ctx.values.update(zip(keys, leaves[2:], strict=True))
+        return ctx
+
+
+Ctx = PositionContext | None
+
+
+def shared_for(ctx: Ctx, pos: Array, key: Hashable, make: Callable[[], T]) -> T:
+    """As torch's ``shared_for``: ``make()`` shared under (role of ``pos``, ``key``)."""
+    role = None if ctx is None else ctx.role(pos)
+    return make() if ctx is None or role is None else ctx.shared((role, key), make)
 
 
 class PositionalEncoding(nnx.Module):
@@ -35,45 +79,67 @@ class PositionalEncoding(nnx.Module):
 
     name: ClassVar[str] = ""
     family: ClassVar[str] = ""
-    kv_policy: str = "reference"
+    config_class: ClassVar[type[EncodingConfig]] = EncodingConfig
+
+    def __init__(self, *, rngs: nnx.Rngs | None = None, **config: Any) -> None:
+        self.config = self.config_class(**config)
+        self.setup(rngs or nnx.Rngs(0))
+
+    def setup(self, rngs: nnx.Rngs) -> None:
+        """Parameters and constants from ``self.config``."""
+
+    def __getattr__(self, name: str) -> Any:  # the configuration's values: pe.head_dim
+        config = vars(self).get("config")
+        if config is None or name.startswith("_") or not hasattr(config, name):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(config, name)
+
+    @property
+    def kv_policy(self) -> str:
+        """As torch's: "reference" caches keys rotated; "rerotate" rotates them at each step."""
+        return str(getattr(self.config, "kv_policy", "reference"))
 
     @property
     def jittable(self) -> bool:
         """False when a hook reads concrete position values (it then runs outside jax.jit)."""
         return True
 
-    def embed(self, x: Array, pos: Array) -> Array:
-        """Add position information to token embeddings. x (B, T, C), pos (B, T) or (T,)."""
+    def prepare(self, q_pos: Array, k_pos: Array | None = None) -> PositionContext:
+        """As torch's: the context of one forward, positions already checked."""
+        return PositionContext(q_pos, k_pos)
+
+    def embed(self, x: Array, pos: Array, *, ctx: Ctx = None) -> Array:
         return x
 
-    def rotate(self, q: Array, k: Array, q_pos: Array, k_pos: Array) -> tuple[Array, Array]:
-        """Rotate queries (B, H, Tq, D) and keys (B, Hkv, Tk, D) by their positions."""
+    def rotate(
+        self, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
+    ) -> tuple[Array, Array]:
         return q, k
 
-    def bias(self, q_pos: Array, k_pos: Array) -> Array | None:
-        """Additive logit bias (B or 1, H or 1, Tq, Tk) from positions alone, or None."""
+    def bias(self, q_pos: Array, k_pos: Array, *, ctx: Ctx = None) -> Array | None:
         return None
 
     def relative_logits(
-        self, scores: Array, q: Array, k: Array, q_pos: Array, k_pos: Array
+        self, scores: Array, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
     ) -> Array:
-        """Rewrite scaled, masked logits (B, H, Tq, Tk); k (B, H, Tk, D) heads repeated."""
         return scores
 
-    def relative_values(self, probs: Array, q_pos: Array, k_pos: Array) -> Array | None:
-        """Term added to the attention output (B, H, Tq, D) from probs (B, H, Tq, Tk), or None."""
+    def relative_values(
+        self, probs: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
+    ) -> Array | None:
         return None
 
-    def clear_cache(self) -> None:
-        """Drop what one forward memoised (``TinyTransformer`` calls it after each forward)."""
 
-
-def register(name: str, family: str) -> Callable[[_E], _E]:
-    """Class decorator: register a Flax encoding under the torch registry's ``name``."""
+def register(config: type[EncodingConfig]) -> Callable[[_E], _E]:
+    """Class decorator: register a Flax encoding taking ``config``'s arguments (and ``rngs``)
+    under its torch registry name."""
 
     def wrap(cls: _E) -> _E:
-        cls.name, cls.family = name, family
-        ENCODINGS[name] = cls
+        cls.name, cls.family, cls.config_class = config.name, config.family, config
+        rngs = inspect.Parameter("rngs", inspect.Parameter.KEYWORD_ONLY, default=None)
+        signature = inspect.signature(config)
+        cls.__signature__ = signature.replace(parameters=[*signature.parameters.values(), rngs])  # type: ignore[attr-defined]
+        ENCODINGS[config.name] = cls
         return cls
 
     return wrap
@@ -81,7 +147,7 @@ def register(name: str, family: str) -> Callable[[_E], _E]:
 
 def keyword_params(cls: type) -> set[str]:
     """Names of the keyword-only constructor parameters of ``cls``."""
-    params = inspect.signature(cls.__init__).parameters.values()  # type: ignore[misc]
+    params = inspect.signature(cls).parameters.values()
     return {p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
 
 
@@ -92,37 +158,22 @@ def build(name: str, **config: Any) -> PositionalEncoding:
     """
     if name not in ENCODINGS:
         raise ValueError(f"unknown Flax encoding {name!r}; expected one of {sorted(ENCODINGS)}")
-    cls = ENCODINGS[name]
-    if "rngs" not in keyword_params(cls):
-        config.pop("rngs", None)
-    unknown = set(config) - keyword_params(cls)
-    if unknown:
-        raise ValueError(
-            f"{name!r} takes {sorted(keyword_params(cls))}, got unknown keys {sorted(unknown)}"
-        )
-    return cls(**config)
+    accepted = keyword_params(ENCODINGS[name])
+    if unknown := set(config) - accepted:
+        raise ValueError(f"{name!r} takes {sorted(accepted)}, got unknown keys {sorted(unknown)}")
+    return ENCODINGS[name](**config)
 
 
 def build_for_model(
-    name: str,
-    *,
-    dim: int,
-    n_heads: int,
-    max_len: int,
-    rngs: nnx.Rngs | None = None,
-    **config: Any,
+    name: str, *, dim: int, n_heads: int, max_len: int, rngs: nnx.Rngs | None = None, **config: Any
 ) -> PositionalEncoding:
-    """``build`` with the model's shared sizes passed to the encodings that take them.
-
-    Raises: ValueError as ``build``, and for n_heads < 1 or a ``dim`` n_heads does not divide.
-    """
+    """As torch's ``registry.build_for_model``, with ``rngs``."""
     if name not in ENCODINGS:
         raise ValueError(f"unknown Flax encoding {name!r}; expected one of {sorted(ENCODINGS)}")
     check_head_split(dim, n_heads)
     shared = {"dim": dim, "n_heads": n_heads, "head_dim": dim // n_heads, "max_len": max_len}
     accepted = keyword_params(ENCODINGS[name])
-    merged = {k: v for k, v in shared.items() if k in accepted} | config
-    return build(name, rngs=rngs, **merged)
+    return build(name, rngs=rngs, **({k: v for k, v in shared.items() if k in accepted} | config))
 
 
 def check_positions(pos: Any, what: str = "positions") -> Array:
@@ -148,6 +199,26 @@ def check_ndim(x: Any, ndim: int, what: str, layout: str) -> None:
         raise TypeError(f"{what} must be an array {layout}, got {type(x).__name__}")
     if x.ndim != ndim:
         raise ValueError(f"{what} must have shape {layout}, got {tuple(x.shape)}")
+
+
+def check_qk(q: Array, k: Array, q_pos: Any, k_pos: Any, head_dim: int) -> tuple[Array, Array]:
+    """As torch's ``rotary.check_qk``, and q's last axis ``head_dim``: positions as arrays."""
+    check_ndim(q, 4, "q", "(B, H, Tq, D)")
+    check_ndim(k, 4, "k", "(B, Hkv, Tk, D)")
+    if q.shape[-1] != head_dim:
+        raise ValueError(f"q/k must have head_dim={head_dim} features, got {q.shape[-1]}")
+    q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
+    check_qk_agree(q, k, q_pos, k_pos)
+    return q_pos, k_pos
+
+
+def check_pair(q_pos: Any, k_pos: Any, probs: Array) -> tuple[Array, Array]:
+    """Positions (T,) | (B, T) of the queries and keys of ``probs`` (B, H, Tq, Tk)."""
+    check_ndim(probs, 4, "probs", "(B, H, Tq, Tk)")
+    q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
+    check_positions_match(q_pos, probs.shape[0], probs.shape[2], "q_pos")
+    check_positions_match(k_pos, probs.shape[0], probs.shape[3], "k_pos")
+    return q_pos, k_pos
 
 
 def is_concrete(x: Array) -> bool:

@@ -1,9 +1,8 @@
-"""Flax nnx versions of NoPE, Sinusoidal, Learned and RoPE: same names, parameters and hooks as
-``posenc.encodings`` (nope, absolute, rotary); the formulas are ``posenc.functional``'s."""
+"""Flax NoPE, Sinusoidal, Learned and RoPE: torch's ``posenc.encodings`` nope, absolute and
+rotary (same arguments, parameters and hooks; formulas from ``posenc.functional``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -12,99 +11,90 @@ import numpy as np
 from flax import nnx
 
 from .. import functional as PF
-from .._validate import (
-    check_even,
-    check_positions_match,
-    check_positive_float,
-    check_positive_int,
-    check_qk_agree,
-)
-from ..extension.config import ScalingConfig, scaling_config
-from ..functional import LAYOUTS, Layout
+from .._validate import check_positions_match, check_real_floating
+from ..encodings import configs
 from .base import (
+    Ctx,
     PositionalEncoding,
+    PositionContext,
     check_ndim,
     check_positions,
+    check_qk,
     extreme,
     is_concrete,
     register,
+    shared_for,
 )
 
 Array = jax.Array
-KV_POLICIES = ("reference", "rerotate")
 
 
-def _check_embed_inputs(x: Array, pos: Any, dim: int) -> Array:
-    check_ndim(x, 3, "x", "(B, T, C)")
-    if x.shape[-1] != dim:
-        raise ValueError(f"x must have C = dim = {dim} features, got {x.shape[-1]}")
-    pos = check_positions(pos)
-    check_positions_match(pos, x.shape[0], x.shape[1], "pos")
-    low = extreme(pos, "min")
-    if low is not None and low < 0:
-        raise ValueError(f"positions must be >= 0 for an absolute encoding, got min {low}")
-    return pos
-
-
-@register("nope", family="none")
+@register(configs.EncodingConfig)
 class NoPE(PositionalEncoding):
-    """No position information (Kazemnejad et al. 2023, arXiv:2305.19466): identity hooks."""
-
-    def __init__(self) -> None:
-        pass
+    """As torch's ``NoPE``: identity hooks."""
 
 
-@register("sinusoidal", family="additive")
-class Sinusoidal(PositionalEncoding):
-    """x_p + scale·PE[p], PE[p, 2i] = sin(p / base^(2i/C)), PE[p, 2i+1] = cos(p / base^(2i/C))
-    (Vaswani et al. 2017, arXiv:1706.03762; ``scale`` 1 there, as the torch module). Table in
-    the widest float JAX allows, cast to x's."""
+class Absolute(PositionalEncoding):
+    """An additive table: ``embed`` checks x and positions unless a context (``prepare``,
+    which checks the positions' values once) comes with them."""
 
-    def __init__(self, *, dim: int, base: float = 10000.0, scale: float = 1.0) -> None:
-        check_even(dim, "dim")
-        check_positive_float(base, "base")
-        check_positive_float(scale, "scale")
-        self.dim, self.base, self.scale = dim, float(base), float(scale)
+    def prepare(self, q_pos: Array, k_pos: Array | None = None) -> PositionContext:
+        self.check_values(q_pos)
+        return super().prepare(q_pos, k_pos)
 
-    def table(self, pos: Array) -> Array:
-        """PE rows for positions (...,) -> (..., C)."""
-        return PF.sinusoidal_table(pos, self.dim, base=self.base)
+    def check_values(self, pos: Array) -> None:
+        low = extreme(pos, "min")
+        if low is not None and low < 0:
+            raise ValueError(f"positions must be >= 0 for an absolute encoding, got min {low}")
 
-    def embed(self, x: Array, pos: Array) -> Array:
-        pos = _check_embed_inputs(x, pos, self.dim)
-        pe = self.table(pos)  # (T, C) or (B, T, C)
-        return x + (pe if self.scale == 1.0 else self.scale * pe).astype(x.dtype)  # (B, T, C)
+    def embed(self, x: Array, pos: Array, *, ctx: Ctx = None) -> Array:
+        if ctx is None:
+            check_ndim(x, 3, "x", "(B, T, C)")
+            check_real_floating(x, "x")
+            if x.shape[-1] != self.dim:
+                raise ValueError(f"x must have C = dim = {self.dim} features, got {x.shape[-1]}")
+            pos = check_positions(pos)
+            check_positions_match(pos, x.shape[0], x.shape[1], "pos")
+            self.check_values(pos)
+        return x + self.rows(pos).astype(x.dtype)  # (B, T, C)
+
+    def rows(self, pos: Array) -> Array:
+        """The table's rows for positions (...,) -> (..., C)."""
+        raise NotImplementedError
 
 
-@register("learned", family="additive")
-class Learned(PositionalEncoding):
-    """Learned absolute table x_p + W[p], W (max_len, C) ~ N(0, 0.02²) (Gehring et al. 2017,
-    arXiv:1705.03122). Positions outside 0..max_len - 1 raise; under ``jax.jit`` a host check
-    raises (it runs only then), and their rows are NaN, never a clamped or wrapped row."""
+@register(configs.SinusoidalConfig)
+class Sinusoidal(Absolute):
+    """As torch's ``Sinusoidal``; the table in the widest float JAX allows, cast to x's."""
 
-    def __init__(self, *, dim: int, max_len: int = 512, rngs: nnx.Rngs | None = None) -> None:
-        check_positive_int(dim, "dim")
-        check_positive_int(max_len, "max_len")
-        self.dim, self.max_len = dim, max_len
-        key = (rngs or nnx.Rngs(0)).params()
-        self.weight = nnx.Param(0.02 * jax.random.normal(key, (max_len, dim)))
+    def rows(self, pos: Array) -> Array:
+        pe = PF.sinusoidal_table(pos, self.dim, base=self.base)
+        return pe if self.scale == 1.0 else self.scale * pe
 
-    def embed(self, x: Array, pos: Array) -> Array:
-        pos = _check_embed_inputs(x, pos, self.dim)
-        highest = extreme(pos, "max")
-        if highest is not None:
-            _check_in_table(extreme(pos, "min"), highest, self.max_len)
+
+@register(configs.LearnedConfig)
+class Learned(Absolute):
+    """As torch's ``Learned``, W ``weight`` (max_len, C). Under ``jax.jit`` a host check raises
+    for a position outside the table (it runs only then), and its row is NaN, never a clamped
+    or wrapped row."""
+
+    def setup(self, rngs: nnx.Rngs) -> None:
+        self.weight = nnx.Param(0.02 * jax.random.normal(rngs.params(), (self.max_len, self.dim)))
+
+    def check_values(self, pos: Array) -> None:
+        if (high := extreme(pos, "max")) is not None:
+            _check_in_table(extreme(pos, "min"), high, self.max_len)
         elif pos.size:  # traced: a host check that runs only when a position is outside
-            low, high = pos.min(), pos.max()
+            ends = pos.min(), pos.max()
             jax.lax.cond(
-                (low < 0) | (high >= self.max_len),
-                lambda: jax.debug.callback(_check_in_table, low, high, self.max_len),
+                (ends[0] < 0) | (ends[1] >= self.max_len),
+                lambda: jax.debug.callback(_check_in_table, *ends, self.max_len),
                 lambda: None,
             )
+
+    def rows(self, pos: Array) -> Array:
         index = jnp.where(pos < 0, self.max_len, pos)  # negatives would wrap, not fill
-        # rows outside the table are NaN, never a clamped or wrapped row
-        rows = jnp.take(self.weight[...], index, axis=0, mode="fill", fill_value=jnp.nan)
-        return x + rows.astype(x.dtype)  # (B, T, C)
+        return jnp.take(self.weight[...], index, axis=0, mode="fill", fill_value=jnp.nan)
 
 
 def _check_in_table(low: Any, high: Any, max_len: int) -> None:
@@ -117,83 +107,61 @@ def _check_in_table(low: Any, high: Any, max_len: int) -> None:
         )
 
 
-def check_qk(q: Array, k: Array, q_pos: Any, k_pos: Any) -> tuple[Array, Array]:
-    """Validate q (B, H, Tq, D), k (B, Hkv, Tk, D) and their positions (T,) or (B, T)."""
-    check_ndim(q, 4, "q", "(B, H, Tq, D)")
-    check_ndim(k, 4, "k", "(B, Hkv, Tk, D)")
-    q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
-    check_qk_agree(q, k, q_pos, k_pos)
-    return q_pos, k_pos
-
-
-@register("rope", family="rotary")
+@register(configs.RoPEConfig)
 class RoPE(PositionalEncoding):
-    """Rotary embedding (Su et al. 2021, arXiv:2104.09864): pair i of q_m, k_n rotated by m·θ_i,
-    n·θ_i, θ_i = base^(-2i/d), so <R_m q, R_n k> = <q, R_(n-m) k>. ``layout``, ``partial``,
-    ``scaling`` (a ``posenc.extension`` method) and ``kv_policy`` as the torch RoPE.
+    """As torch's ``RoPE`` (no ``kernel``): frequencies are float64 NumPy constants; angles
+    run in float64 under ``jax_enable_x64``, else float32 (exact to ~1e-6 rad below ~10^4
+    positions); cos/sin shared by the layers of a forward through ``ctx``. Dynamic scaling
+    reads max(pos), so it needs concrete positions (not under ``jax.jit``)."""
 
-    Frequencies are float64 NumPy constants; angles run in float64 under ``jax_enable_x64``,
-    else float32 (exact to ~1e-6 rad below ~10^4 positions). Dynamic scaling reads max(pos),
-    so it needs concrete positions (not under ``jax.jit``).
-    """
+    config: configs.RoPEConfig
 
-    def __init__(
-        self,
-        *,
-        head_dim: int,
-        base: float = 10000.0,
-        layout: Layout = "half",
-        partial: float = 1.0,
-        scaling: ScalingConfig | Mapping[str, Any] | None = None,
-        kv_policy: str = "reference",
-    ) -> None:
-        check_even(head_dim, "head_dim")
-        check_positive_float(base, "base")
-        if layout not in LAYOUTS:
-            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-        if kv_policy not in KV_POLICIES:
-            raise ValueError(f"kv_policy must be one of {KV_POLICIES}, got {kv_policy!r}")
-        self.head_dim, self.base, self.layout = head_dim, float(base), layout
-        self.partial, self.kv_policy = float(partial), kv_policy
-        self.rotary_dim = PF.rotary_dim(head_dim, self.partial)
-        self.default_inv_freq64 = PF.rope_inv_freq(self.rotary_dim, base=self.base)  # (P,)
-        self.scaling = None if scaling is None else scaling_config(scaling)
-        self.inv_freq64, self.attention_scaling = (
-            (self.default_inv_freq64, 1.0)
-            if self.scaling is None
-            else self.scaling.apply(self.default_inv_freq64)
-        )
+    def setup(self, rngs: nnx.Rngs) -> None:
+        self.default_inv_freq64, self.inv_freq64, self.attention_scaling = (
+            self.config.scaled_inv_freq()
+        )  # (P,) float64 NumPy
 
     @property
     def jittable(self) -> bool:
-        return self.scaling is None or not self.scaling.dynamic
+        return not self.config.dynamic
 
-    def frequencies(self, *positions: Array) -> tuple[np.ndarray, float]:
-        """(inv_freq (P,) float64, attention_scaling), at length max(positions) + 1 if dynamic."""
-        if self.scaling is None or not self.scaling.dynamic:
+    def frequencies(self, seq_len: int | None = None) -> tuple[np.ndarray, float]:
+        """As torch's: (inv_freq (P,) float64, attention_scaling) at the length ``seq_len``."""
+        if not self.config.dynamic or seq_len is None:
             return self.inv_freq64, self.attention_scaling
+        inv_freq, scale = self.scaling.apply(self.default_inv_freq64, seq_len)
+        return np.asarray(inv_freq), scale
+
+    def seq_len(self, *positions: Array) -> int | None:
+        """As torch's: max(positions) + 1 for dynamic scaling, else None."""
+        if not self.config.dynamic:
+            return None
         if not all(is_concrete(p) for p in positions):
             raise ValueError(
                 f"dynamic RoPE scaling ({self.scaling.method!r}) needs concrete positions to "
                 "read the current length; call it outside jax.jit"
             )
-        seq_len = max(extreme(p, "max") or 0 for p in positions) + 1
-        inv_freq, scale = self.scaling.apply(self.default_inv_freq64, seq_len)
-        return np.asarray(inv_freq), scale
+        return max((e for p in positions if (e := extreme(p, "max")) is not None), default=-1) + 1
 
-    def rotate_one(self, x: Array, pos: Array, freqs: tuple[np.ndarray, float]) -> Array:
-        """Rotate x (B, H, T, D) at positions (T,) or (B, T) with ``freqs`` = (inv_freq, scale)."""
-        inv_freq, scale = freqs
+    def rotate_one(
+        self, x: Array, pos: Array, seq_len: int | None = None, ctx: Ctx = None
+    ) -> Array:
+        """Rotate x (B, H, T, D) at positions (T,) or (B, T) (dynamic scaling at ``seq_len``)."""
         work = jnp.promote_types(x.dtype, jnp.float32)
-        cos, sin = PF.rope_cos_sin(pos, jnp.asarray(inv_freq))  # (T, P) | (B, T, P)
-        cos, sin = (cos * scale).astype(work), (sin * scale).astype(work)
-        if cos.ndim == 3:
-            cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, P)
+
+        def tables() -> tuple[Array, Array]:
+            inv_freq, scale = self.frequencies(seq_len)
+            cos, sin = PF.rope_cos_sin(pos, jnp.asarray(inv_freq))  # (T, P) | (B, T, P)
+            cos, sin = (cos * scale).astype(work), (sin * scale).astype(work)
+            return (cos[:, None], sin[:, None]) if cos.ndim == 3 else (cos, sin)  # (B, 1, T, P)
+
+        cos, sin = shared_for(ctx, pos, ("rope", work, seq_len), tables)
         return PF.apply_rope(x, cos, sin, layout=self.layout)
 
-    def rotate(self, q: Array, k: Array, q_pos: Array, k_pos: Array) -> tuple[Array, Array]:
-        if q.shape[-1] != self.head_dim:
-            raise ValueError(f"q/k must have head_dim={self.head_dim} features, got {q.shape[-1]}")
-        q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
-        freqs = self.frequencies(q_pos, k_pos)
-        return self.rotate_one(q, q_pos, freqs), self.rotate_one(k, k_pos, freqs)
+    def rotate(
+        self, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
+    ) -> tuple[Array, Array]:
+        if ctx is None:
+            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim)
+        seq_len = self.seq_len(q_pos, k_pos)
+        return self.rotate_one(q, q_pos, seq_len, ctx), self.rotate_one(k, k_pos, seq_len, ctx)

@@ -57,6 +57,15 @@ class KVCache(nnx.Module):
             raise TypeError("len() of a preallocated KVCache inside jax.jit: use .offset()")
         return offset
 
+    def key_positions(self, pos: Array) -> Array:
+        """(B, L) positions of every key once entries at ``pos`` (B, T) are appended (what
+        ``append`` will return as ``pos``; L the capacity when preallocated)."""
+        store = self.store.get_value()
+        if self.capacity is None:
+            return pos if store is None else jnp.concatenate([store.pos, pos], axis=1)
+        old = _empty(pos, 1, self.capacity) if store is None else store.pos
+        return _at(old, pos, 1, self.offset())
+
     def last_segment(self) -> Array | None:
         """(B, 1) segment id of each row's latest entry (0 while a preallocated cache is empty);
         None before the first append."""

@@ -1,4 +1,4 @@
-"""Flax nnx TinyTransformer: the torch ``posenc.attention.TinyTransformer``, same parameter names.
+"""Flax TinyTransformer: torch's ``posenc.attention.TinyTransformer``, same parameter names.
 
 Token embedding ``tok`` -> ``pe.embed`` -> ``blocks`` (pre-norm: ``norm1``, ``attn``, ``norm2``,
 ``mlp``) -> ``norm`` -> ``head``. LayerNorm eps 1e-5 and exact (erf) GELU, as torch's defaults.
@@ -6,6 +6,7 @@ Token embedding ``tok`` -> ``pe.embed`` -> ``blocks`` (pre-norm: ``norm1``, ``at
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import jax
@@ -14,14 +15,14 @@ import optax
 from flax import nnx
 
 from .._forms import encoder_form
-from .._validate import check_positive_int
-from .attention import Attention, KVCache
+from ..encodings.configs import TransformerConfig
+from .attention import Attention, KVCache, context
 from .base import (
     ENCODINGS,
     PositionalEncoding,
+    PositionContext,
     build_for_model,
     check_ndim,
-    check_positions,
     keyword_params,
 )
 
@@ -47,66 +48,49 @@ class Block(nnx.Module):
         )
         self.drop = nnx.Dropout(dropout, rngs=rngs)
 
-    def __call__(self, x: Array, pos: Array, cache: KVCache | None, **masks: Any) -> Array:
-        x = x + self.drop(self.attn(self.norm1(x), pos, cache=cache, **masks))
+    def __call__(
+        self, x: Array, ctx: PositionContext, cache: KVCache | None, **masks: Any
+    ) -> Array:
+        x = x + self.drop(self.attn(self.norm1(x), cache=cache, ctx=ctx, **masks))
         return x + self.drop(self.mlp(self.norm2(x)))
 
 
 class TinyTransformer(nnx.Module):
-    """A small pre-norm decoder (``causal=True``) or encoder with one shared encoding ``pe`` (a
-    Flax encoding, or a registered name built for this model's size with ``pe_config``; an
-    encoder's takes its encoder form unless ``pe_config`` sets it, as the torch model's)."""
+    """As torch's ``TinyTransformer``: ``config`` the ``TransformerConfig`` arguments
+    (vocab_size, d_model=64, n_layers=2, n_heads=4, n_kv_heads, d_ff, causal=True, dropout,
+    max_len=1024), ``pe`` a Flax encoding shared by every layer, or a registered name built
+    for this size with ``pe_config`` (an encoder's in its encoder form unless ``pe_config`` sets
+    it); ``rngs`` seeds the parameters."""
 
     def __init__(
         self,
         *,
-        vocab_size: int,
         pe: PositionalEncoding | str,
-        d_model: int = 64,
-        n_layers: int = 2,
-        n_heads: int = 4,
-        n_kv_heads: int | None = None,
-        d_ff: int | None = None,
-        causal: bool = True,
-        dropout: float = 0.0,
-        max_len: int = 1024,
         pe_config: dict[str, Any] | None = None,
         rngs: nnx.Rngs | None = None,
+        **config: Any,
     ) -> None:
-        for value, what in ((vocab_size, "vocab_size"), (n_layers, "n_layers")):
-            check_positive_int(value, what)
+        c = TransformerConfig(**config)
         rngs = rngs or nnx.Rngs(0)
         if isinstance(pe, str):
-            config = pe_config or {}
-            if not causal and pe in ENCODINGS:
-                config = encoder_form(keyword_params(ENCODINGS[pe]), config)
-            pe = build_for_model(
-                pe, dim=d_model, n_heads=n_heads, max_len=max_len, rngs=rngs, **config
-            )
+            pe_config = pe_config or {}
+            if not c.causal and pe in ENCODINGS:
+                pe_config = encoder_form(keyword_params(ENCODINGS[pe]), pe_config)
+            size = {"dim": c.d_model, "n_heads": c.n_heads, "max_len": c.max_len}
+            pe = build_for_model(pe, rngs=rngs, **size, **pe_config)
         elif pe_config:
             raise ValueError("pe_config applies only when pe is given by name")
-        self.pe, self.causal = pe, causal
-        self.tok = nnx.Embed(vocab_size, d_model, embedding_init=_INIT, rngs=rngs)
-        attn = [
-            Attention(
-                d_model,
-                n_heads,
-                pe=pe,
-                causal=causal,
-                n_kv_heads=n_kv_heads,
-                dropout=dropout,
-                rngs=rngs,
-            )
-            for _ in range(n_layers)
-        ]
+        self.pe, self.causal = pe, c.causal
+        self.tok = nnx.Embed(c.vocab_size, c.d_model, embedding_init=_INIT, rngs=rngs)
+        attn = [Attention(pe=pe, rngs=rngs, **asdict(c.attention())) for _ in range(c.n_layers)]
         for a in attn:  # torch's _init_weights: N(0, 0.02²) for every Linear
             for layer in (a.qkv, a.proj):
                 layer.kernel.set_value(_INIT(rngs.params(), layer.kernel.shape, layer.kernel.dtype))
-        self.blocks = nnx.List(
-            [Block(a, d_ff or 4 * d_model, dropout=dropout, rngs=rngs) for a in attn]
+        self.blocks = nnx.List([Block(a, c.d_ff or 0, dropout=c.dropout, rngs=rngs) for a in attn])
+        self.norm = nnx.LayerNorm(c.d_model, epsilon=1e-5, rngs=rngs)
+        self.head = nnx.Linear(
+            c.d_model, c.vocab_size, use_bias=False, kernel_init=_INIT, rngs=rngs
         )
-        self.norm = nnx.LayerNorm(d_model, epsilon=1e-5, rngs=rngs)
-        self.head = nnx.Linear(d_model, vocab_size, use_bias=False, kernel_init=_INIT, rngs=rngs)
 
     def new_cache(self, capacity: int | None = None) -> list[KVCache]:
         """One empty KV cache per layer for incremental decoding; ``capacity`` preallocates
@@ -122,20 +106,17 @@ class TinyTransformer(nnx.Module):
         segment_ids: Array | None = None,
         cache: list[KVCache] | None = None,
     ) -> Array:
-        """Hidden states (B, T, C) for tokens idx (B, T) at positions (T,) or (B, T)."""
+        """Hidden states (B, T, C) for tokens idx (B, T) at positions (T,) or (B, T); the
+        position context is built once (``pe.prepare``) for every layer."""
         check_ndim(idx, 2, "idx", "(B, T)")
         if cache is not None and len(cache) != len(self.blocks):
             raise ValueError(f"cache must hold {len(self.blocks)} layers, got {len(cache)}")
-        if pos is None:
-            offset = 0 if cache is None else cache[0].offset()  # traced when preallocated
-            pos = offset + jnp.arange(idx.shape[1])
-        else:  # one JAX array for every hook (NumPy or unsigned input converted once)
-            pos = check_positions(pos, "pos")
-        x = self.pe.embed(self.tok(idx), pos)  # (B, T, C)
+        B, T = idx.shape
+        ctx = context(self.pe, B, T, pos, None if cache is None else cache[0])
+        x = self.pe.embed(self.tok(idx), ctx.q_pos, ctx=ctx)  # (B, T, C)
         for i, block in enumerate(self.blocks):
             layer_cache = None if cache is None else cache[i]
-            x = block(x, pos, layer_cache, padding_mask=padding_mask, segment_ids=segment_ids)
-        self.pe.clear_cache()  # no per-forward memo left in the state (one nnx.jit trace)
+            x = block(x, ctx, layer_cache, padding_mask=padding_mask, segment_ids=segment_ids)
         return self.norm(x)
 
     def __call__(self, idx: Array, pos: Array | None = None, **kwargs: Any) -> Array:

@@ -1,28 +1,28 @@
-"""Flax nnx randomized positional encodings (Ruoss et al. 2023, arXiv:2305.16843), as
+"""Flax randomized positional encodings (Ruoss et al. 2023, arXiv:2305.16843), as torch's
 ``posenc.encodings.randomized``: the base encoding sees positions drawn from a larger range."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from .._validate import check_positive_int
+from ..encodings import configs
 from .base import (
     ENCODINGS,
+    Ctx,
     PositionalEncoding,
+    PositionContext,
     batch_positions,
     build,
     check_positions,
     extreme,
     keyword_params,
     register,
+    shared_for,
 )
 
 Array = jax.Array
-BASES: tuple[str, ...] = ("sinusoidal", "learned", "rope")
 
 
 def sorted_subset_at(noise: Array, rows: Array) -> Array:
@@ -39,60 +39,42 @@ def sorted_subset_at(noise: Array, rows: Array) -> Array:
     return jax.vmap(lambda c, p: jnp.searchsorted(c, p + 1, side="left"))(count, rows)
 
 
-@register("randomized", family="randomized")
+@register(configs.RandomizedConfig)
 class Randomized(PositionalEncoding):
-    """Training: pos' = S[pos], S a sorted uniform random subset of range(``max_len``) of size
-    max(pos) + 1 per batch row; evaluation (``.eval()``): pos' = pos unless ``sample_in_eval``.
-    The base encoding (``base_encoding`` with ``base_config``) gets pos' in every hook. One S is
-    drawn per ``embed`` (once per TinyTransformer forward) and reused by ``rotate`` for the
-    same positions: the same array, or equal values of the same shape (the copies ``nnx.remat``
-    passes a block). The model drops it after its forward (``clear_cache``), so the state keeps
-    one structure and ``nnx.jit`` traces once per shape. Draws use the ``positions`` stream of
-    ``nnx.Rngs(seed)``.
-    """
+    """As torch's ``Randomized``: S is drawn once per forward through the position context
+    (the model's ``embed`` and every layer's ``rotate`` share it, also under ``nnx.remat``
+    given the context as an argument); a hook without a context draws afresh. ``.eval()``
+    stops sampling unless ``sample_in_eval``. Draws use the ``positions`` stream of
+    ``nnx.Rngs(seed)`` (default: a key from ``rngs``) and run under ``jax.jit``."""
 
-    def __init__(
-        self,
-        *,
-        max_len: int,
-        base_encoding: str = "rope",
-        dim: int | None = None,
-        head_dim: int | None = None,
-        base_config: dict[str, Any] | None = None,
-        sample_in_eval: bool = False,
-        seed: int | None = None,
-        rngs: nnx.Rngs | None = None,
-    ) -> None:
-        check_positive_int(max_len, "max_len")
-        if base_encoding not in BASES:
-            raise ValueError(f"base_encoding must be one of {BASES}, got {base_encoding!r}")
-        self.max_len, self.sample_in_eval = max_len, bool(sample_in_eval)
-        shared = {"dim": dim, "head_dim": head_dim, "max_len": max_len}
-        accepted = keyword_params(ENCODINGS[base_encoding])
-        given = {k: v for k, v in shared.items() if k in accepted and v is not None}
-        self.base = build(base_encoding, rngs=rngs, **(given | (base_config or {})))
+    config: configs.RandomizedConfig
+
+    def setup(self, rngs: nnx.Rngs) -> None:
+        accepted = keyword_params(ENCODINGS[self.base_encoding])
+        self.base = build(self.base_encoding, rngs=rngs, **self.config.base_keys(accepted))
         self.deterministic = False  # as torch's training mode; nnx's .eval() sets it True
-        key = (rngs or nnx.Rngs(0)).params() if seed is None else seed
-        self.rngs = nnx.Rngs(positions=key)
-        self.memo: nnx.Cache[tuple[Array, Array] | None] = nnx.Cache(None)
+        self.rngs = nnx.Rngs(positions=rngs.params() if self.seed is None else self.seed)
 
     @property
     def sampling(self) -> bool:
         """True when positions are drawn at random (training, or ``sample_in_eval``)."""
         return not self.deterministic or self.sample_in_eval
 
-    def transform(self, pos: Array, batch: int, *, fresh: bool = False) -> Array:
-        """Positions (T,) or (B, T) -> sampled positions (B, T) (``pos`` when not sampling).
+    def transform(self, pos: Array, batch: int, ctx: Ctx = None) -> Array:
+        """As torch's: positions (T,) or (B, T) -> sampled positions (B, T) (``pos`` when not
+        sampling), one draw per forward for the context's positions, else a fresh one.
 
         Raises: ValueError for negative positions or more than ``max_len`` of them (checked
         when positions are concrete).
         """
-        pos = check_positions(pos)
+        if ctx is None:
+            pos = check_positions(pos)
         if not self.sampling:
             return pos
-        memo = self.memo.get_value()
-        if not fresh and memo is not None and memo[0] is pos:
-            return memo[1]
+        return shared_for(ctx, pos, ("randomized", batch), lambda: self.draw(pos, batch))
+
+    def draw(self, pos: Array, batch: int) -> Array:
+        """A new draw for ``pos`` (B, T)."""
         low, high = extreme(pos, "min"), extreme(pos, "max")
         if low is not None and low < 0:
             raise ValueError(f"positions must be >= 0 for randomized positions, got min {low}")
@@ -101,24 +83,20 @@ class Randomized(PositionalEncoding):
                 f"randomized positions need max_len >= sequence length, got max_len="
                 f"{self.max_len} for {high + 1} positions; raise max_len (the random range)"
             )
-        rows = batch_positions(pos, batch)  # (B, T)
         noise = jax.random.uniform(self.rngs.positions(), (batch, self.max_len))  # (B, L)
-        out = sorted_subset_at(noise, rows)  # (B, T)
-        if fresh:
-            self.memo.set_value((pos, out))
-        elif memo is not None and memo[1].shape == out.shape:  # embed's positions, copied?
-            same = jnp.all(batch_positions(memo[0], batch) == rows)
-            out = jnp.where(same, memo[1], out)
-        return out
+        return sorted_subset_at(noise, batch_positions(pos, batch))  # (B, T)
 
-    def clear_cache(self) -> None:
-        """Forget the forward's draw (``TinyTransformer`` calls it after each forward)."""
-        self.memo.set_value(None)
+    def embed(self, x: Array, pos: Array, *, ctx: Ctx = None) -> Array:
+        return self.base.embed(x, self.transform(pos, x.shape[0], ctx))
 
-    def embed(self, x: Array, pos: Array) -> Array:
-        return self.base.embed(x, self.transform(pos, x.shape[0], fresh=True))
-
-    def rotate(self, q: Array, k: Array, q_pos: Array, k_pos: Array) -> tuple[Array, Array]:
-        new_q = self.transform(q_pos, q.shape[0])
-        new_k = new_q if k_pos is q_pos else self.transform(k_pos, k.shape[0])
-        return self.base.rotate(q, k, new_q, new_k)
+    def rotate(
+        self, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
+    ) -> tuple[Array, Array]:
+        new_q = self.transform(q_pos, q.shape[0], ctx)
+        new_k = new_q if k_pos is q_pos else self.transform(k_pos, k.shape[0], ctx)
+        base_ctx = None
+        if ctx is not None and None not in (roles := (ctx.role(q_pos), ctx.role(k_pos))):
+            # the base's context over the drawn positions, once per forward: its tables too
+            key = ("randomized_base", *roles)
+            base_ctx = ctx.shared(key, lambda: PositionContext(new_q, new_k))
+        return self.base.rotate(q, k, new_q, new_k, ctx=base_ctx)

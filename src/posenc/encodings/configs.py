@@ -1,0 +1,409 @@
+"""Constructor arguments of the encodings, the attention layer and the model, validated once
+for the torch and the Flax modules.
+
+One frozen dataclass per encoding (``RoPEConfig(head_dim=64)``), and ``AttentionConfig`` and
+``TransformerConfig`` for what surrounds the encoding: the keyword arguments, their defaults,
+the checks of the constructor (raising ValueError/TypeError naming the argument, as torch's
+modules do) and the values derived from them (``rotary_dim``). Floats are stored as ``float``.
+``posenc.flax`` builds its modules from these; the torch modules check the same things in
+their own constructors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .. import functional as PF
+from .._validate import (
+    check_bool,
+    check_even,
+    check_positive_float,
+    check_positive_int,
+)
+from ..extension.config import scaling_config
+from ..functional import LAYOUTS, KerpleVariant, Layout
+
+KV_POLICIES = ("reference", "rerotate")
+#: Encodings whose positions ``randomized`` can draw from a larger range (absolute positions).
+RANDOMIZED_BASES = ("sinusoidal", "learned", "rope")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EncodingConfig:
+    """Base: ``check()`` runs on construction, then every ``float`` field becomes a float."""
+
+    name: ClassVar[str] = "nope"
+    family: ClassVar[str] = "none"
+
+    def __post_init__(self) -> None:
+        self.check()
+        for f in fields(self):
+            if f.type == "float":
+                object.__setattr__(self, f.name, float(getattr(self, f.name)))
+
+    def check(self) -> None:
+        """Raise ValueError/TypeError naming the first invalid argument."""
+
+    def arguments(self) -> dict[str, Any]:
+        """The arguments, by name."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        """The constructor's keyword arguments, in order."""
+        return tuple(f.name for f in fields(cls))
+
+
+def _check_layout(layout: str) -> None:
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SinusoidalConfig(EncodingConfig):
+    name, family = "sinusoidal", "additive"
+    dim: int
+    base: float = 10000.0
+    scale: float = 1.0
+
+    def check(self) -> None:
+        check_even(self.dim, "dim")
+        check_positive_float(self.base, "base")
+        check_positive_float(self.scale, "scale")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LearnedConfig(EncodingConfig):
+    name, family = "learned", "additive"
+    dim: int
+    max_len: int = 512
+
+    def check(self) -> None:
+        check_positive_int(self.dim, "dim")
+        check_positive_int(self.max_len, "max_len")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoPEConfig(EncodingConfig):
+    """``scaling`` is stored as a ``ScalingConfig`` (given as one, a dict or None)."""
+
+    name, family = "rope", "rotary"
+    head_dim: int
+    base: float = 10000.0
+    layout: Layout = "half"
+    partial: float = 1.0
+    scaling: Any = None
+    kv_policy: str = "reference"
+
+    def check(self) -> None:
+        check_even(self.head_dim, "head_dim")
+        check_positive_float(self.base, "base")
+        _check_layout(self.layout)
+        if self.kv_policy not in KV_POLICIES:
+            raise ValueError(f"kv_policy must be one of {KV_POLICIES}, got {self.kv_policy!r}")
+        PF.rotary_dim(self.head_dim, float(self.partial))
+        if self.scaling is not None:
+            object.__setattr__(self, "scaling", scaling_config(self.scaling))
+
+    @property
+    def rotary_dim(self) -> int:
+        """Rotated features P·2 (``partial`` of head_dim)."""
+        return PF.rotary_dim(self.head_dim, self.partial)
+
+    @property
+    def dynamic(self) -> bool:
+        """The frequencies follow the current length (a dynamic scaling method)."""
+        return self.scaling is not None and self.scaling.dynamic
+
+    def scaled_inv_freq(self, xp: Any = None) -> tuple[Any, Any, float]:
+        """(default θ (P,), θ after the scaling, its attention factor), float64 in ``xp``."""
+        default = PF.rope_inv_freq(self.rotary_dim, base=self.base, xp=xp)
+        if self.scaling is None:
+            return default, default, 1.0
+        inv_freq, attention_scaling = self.scaling.apply(default)
+        return default, inv_freq, attention_scaling
+
+
+@dataclass(frozen=True, kw_only=True)
+class XPosConfig(EncodingConfig):
+    name, family = "xpos", "rotary"
+    head_dim: int
+    base: float = 10000.0
+    layout: Layout = "half"
+    partial: float = 1.0
+    scale_base: float = 512.0
+    gamma: float = 0.4
+
+    def check(self) -> None:
+        check_even(self.head_dim, "head_dim")
+        for what in ("base", "scale_base", "gamma"):
+            check_positive_float(getattr(self, what), what)
+        _check_layout(self.layout)
+        PF.rotary_dim(self.head_dim, float(self.partial))
+
+    @property
+    def rotary_dim(self) -> int:
+        return PF.rotary_dim(self.head_dim, self.partial)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoPEConfig(EncodingConfig):
+    name, family = "pope", "rotary"
+    head_dim: int
+    n_heads: int
+    base: float = 10000.0
+    phase_bias: bool = True
+
+    def check(self) -> None:
+        check_positive_int(self.head_dim, "head_dim")
+        check_positive_int(self.n_heads, "n_heads")
+        check_positive_float(self.base, "base")
+        check_bool(self.phase_bias, "phase_bias")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ALiBiConfig(EncodingConfig):
+    """``slopes`` is stored as a tuple of floats (or None: ``PF.alibi_slopes``)."""
+
+    name, family = "alibi", "bias"
+    n_heads: int
+    symmetric: bool = False
+    slopes: Sequence[float] | None = None
+
+    def check(self) -> None:
+        check_positive_int(self.n_heads, "n_heads")
+        check_bool(self.symmetric, "symmetric")
+        if self.slopes is not None:
+            if len(self.slopes) != self.n_heads:
+                raise ValueError(
+                    f"slopes must hold n_heads={self.n_heads} values, got {len(self.slopes)}"
+                )
+            for m in self.slopes:
+                check_positive_float(m, "each ALiBi slope")
+            object.__setattr__(self, "slopes", tuple(float(m) for m in self.slopes))
+
+    def slope_values(self, xp: Any = None) -> Any:
+        """Slopes m_h (H,), float64 in ``xp`` (default NumPy)."""
+        if self.slopes is None:
+            return PF.alibi_slopes(self.n_heads, xp=xp)
+        return (xp or np).asarray(self.slopes, dtype=(xp or np).float64)
+
+
+@dataclass(frozen=True, kw_only=True)
+class T5Config(EncodingConfig):
+    name, family = "t5", "bias"
+    n_heads: int
+    num_buckets: int = 32
+    max_distance: int = 128
+    bidirectional: bool = False
+    init_std: float = 0.02
+
+    def check(self) -> None:
+        check_positive_int(self.n_heads, "n_heads")
+        PF.check_t5_buckets(
+            bidirectional=self.bidirectional,
+            num_buckets=self.num_buckets,
+            max_distance=self.max_distance,
+        )
+        check_positive_float(self.init_std, "init_std")
+
+
+@dataclass(frozen=True, kw_only=True)
+class KerpleConfig(EncodingConfig):
+    name, family = "kerple", "bias"
+    n_heads: int
+    variant: KerpleVariant = "log"
+    eps: float = 1e-2
+    init_r1: float | None = None
+    init_r2: float | None = None
+
+    def check(self) -> None:
+        PF.check_kerple(**self.arguments())
+
+    @property
+    def r2_max(self) -> float | None:
+        """r2's upper bound: 2 for the power kernel, else None."""
+        return PF.check_kerple(**self.arguments())
+
+    @property
+    def init_scales(self) -> tuple[float, float]:
+        """Upper ends of the uniform inits of r1, r2 (official code: log U(0, 2), U(0, 1))."""
+        return (2.0, 1.0) if self.variant == "log" else (1.0, 2.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FIREConfig(EncodingConfig):
+    name, family = "fire", "bias"
+    n_heads: int
+    hidden: int = 32
+    init_c: float = 0.1
+    init_threshold: float = 512.0
+    eps: float = 1e-6
+
+    def check(self) -> None:
+        check_positive_int(self.n_heads, "n_heads")
+        check_positive_int(self.hidden, "hidden")
+        for what in ("init_c", "init_threshold", "eps"):
+            check_positive_float(getattr(self, what), what)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShawConfig(EncodingConfig):
+    name, family = "shaw", "relative"
+    head_dim: int
+    max_distance: int = 16
+    values: bool = True
+
+    def check(self) -> None:
+        check_positive_int(self.head_dim, "head_dim")
+        check_positive_int(self.max_distance, "max_distance")
+        check_bool(self.values, "values")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransformerXLConfig(EncodingConfig):
+    """``head_dim`` None is stored as dim // n_heads."""
+
+    name, family = "transformer_xl", "relative"
+    dim: int
+    n_heads: int
+    head_dim: int | None = None
+    base: float = 10000.0
+
+    def check(self) -> None:
+        check_positive_int(self.n_heads, "n_heads")
+        PF.rope_inv_freq(self.dim, base=self.base)  # validates dim (even, > 0) and base
+        if self.head_dim is None:
+            object.__setattr__(self, "head_dim", self.dim // self.n_heads)
+        check_positive_int(self.head_dim, "head_dim")
+        check_positive_float(self.base, "base")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CoPEConfig(EncodingConfig):
+    name, family = "cope", "contextual"
+    head_dim: int
+    n_positions: int = 64
+
+    def check(self) -> None:
+        check_positive_int(self.head_dim, "head_dim")
+        check_positive_int(self.n_positions, "n_positions", minimum=2)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RandomizedConfig(EncodingConfig):
+    name, family = "randomized", "randomized"
+    max_len: int
+    base_encoding: str = "rope"
+    dim: int | None = None
+    head_dim: int | None = None
+    base_config: Mapping[str, Any] | None = None
+    sample_in_eval: bool = False
+    seed: int | None = None
+
+    def check(self) -> None:
+        check_positive_int(self.max_len, "max_len")
+        check_bool(self.sample_in_eval, "sample_in_eval")
+        if self.seed is not None and (
+            not isinstance(self.seed, int) or isinstance(self.seed, bool)
+        ):
+            raise TypeError(f"seed must be an int or None, got {type(self.seed).__name__}")
+        if self.base_encoding not in RANDOMIZED_BASES:
+            raise ValueError(
+                f"base_encoding must be one of {RANDOMIZED_BASES}, got {self.base_encoding!r}"
+            )
+
+    def base_keys(self, accepted: Collection[str]) -> dict[str, Any]:
+        """The base encoding's arguments: dim, head_dim and max_len (the random range) where
+        it takes them and they are given, then ``base_config``."""
+        shared = {"dim": self.dim, "head_dim": self.head_dim, "max_len": self.max_len}
+        given = {k: v for k, v in shared.items() if k in accepted and v is not None}
+        return given | dict(self.base_config or {})
+
+
+#: Every configuration, by encoding name.
+CONFIGS: dict[str, type[EncodingConfig]] = {
+    c.name: c
+    for c in (
+        EncodingConfig,
+        SinusoidalConfig,
+        LearnedConfig,
+        RoPEConfig,
+        XPosConfig,
+        PoPEConfig,
+        ALiBiConfig,
+        T5Config,
+        KerpleConfig,
+        FIREConfig,
+        ShawConfig,
+        TransformerXLConfig,
+        CoPEConfig,
+        RandomizedConfig,
+    )
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttentionConfig:
+    """An attention layer's arguments besides its encoding: ``n_kv_heads`` None is stored as
+    n_heads; the checks of torch's ``Attention``."""
+
+    d_model: int
+    n_heads: int
+    causal: bool
+    n_kv_heads: int | None = None
+    dropout: float = 0.0
+    bias: bool = False
+
+    def __post_init__(self) -> None:
+        check_positive_int(self.d_model, "d_model")
+        check_positive_int(self.n_heads, "n_heads")
+        n_kv = self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+        check_positive_int(n_kv, "n_kv_heads")
+        object.__setattr__(self, "n_kv_heads", n_kv)
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"d_model must be divisible by n_heads, got {self.d_model} and {self.n_heads}"
+            )
+        if self.n_heads % n_kv:
+            raise ValueError(f"n_heads must be divisible by n_kv_heads, got {self.n_heads}, {n_kv}")
+        check_bool(self.causal, "causal")
+        check_bool(self.bias, "bias")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransformerConfig:
+    """A TinyTransformer's arguments besides its encoding (``pe``, ``pe_config``): ``d_ff``
+    None is stored as 4·d_model; the checks of torch's ``TinyTransformer``."""
+
+    vocab_size: int
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    n_kv_heads: int | None = None
+    d_ff: int | None = None
+    causal: bool = True
+    dropout: float = 0.0
+    max_len: int = 1024
+
+    def __post_init__(self) -> None:
+        d_ff = () if self.d_ff is None else ("d_ff",)
+        for what in ("vocab_size", "d_model", "n_layers", "n_heads", "max_len", *d_ff):
+            check_positive_int(getattr(self, what), what)
+        self.attention()  # the checks of each layer's attention
+        object.__setattr__(self, "d_ff", self.d_ff or 4 * self.d_model)
+
+    def attention(self) -> AttentionConfig:
+        """The configuration of each layer's attention."""
+        names = ("d_model", "n_heads", "causal", "n_kv_heads", "dropout")
+        return AttentionConfig(**{n: getattr(self, n) for n in names})

@@ -1,0 +1,30 @@
+"""The attention mask of keys each query may see, from validity, segments and cache order (one
+formula for the torch and Flax attention layers; any array-API namespace)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._xp import device_of, namespace
+
+
+def allowed_keys(
+    k_valid: Any, q_segment: Any, k_segment: Any, *, causal: bool, offset: Any = 0
+) -> Any:
+    """Boolean (B, 1, T, L): query i (cache index offset + i) may see key j when j is valid, in
+    its segment and, if ``causal``, not after it by cache index (not by position id). A query
+    that sees no key (a padding query) sees every key instead, so its softmax is not NaN.
+
+    Shapes: k_valid, k_segment (B, L); q_segment (B, T); ``offset`` an int or a 0-d array
+    (traced under ``jax.jit``).
+    """
+    xp = namespace(k_valid, q_segment, k_segment)
+    T, L = q_segment.shape[1], k_segment.shape[1]
+    allowed = k_valid[:, None, None, :] & (
+        q_segment[:, None, :, None] == k_segment[:, None, None, :]
+    )  # (B, 1, T, L)
+    if causal:
+        device = device_of(k_valid)
+        q_index = offset + xp.arange(T, device=device)
+        allowed = allowed & (xp.arange(L, device=device)[None, :] <= q_index[:, None])
+    return allowed | ~xp.any(allowed, axis=-1, keepdims=True)
