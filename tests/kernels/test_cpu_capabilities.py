@@ -33,8 +33,8 @@ def _capabilities() -> list[tuple[str, bool]]:
     return [(own, True)] + [(c, False) for c in lower if c != own]
 
 
-def _run_check(capability: str, *extra: str) -> None:
-    env = {**os.environ, "ATEN_CPU_CAPABILITY": capability}
+def _run_check(capability: str, *extra: str, env: dict[str, str] | None = None) -> None:
+    env = {**os.environ, **(env or {}), "ATEN_CPU_CAPABILITY": capability}
     done = subprocess.run(
         [sys.executable, str(CHECK), *extra], env=env, capture_output=True, text=True, timeout=900
     )
@@ -56,6 +56,18 @@ def test_kernels_at_lower_capabilities(capability: str) -> None:
     (it emits at::vec::Vectorized loads the DEFAULT headers lack): the Inductor RoPE backend is
     checked at the vector capabilities only."""
     _run_check(capability, *(() if capability == "default" else ("--inductor",)))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(_capabilities()) < 2, reason="no lower vector capability to switch to")
+def test_inductor_kernels_are_not_shared_between_capabilities(tmp_path: Path) -> None:
+    """One Inductor cache, the machine's own capability then a lower one and back: torch 2.13's
+    cache key ignores ATEN_CPU_CAPABILITY, so without posenc pinning the vector width the second
+    run loaded the first's kernel (NaN on AVX2 after AVX-512; heap corruption the other way)."""
+    cache = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    own, lower = _capabilities()[0][0], _capabilities()[-1][0]
+    for capability in (own, lower, own):
+        _run_check(capability, "--inductor-only", env=cache)
 
 
 def test_builds_are_named_by_isa_cpu_and_sources(

@@ -5,6 +5,15 @@ Each shape/dtype/grad combination is its own cached kernel (the first call per s
 seconds on CPU). Dynamo's default limit of 8 recompiles per function would stop a model that
 sees more sequence lengths: the limit here is ``RECOMPILE_LIMIT`` kernels per layout, past which
 new combinations take the eager kernel (with one warning) instead of failing.
+
+Inductor's vector width is set explicitly to the ISA of ATen's CPU capability (``_simdlen``).
+Left unset, Inductor still picks the ISA from ``ATEN_CPU_CAPABILITY`` but its on-disk cache key
+does not record it (torch 2.13): a kernel compiled under one capability was loaded under
+another and returned NaN or corrupted the heap. Reproduction (no posenc; one cache dir)::
+
+    f = torch.compile(lambda x: x * c + x.unflatten(-1, (2, 32)).flip(-2).flatten(-2) * s)
+    # run once natively on an AVX-512 CPU, then with ATEN_CPU_CAPABILITY=avx2: NaN;
+    # the other order: "malloc(): unaligned tcache chunk detected"
 """
 
 from __future__ import annotations
@@ -52,6 +61,14 @@ def _pair_(
 
 
 @functools.cache
+def _simdlen() -> int:
+    """Bits of the vector ISA Inductor picks for ATen's CPU capability (0: none)."""
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+    return int(pick_vec_isa().bit_width())
+
+
+@functools.cache
 def _compiled(layout: str, inplace: bool) -> Callable[..., tuple[Tensor, Tensor]]:
     fn = functools.partial(_pair_ if inplace else _pair, layout=layout)
     return torch.compile(fn, dynamic=False, fullgraph=True)
@@ -73,9 +90,14 @@ def rope_pair(
     ``inplace`` writes the results into q and k. Autograd differentiates the compiled graph.
     ``prepared``: q's and k's ``RopeTables``, keeping the full-width tables per forward."""
     import torch._dynamo.config as dynamo_config
+    import torch._inductor.config as inductor_config
     from torch._dynamo.exc import FailOnRecompileLimitHit
 
-    with dynamo_config.patch(recompile_limit=RECOMPILE_LIMIT):
+    simdlen = _simdlen() if q.device.type == "cpu" else None
+    with (
+        dynamo_config.patch(recompile_limit=RECOMPILE_LIMIT),
+        inductor_config.patch({"cpp.simdlen": simdlen}),
+    ):
         work_q, work_k = (torch.promote_types(x.dtype, torch.float32) for x in (q, k))
         cq, sq = full_tables(cos_q, sin_q, layout, work_q, prepared[0])
         shared = cos_k is cos_q and sin_k is sin_q and work_k == work_q
