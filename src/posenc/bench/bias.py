@@ -16,7 +16,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
+from unittest.mock import patch
 
 import torch
 import torch.nn.functional as F
@@ -43,21 +44,22 @@ def _impls(
     from ..registry import build_for_model
 
     pe = build_for_model(name, dim=H * D, n_heads=H, max_len=T).to(device, DTYPES[dtype])
-    attn = Attention(H * D, H, pe=pe, causal=causal)
-    blocks = Attention(H * D, H, pe=pe, causal=causal, bias_backend="blocks")
     q, k, v = _inputs(T, H, D, DTYPES[dtype], device)
     pos = torch.arange(T, device=device)
     valid = torch.ones(1, T, dtype=torch.bool, device=device)
     keys = CachedKeys(k, v, pos[None], valid, pos[None] * 0)
+
+    def posenc(backend: Literal["auto", "blocks", "flex"]) -> Callable[[], Any]:
+        layer = Attention(H * D, H, pe=pe, causal=causal, bias_backend=backend)
+        return lambda: attend(layer, Call(q, keys, pe.prepare(pos), None, 0))
+
     impls: dict[str, Callable[[], Any]] = {
         "sdpa_no_bias": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
-        "posenc_default": lambda: attend(attn, Call(q, keys, pe.prepare(pos), None, 0)),
-        "posenc_blockwise": lambda: attend(blocks, Call(q, keys, pe.prepare(pos), None, 0)),
+        "posenc_default": posenc("auto"),
+        "posenc_blockwise": posenc("blocks"),
     }
-    offset_only = pe.capabilities.bias == "offset"
-    if offset_only and flex_runs_on(torch.device(device)):  # compiled FlexAttention
-        flex = Attention(H * D, H, pe=pe, causal=causal, bias_backend="flex")
-        impls["posenc_flex"] = lambda: attend(flex, Call(q, keys, pe.prepare(pos), None, 0))
+    if pe.capabilities.bias == "offset" and flex_runs_on(torch.device(device)):
+        impls["posenc_flex"] = posenc("flex")  # compiled FlexAttention
     if H * T * T * 4 <= DENSE_LIMIT_BYTES:
 
         def dense() -> Any:
@@ -110,15 +112,8 @@ def peak_extra_bytes(
     proc = ctx.Process(target=_peak_child, args=(args, queue))
     # A fixed mmap threshold: glibc otherwise raises it after each large free and keeps freed
     # blocks in its heap, so the resident peak would count memory no tensor holds any more.
-    previous = os.environ.get("MALLOC_MMAP_THRESHOLD_")
-    os.environ["MALLOC_MMAP_THRESHOLD_"] = "131072"
-    try:
+    with patch.dict(os.environ, {"MALLOC_MMAP_THRESHOLD_": "131072"}):
         proc.start()
-    finally:
-        if previous is None:
-            os.environ.pop("MALLOC_MMAP_THRESHOLD_")
-        else:
-            os.environ["MALLOC_MMAP_THRESHOLD_"] = previous
     value = int(queue.get(timeout=1800))
     proc.join()
     return max(value, 0)
@@ -181,22 +176,19 @@ def run(quick: bool = False, device: str = "cpu") -> list[dict[str, Any]]:
     gpu = torch.device(device).type == "cuda"
     cases = [(256, "fp32", False)] if quick else [(4096, "fp32", True), (16384, "fp32", True)]
     cases += [] if quick else [(4096, "bf16", gpu)]
-    results = []
-    for T, dtype, memory in cases:
-        rounds = 1 if quick else (5 if T <= 4096 else 2)
-        for name in ENCODINGS:
-            for causal in (True, False):
-                results.append(
-                    run_case(
-                        name,
-                        T,
-                        causal,
-                        H=8,
-                        D=64,
-                        rounds=rounds,
-                        memory=memory,
-                        dtype=dtype,
-                        device=device,
-                    )
-                )
-    return results
+    return [
+        run_case(
+            name,
+            T,
+            causal,
+            H=8,
+            D=64,
+            rounds=1 if quick else (5 if T <= 4096 else 2),
+            memory=memory,
+            dtype=dtype,
+            device=device,
+        )
+        for T, dtype, memory in cases
+        for name in ENCODINGS
+        for causal in (True, False)
+    ]

@@ -14,7 +14,7 @@ import statistics
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -31,22 +31,12 @@ class Timing:
     median: float
     low: float
     high: float
-    samples: list[float] = field(default_factory=list)
+    samples: list[float]
 
 
 def _sync(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
-
-
-def _calls_per_sample(fn: Callable[[], Any], device: str, target: float) -> int:
-    """Calls per timed sample so one sample lasts about ``target`` seconds."""
-    _sync(device)
-    start = time.perf_counter()
-    fn()
-    _sync(device)
-    once = max(time.perf_counter() - start, 1e-7)
-    return max(1, min(1000, int(target / once)))
 
 
 def interleaved(
@@ -56,42 +46,41 @@ def interleaved(
     warmup: int = 2,
     device: str = "cpu",
     target: float = 0.02,
+    calls: int | None = None,
     settings: dict[str, Callable[[], AbstractContextManager[Any]]] | None = None,
 ) -> dict[str, Timing]:
     """Time each callable ``rounds`` times, round-robin (round r starts at the r-th
     implementation); returns seconds per call.
 
+    A sample is ``calls`` calls, or (by default) as many as last about ``target`` seconds.
     ``settings[name]()`` is a context entered around each of that implementation's samples,
     outside the clock (a process-wide setting such as a ``torch.backends`` flag: set once, as a
     user would, not once per call).
     """
     settings = settings or {}
 
-    def setting(name: str) -> AbstractContextManager[Any]:
-        return settings.get(name, nullcontext)()
+    def seconds_per_call(name: str, n: int) -> float:
+        with settings.get(name, nullcontext)():
+            _sync(device)
+            start = time.perf_counter()
+            for _ in range(n):
+                impls[name]()
+            _sync(device)
+            return (time.perf_counter() - start) / max(n, 1)
 
-    for name, fn in impls.items():
-        with setting(name):
-            for _ in range(warmup):
-                fn()
-    reps = {}
-    for name, fn in impls.items():
-        with setting(name):
-            reps[name] = _calls_per_sample(fn, device, target)
+    for name in impls:
+        seconds_per_call(name, warmup)
+    reps = {
+        name: calls or max(1, min(1000, int(target / max(seconds_per_call(name, 1), 1e-7))))
+        for name in impls
+    }
     samples: dict[str, list[float]] = {name: [] for name in impls}
     order = list(impls)
     for r in range(rounds):
         # each round starts one implementation later, so each takes every place in the round
         # (first after the previous round, or after a given contender) instead of one fixed place
         for name in order[r % len(order) :] + order[: r % len(order)]:
-            fn = impls[name]
-            with setting(name):
-                _sync(device)
-                start = time.perf_counter()
-                for _ in range(reps[name]):
-                    fn()
-                _sync(device)
-                samples[name].append((time.perf_counter() - start) / reps[name])
+            samples[name].append(seconds_per_call(name, reps[name]))
     return {n: Timing(n, statistics.median(s), min(s), max(s), s) for n, s in samples.items()}
 
 
@@ -135,19 +124,12 @@ def steady_heap() -> dict[str, Any]:
     """Make glibc keep freed memory (as a long-running training process ends up doing) so every
     implementation's fresh tensors are recycled heap, not newly faulted pages.
 
-    glibc's defaults make this a lottery: blocks above a moving mmap threshold come straight
-    from the kernel and fault in page by page (4 KiB each), and a freed heap top is returned
-    once it passes the trim threshold. In a one-off ``perf stat``, a loop cloning two 8 MiB bf16
-    tensors faulted every page of every clone while the RoPE kernel writing the same bytes
-    faulted almost none; in another order the roles swap. The threshold cannot go past 32 MiB,
-    so at (1, 32, 2048, 128) fp32 (32 MiB per tensor) every output and every intermediate was
-    still a fresh mapping: run to run the fast path measured 3.7-9x HF and 1.1-1.9x its clone
-    floor, HF's own time moving 17-35 ms with how many intermediates it faulted. So mmap is
-    switched off altogether (``M_MMAP_MAX`` = 0) and the heap is never trimmed (-1): every
-    contender allocates from the same warm heap at every size. (A 1 GiB trim threshold was not
-    enough: freeing the bias suite's dense (H, T, T) anchor then handed the heap top back, and
-    the next contender faulted its tensors in again, 1.5x ALiBi's time at T = 4096.) Returns
-    what was set (for the JSON); an empty dict off glibc.
+    By default glibc serves blocks above a moving mmap threshold (at most 32 MiB) straight from
+    the kernel, faulting them in page by page, and returns a freed heap top past the trim
+    threshold: which contender paid the faults then depended on the order (HF's RoPE time
+    moved 17-35 ms at (1, 32, 2048, 128) fp32, and the bias suite's dense anchor handed the
+    heap back even with a 1 GiB trim threshold). So mmap is switched off (``M_MMAP_MAX`` = 0)
+    and the heap never trimmed (-1). Returns what was set (for the JSON); {} off glibc.
     """
     try:
         libc = ctypes.CDLL("libc.so.6")
@@ -173,6 +155,4 @@ def _cpu_name() -> str:
 
 def as_json(t: Timing) -> dict[str, Any]:
     """A Timing without its raw samples, in microseconds."""
-    d = asdict(t)
-    d.pop("samples")
-    return {k: (v * 1e6 if isinstance(v, float) else v) for k, v in d.items()}
+    return {"name": t.name, "median": t.median * 1e6, "low": t.low * 1e6, "high": t.high * 1e6}

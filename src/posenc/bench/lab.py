@@ -12,9 +12,9 @@ compared with the faster of the two.
 from __future__ import annotations
 
 import platform
-import statistics
 import time
 from collections.abc import Callable
+from importlib.util import find_spec
 from typing import Any
 
 import torch
@@ -24,6 +24,7 @@ from torch import nn
 from .._version import __version__
 from ..attention import TinyTransformer
 from ..registry import names
+from .harness import interleaved
 
 DIM, DEPTH, HEADS, VOCAB = 64, 2, 4, 32
 #: posenc name -> x-transformers options (Decoder kwargs, TransformerWrapper kwargs).
@@ -38,14 +39,6 @@ XT_OPTIONS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "pope": ({"polar_pos_emb": True}, {"use_abs_pos_emb": False}),
 }
 NO_FLASH = {"t5", "pope"}  # x-transformers refuses flash attention with these
-
-
-def _has_xt() -> bool:
-    try:
-        import x_transformers  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def posenc_model(name: str, max_len: int) -> nn.Module:
@@ -85,34 +78,22 @@ def step_fn(model: nn.Module, batch: int, length: int) -> Callable[[], None]:
     return step
 
 
-def seconds_per_step(step: Callable[[], None], n: int) -> float:
-    start = time.perf_counter()
-    for _ in range(n):
-        step()
-    return (time.perf_counter() - start) / n
-
-
 def measure(name: str, batch: int, length: int, rounds: int, steps: int) -> dict[str, Any]:
     """Median seconds per step for posenc and each x-transformers variant, interleaved."""
     torch.manual_seed(0)
     fns = {"posenc": step_fn(posenc_model(name, length), batch, length)}
-    if name in XT_OPTIONS and _has_xt():
+    if name in XT_OPTIONS and find_spec("x_transformers"):
         fns["xt"] = step_fn(xt_model(name, length, flash=False), batch, length)
         if name not in NO_FLASH:
             fns["xt_flash"] = step_fn(xt_model(name, length, flash=True), batch, length)
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for fn in fns.values():
-        seconds_per_step(fn, 3)  # warm-up
-    for _ in range(rounds):
-        for k, fn in fns.items():
-            times[k].append(seconds_per_step(fn, steps))
-    tokens = batch * length
-    out: dict[str, Any] = {"encoding": name, "batch": batch, "length": length}
-    for k, ts in times.items():
-        out[f"{k}_tokens_per_s"] = round(tokens / statistics.median(ts))
-    xt = [v for k, v in out.items() if k.startswith("xt") and k.endswith("tokens_per_s")]
-    if xt:
-        out["ratio_vs_best_xt"] = round(out["posenc_tokens_per_s"] / max(xt), 3)
+    timings = interleaved(fns, rounds=rounds, warmup=3, calls=steps)
+    tokens_per_s = {
+        f"{k}_tokens_per_s": round(batch * length / t.median) for k, t in timings.items()
+    }
+    out: dict[str, Any] = {"encoding": name, "batch": batch, "length": length, **tokens_per_s}
+    if len(fns) > 1:
+        best_xt = max(v for k, v in tokens_per_s.items() if k.startswith("xt"))
+        out["ratio_vs_best_xt"] = round(out["posenc_tokens_per_s"] / best_xt, 3)
     return out
 
 

@@ -29,38 +29,26 @@ from .harness import DTYPES, as_json, interleaved
 SHAPES = [(1, 32, 2048, 128), (4, 8, 1024, 64), (1, 8, 8192, 64)]
 QUICK_SHAPES = [(1, 8, 512, 64)]
 Impl = Callable[[], Any]
-ANCHORS = (
-    "hf_apply_rotary_pos_emb",
-    "rotary_embedding_torch",
-    "x_transformers",
-    "torchtune",
-    "liger_rotary_pos_emb",
-)
 #: The fast kernel on each device: the C++ kernel on CPU, the Triton kernel on CUDA.
 FAST_KERNEL: dict[str, Kernel] = {"cpu": "cpp", "cuda": "triton"}
-#: Tensors whose gradients a forward+backward sample resets (anchors fed their own layout).
-_LEAVES: list[torch.Tensor] = []
 
 
-def _tables(T: int, D: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def _tables(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """float32 cos and sin, (T, D/2), for q of shape (B, H, T, D)."""
+    T, D = q.shape[-2:]
     cos, sin = PF.rope_cos_sin(torch.arange(T), PF.rope_inv_freq(D, xp=PF.torch_xp))
-    return cos.float().to(device), sin.float().to(device)  # (T, D/2)
+    return cos.float().to(q.device), sin.float().to(q.device)
 
 
-def kernels(fast: Kernel) -> dict[str, Kernel]:
-    """The RoPE kernel each posenc implementation runs (``posenc.kernels.rope``)."""
-    return {
-        "posenc_eager": "eager",
-        f"posenc_{fast}": fast,
-        "posenc_inductor": "inductor",
-        "posenc_inplace": "eager",
-        f"posenc_inplace_{fast}": fast,
-    }
+def _bthd(t: torch.Tensor) -> torch.Tensor:
+    """A (B, T, H, D)-contiguous copy of a (B, H, T, D) tensor, a leaf like ``t``."""
+    return t.detach().transpose(1, 2).contiguous().requires_grad_(t.requires_grad)
 
 
 def _posenc(q: torch.Tensor, k: torch.Tensor, fast: Kernel) -> dict[str, Impl]:
-    T, D = q.shape[-2:]
-    cos, sin = _tables(T, D, q.device)
+    """posenc's paths (``posenc.kernels.rope``): eager, fast and inductor, and in place the
+    eager and fast kernels."""
+    cos, sin = _tables(q)
     qb, kb = q.detach().clone(), k.detach().clone()
 
     def pair(kernel: Kernel) -> Impl:
@@ -74,74 +62,81 @@ def _posenc(q: torch.Tensor, k: torch.Tensor, fast: Kernel) -> dict[str, Impl]:
         return run
 
     return {
-        name: (pair_inplace if name.startswith("posenc_inplace") else pair)(kernel)
-        for name, kernel in kernels(fast).items()
+        "posenc_eager": pair("eager"),
+        f"posenc_{fast}": pair(fast),
+        "posenc_inductor": pair("inductor"),
+        "posenc_inplace": pair_inplace("eager"),
+        f"posenc_inplace_{fast}": pair_inplace(fast),
     }
 
 
 def _anchors(
     q: torch.Tensor, k: torch.Tensor, liger: bool = False
-) -> tuple[dict[str, Impl], list[str]]:
-    _LEAVES[:] = [q, k]
-    impls: dict[str, Impl] = {}
-    skipped: list[str] = []
+) -> tuple[dict[str, Impl], list[str], list[torch.Tensor]]:
+    """The anchors installed here, the packages of those skipped, and the leaves whose
+    gradients a forward+backward sample resets (anchors fed their own layout)."""
     T, D = q.shape[-2:]
-    cos, sin = _tables(T, D, q.device)
+    cos, sin = _tables(q)
     hc = torch.cat([cos, cos], -1)[None].to(q.dtype)  # (1, T, D) as HF's rotary returns
     hs = torch.cat([sin, sin], -1)[None].to(q.dtype)
-    try:
+    leaves = [q, k]
+
+    def hf() -> Impl:
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-        impls["hf_apply_rotary_pos_emb"] = lambda: apply_rotary_pos_emb(q, k, hc, hs)
-    except ImportError:
-        skipped.append("transformers")
-    try:
+        return lambda: apply_rotary_pos_emb(q, k, hc, hs)
+
+    def ret() -> Impl:
         from rotary_embedding_torch import RotaryEmbedding
 
-        ret = RotaryEmbedding(D).to(q.device)
-        impls["rotary_embedding_torch"] = lambda: (
-            ret.rotate_queries_or_keys(q),
-            ret.rotate_queries_or_keys(k),
-        )
-    except ImportError:
-        skipped.append("rotary-embedding-torch")
-    try:
-        from x_transformers.x_transformers import RotaryEmbedding as XRot
-        from x_transformers.x_transformers import apply_rotary_pos_emb as x_apply
+        rot = RotaryEmbedding(D).to(q.device)
+        return lambda: (rot.rotate_queries_or_keys(q), rot.rotate_queries_or_keys(k))
 
-        xrot = XRot(D).to(q.device)
+    def xt() -> Impl:
+        from x_transformers.x_transformers import RotaryEmbedding, apply_rotary_pos_emb
+
+        xrot = RotaryEmbedding(D).to(q.device)
         t = torch.arange(T, device=q.device)
 
-        def xt() -> Any:
+        def run() -> Any:
             freqs, scale = xrot(t)
-            return x_apply(q, freqs, scale), x_apply(k, freqs, scale)
+            return apply_rotary_pos_emb(q, freqs, scale), apply_rotary_pos_emb(k, freqs, scale)
 
-        impls["x_transformers"] = xt
-    except ImportError:
-        skipped.append("x-transformers")
-    try:
-        from torchtune.modules import RotaryPositionalEmbeddings as TuneRope
+        return run
 
-        tune = TuneRope(D, max_seq_len=T).to(q.device)
-        qt = q.detach().transpose(1, 2).contiguous().requires_grad_(q.requires_grad)
-        kt = k.detach().transpose(1, 2).contiguous().requires_grad_(k.requires_grad)
-        impls["torchtune"] = lambda: (tune(qt).transpose(1, 2), tune(kt).transpose(1, 2))
-        _LEAVES.extend([qt, kt])
-    except ImportError:
-        skipped.append("torchtune")
+    def tune() -> Impl:
+        from torchtune.modules import RotaryPositionalEmbeddings
+
+        rope = RotaryPositionalEmbeddings(D, max_seq_len=T).to(q.device)
+        qt, kt = _bthd(q), _bthd(k)
+        leaves.extend([qt, kt])
+        return lambda: (rope(qt).transpose(1, 2), rope(kt).transpose(1, 2))
+
+    def liger_rope() -> Impl:
+        from liger_kernel.transformers.rope import liger_rotary_pos_emb
+
+        # (B, T, H, D) memory seen as (B, H, T, D), as HF's attention hands it over
+        ql, kl = _bthd(q), _bthd(k)
+        leaves.extend([ql, kl])
+        qv, kv = ql.transpose(1, 2), kl.transpose(1, 2)
+        return lambda: liger_rotary_pos_emb(qv, kv, hc, hs)
+
+    anchors = {  # name -> (package, maker)
+        "hf_apply_rotary_pos_emb": ("transformers", hf),
+        "rotary_embedding_torch": ("rotary-embedding-torch", ret),
+        "x_transformers": ("x-transformers", xt),
+        "torchtune": ("torchtune", tune),
+    }
     if liger:  # a Triton kernel: the GPU suite's anchor
+        anchors["liger_rotary_pos_emb"] = ("liger-kernel", liger_rope)
+    impls: dict[str, Impl] = {}
+    skipped: list[str] = []
+    for name, (package, make) in anchors.items():
         try:
-            from liger_kernel.transformers.rope import liger_rotary_pos_emb
-
-            # (B, T, H, D) memory seen as (B, H, T, D), as HF's attention hands it over
-            ql = q.detach().transpose(1, 2).contiguous().requires_grad_(q.requires_grad)
-            kl = k.detach().transpose(1, 2).contiguous().requires_grad_(k.requires_grad)
-            qv, kv = ql.transpose(1, 2), kl.transpose(1, 2)
-            impls["liger_rotary_pos_emb"] = lambda: liger_rotary_pos_emb(qv, kv, hc, hs)
-            _LEAVES.extend([ql, kl])
+            impls[name] = make()
         except ImportError:
-            skipped.append("liger-kernel")
-    return impls, skipped
+            skipped.append(package)
+    return impls, skipped, leaves
 
 
 def _floors(q: torch.Tensor, k: torch.Tensor) -> dict[str, Impl]:
@@ -152,14 +147,16 @@ def _floors(q: torch.Tensor, k: torch.Tensor) -> dict[str, Impl]:
     }
 
 
-def _with_backward(impls: dict[str, Impl], q: torch.Tensor, k: torch.Tensor) -> dict[str, Impl]:
+def _with_backward(
+    impls: dict[str, Impl], q: torch.Tensor, k: torch.Tensor, leaves: list[torch.Tensor]
+) -> dict[str, Impl]:
+    """The out-of-place implementations, each followed by its backward."""
     gq, gk = torch.randn_like(q), torch.randn_like(k)
 
     def wrap(fn: Impl) -> Impl:
         def run() -> None:
-            oq, ok = fn()
-            torch.autograd.backward([oq, ok], [gq, gk])
-            for leaf in _LEAVES:
+            torch.autograd.backward(fn(), [gq, gk])
+            for leaf in leaves:
                 leaf.grad = None
 
         return run
@@ -178,16 +175,20 @@ def run_case(
 ) -> dict[str, Any]:
     """Time every implementation on one case; ratios are to HF, to the fastest anchor and to
     the copy floors. ``fast``: the fast kernel (default ``FAST_KERNEL[device]``)."""
-    fast = fast or FAST_KERNEL[torch.device(device).type]
-    torch.manual_seed(0)
-    B, H, T, D = shape
-    q = torch.randn(B, H, T, D, dtype=DTYPES[dtype], device=device, requires_grad=backward)
-    k = torch.randn(B, H, T, D, dtype=DTYPES[dtype], device=device, requires_grad=backward)
-    anchors, skipped = _anchors(q, k, liger=fast == "triton")
-    impls = {**_posenc(q, k, fast), **anchors}
-    impls = _with_backward(impls, q, k) if backward else {**impls, **_floors(q, k)}
     dev = torch.device(device).type
+    fast = fast or FAST_KERNEL[dev]
+    torch.manual_seed(0)
+    q, k = (
+        torch.randn(shape, dtype=DTYPES[dtype], device=device, requires_grad=backward)
+        for _ in range(2)
+    )
+    anchors, skipped, leaves = _anchors(q, k, liger=fast == "triton")
+    impls = {**_posenc(q, k, fast), **anchors}
+    impls = _with_backward(impls, q, k, leaves) if backward else {**impls, **_floors(q, k)}
     timings = interleaved(impls, rounds=rounds, device=dev)
+    med = {n: t.median for n, t in timings.items()}
+    ours = {n: m for n, m in med.items() if n.startswith("posenc")}
+    # q and k read and written once per direction: what a one-pass kernel must move
     moved = 2 * (q.numel() + k.numel()) * q.element_size() * (2 if backward else 1)
     result: dict[str, Any] = {
         "shape": list(shape),
@@ -197,36 +198,24 @@ def run_case(
         "fast_backend": fast,
         "skipped_anchors": skipped,
         "us": {n: as_json(t) for n, t in timings.items()},
-        # q and k read and written once per direction: what a one-pass kernel must move
-        "GBps": {n: moved / t.median / 1e9 for n, t in timings.items()},
+        "GBps": {n: moved / m / 1e9 for n, m in med.items()},
     }
-    med = {n: t.median for n, t in timings.items()}
-    ref = {
-        "hf": med.get("hf_apply_rotary_pos_emb"),
-        "clone": med.get("floor_clone"),
-        "copy_into": med.get("floor_copy_into"),
-    }
-    result["speedup_vs_hf"] = {n: ref["hf"] / m for n, m in med.items()} if ref["hf"] else {}
-    anchor_times = {n: m for n, m in med.items() if n in ANCHORS}
-    if anchor_times:
-        fastest = min(anchor_times, key=anchor_times.__getitem__)
+    hf = med.get("hf_apply_rotary_pos_emb")
+    result["speedup_vs_hf"] = {n: hf / m for n, m in med.items()} if hf else {}
+    if anchors:
+        fastest = min(anchors, key=med.__getitem__)
         result["fastest_anchor"] = fastest
-        result["speedup_vs_fastest_anchor"] = {
-            n: anchor_times[fastest] / m for n, m in med.items() if n.startswith("posenc")
-        }
-    if ref["clone"]:
-        result["x_clone_floor"] = {n: m / ref["clone"] for n, m in med.items()}
-    if ref["copy_into"]:
-        result["inplace_x_copy_floor"] = {
-            n: med[n] / ref["copy_into"] for n in ("posenc_inplace", f"posenc_inplace_{fast}")
-        }
+        result["speedup_vs_fastest_anchor"] = {n: med[fastest] / m for n, m in ours.items()}
+    if "floor_clone" in med:
+        result["x_clone_floor"] = {n: m / med["floor_clone"] for n, m in med.items()}
+    if "floor_copy_into" in med:
+        copy = med["floor_copy_into"]
+        inplace = ("posenc_inplace", f"posenc_inplace_{fast}")
+        result["inplace_x_copy_floor"] = {n: med[n] / copy for n in inplace}
         # the share of the copy bandwidth each reaches (the GPU target: >= 0.8 for the kernel)
-        result["copy_bandwidth_fraction"] = {
-            n: ref["copy_into"] / m for n, m in med.items() if n.startswith("posenc")
-        }
+        result["copy_bandwidth_fraction"] = {n: copy / m for n, m in ours.items()}
     if "liger_rotary_pos_emb" in med:
         liger = med["liger_rotary_pos_emb"]
-        ours = {n: m for n, m in med.items() if n.startswith("posenc")}
         result["speedup_vs_liger"] = {n: liger / m for n, m in ours.items()}
     return result
 
@@ -243,11 +232,10 @@ def run(quick: bool = False, device: str = "cpu") -> list[dict[str, Any]]:
     ]
 
 
-def _median_seconds(fn: Callable[[], Any], setup: Callable[[], Any], n: int) -> float:
-    """Median wall time of ``fn`` over n calls, ``setup`` run (untimed) before each."""
+def _median_seconds(fn: Callable[[], Any], n: int) -> float:
+    """Median wall time of ``fn`` over n calls."""
     times = []
     for _ in range(n):
-        setup()
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
@@ -265,7 +253,7 @@ def cache_case(positions: int = 1 << 20, head_dim: int = 128, rounds: int = 5) -
     rope = RoPE(head_dim=head_dim)
     pos = torch.arange(positions)
     result: dict[str, Any] = {"positions": positions, "head_dim": head_dim}
-    result["build_s"] = _median_seconds(lambda: rope.cos_sin(pos), lambda: None, rounds)
+    result["build_s"] = _median_seconds(lambda: rope.cos_sin(pos), rounds)
     try:
         from transformers import LlamaConfig
         from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
@@ -273,7 +261,7 @@ def cache_case(positions: int = 1 << 20, head_dim: int = 128, rounds: int = 5) -
         config = LlamaConfig(hidden_size=head_dim, num_attention_heads=1, head_dim=head_dim)
         hf = LlamaRotaryEmbedding(config)
         x = torch.zeros(1, 1, head_dim)
-        result["hf_build_s"] = _median_seconds(lambda: hf(x, pos[None]), lambda: None, rounds)
+        result["hf_build_s"] = _median_seconds(lambda: hf(x, pos[None]), rounds)
     except ImportError:
         result["hf_build_s"] = None
     q, k = torch.randn(1, 8, 1, head_dim), torch.randn(1, 8, 1, head_dim)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -40,45 +41,58 @@ def bench(
     heap = harness.steady_heap()
     result: dict[str, Any] = {"machine": {**harness.machine(), "heap": heap}, "quick": quick}
     out.parent.mkdir(parents=True, exist_ok=True)
-
-    def save() -> None:  # after every suite: a killed run keeps what it finished
-        out.write_text(json.dumps(result, indent=1))
-
-    if suite in (Suite.rope, Suite.all):
-        result["rope"] = rope.run(quick=quick, device=device)
-        console.print(_rope_table(result["rope"]))
-        if device == "cpu":  # the cos/sin cache is built on the host
-            cache = rope.cache_case(**({"positions": 4096, "rounds": 1} if quick else {}))
-            result["rope_cache"] = cache
-            hf = cache["hf_build_s"]
+    suites: dict[Suite, tuple[Callable[[], Any], Callable[[Any], Any]]] = {  # run, table
+        Suite.rope: (lambda: rope.run(quick=quick, device=device), _rope_table),
+        Suite.bias: (lambda: bias.run(quick=quick, device=device), _bias_table),
+        Suite.attention: (lambda: attention.run(quick=quick, device=device), _attention_table),
+        Suite.lab: (lambda: lab.run(quick=quick), _lab_table),
+    }
+    for name, (run, table) in suites.items():
+        if suite not in (name, Suite.all):
+            continue
+        if name == Suite.lab and device == "cuda":
             console.print(
-                f"cos/sin cache of {cache['positions']} positions: {cache['build_s']:.2f} s"
-                + ("" if hf is None else f" (HF LlamaRotaryEmbedding {hf:.2f} s)")
-                + "; decode step (q, k of one token) at positions "
-                + ", ".join(f"{p}: {us:.0f} µs" for p, us in cache["decode_step_us"].items())
+                "lab: a CPU suite (one-thread training steps), not run with --device cuda"
             )
-        save()
-    if suite in (Suite.bias, Suite.all):
-        result["bias"] = bias.run(quick=quick, device=device)
-        console.print(_bias_table(result["bias"]))
-        save()
-    if suite in (Suite.attention, Suite.all):
-        result["attention"] = attention.run(quick=quick, device=device)
-        console.print(_attention_table(result["attention"]))
-        save()
-    if suite == Suite.all and device == "cuda":
-        console.print("lab: a CPU suite (one-thread training steps), not run with --device cuda")
-    elif suite in (Suite.lab, Suite.all):
-        result["lab"] = lab.run(quick=quick)
-        console.print(_lab_table(result["lab"]["results"]))
-        save()
+            continue
+        result[name.value] = run()
+        console.print(table(result[name.value]))
+        if name == Suite.rope and device == "cpu":  # the cos/sin cache is built on the host
+            result["rope_cache"] = rope.cache_case(
+                **({"positions": 4096, "rounds": 1} if quick else {})
+            )
+            console.print(_cache_line(result["rope_cache"]))
+        out.write_text(json.dumps(result, indent=1))  # after every suite: a killed run keeps it
     console.print(f"wrote {out}")
 
 
-def _rope_table(cases: list[dict[str, Any]]) -> Any:
+def _table(title: str, columns: Iterable[str], rows: Iterable[Iterable[str]]) -> Any:
     from rich.table import Table
 
-    table = Table(title="RoPE on q and k: speed-up over HF apply_rotary_pos_emb (x clone floor)")
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, justify="right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _fmt(value: float | None, spec: str = ".2f", suffix: str = "") -> str:
+    """``value`` formatted, or "-" where the case has none."""
+    return "-" if value is None else f"{value:{spec}}{suffix}"
+
+
+def _cache_line(cache: dict[str, Any]) -> str:
+    hf = cache["hf_build_s"]
+    return (
+        f"cos/sin cache of {cache['positions']} positions: {cache['build_s']:.2f} s"
+        + ("" if hf is None else f" (HF LlamaRotaryEmbedding {hf:.2f} s)")
+        + "; decode step (q, k of one token) at positions "
+        + ", ".join(f"{p}: {us:.0f} µs" for p, us in cache["decode_step_us"].items())
+    )
+
+
+def _rope_table(cases: list[dict[str, Any]]) -> Any:
     fast = cases[0].get("fast_backend", "cpp") if cases else "cpp"
     impls = [
         "posenc_eager",
@@ -89,109 +103,86 @@ def _rope_table(cases: list[dict[str, Any]]) -> Any:
         "torchtune",
         *(["liger_rotary_pos_emb"] if fast == "triton" else []),
     ]
-    for col in ["shape", "dtype", "mode", *impls, f"in place x copy floor (eager / {fast})"]:
-        table.add_column(col, justify="right")
-    for c in cases:
-        cells = []
-        for name in impls:
-            sp = c["speedup_vs_hf"].get(name)
-            fl = c.get("x_clone_floor", {}).get(name)
-            cells.append(
-                "-" if sp is None else f"{sp:.2f}x" + ("" if fl is None else f" ({fl:.1f})")
-            )
-        inpl = c.get("inplace_x_copy_floor")
-        table.add_row(
+
+    def cell(c: dict[str, Any], name: str) -> str:
+        speedup, floor = c["speedup_vs_hf"].get(name), c.get("x_clone_floor", {}).get(name)
+        if speedup is None:
+            return "-"
+        return f"{speedup:.2f}x" + ("" if floor is None else f" ({floor:.1f})")
+
+    def row(c: dict[str, Any]) -> list[str]:
+        inplace = c.get("inplace_x_copy_floor")
+        return [
             "x".join(map(str, c["shape"])),
             c["dtype"],
             c["mode"],
-            *cells,
-            "-" if inpl is None else " / ".join(f"{v:.1f}" for v in inpl.values()),
-        )
-    return table
+            *(cell(c, name) for name in impls),
+            "-" if inplace is None else " / ".join(f"{v:.1f}" for v in inplace.values()),
+        ]
+
+    return _table(
+        "RoPE on q and k: speed-up over HF apply_rotary_pos_emb (x clone floor)",
+        ["shape", "dtype", "mode", *impls, f"in place x copy floor (eager / {fast})"],
+        map(row, cases),
+    )
 
 
 def _bias_table(cases: list[dict[str, Any]]) -> Any:
-    from rich.table import Table
+    impls = {  # column -> implementation
+        "default": "posenc_default",
+        "blockwise": "posenc_blockwise",
+        "flex": "posenc_flex",
+        "dense": "dense_bias",
+    }
 
-    table = Table(title="Bias attention: time / SDPA without bias; peak extra MiB")
-    for col in [
-        "encoding",
-        "T",
-        "dtype",
-        "causal",
-        "default",
-        "blockwise",
-        "flex",
-        "dense",
-        "MiB default",
-        "MiB blockwise",
-        "MiB flex",
-        "MiB dense",
-        "MiB sdpa",
-    ]:
-        table.add_column(col, justify="right")
-    for c in cases:
+    def row(c: dict[str, Any]) -> list[str]:
         x, mem = c["x_sdpa_no_bias"], c["peak_extra_MiB"]
-        dense = x.get("dense_bias")
-        table.add_row(
+        return [
             c["encoding"],
             str(c["T"]),
             c.get("dtype", "fp32"),
             str(c["causal"]),
-            f"{x['posenc_default']:.2f}",
-            f"{x['posenc_blockwise']:.2f}",
-            "-" if "posenc_flex" not in x else f"{x['posenc_flex']:.2f}",
-            "-" if dense is None else f"{dense:.2f}",
-            *(
-                _mib(mem, n)
-                for n in (
-                    "posenc_default",
-                    "posenc_blockwise",
-                    "posenc_flex",
-                    "dense_bias",
-                    "sdpa_no_bias",
-                )
-            ),
-        )
-    return table
+            *(_fmt(x.get(n)) for n in impls.values()),
+            *(_fmt(mem.get(n), ".0f") for n in [*impls.values(), "sdpa_no_bias"]),
+        ]
 
-
-def _mib(mem: dict[str, float], name: str) -> str:
-    return f"{mem[name]:.0f}" if name in mem else "-"
+    return _table(
+        "Bias attention: time / SDPA without bias; peak extra MiB",
+        ["encoding", "T", "dtype", "causal", *impls] + [f"MiB {n}" for n in [*impls, "sdpa"]],
+        map(row, cases),
+    )
 
 
 def _attention_table(cases: list[dict[str, Any]]) -> Any:
-    from rich.table import Table
-
-    table = Table(title="One causal attention layer: time / the same layer without position")
-    for col in ["encoding", "mode", "posenc", "x-transformers", "posenc speed-up over x-t"]:
-        table.add_column(col, justify="right")
-    for c in cases:
-        x = c["x_nope"]
-        sp = c.get("speedup_vs_x_transformers")
-        table.add_row(
-            c["encoding"],
-            c["mode"],
-            f"{x['posenc']:.2f}",
-            f"{x['x_transformers']:.2f}" if "x_transformers" in x else "-",
-            "-" if sp is None else f"{sp:.2f}x",
-        )
-    return table
+    return _table(
+        "One causal attention layer: time / the same layer without position",
+        ["encoding", "mode", "posenc", "x-transformers", "posenc speed-up over x-t"],
+        (
+            [
+                c["encoding"],
+                c["mode"],
+                _fmt(c["x_nope"]["posenc"]),
+                _fmt(c["x_nope"].get("x_transformers")),
+                _fmt(c.get("speedup_vs_x_transformers"), suffix="x"),
+            ]
+            for c in cases
+        ),
+    )
 
 
-def _lab_table(rows: list[dict[str, Any]]) -> Any:
-    from rich.table import Table
-
-    table = Table(title="Lab training step (one thread): tokens/s")
-    for col in ["encoding", "batch x length", "posenc", "best x-transformers", "ratio"]:
-        table.add_column(col, justify="right")
-    for r in rows:
+def _lab_table(lab: dict[str, Any]) -> Any:
+    def row(r: dict[str, Any]) -> list[str]:
         xt = [v for k, v in r.items() if k.startswith("xt") and k.endswith("tokens_per_s")]
-        table.add_row(
+        return [
             r["encoding"],
             f"{r['batch']}x{r['length']}",
             str(r["posenc_tokens_per_s"]),
             str(max(xt)) if xt else "-",
-            f"{r['ratio_vs_best_xt']:.2f}" if "ratio_vs_best_xt" in r else "-",
-        )
-    return table
+            _fmt(r.get("ratio_vs_best_xt")),
+        ]
+
+    return _table(
+        "Lab training step (one thread): tokens/s",
+        ["encoding", "batch x length", "posenc", "best x-transformers", "ratio"],
+        map(row, lab["results"]),
+    )
