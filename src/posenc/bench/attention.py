@@ -58,16 +58,12 @@ def _impls(
     xt = _xt_layer(name, C, H)
     if xt is not None:
         layers["x_transformers"] = xt.to(device)
-    embed = {
-        label: layer.pe if isinstance(layer, Attention) else None for label, layer in layers.items()
-    }
 
-    def call(label: str) -> Callable[[], Any]:
-        layer, pe = layers[label], embed[label]
+    def call(layer: torch.nn.Module) -> Callable[[], Any]:
+        pe = layer.pe if isinstance(layer, Attention) else None
 
         def run() -> Any:
-            h = x if pe is None else pe.embed(x, pos)  # absolute tables add here
-            out = layer(h)
+            out = layer(x if pe is None else pe.embed(x, pos))  # absolute tables add here
             if backward:
                 out.sum().backward()
                 x.grad = None
@@ -76,7 +72,7 @@ def _impls(
 
         return run
 
-    return {label: call(label) for label in layers}
+    return {label: call(layer) for label, layer in layers.items()}
 
 
 def run_case(

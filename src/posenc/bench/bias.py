@@ -1,14 +1,11 @@
 """Score-bias attention benchmark: posenc's bias paths against SDPA without bias.
 
-For ALiBi, T5, Kerple and FIRE at long T (causal and bidirectional): time per call of the
-default path (``bias_backend="auto"``: the Toeplitz view for offset-only biases, the fused
-kernel for FIRE), the blockwise path and compiled FlexAttention (interleaved with plain SDPA,
-and with the dense (1, H, T, T) bias that the anchors build, where it fits) and peak extra
-memory, measured in a fresh process (peak resident size, reset just before
-the call, minus the resident size then), so no implementation inherits another's high-water
-mark. On CUDA the default path is the blockwise one (the Toeplitz view and FIRE's kernel are
-CPU paths), FlexAttention takes bidirectional calls too, and the peak is the CUDA allocator's
-(``max_memory_allocated`` over one call, minus what was allocated before it).
+For ALiBi, T5, Kerple and FIRE at long T, causal and bidirectional: time per call of the default
+path (``bias_backend="auto"``: the Toeplitz view for offset-only biases, FIRE's fused kernel;
+on CUDA, where those CPU paths do not run, the blockwise one), the blockwise path and compiled
+FlexAttention (on CUDA bidirectional calls too), interleaved with plain SDPA and with the dense
+(1, H, T, T) bias the anchors build, where it fits; and the peak extra memory of one call, in a
+fresh process on CPU (``peak_extra_bytes``), from the allocator on CUDA.
 """
 
 from __future__ import annotations
@@ -28,13 +25,6 @@ ENCODINGS = ("alibi", "t5", "kerple", "fire")
 DENSE_LIMIT_BYTES = 2 << 30  # skip the dense anchor when its bias alone exceeds 2 GiB
 
 
-def _inputs(
-    T: int, H: int, D: int, dtype: torch.dtype, device: str = "cpu"
-) -> tuple[torch.Tensor, ...]:
-    g = torch.Generator().manual_seed(0)
-    return tuple(torch.randn(1, H, T, D, generator=g).to(device, dtype) for _ in range(3))
-
-
 def _impls(
     name: str, T: int, H: int, D: int, causal: bool, dtype: str = "fp32", device: str = "cpu"
 ) -> dict[str, Callable[[], Any]]:
@@ -43,8 +33,10 @@ def _impls(
     from ..attention.flex import flex_runs_on
     from ..registry import build_for_model
 
-    pe = build_for_model(name, dim=H * D, n_heads=H, max_len=T).to(device, DTYPES[dtype])
-    q, k, v = _inputs(T, H, D, DTYPES[dtype], device)
+    torch_dtype = DTYPES[dtype]
+    pe = build_for_model(name, dim=H * D, n_heads=H, max_len=T).to(device, torch_dtype)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, H, T, D, generator=g).to(device, torch_dtype) for _ in range(3))
     pos = torch.arange(T, device=device)
     valid = torch.ones(1, T, dtype=torch.bool, device=device)
     keys = CachedKeys(k, v, pos[None], valid, pos[None] * 0)
@@ -108,8 +100,7 @@ def peak_extra_bytes(
     """Peak resident memory one call in ``dtype`` adds, measured in a fresh (spawned) process."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    args = (name, T, H, D, causal, impl, dtype)
-    proc = ctx.Process(target=_peak_child, args=(args, queue))
+    proc = ctx.Process(target=_peak_child, args=((name, T, H, D, causal, impl, dtype), queue))
     # A fixed mmap threshold: glibc otherwise raises it after each large free and keeps freed
     # blocks in its heap, so the resident peak would count memory no tensor holds any more.
     with patch.dict(os.environ, {"MALLOC_MMAP_THRESHOLD_": "131072"}):

@@ -232,16 +232,6 @@ def run(quick: bool = False, device: str = "cpu") -> list[dict[str, Any]]:
     ]
 
 
-def _median_seconds(fn: Callable[[], Any], n: int) -> float:
-    """Median wall time of ``fn`` over n calls."""
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def cache_case(positions: int = 1 << 20, head_dim: int = 128, rounds: int = 5) -> dict[str, Any]:
     """The cos/sin cache: building it for ``positions`` positions (float64 angles, float32
     tables), against HF's ``LlamaRotaryEmbedding`` on the same positions where installed; and
@@ -252,8 +242,7 @@ def cache_case(positions: int = 1 << 20, head_dim: int = 128, rounds: int = 5) -
 
     rope = RoPE(head_dim=head_dim)
     pos = torch.arange(positions)
-    result: dict[str, Any] = {"positions": positions, "head_dim": head_dim}
-    result["build_s"] = _median_seconds(lambda: rope.cos_sin(pos), rounds)
+    builds: dict[str, Impl] = {"build_s": lambda: rope.cos_sin(pos)}
     try:
         from transformers import LlamaConfig
         from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
@@ -261,9 +250,12 @@ def cache_case(positions: int = 1 << 20, head_dim: int = 128, rounds: int = 5) -
         config = LlamaConfig(hidden_size=head_dim, num_attention_heads=1, head_dim=head_dim)
         hf = LlamaRotaryEmbedding(config)
         x = torch.zeros(1, 1, head_dim)
-        result["hf_build_s"] = _median_seconds(lambda: hf(x, pos[None]), rounds)
+        builds["hf_build_s"] = lambda: hf(x, pos[None])
     except ImportError:
-        result["hf_build_s"] = None
+        pass
+    timings = interleaved(builds, rounds=rounds, warmup=0, calls=1)
+    result: dict[str, Any] = {"positions": positions, "head_dim": head_dim, "hf_build_s": None}
+    result |= {n: t.median for n, t in timings.items()}
     q, k = torch.randn(1, 8, 1, head_dim), torch.randn(1, 8, 1, head_dim)
     decode: dict[str, float] = {}
     for at, step in ((16, 1), (positions - 1, -1)):

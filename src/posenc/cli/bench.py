@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -66,14 +66,19 @@ def bench(
     console.print(f"wrote {out}")
 
 
-def _table(title: str, columns: Iterable[str], rows: Iterable[Iterable[str]]) -> Any:
+Case = dict[str, Any]
+Column = Callable[[Case], str]
+
+
+def _table(title: str, cases: list[Case], columns: dict[str, Column]) -> Any:
+    """A rich table: one row per case, each column's cell computed from the case."""
     from rich.table import Table
 
     table = Table(title=title)
     for column in columns:
         table.add_column(column, justify="right")
-    for row in rows:
-        table.add_row(*row)
+    for case in cases:
+        table.add_row(*(cell(case) for cell in columns.values()))
     return table
 
 
@@ -82,7 +87,16 @@ def _fmt(value: float | None, spec: str = ".2f", suffix: str = "") -> str:
     return "-" if value is None else f"{value:{spec}}{suffix}"
 
 
-def _cache_line(cache: dict[str, Any]) -> str:
+def _text(key: str) -> Column:
+    return lambda case: str(case[key])
+
+
+def _entry(field: str, name: str, spec: str = ".2f") -> Column:
+    """The cell of implementation ``name`` in the case's ``field`` (a dict by implementation)."""
+    return lambda case: _fmt(case[field].get(name), spec)
+
+
+def _cache_line(cache: Case) -> str:
     hf = cache["hf_build_s"]
     return (
         f"cos/sin cache of {cache['positions']} positions: {cache['build_s']:.2f} s"
@@ -92,8 +106,8 @@ def _cache_line(cache: dict[str, Any]) -> str:
     )
 
 
-def _rope_table(cases: list[dict[str, Any]]) -> Any:
-    fast = cases[0].get("fast_backend", "cpp") if cases else "cpp"
+def _rope_table(cases: list[Case]) -> Any:
+    fast = cases[0]["fast_backend"]
     impls = [
         "posenc_eager",
         f"posenc_{fast}",
@@ -104,85 +118,71 @@ def _rope_table(cases: list[dict[str, Any]]) -> Any:
         *(["liger_rotary_pos_emb"] if fast == "triton" else []),
     ]
 
-    def cell(c: dict[str, Any], name: str) -> str:
-        speedup, floor = c["speedup_vs_hf"].get(name), c.get("x_clone_floor", {}).get(name)
-        if speedup is None:
-            return "-"
-        return f"{speedup:.2f}x" + ("" if floor is None else f" ({floor:.1f})")
+    def speedup(name: str) -> Column:
+        def cell(case: Case) -> str:
+            sp, floor = case["speedup_vs_hf"].get(name), case.get("x_clone_floor", {}).get(name)
+            if sp is None:
+                return "-"
+            return f"{sp:.2f}x" + ("" if floor is None else f" ({floor:.1f})")
 
-    def row(c: dict[str, Any]) -> list[str]:
-        inplace = c.get("inplace_x_copy_floor")
-        return [
-            "x".join(map(str, c["shape"])),
-            c["dtype"],
-            c["mode"],
-            *(cell(c, name) for name in impls),
-            "-" if inplace is None else " / ".join(f"{v:.1f}" for v in inplace.values()),
-        ]
+        return cell
 
-    return _table(
-        "RoPE on q and k: speed-up over HF apply_rotary_pos_emb (x clone floor)",
-        ["shape", "dtype", "mode", *impls, f"in place x copy floor (eager / {fast})"],
-        map(row, cases),
-    )
+    def inplace(case: Case) -> str:
+        floors = case.get("inplace_x_copy_floor")
+        return "-" if floors is None else " / ".join(f"{v:.1f}" for v in floors.values())
+
+    columns = {
+        "shape": lambda case: "x".join(map(str, case["shape"])),
+        "dtype": _text("dtype"),
+        "mode": _text("mode"),
+        **{name: speedup(name) for name in impls},
+        f"in place x copy floor (eager / {fast})": inplace,
+    }
+    title = "RoPE on q and k: speed-up over HF apply_rotary_pos_emb (x clone floor)"
+    return _table(title, cases, columns)
 
 
-def _bias_table(cases: list[dict[str, Any]]) -> Any:
+def _bias_table(cases: list[Case]) -> Any:
     impls = {  # column -> implementation
         "default": "posenc_default",
         "blockwise": "posenc_blockwise",
         "flex": "posenc_flex",
         "dense": "dense_bias",
     }
-
-    def row(c: dict[str, Any]) -> list[str]:
-        x, mem = c["x_sdpa_no_bias"], c["peak_extra_MiB"]
-        return [
-            c["encoding"],
-            str(c["T"]),
-            c.get("dtype", "fp32"),
-            str(c["causal"]),
-            *(_fmt(x.get(n)) for n in impls.values()),
-            *(_fmt(mem.get(n), ".0f") for n in [*impls.values(), "sdpa_no_bias"]),
-        ]
-
-    return _table(
-        "Bias attention: time / SDPA without bias; peak extra MiB",
-        ["encoding", "T", "dtype", "causal", *impls] + [f"MiB {n}" for n in [*impls, "sdpa"]],
-        map(row, cases),
-    )
+    columns = {
+        "encoding": _text("encoding"),
+        "T": _text("T"),
+        "dtype": _text("dtype"),
+        "causal": _text("causal"),
+        **{column: _entry("x_sdpa_no_bias", name) for column, name in impls.items()},
+    }
+    impls["sdpa"] = "sdpa_no_bias"
+    columns |= {f"MiB {col}": _entry("peak_extra_MiB", n, ".0f") for col, n in impls.items()}
+    return _table("Bias attention: time / SDPA without bias; peak extra MiB", cases, columns)
 
 
-def _attention_table(cases: list[dict[str, Any]]) -> Any:
-    return _table(
-        "One causal attention layer: time / the same layer without position",
-        ["encoding", "mode", "posenc", "x-transformers", "posenc speed-up over x-t"],
-        (
-            [
-                c["encoding"],
-                c["mode"],
-                _fmt(c["x_nope"]["posenc"]),
-                _fmt(c["x_nope"].get("x_transformers")),
-                _fmt(c.get("speedup_vs_x_transformers"), suffix="x"),
-            ]
-            for c in cases
-        ),
-    )
+def _attention_table(cases: list[Case]) -> Any:
+    columns = {
+        "encoding": _text("encoding"),
+        "mode": _text("mode"),
+        "posenc": _entry("x_nope", "posenc"),
+        "x-transformers": _entry("x_nope", "x_transformers"),
+        "posenc speed-up over x-t": lambda c: _fmt(c.get("speedup_vs_x_transformers"), suffix="x"),
+    }
+    title = "One causal attention layer: time / the same layer without position"
+    return _table(title, cases, columns)
 
 
-def _lab_table(lab: dict[str, Any]) -> Any:
-    def row(r: dict[str, Any]) -> list[str]:
-        xt = [v for k, v in r.items() if k.startswith("xt") and k.endswith("tokens_per_s")]
-        return [
-            r["encoding"],
-            f"{r['batch']}x{r['length']}",
-            str(r["posenc_tokens_per_s"]),
-            str(max(xt)) if xt else "-",
-            _fmt(r.get("ratio_vs_best_xt")),
-        ]
+def _lab_table(lab: Case) -> Any:
+    def best_xt(row: Case) -> str:
+        xt = [v for k, v in row.items() if k.startswith("xt") and k.endswith("tokens_per_s")]
+        return str(max(xt)) if xt else "-"
 
-    return _table(
-        "Lab training step (one thread): tokens/s",
-        ["encoding", "batch x length", "posenc", "best x-transformers", "ratio"],
-        map(row, lab["results"]),
-    )
+    columns = {
+        "encoding": _text("encoding"),
+        "batch x length": lambda row: f"{row['batch']}x{row['length']}",
+        "posenc": _text("posenc_tokens_per_s"),
+        "best x-transformers": best_xt,
+        "ratio": lambda row: _fmt(row.get("ratio_vs_best_xt")),
+    }
+    return _table("Lab training step (one thread): tokens/s", lab["results"], columns)

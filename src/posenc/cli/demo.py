@@ -35,18 +35,11 @@ def demo(
     console.print(table)
 
     rope = build("rope", head_dim=8)
-    q, k = (
-        torch.randn(1, 1, 1, 8, dtype=torch.float64),
-        torch.randn(1, 1, 1, 8, dtype=torch.float64),
-    )
-    rows = []
+    q, k = (torch.randn(1, 1, 1, 8, dtype=torch.float64) for _ in range(2))
+    console.print("RoPE: <R_m q, R_n k> depends only on n - m = 4:")
     for m, n in ((3, 7), (103, 107), (10003, 10007)):
         qm, kn = rope.rotate(q, k, torch.tensor([m]), torch.tensor([n]))
-        rows.append((m, n, float((qm * kn).sum())))
-    console.print("RoPE: <R_m q, R_n k> depends only on n - m = 4:")
-    for m, n, dot in rows:
-        console.print(f"  m={m:>5}  n={n:>5}  dot={dot:+.12f}")
-    table_np = PF.sinusoidal_table(4, 6)
+        console.print(f"  m={m:>5}  n={n:>5}  dot={float((qm * kn).sum()):+.12f}")
     console.print("sinusoidal_table(4, 6) on NumPy (rows = positions):")
-    console.print(table_np.round(4))
+    console.print(PF.sinusoidal_table(4, 6).round(4))
     console.print(f"{len(names())} encodings registered: {', '.join(names())}")
