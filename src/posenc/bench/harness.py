@@ -145,12 +145,9 @@ def steady_heap() -> dict[str, Any]:
 def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
+            return next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor()
 
 
 def as_json(t: Timing) -> dict[str, Any]:

@@ -33,16 +33,14 @@ def list_encodings(
         methods.add_column(column, overflow="fold")
     for cls in SCALINGS.values():
         methods.add_row(cls.method, cls.signature(), cls.paper)
-    if scaling:
-        Console().print(methods)
-        return
-    table = Table(title="posenc encodings")
-    for column in ("name", "family", "parameters", "paper"):
-        table.add_column(column, overflow="fold")
-    for name in names():
-        entry = info(name)
-        if family is None or entry.family == family:
-            table.add_row(name, entry.family, entry.signature() or "-", entry.paper)
-    Console().print(table)
-    if family in (None, "rotary"):
+    if not scaling:
+        table = Table(title="posenc encodings")
+        for column in ("name", "family", "parameters", "paper"):
+            table.add_column(column, overflow="fold")
+        for name in names():
+            entry = info(name)
+            if family is None or entry.family == family:
+                table.add_row(name, entry.family, entry.signature() or "-", entry.paper)
+        Console().print(table)
+    if family in (None, "rotary"):  # --scaling: validated above
         Console().print(methods)
