@@ -31,16 +31,17 @@ class EncodingInfo:
 
     @property
     def parameters(self) -> dict[str, inspect.Parameter]:
-        """Keyword-only constructor parameters, in declaration order."""
-        sig = inspect.signature(self.cls.__init__)
+        """Keyword-only constructor parameters, in order: the config's fields, then any
+        torch-only ones (``PositionalEncoding.config_class``)."""
+        sig = inspect.signature(self.cls)
         return {n: p for n, p in sig.parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
 
     def signature(self) -> str:
         """``head_dim, base=10000.0, ...`` for tables and error messages."""
-        parts = []
-        for n, p in self.parameters.items():
-            parts.append(n if p.default is inspect.Parameter.empty else f"{n}={p.default!r}")
-        return ", ".join(parts)
+        return ", ".join(
+            n if p.default is inspect.Parameter.empty else f"{n}={p.default!r}"
+            for n, p in self.parameters.items()
+        )
 
 
 def register(name: str, *, family: str, paper: str, year: int) -> Callable[[E], E]:

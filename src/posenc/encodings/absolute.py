@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
 from .. import functional as PF
 from .._validate import (
-    check_even,
     check_ndim,
     check_nonnegative,
     check_positions,
     check_positions_match,
-    check_positive_float,
-    check_positive_int,
     check_real_floating,
     values_checked,
 )
 from ..registry import register
 from .base import PositionalEncoding
 from .capabilities import Capabilities
-from .context import PositionContext
+from .configs import LearnedConfig, SinusoidalConfig
+from .context import Ctx, PositionContext
 
 
 def _check_embed_inputs(x: Tensor, pos: Tensor, dim: int) -> Tensor:
@@ -45,13 +45,7 @@ class Sinusoidal(PositionalEncoding):
     """
 
     capabilities = Capabilities(embeds=True)
-
-    def __init__(self, *, dim: int, base: float = 10000.0, scale: float = 1.0) -> None:
-        super().__init__()
-        check_even(dim, "dim")
-        check_positive_float(base, "base")
-        check_positive_float(scale, "scale")
-        self.dim, self.base, self.scale = dim, float(base), float(scale)
+    config_class = SinusoidalConfig
 
     def prepare(self, q_pos: Tensor, k_pos: Tensor | None = None) -> PositionContext:
         check_nonnegative(q_pos)  # once per forward (keys were queries once)
@@ -61,13 +55,10 @@ class Sinusoidal(PositionalEncoding):
         """PE rows for positions (...,) -> (..., C), float64."""
         return PF.sinusoidal_table(pos, self.dim, base=self.base)
 
-    def embed(self, x: Tensor, pos: Tensor, *, ctx: PositionContext | None = None) -> Tensor:
+    def embed(self, x: Tensor, pos: Tensor, *, ctx: Ctx = None) -> Tensor:
         pos = pos if ctx is not None else _check_embed_inputs(x, pos, self.dim)
         pe = self.table(pos)  # (T, C) or (B, T, C), float64
         return x + (pe if self.scale == 1.0 else self.scale * pe).to(x.dtype)
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}, base={self.base}, scale={self.scale}"
 
 
 @register("learned", family="additive", paper="Gehring et al., arXiv:1705.03122", year=2017)
@@ -78,19 +69,17 @@ class Learned(PositionalEncoding):
     """
 
     capabilities = Capabilities(embeds=True)
+    config_class = LearnedConfig
 
-    def __init__(self, *, dim: int, max_len: int = 512) -> None:
-        super().__init__()
-        check_positive_int(dim, "dim")
-        check_positive_int(max_len, "max_len")
-        self.dim, self.max_len = dim, max_len
-        self.weight = nn.Parameter(torch.empty(max_len, dim))
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
+        self.weight = nn.Parameter(torch.empty(self.max_len, self.dim))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         nn.init.normal_(self.weight, std=0.02)
 
-    def embed(self, x: Tensor, pos: Tensor, *, ctx: PositionContext | None = None) -> Tensor:
+    def embed(self, x: Tensor, pos: Tensor, *, ctx: Ctx = None) -> Tensor:
         pos = pos if ctx is not None else self._check_range(_check_embed_inputs(x, pos, self.dim))
         return x + self.weight[pos].to(x.dtype)  # (B, T, C)
 
@@ -107,6 +96,3 @@ class Learned(PositionalEncoding):
                 f"valid positions 0..{self.max_len - 1})"
             )
         return pos
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}, max_len={self.max_len}"

@@ -14,6 +14,11 @@ An attention layer calls the hooks in this order (see ``posenc.attention.Attenti
 Hooks 4-5 force the explicit attention path. Positions are always explicit int64 tensors of
 shape (T,) or (B, T), so KV-cache decoding, offsets, left padding and packing are right.
 
+A subclass declares its ``config_class`` (``posenc.encodings.configs``, shared with
+``posenc.flax``): the constructor takes that config's fields as keywords (plus any torch-only
+ones it names itself) and keeps the validated ``self.config``, whose fields and properties read
+as attributes (``pe.head_dim``).
+
 ``prepare(q_pos, k_pos)`` runs once per forward (the model calls it) and returns the
 ``PositionContext`` every layer receives as ``ctx``: work the layers share (cos/sin tables,
 randomized draws, Transformer-XL's rows) is done once through it. A hook called without one
@@ -24,15 +29,18 @@ Shapes: B batch, H query heads, Hkv key/value heads, T length (Tq, Tk), D head d
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
+from .._validate import check_ndim, check_positions, check_qk_agree, check_scores
 from .capabilities import Capabilities
-from .context import PositionContext
+from .configs import EncodingConfig
+from .context import Ctx, PositionContext
 
 
 class PositionalEncoding(nn.Module):
@@ -48,14 +56,27 @@ class PositionalEncoding(nn.Module):
     #: overrides: its own ``bias`` is "positions" with no fused kernel (an inherited claim
     #: does not cover a new formula).
     capabilities: ClassVar[Capabilities] = Capabilities()
+    config_class: ClassVar[type[EncodingConfig]] = EncodingConfig
     #: KV-cache policy read by ``Attention``: "reference" caches keys as ``rotate`` left them;
     #: "rerotate" caches unrotated keys and rotates all of them at every step (dynamic RoPE).
     kv_policy: str = "reference"
+    _config_names: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, **config: Any) -> None:
+        super().__init__()
+        self.config = self.config_class(**config)
+        self.__dict__.update({n: getattr(self.config, n) for n in self._config_names})
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "capabilities" not in cls.__dict__:
             cls.capabilities = _widened(cls.capabilities, cls.__dict__)
+        cls._config_names = _config_attributes(cls)
+        cls.__signature__ = _signature(cls)  # type: ignore[attr-defined]
+
+    if TYPE_CHECKING:  # the configuration's values (``pe.head_dim``), set by __init__
+
+        def __getattr__(self, name: str) -> Any: ...
 
     def prepare(self, q_pos: Tensor, k_pos: Tensor | None = None) -> PositionContext:
         """The context of one forward: this forward's positions q_pos (T,) | (B, T) and every
@@ -63,25 +84,17 @@ class PositionalEncoding(nn.Module):
         the layers is done through it on first need (``PositionContext.shared``)."""
         return PositionContext(q_pos, k_pos)
 
-    def embed(self, x: Tensor, pos: Tensor, *, ctx: PositionContext | None = None) -> Tensor:
+    def embed(self, x: Tensor, pos: Tensor, *, ctx: Ctx = None) -> Tensor:
         """Add position information to token embeddings. x (B, T, C), pos (B, T) or (T,)."""
         return x
 
     def rotate(
-        self,
-        q: Tensor,
-        k: Tensor,
-        q_pos: Tensor,
-        k_pos: Tensor,
-        *,
-        ctx: PositionContext | None = None,
+        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None
     ) -> tuple[Tensor, Tensor]:
         """Rotate queries (B, H, Tq, D) and keys (B, Hkv, Tk, D) by their positions."""
         return q, k
 
-    def bias(
-        self, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionContext | None = None
-    ) -> Tensor | None:
+    def bias(self, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None) -> Tensor | None:
         """Additive logit bias (B or 1, H or 1, Tq, Tk) from positions alone, or None.
 
         The result must be a tensor the caller owns (attention may mask it in place), finite
@@ -91,14 +104,7 @@ class PositionalEncoding(nn.Module):
         return None
 
     def relative_logits(
-        self,
-        scores: Tensor,
-        q: Tensor,
-        k: Tensor,
-        q_pos: Tensor,
-        k_pos: Tensor,
-        *,
-        ctx: PositionContext | None = None,
+        self, scores: Tensor, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None
     ) -> Tensor:
         """Rewrite scaled logits (B, H, Tq, Tk), masked entries already -inf. q (B, H, Tq, D),
         k (B, H, Tk, D) with key heads repeated to H. With query blocks, q_pos/k_pos are the
@@ -106,7 +112,7 @@ class PositionalEncoding(nn.Module):
         return scores
 
     def relative_values(
-        self, probs: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionContext | None = None
+        self, probs: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None
     ) -> Tensor | None:
         """Term added to the attention output (B, H, Tq, D) from probs (B, H, Tq, Tk), or None."""
         return None
@@ -147,7 +153,36 @@ class PositionalEncoding(nn.Module):
         return self
 
     def extra_repr(self) -> str:
-        return f"name={self.name!r}, family={self.family!r}"
+        args = self.config.arguments()
+        if not args:
+            return f"name={self.name!r}, family={self.family!r}"
+        return ", ".join(f"{k}={v!r}" for k, v in args.items())
+
+
+def _config_attributes(cls: type[PositionalEncoding]) -> tuple[str, ...]:
+    """The fields and properties of ``cls.config_class`` that its modules hold as attributes: all
+    but the names ``cls`` uses itself, for a method or property or for a buffer it declares
+    (annotated without a value, as ``ALiBi.slopes``)."""
+    config = cls.config_class
+    declared = {n for c in cls.__mro__ for n in vars(c).get("__annotations__", {})}
+    names = [*config.keys(), *(n for n, v in inspect.getmembers(config) if isinstance(v, property))]
+
+    def taken(name: str) -> bool:
+        value = inspect.getattr_static(cls, name, None)
+        buffer = name in declared and not hasattr(cls, name)
+        return callable(value) or isinstance(value, property) or buffer
+
+    return tuple(n for n in names if not taken(n))
+
+
+def _signature(cls: type[PositionalEncoding]) -> inspect.Signature | None:
+    """The constructor's signature with ``**config`` spelled out as the config's fields (before
+    the torch-only keywords), or None (inspect reads ``__init__``) for another constructor."""
+    own = list(inspect.signature(cls.__init__).parameters.values())[1:]  # without self
+    if not own or own[-1].kind is not inspect.Parameter.VAR_KEYWORD:
+        return None
+    fields = inspect.signature(cls.config_class).parameters.values()
+    return inspect.Signature([*fields, *own[:-1]])
 
 
 def _widened(caps: Capabilities, own: Any) -> Capabilities:
@@ -161,6 +196,23 @@ def _widened(caps: Capabilities, own: Any) -> Capabilities:
         relative_terms=caps.relative_terms or "relative_logits" in own or "relative_values" in own,
         fused=None if new_bias else caps.fused,
     )
+
+
+def check_qk(
+    q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, head_dim: int, scores: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """Validate q (B, H, Tq, D), k (B, Hkv, Tk, D) with D = ``head_dim``, their positions and the
+    logits ``scores`` (B, H, Tq, Tk) if given; return int64 positions. Hooks call it without a
+    context only: whoever built a context checked its inputs."""
+    check_ndim(q, 4, "q", "(B, H, Tq, D)")
+    check_ndim(k, 4, "k", "(B, Hkv, Tk, D)")
+    if q.shape[-1] != head_dim:
+        raise ValueError(f"q/k must have head_dim={head_dim} features, got {q.shape[-1]}")
+    q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
+    check_qk_agree(q, k, q_pos, k_pos)
+    if scores is not None:
+        check_scores(scores, q, k)
+    return q_pos, k_pos
 
 
 def batch_positions(pos: Tensor, batch: int) -> Tensor:

@@ -7,7 +7,7 @@ alone, finite on every pair; causal attention masks future keys itself. The form
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -16,22 +16,19 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import functional as PF
-from .._validate import (
-    as_4d,
-    check_position_batches,
-    check_positions,
-    check_positive_float,
-    check_positive_int,
-)
-from ..functional import KerpleVariant
+from .._validate import as_4d, check_position_batches, check_positions
 from ..registry import register
 from .base import PositionalEncoding
 from .capabilities import Capabilities
-from .context import PositionContext
+from .configs import ALiBiConfig, FIREConfig, KerpleConfig, T5Config
+from .context import Ctx
 
 
-def check_bias_positions(q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
-    """q_pos (Tq,) or (B, Tq) and k_pos (Tk,) or (B, Tk), batches 1 or equal; returns int64."""
+def bias_positions(q_pos: Tensor, k_pos: Tensor, ctx: Ctx) -> tuple[Tensor, Tensor]:
+    """q_pos (Tq,) or (B, Tq) and k_pos (Tk,) or (B, Tk), batches 1 or equal, as int64: checked
+    unless a context comes with them (whoever built it checked them)."""
+    if ctx is not None:
+        return q_pos, k_pos
     q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
     check_position_batches(q_pos, k_pos)
     return q_pos, k_pos
@@ -64,32 +61,20 @@ class ALiBi(PositionalEncoding):
     """
 
     capabilities = Capabilities(bias="offset")
+    config_class = ALiBiConfig
+    config: ALiBiConfig
 
     keep_dtype_buffers = ("slopes64",)
     slopes: Tensor
     slopes64: Tensor
 
-    def __init__(
-        self, *, n_heads: int, symmetric: bool = False, slopes: Sequence[float] | None = None
-    ) -> None:
-        super().__init__()
-        check_positive_int(n_heads, "n_heads")
-        if not isinstance(symmetric, bool):
-            raise TypeError(f"symmetric must be a bool, got {type(symmetric).__name__}")
-        if slopes is not None:
-            if len(slopes) != n_heads:
-                raise ValueError(f"slopes must hold n_heads={n_heads} values, got {len(slopes)}")
-            for m in slopes:
-                check_positive_float(m, "each ALiBi slope")
-        self.n_heads, self.symmetric = n_heads, symmetric
-        self.custom_slopes = None if slopes is None else tuple(float(m) for m in slopes)
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
         self.register_fixed_buffers()  # slopes64 (H,) float64
         self.register_buffer("slopes", self.slopes64.float(), persistent=False)  # (H,)
 
     def fixed_buffers(self) -> dict[str, Tensor]:
-        if self.custom_slopes is None:
-            return {"slopes64": PF.alibi_slopes(self.n_heads, xp=PF.torch_xp)}
-        return {"slopes64": torch.tensor(self.custom_slopes, dtype=torch.float64)}
+        return {"slopes64": self.config.slope_values(PF.torch_xp)}
 
     def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> ALiBi:
         super()._apply(fn, recurse)
@@ -98,16 +83,10 @@ class ALiBi(PositionalEncoding):
         self.slopes = self.slopes64.to(self.slopes.dtype)
         return self
 
-    def bias(
-        self, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionContext | None = None
-    ) -> Tensor:
-        if ctx is None:  # a context's positions were checked by whoever built it
-            q_pos, k_pos = check_bias_positions(q_pos, k_pos)
+    def bias(self, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None) -> Tensor:
+        q_pos, k_pos = bias_positions(q_pos, k_pos, ctx)
         slopes = self.slopes64.to(work_dtype(self.slopes))
         return as_4d(PF.alibi_bias(q_pos, k_pos, slopes, symmetric=self.symmetric))
-
-    def extra_repr(self) -> str:
-        return f"n_heads={self.n_heads}, symmetric={self.symmetric}"
 
 
 @register("t5", family="bias", paper="Raffel et al., arXiv:1910.10683", year=2020)
@@ -123,25 +102,11 @@ class T5Bias(PositionalEncoding):
     """
 
     capabilities = Capabilities(bias="offset")
+    config_class = T5Config
 
-    def __init__(
-        self,
-        *,
-        n_heads: int,
-        num_buckets: int = 32,
-        max_distance: int = 128,
-        bidirectional: bool = False,
-        init_std: float = 0.02,
-    ) -> None:
-        super().__init__()
-        check_positive_int(n_heads, "n_heads")
-        PF.check_t5_buckets(
-            bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
-        )
-        check_positive_float(init_std, "init_std")
-        self.n_heads, self.num_buckets, self.max_distance = n_heads, num_buckets, max_distance
-        self.bidirectional, self.init_std = bidirectional, float(init_std)
-        self.weight = nn.Parameter(torch.empty(num_buckets, n_heads))
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
+        self.weight = nn.Parameter(torch.empty(self.num_buckets, self.n_heads))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -157,20 +122,11 @@ class T5Bias(PositionalEncoding):
             max_distance=self.max_distance,
         )
 
-    def bias(
-        self, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionContext | None = None
-    ) -> Tensor:
-        if ctx is None:  # a context's positions were checked by whoever built it
-            q_pos, k_pos = check_bias_positions(q_pos, k_pos)
+    def bias(self, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None) -> Tensor:
+        q_pos, k_pos = bias_positions(q_pos, k_pos, ctx)
         table = self.weight.to(work_dtype(self.weight))
         values = F.embedding(self.buckets(q_pos, k_pos), table)  # (..., Tq, Tk, H)
         return as_4d(values.movedim(-1, -3))  # (B|1, H, Tq, Tk)
-
-    def extra_repr(self) -> str:
-        return (
-            f"n_heads={self.n_heads}, num_buckets={self.num_buckets}, "
-            f"max_distance={self.max_distance}, bidirectional={self.bidirectional}"
-        )
 
 
 def clamp_straight_through(x: Tensor, low: float, high: float | None = None) -> Tensor:
@@ -191,28 +147,16 @@ class Kerple(PositionalEncoding):
     """
 
     capabilities = Capabilities(bias="offset")
+    config_class = KerpleConfig
 
-    def __init__(
-        self,
-        *,
-        n_heads: int,
-        variant: KerpleVariant = "log",
-        eps: float = 1e-2,
-        init_r1: float | None = None,
-        init_r2: float | None = None,
-    ) -> None:
-        super().__init__()
-        self.r2_max = PF.check_kerple(
-            n_heads=n_heads, variant=variant, eps=eps, init_r1=init_r1, init_r2=init_r2
-        )
-        self.n_heads, self.variant, self.eps = n_heads, variant, float(eps)
-        self.init_r1, self.init_r2 = init_r1, init_r2
-        self.r1 = nn.Parameter(torch.empty(n_heads))
-        self.r2 = nn.Parameter(torch.empty(n_heads))
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
+        self.r1 = nn.Parameter(torch.empty(self.n_heads))
+        self.r2 = nn.Parameter(torch.empty(self.n_heads))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        scale_r1, scale_r2 = (2.0, 1.0) if self.variant == "log" else (1.0, 2.0)
+        scale_r1, scale_r2 = self.init_scales
         pairs = ((self.r1, self.init_r1, scale_r1), (self.r2, self.init_r2, scale_r2))
         with torch.no_grad():
             for p, init, scale in pairs:
@@ -228,16 +172,10 @@ class Kerple(PositionalEncoding):
         r2 = clamp_straight_through(self.r2.to(dtype), self.eps, self.r2_max)
         return r1, r2
 
-    def bias(
-        self, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionContext | None = None
-    ) -> Tensor:
-        if ctx is None:  # a context's positions were checked by whoever built it
-            q_pos, k_pos = check_bias_positions(q_pos, k_pos)
+    def bias(self, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None) -> Tensor:
+        q_pos, k_pos = bias_positions(q_pos, k_pos, ctx)
         r1, r2 = self.kernel_parameters()
         return as_4d(PF.kerple_bias(q_pos, k_pos, r1, r2, variant=self.variant))
-
-    def extra_repr(self) -> str:
-        return f"n_heads={self.n_heads}, variant={self.variant!r}, eps={self.eps}"
 
 
 @register("fire", family="bias", paper="Li et al., arXiv:2310.04418", year=2023)
@@ -255,24 +193,11 @@ class FIRE(PositionalEncoding):
     """
 
     capabilities = Capabilities(bias="positions", fused="fire")
+    config_class = FIREConfig
 
-    def __init__(
-        self,
-        *,
-        n_heads: int,
-        hidden: int = 32,
-        init_c: float = 0.1,
-        init_threshold: float = 512.0,
-        eps: float = 1e-6,
-    ) -> None:
-        super().__init__()
-        check_positive_int(n_heads, "n_heads")
-        check_positive_int(hidden, "hidden")
-        for value, what in ((init_c, "init_c"), (init_threshold, "init_threshold"), (eps, "eps")):
-            check_positive_float(value, what)
-        self.n_heads, self.hidden = n_heads, hidden
-        self.init_c, self.init_threshold, self.eps = float(init_c), float(init_threshold), eps
-        self.mlp_in, self.mlp_out = nn.Linear(1, hidden), nn.Linear(hidden, n_heads)
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
+        self.mlp_in, self.mlp_out = nn.Linear(1, self.hidden), nn.Linear(self.hidden, self.n_heads)
         self.c = nn.Parameter(torch.tensor(self.init_c))
         self.threshold_scale = nn.Parameter(torch.tensor(1.0))
 
@@ -290,11 +215,8 @@ class FIRE(PositionalEncoding):
         scale = self.threshold_scale
         return (scale.to(work_dtype(scale)) * self.init_threshold).abs()
 
-    def bias(
-        self, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionContext | None = None
-    ) -> Tensor:
-        if ctx is None:  # a context's positions were checked by whoever built it
-            q_pos, k_pos = check_bias_positions(q_pos, k_pos)
+    def bias(self, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None) -> Tensor:
+        q_pos, k_pos = bias_positions(q_pos, k_pos, ctx)
         with _exact(self.c):  # float32 or wider under autocast too
             c, threshold = self._c_threshold()
             x = PF.fire_distance(q_pos, k_pos, c, threshold, eps=self.eps)  # (..., Tq, Tk)
@@ -322,9 +244,3 @@ class FIRE(PositionalEncoding):
         c, threshold = self._c_threshold()
         psi = PF.fire_psi(torch.arange(max_offset + 1, device=c.device, dtype=c.dtype), c)
         return psi, PF.fire_normaliser(q_pos, c, threshold, eps=self.eps)
-
-    def extra_repr(self) -> str:
-        return (
-            f"n_heads={self.n_heads}, hidden={self.hidden}, init_c={self.init_c}, "
-            f"init_threshold={self.init_threshold}"
-        )

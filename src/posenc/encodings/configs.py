@@ -5,15 +5,14 @@ One frozen dataclass per encoding (``RoPEConfig(head_dim=64)``), and ``Attention
 ``TransformerConfig`` for what surrounds the encoding: the keyword arguments, their defaults,
 the checks of the constructor (raising ValueError/TypeError naming the argument, as torch's
 modules do) and the values derived from them (``rotary_dim``). Floats are stored as ``float``.
-``posenc.flax`` builds its modules from these; the torch modules check the same things in
-their own constructors.
+The torch and Flax encodings are both built from these (``config_class``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -27,7 +26,8 @@ from .._validate import (
 from ..extension.config import scaling_config
 from ..functional import LAYOUTS, KerpleVariant, Layout
 
-KV_POLICIES = ("reference", "rerotate")
+KVPolicy = Literal["reference", "rerotate"]
+KV_POLICIES: tuple[KVPolicy, ...] = ("reference", "rerotate")
 #: Encodings whose positions ``randomized`` can draw from a larger range (absolute positions).
 RANDOMIZED_BASES = ("sinusoidal", "learned", "rope")
 
@@ -97,7 +97,7 @@ class RoPEConfig(EncodingConfig):
     layout: Layout = "half"
     partial: float = 1.0
     scaling: Any = None
-    kv_policy: str = "reference"
+    kv_policy: KVPolicy = "reference"
 
     def check(self) -> None:
         check_even(self.head_dim, "head_dim")
@@ -227,7 +227,7 @@ class KerpleConfig(EncodingConfig):
     @property
     def r2_max(self) -> float | None:
         """r2's upper bound: 2 for the power kernel, else None."""
-        return PF.check_kerple(**self.arguments())
+        return 2.0 if self.variant == "power" else None
 
     @property
     def init_scales(self) -> tuple[float, float]:

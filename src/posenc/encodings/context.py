@@ -37,7 +37,7 @@ class PositionContext:
         self._shared: dict[Hashable, Any] = {}
 
     def role(self, pos: Tensor) -> str | None:
-        """"q" or "k" when ``pos`` is this context's q_pos or k_pos tensor ("q" when they are
+        """ "q" or "k" when ``pos`` is this context's q_pos or k_pos tensor ("q" when they are
         one tensor), else None: positions the context knows nothing about."""
         if pos is self.q_pos:
             return "q"
@@ -57,9 +57,11 @@ class PositionContext:
         )
 
 
-def shared_for(
-    ctx: PositionContext | None, pos: Tensor, key: Hashable, make: Callable[[], T]
-) -> T:
+#: The ``ctx`` a hook receives: the forward's context, or None (called on its own).
+Ctx = PositionContext | None
+
+
+def shared_for(ctx: Ctx, pos: Tensor, key: Hashable, make: Callable[[], T]) -> T:
     """``make()`` shared through ``ctx`` under (role of ``pos``, ``key``), or computed afresh
     when there is no context or ``pos`` is not one of its position tensors."""
     role = None if ctx is None else ctx.role(pos)

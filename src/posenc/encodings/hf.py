@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..extension.config import NTKScaling
-from ..functional import LAYOUTS, Layout
-from .rotary import KVPolicy, RoPE
+from ..functional import Layout
+from .configs import KVPolicy
+from .rotary import RoPE
 
 __all__ = ["INTERLEAVED_MODEL_TYPES", "rope_from_hf", "rope_to_hf"]
 
@@ -214,12 +215,10 @@ def rope_from_hf(
             f"rope_type {params['rope_type']!r} is not supported; posenc reads 'default' and "
             f"{sorted(_SUPPORTED)}"
         )
-    if layout is not None and layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     return RoPE(
         head_dim=head_dim,
         base=float(params["rope_theta"]),
-        layout=layout or _layout(cfg),
+        layout=_layout(cfg) if layout is None else layout,
         partial=partial,
         scaling=_scaling(cfg, params),
         kv_policy=kv_policy,

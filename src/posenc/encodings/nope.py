@@ -16,6 +16,3 @@ class NoPE(PositionalEncoding):
     """
 
     capabilities = Capabilities()
-
-    def __init__(self) -> None:
-        super().__init__()

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from .. import functional as PF
-from .._validate import check_positive_float, check_positive_int
 from ..registry import register
-from .base import PositionalEncoding
+from .base import PositionalEncoding, check_qk
 from .capabilities import Capabilities
-from .context import PositionContext
-from .rotary import check_qk
+from .configs import PoPEConfig
+from .context import Ctx
 
 
 @register("pope", family="rotary", paper="Gopalakrishnan et al., arXiv:2509.10534", year=2025)
@@ -31,22 +31,17 @@ class PoPE(PositionalEncoding):
     """
 
     capabilities = Capabilities(rotates=True)
+    config_class = PoPEConfig
+    config: PoPEConfig
 
     keep_dtype_buffers = ("inv_freq",)
     inv_freq: Tensor
 
-    def __init__(
-        self, *, head_dim: int, n_heads: int, base: float = 10000.0, phase_bias: bool = True
-    ) -> None:
-        super().__init__()
-        check_positive_int(head_dim, "head_dim")
-        check_positive_int(n_heads, "n_heads")
-        check_positive_float(base, "base")
-        if not isinstance(phase_bias, bool):
-            raise TypeError(f"phase_bias must be a bool, got {type(phase_bias).__name__}")
-        self.head_dim, self.n_heads, self.base = head_dim, n_heads, float(base)
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
         self.register_fixed_buffers()  # inv_freq (D,) float64
-        self.delta = nn.Parameter(torch.zeros(n_heads, head_dim)) if phase_bias else None
+        delta = torch.zeros(self.n_heads, self.head_dim)
+        self.delta = nn.Parameter(delta) if self.config.phase_bias else None
 
     def fixed_buffers(self) -> dict[str, Tensor]:
         # base^(-c/D), c < D
@@ -66,24 +61,10 @@ class PoPE(PositionalEncoding):
         return PF.pope_polar(x, phase.cos().to(work), phase.sin().to(work))
 
     def rotate(
-        self,
-        q: Tensor,
-        k: Tensor,
-        q_pos: Tensor,
-        k_pos: Tensor,
-        *,
-        ctx: PositionContext | None = None,
+        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None
     ) -> tuple[Tensor, Tensor]:
-        if q.shape[-1] != self.head_dim:
-            raise ValueError(f"q/k must have head_dim={self.head_dim} features, got {q.shape[-1]}")
+        if ctx is None:
+            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim)
         if q.shape[1] != self.n_heads:
             raise ValueError(f"q must have n_heads={self.n_heads} heads, got {q.shape[1]}")
-        if ctx is None:  # a context's positions were checked by whoever built it
-            q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
         return self.polar(q, q_pos, self.phase_bias()), self.polar(k, k_pos, None)
-
-    def extra_repr(self) -> str:
-        return (
-            f"head_dim={self.head_dim}, n_heads={self.n_heads}, base={self.base}, "
-            f"phase_bias={self.delta is not None}"
-        )

@@ -7,14 +7,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._validate import check_bool, check_nonnegative, check_positions, check_positive_int
-from ..registry import register
+from .._validate import check_nonnegative, check_positions
+from ..registry import build, info, register
 from .base import PositionalEncoding, batch_positions
 from .capabilities import Capabilities
-from .context import PositionContext
-
-#: Encodings whose positions can be drawn from a larger range (they read absolute positions).
-BASES: tuple[str, ...] = ("sinusoidal", "learned", "rope")
+from .configs import RandomizedConfig
+from .context import Ctx, PositionContext
 
 
 @register("randomized", family="randomized", paper="Ruoss et al., arXiv:2305.16843", year=2023)
@@ -34,30 +32,14 @@ class Randomized(PositionalEncoding):
     """
 
     capabilities = Capabilities(embeds=True, rotates=True)  # the base's hook
+    config_class = RandomizedConfig
+    config: RandomizedConfig
 
-    def __init__(
-        self,
-        *,
-        max_len: int,
-        base_encoding: str = "rope",
-        dim: int | None = None,
-        head_dim: int | None = None,
-        base_config: dict[str, Any] | None = None,
-        sample_in_eval: bool = False,
-        seed: int | None = None,
-    ) -> None:
-        super().__init__()
-        check_positive_int(max_len, "max_len")
-        check_bool(sample_in_eval, "sample_in_eval")
-        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-            raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
-        if base_encoding not in BASES:
-            raise ValueError(f"base_encoding must be one of {BASES}, got {base_encoding!r}")
-        self.max_len, self.sample_in_eval = max_len, sample_in_eval
-        self.base = _build_base(
-            base_encoding, max_len=max_len, dim=dim, head_dim=head_dim, config=base_config or {}
-        )
-        self.generator = None if seed is None else torch.Generator().manual_seed(seed)
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
+        keys = self.config.base_keys(info(self.base_encoding).parameters)
+        self.base = build(self.base_encoding, **keys)
+        self.generator = None if self.seed is None else torch.Generator().manual_seed(self.seed)
 
     @property
     def sampling(self) -> bool:
@@ -92,9 +74,7 @@ class Randomized(PositionalEncoding):
             subset = subset.masked_fill(~keep, self.max_len)  # (B, n), dropped picks sort last
         return subset.sort(dim=-1).values
 
-    def transform(
-        self, pos: Tensor, batch: int, ctx: PositionContext | None = None
-    ) -> Tensor:
+    def transform(self, pos: Tensor, batch: int, ctx: Ctx = None) -> Tensor:
         """Positions (T,) or (B, T) -> sampled positions (B, T) (or ``pos`` when not sampling):
         one draw per forward for the context's positions (the keys' draw is the queries' when
         they are one tensor), a fresh one otherwise."""
@@ -117,17 +97,11 @@ class Randomized(PositionalEncoding):
         n = int(sizes.max()) if sizes is not None else 0
         return self.sample(batch, n, pos.device, sizes).gather(1, rows)  # (B, T)
 
-    def embed(self, x: Tensor, pos: Tensor, *, ctx: PositionContext | None = None) -> Tensor:
+    def embed(self, x: Tensor, pos: Tensor, *, ctx: Ctx = None) -> Tensor:
         return self.base.embed(x, self.transform(pos, x.shape[0], ctx))
 
     def rotate(
-        self,
-        q: Tensor,
-        k: Tensor,
-        q_pos: Tensor,
-        k_pos: Tensor,
-        *,
-        ctx: PositionContext | None = None,
+        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None
     ) -> tuple[Tensor, Tensor]:
         new_q = self.transform(q_pos, q.shape[0], ctx)
         new_k = new_q if k_pos is q_pos else self.transform(k_pos, k.shape[0], ctx)
@@ -138,18 +112,3 @@ class Randomized(PositionalEncoding):
             key = ("randomized_base", self, *roles)
             base_ctx = ctx.shared(key, lambda: PositionContext(new_q, new_k))
         return self.base.rotate(q, k, new_q, new_k, ctx=base_ctx)
-
-    def extra_repr(self) -> str:
-        return f"max_len={self.max_len}, sample_in_eval={self.sample_in_eval}"
-
-
-def _build_base(
-    name: str, *, max_len: int, dim: int | None, head_dim: int | None, config: dict[str, Any]
-) -> PositionalEncoding:
-    from ..registry import build, info
-
-    accepted = info(name).parameters
-    shared = {"dim": dim, "head_dim": head_dim, "max_len": max_len}
-    given = {k: v for k, v in shared.items() if k in accepted and v is not None}
-    return build(name, **(given | config))
-

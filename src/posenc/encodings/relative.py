@@ -3,30 +3,18 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from .. import functional as PF
-from .._validate import (
-    check_ndim,
-    check_positions,
-    check_positions_match,
-    check_positive_float,
-    check_positive_int,
-    check_real_floating,
-    check_scores,
-)
+from .._validate import check_ndim, check_positions, check_positions_match, check_real_floating
 from ..registry import register
-from .base import PositionalEncoding
+from .base import PositionalEncoding, check_qk
 from .capabilities import Capabilities
-from .context import PositionContext
-from .rotary import check_qk
-
-
-def _check_head_dim(q: Tensor, head_dim: int) -> None:
-    if q.shape[-1] != head_dim:
-        raise ValueError(f"q/k must have head_dim={head_dim} features, got {q.shape[-1]}")
+from .configs import ShawConfig, TransformerXLConfig
+from .context import Ctx, PositionContext
 
 
 @register("shaw", family="relative", paper="Shaw et al., arXiv:1803.02155", year=2018)
@@ -40,17 +28,13 @@ class Shaw(PositionalEncoding):
     """
 
     capabilities = Capabilities(relative_terms=True)
+    config_class = ShawConfig
 
-    def __init__(self, *, head_dim: int, max_distance: int = 16, values: bool = True) -> None:
-        super().__init__()
-        check_positive_int(head_dim, "head_dim")
-        check_positive_int(max_distance, "max_distance")
-        if not isinstance(values, bool):
-            raise TypeError(f"values must be a bool, got {type(values).__name__}")
-        self.head_dim, self.max_distance = head_dim, max_distance
-        rows = 2 * max_distance + 1
-        self.key_table = nn.Parameter(torch.empty(rows, head_dim))  # (2K+1, D)
-        self.value_table = nn.Parameter(torch.empty(rows, head_dim)) if values else None
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
+        shape = (2 * self.max_distance + 1, self.head_dim)  # (2K+1, D)
+        self.key_table = nn.Parameter(torch.empty(shape))
+        self.value_table = nn.Parameter(torch.empty(shape)) if self.values else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -63,26 +47,17 @@ class Shaw(PositionalEncoding):
         return PF.shaw_relative_index(q_pos, k_pos, max_distance=self.max_distance)
 
     def relative_logits(
-        self,
-        scores: Tensor,
-        q: Tensor,
-        k: Tensor,
-        q_pos: Tensor,
-        k_pos: Tensor,
-        *,
-        ctx: PositionContext | None = None,
+        self, scores: Tensor, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None
     ) -> Tensor:
-        _check_head_dim(q, self.head_dim)
-        if ctx is None:  # a context's positions were checked by whoever built it
-            q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
-            check_scores(scores, q, k)
+        if ctx is None:
+            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim, scores)
         scaled = q / math.sqrt(self.head_dim)  # scale the (B, H, Tq, D) factor, not the logits
         return scores + PF.relative_key_logits(
             scaled, self.key_table.to(q.dtype), self.index(q_pos, k_pos)
         )  # (B, H, Tq, Tk)
 
     def relative_values(
-        self, probs: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionContext | None = None
+        self, probs: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None
     ) -> Tensor | None:
         if self.value_table is None:
             return None
@@ -93,10 +68,6 @@ class Shaw(PositionalEncoding):
             check_positions_match(q_pos, probs.shape[0], probs.shape[2], "q_pos")
             check_positions_match(k_pos, probs.shape[0], probs.shape[3], "k_pos")
         return PF.relative_value_output(probs, self.value_table, self.index(q_pos, k_pos))
-
-    def extra_repr(self) -> str:
-        values = self.value_table is not None
-        return f"head_dim={self.head_dim}, max_distance={self.max_distance}, values={values}"
 
 
 @register("transformer_xl", family="relative", paper="Dai et al., arXiv:1901.02860", year=2019)
@@ -110,20 +81,14 @@ class TransformerXL(PositionalEncoding):
     """
 
     capabilities = Capabilities(relative_terms=True)
+    config_class = TransformerXLConfig
 
-    def __init__(
-        self, *, dim: int, n_heads: int, head_dim: int | None = None, base: float = 10000.0
-    ) -> None:
-        super().__init__()
-        check_positive_int(n_heads, "n_heads")
-        PF.rope_inv_freq(dim, base=base)  # validates dim (even, > 0) and base
-        head_dim = dim // n_heads if head_dim is None else head_dim
-        check_positive_int(head_dim, "head_dim")
-        check_positive_float(base, "base")
-        self.dim, self.n_heads, self.head_dim, self.base = dim, n_heads, head_dim, float(base)
-        self.r_proj = nn.Parameter(torch.empty(n_heads * head_dim, dim))  # W_R (H*D, C)
-        self.u = nn.Parameter(torch.empty(n_heads, head_dim))  # (H, D)
-        self.v = nn.Parameter(torch.empty(n_heads, head_dim))  # (H, D)
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
+        H, D = self.n_heads, self.head_dim
+        self.r_proj = nn.Parameter(torch.empty(H * D, self.dim))  # W_R (H*D, C)
+        self.u = nn.Parameter(torch.empty(H, D))  # (H, D)
+        self.v = nn.Parameter(torch.empty(H, D))  # (H, D)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -131,19 +96,10 @@ class TransformerXL(PositionalEncoding):
             nn.init.normal_(p, std=0.02)
 
     def relative_logits(
-        self,
-        scores: Tensor,
-        q: Tensor,
-        k: Tensor,
-        q_pos: Tensor,
-        k_pos: Tensor,
-        *,
-        ctx: PositionContext | None = None,
+        self, scores: Tensor, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None
     ) -> Tensor:
-        _check_head_dim(q, self.head_dim)
-        if ctx is None:  # a context's positions were checked by whoever built it
-            q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
-            check_scores(scores, q, k)
+        if ctx is None:
+            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim, scores)
         for what, x in (("q", q), ("k (key heads repeated)", k)):
             if x.shape[1] != self.n_heads:
                 raise ValueError(f"{what} must have n_heads={self.n_heads} heads, got {x.shape[1]}")
@@ -182,6 +138,3 @@ class TransformerXL(PositionalEncoding):
             lo, hi, r_proj=self.r_proj, n_heads=self.n_heads, dtype=dtype, base=self.base
         )
         return lo, rows
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}, n_heads={self.n_heads}, head_dim={self.head_dim}, base={self.base}"

@@ -2,41 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from .. import functional as PF
-from .._validate import (
-    check_even,
-    check_ndim,
-    check_positions,
-    check_positive_float,
-    check_qk_agree,
-)
-from ..extension.config import ScalingConfig, scaling_config
-from ..functional import LAYOUTS, Layout
 from ..kernels.rope import Kernel, check_kernel, rotate_pair
 from ..kernels.rope_eager import apply_rope
 from ..kernels.rope_tables import RopeTables
 from ..registry import register
-from .base import PositionalEncoding
+from .base import PositionalEncoding, check_qk
 from .capabilities import Capabilities
-from .context import PositionContext, shared_for
-
-KVPolicy = Literal["reference", "rerotate"]
-KV_POLICIES: tuple[KVPolicy, ...] = ("reference", "rerotate")
-
-
-def check_qk(q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
-    """Validate q (B, H, Tq, D), k (B, Hkv, Tk, D) and their positions; return int64 positions."""
-    check_ndim(q, 4, "q", "(B, H, Tq, D)")
-    check_ndim(k, 4, "k", "(B, Hkv, Tk, D)")
-    q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
-    check_qk_agree(q, k, q_pos, k_pos)
-    return q_pos, k_pos
+from .configs import RoPEConfig
+from .context import Ctx, shared_for
 
 
 @register("rope", family="rotary", paper="Su et al., arXiv:2104.09864", year=2021)
@@ -70,44 +49,23 @@ class RoPE(PositionalEncoding):
     """
 
     capabilities = Capabilities(rotates=True)
+    config_class = RoPEConfig
+    config: RoPEConfig
 
     keep_dtype_buffers = ("inv_freq64", "default_inv_freq64")
     inv_freq64: Tensor
     default_inv_freq64: Tensor
 
-    def __init__(
-        self,
-        *,
-        head_dim: int,
-        base: float = 10000.0,
-        layout: Layout = "half",
-        partial: float = 1.0,
-        scaling: ScalingConfig | Mapping[str, Any] | None = None,
-        kv_policy: KVPolicy = "reference",
-        kernel: Kernel = "eager",
-    ) -> None:
-        super().__init__()
-        check_even(head_dim, "head_dim")
-        check_positive_float(base, "base")
-        if layout not in LAYOUTS:
-            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-        if kv_policy not in KV_POLICIES:
-            raise ValueError(f"kv_policy must be one of {KV_POLICIES}, got {kv_policy!r}")
-        self.head_dim, self.base, self.layout = head_dim, float(base), layout
-        self.partial, self.kv_policy = float(partial), kv_policy
+    def __init__(self, *, kernel: Kernel = "eager", **config: Any) -> None:
+        super().__init__(**config)
         self.kernel: Kernel = check_kernel(kernel)
-        self.rotary_dim = PF.rotary_dim(head_dim, self.partial)
-        self.scaling = None if scaling is None else scaling_config(scaling)
         self.attention_scaling = 1.0
         self.register_fixed_buffers()  # default_inv_freq64, inv_freq64 (P,) float64
 
     def fixed_buffers(self) -> dict[str, Tensor]:
         """``default_inv_freq64`` θ_i and ``inv_freq64`` (the scaling's), (P,) float64; sets
         ``attention_scaling``."""
-        default = PF.rope_inv_freq(self.rotary_dim, base=self.base, xp=PF.torch_xp)  # (P,)
-        inv_freq = default
-        if self.scaling is not None:
-            inv_freq, self.attention_scaling = self.scaling.apply(default)
+        default, inv_freq, self.attention_scaling = self.config.scaled_inv_freq(PF.torch_xp)
         return {"default_inv_freq64": default, "inv_freq64": inv_freq}
 
     @property
@@ -117,13 +75,13 @@ class RoPE(PositionalEncoding):
 
     def frequencies(self, seq_len: int | None = None) -> tuple[Tensor, float]:
         """(inv_freq (P,) float64, attention_scaling) at the current length ``seq_len``."""
-        if self.scaling is None or not self.scaling.dynamic or seq_len is None:
+        if not self.dynamic or seq_len is None:
             return self.inv_freq64, self.attention_scaling
         return self.scaling.apply(self.default_inv_freq64, seq_len)
 
     def seq_len(self, *positions: Tensor) -> int | None:
         """max(positions) + 1 for dynamic scaling (what transformers uses), else None."""
-        if self.scaling is None or not self.scaling.dynamic:
+        if not self.dynamic:
             return None
         return max((int(p.max()) for p in positions if p.numel()), default=-1) + 1
 
@@ -139,9 +97,7 @@ class RoPE(PositionalEncoding):
             cos, sin = cos * scale, sin * scale
         return cos.to(dtype), sin.to(dtype)
 
-    def _tables(
-        self, x: Tensor, pos: Tensor, seq_len: int | None, ctx: PositionContext | None = None
-    ) -> RopeTables:
+    def _tables(self, x: Tensor, pos: Tensor, seq_len: int | None, ctx: Ctx = None) -> RopeTables:
         """cos, sin broadcastable to x (B, H, T, D): (T, P) or (B, 1, T, P), with what the
         kernels derive from them; made once per forward for the context's positions (every
         layer rotates at the same ones)."""
@@ -165,18 +121,14 @@ class RoPE(PositionalEncoding):
         q_pos: Tensor,
         k_pos: Tensor,
         *,
-        ctx: PositionContext | None = None,
+        ctx: Ctx = None,
         inplace: bool = False,
     ) -> tuple[Tensor, Tensor]:
         """R(q_pos) q, R(k_pos) k by the module's ``kernel``; ``inplace=True`` (inference)
         overwrites q and k instead of allocating. Inputs are checked unless a context comes
         with them (the caller that built it checked them)."""
         if ctx is None:
-            if q.shape[-1] != self.head_dim:
-                raise ValueError(
-                    f"q/k must have head_dim={self.head_dim} features, got {q.shape[-1]}"
-                )
-            q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
+            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim)
         seq_len = self._seq_len(q_pos, k_pos, ctx)
         tq, tk = self._tables(q, q_pos, seq_len, ctx), self._tables(k, k_pos, seq_len, ctx)
         return rotate_pair(
@@ -192,10 +144,10 @@ class RoPE(PositionalEncoding):
             prepared=(tq, tk),
         )
 
-    def _seq_len(self, q_pos: Tensor, k_pos: Tensor, ctx: PositionContext | None) -> int | None:
+    def _seq_len(self, q_pos: Tensor, k_pos: Tensor, ctx: Ctx) -> int | None:
         """The dynamic length of a call: of the whole context (read once per forward), or of
         these positions."""
-        if self.scaling is None or not self.scaling.dynamic:
+        if not self.dynamic:
             return None
         roles = (None, None) if ctx is None else (ctx.role(q_pos), ctx.role(k_pos))
         if ctx is None or None in roles:
@@ -203,9 +155,4 @@ class RoPE(PositionalEncoding):
         return ctx.shared(("rope_seq_len", self, *roles), lambda: self.seq_len(q_pos, k_pos))
 
     def extra_repr(self) -> str:
-        scaling = "" if self.scaling is None else f", scaling={self.scaling}"
-        return (
-            f"head_dim={self.head_dim}, base={self.base}, layout={self.layout!r}, "
-            f"partial={self.partial}{scaling}, kv_policy={self.kv_policy!r}, "
-            f"kernel={self.kernel!r}"
-        )
+        return f"{super().extra_repr()}, kernel={self.kernel!r}"

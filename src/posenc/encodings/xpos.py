@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
 from .. import functional as PF
-from .._validate import check_even, check_positive_float, values_checked
-from ..functional import LAYOUTS, Layout
+from .._validate import values_checked
 from ..kernels import rope_eager
 from ..registry import register
-from .base import PositionalEncoding
+from .base import PositionalEncoding, check_qk
 from .capabilities import Capabilities
-from .context import PositionContext, shared_for
-from .rotary import check_qk
+from .configs import XPosConfig
+from .context import Ctx, shared_for
 
 
 @register("xpos", family="rotary", paper="Sun et al., arXiv:2212.10554", year=2022)
@@ -31,37 +32,19 @@ class XPos(PositionalEncoding):
     """
 
     capabilities = Capabilities(rotates=True)
+    config_class = XPosConfig
 
     keep_dtype_buffers = ("inv_freq",)
     inv_freq: Tensor
 
-    def __init__(
-        self,
-        *,
-        head_dim: int,
-        base: float = 10000.0,
-        layout: Layout = "half",
-        partial: float = 1.0,
-        scale_base: float = 512.0,
-        gamma: float = 0.4,
-    ) -> None:
-        super().__init__()
-        check_even(head_dim, "head_dim")
-        for value, what in ((base, "base"), (scale_base, "scale_base"), (gamma, "gamma")):
-            check_positive_float(value, what)
-        if layout not in LAYOUTS:
-            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-        self.head_dim, self.base, self.layout = head_dim, float(base), layout
-        self.partial, self.scale_base, self.gamma = float(partial), float(scale_base), float(gamma)
-        self.rotary_dim = PF.rotary_dim(head_dim, self.partial)
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
         self.register_fixed_buffers()  # inv_freq (P,) float64
 
     def fixed_buffers(self) -> dict[str, Tensor]:
         return {"inv_freq": PF.rope_inv_freq(self.rotary_dim, base=self.base, xp=PF.torch_xp)}
 
-    def rotate_scaled(
-        self, x: Tensor, pos: Tensor, sign: float, ctx: PositionContext | None = None
-    ) -> Tensor:
+    def rotate_scaled(self, x: Tensor, pos: Tensor, sign: float, ctx: Ctx = None) -> Tensor:
         """Rotate x (B, H, T, D) at positions (T,) or (B, T) and scale by ζ^(sign·pos/γ_s)
         (tables shared by the layers of one forward through ``ctx``)."""
         work = torch.promote_types(x.dtype, torch.float32)
@@ -79,18 +62,10 @@ class XPos(PositionalEncoding):
         return (cos[:, None], sin[:, None]) if cos.ndim == 3 else (cos, sin)
 
     def rotate(
-        self,
-        q: Tensor,
-        k: Tensor,
-        q_pos: Tensor,
-        k_pos: Tensor,
-        *,
-        ctx: PositionContext | None = None,
+        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None
     ) -> tuple[Tensor, Tensor]:
-        if q.shape[-1] != self.head_dim:
-            raise ValueError(f"q/k must have head_dim={self.head_dim} features, got {q.shape[-1]}")
         if ctx is None:
-            q_pos, k_pos = check_qk(q, k, q_pos, k_pos)
+            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim)
             self.check_range(q, k, q_pos, k_pos)
         else:  # once per forward and dtype: every layer meets the same positions
             key = ("xpos_range", self, q.dtype, k.dtype)
@@ -114,9 +89,3 @@ class XPos(PositionalEncoding):
                 scale_base=self.scale_base,
                 gamma=self.gamma,
             )
-
-    def extra_repr(self) -> str:
-        return (
-            f"head_dim={self.head_dim}, base={self.base}, layout={self.layout!r}, "
-            f"partial={self.partial}, scale_base={self.scale_base}, gamma={self.gamma}"
-        )
