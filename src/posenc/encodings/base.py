@@ -60,18 +60,21 @@ class PositionalEncoding(nn.Module):
     #: KV-cache policy read by ``Attention``: "reference" caches keys as ``rotate`` left them;
     #: "rerotate" caches unrotated keys and rotates all of them at every step (dynamic RoPE).
     kv_policy: str = "reference"
-    _config_names: ClassVar[tuple[str, ...]] = ()
+    #: The config's values each module holds as attributes (``pe.head_dim``); by default all
+    #: fields and properties but the names the class uses itself (``_config_attributes``).
+    config_attributes: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **config: Any) -> None:
         super().__init__()
         self.config = self.config_class(**config)
-        self.__dict__.update({n: getattr(self.config, n) for n in self._config_names})
+        self.__dict__.update({n: getattr(self.config, n) for n in self.config_attributes})
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "capabilities" not in cls.__dict__:
             cls.capabilities = _widened(cls.capabilities, cls.__dict__)
-        cls._config_names = _config_attributes(cls)
+        if "config_attributes" not in cls.__dict__:
+            cls.config_attributes = _config_attributes(cls)
         cls.__signature__ = _signature(cls)  # type: ignore[attr-defined]
 
     if TYPE_CHECKING:  # the configuration's values (``pe.head_dim``), set by __init__

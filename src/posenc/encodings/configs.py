@@ -58,11 +58,6 @@ class EncodingConfig:
         return tuple(f.name for f in fields(cls))
 
 
-def _check_layout(layout: str) -> None:
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-
-
 @dataclass(frozen=True, kw_only=True)
 class SinusoidalConfig(EncodingConfig):
     name, family = "sinusoidal", "additive"
@@ -88,31 +83,42 @@ class LearnedConfig(EncodingConfig):
 
 
 @dataclass(frozen=True, kw_only=True)
-class RoPEConfig(EncodingConfig):
-    """``scaling`` is stored as a ``ScalingConfig`` (given as one, a dict or None)."""
+class RotaryConfig(EncodingConfig):
+    """The arguments RoPE and xPos share: θ_i = base^(-2i/d) on the ``partial`` rotated share of
+    head_dim, paired as ``layout`` says."""
 
-    name, family = "rope", "rotary"
     head_dim: int
     base: float = 10000.0
     layout: Layout = "half"
     partial: float = 1.0
-    scaling: Any = None
-    kv_policy: KVPolicy = "reference"
 
     def check(self) -> None:
         check_even(self.head_dim, "head_dim")
         check_positive_float(self.base, "base")
-        _check_layout(self.layout)
-        if self.kv_policy not in KV_POLICIES:
-            raise ValueError(f"kv_policy must be one of {KV_POLICIES}, got {self.kv_policy!r}")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
         PF.rotary_dim(self.head_dim, float(self.partial))
-        if self.scaling is not None:
-            object.__setattr__(self, "scaling", scaling_config(self.scaling))
 
     @property
     def rotary_dim(self) -> int:
         """Rotated features P·2 (``partial`` of head_dim)."""
         return PF.rotary_dim(self.head_dim, self.partial)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoPEConfig(RotaryConfig):
+    """``scaling`` is stored as a ``ScalingConfig`` (given as one, a dict or None)."""
+
+    name, family = "rope", "rotary"
+    scaling: Any = None
+    kv_policy: KVPolicy = "reference"
+
+    def check(self) -> None:
+        super().check()
+        if self.kv_policy not in KV_POLICIES:
+            raise ValueError(f"kv_policy must be one of {KV_POLICIES}, got {self.kv_policy!r}")
+        if self.scaling is not None:
+            object.__setattr__(self, "scaling", scaling_config(self.scaling))
 
     @property
     def dynamic(self) -> bool:
@@ -129,25 +135,15 @@ class RoPEConfig(EncodingConfig):
 
 
 @dataclass(frozen=True, kw_only=True)
-class XPosConfig(EncodingConfig):
+class XPosConfig(RotaryConfig):
     name, family = "xpos", "rotary"
-    head_dim: int
-    base: float = 10000.0
-    layout: Layout = "half"
-    partial: float = 1.0
     scale_base: float = 512.0
     gamma: float = 0.4
 
     def check(self) -> None:
-        check_even(self.head_dim, "head_dim")
-        for what in ("base", "scale_base", "gamma"):
-            check_positive_float(getattr(self, what), what)
-        _check_layout(self.layout)
-        PF.rotary_dim(self.head_dim, float(self.partial))
-
-    @property
-    def rotary_dim(self) -> int:
-        return PF.rotary_dim(self.head_dim, self.partial)
+        super().check()
+        check_positive_float(self.scale_base, "scale_base")
+        check_positive_float(self.gamma, "gamma")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -34,12 +34,13 @@ class Randomized(PositionalEncoding):
     capabilities = Capabilities(embeds=True, rotates=True)  # the base's hook
     config_class = RandomizedConfig
     config: RandomizedConfig
+    config_attributes = ("max_len", "sample_in_eval")  # the others describe the base encoding
 
     def __init__(self, **config: Any) -> None:
         super().__init__(**config)
-        keys = self.config.base_keys(info(self.base_encoding).parameters)
-        self.base = build(self.base_encoding, **keys)
-        self.generator = None if self.seed is None else torch.Generator().manual_seed(self.seed)
+        c = self.config
+        self.base = build(c.base_encoding, **c.base_keys(info(c.base_encoding).parameters))
+        self.generator = None if c.seed is None else torch.Generator().manual_seed(c.seed)
 
     @property
     def sampling(self) -> bool:
