@@ -15,8 +15,6 @@ __all__ = ["EncodingInfo", "build", "build_for_model", "info", "names", "registe
 
 E = TypeVar("E", bound=type[PositionalEncoding])
 _REGISTRY: dict[str, EncodingInfo] = {}
-#: Shared config names; ``build_for_model`` passes those an encoding accepts.
-SHARED_KEYS = ("head_dim", "n_heads", "dim", "base", "max_len")
 
 
 @dataclass(frozen=True)
@@ -87,15 +85,12 @@ def build(name: str, **config: Any) -> PositionalEncoding:
     """
     entry = info(name)
     params = entry.parameters
-    unknown = sorted(set(config) - set(params))
-    if unknown:
+    if unknown := sorted(set(config) - set(params)):
         raise ValueError(
             f"unknown config key(s) {unknown} for {name!r}; valid keys: {entry.signature()}"
         )
-    missing = [
-        n for n, p in params.items() if p.default is inspect.Parameter.empty and n not in config
-    ]
-    if missing:
+    required = [n for n, p in params.items() if p.default is inspect.Parameter.empty]
+    if missing := [n for n in required if n not in config]:
         raise ValueError(f"{name!r} needs config key(s) {missing}; signature: {entry.signature()}")
     return entry.cls(**config)
 

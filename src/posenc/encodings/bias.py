@@ -7,6 +7,7 @@ alone, finite on every pair; causal attention masks future keys itself. The form
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
@@ -44,10 +45,7 @@ def _exact(like: Tensor) -> AbstractContextManager[Any]:
 
 def work_dtype(*tensors: Tensor) -> torch.dtype:
     """float32, or the widest dtype among ``tensors`` if wider (bias precision under bf16)."""
-    dtype = torch.float32
-    for t in tensors:
-        dtype = torch.promote_types(dtype, t.dtype)
-    return dtype
+    return functools.reduce(torch.promote_types, (t.dtype for t in tensors), torch.float32)
 
 
 @register("alibi", family="bias", paper="Press et al., arXiv:2108.12409", year=2022)
@@ -156,10 +154,9 @@ class Kerple(PositionalEncoding):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        scale_r1, scale_r2 = self.init_scales
-        pairs = ((self.r1, self.init_r1, scale_r1), (self.r2, self.init_r2, scale_r2))
+        inits = (self.init_r1, self.init_r2)
         with torch.no_grad():
-            for p, init, scale in pairs:
+            for p, init, scale in zip((self.r1, self.r2), inits, self.init_scales, strict=True):
                 if init is None:
                     p.uniform_(0.0, scale)
                 else:
@@ -234,8 +231,7 @@ class FIRE(PositionalEncoding):
         w1, b1 = self.mlp_in.weight[:, 0].to(dtype), self.mlp_in.bias.to(dtype)
         w2, b2 = self.mlp_out.weight.to(dtype), self.mlp_out.bias.to(dtype)
         with _exact(w1):  # autocast would run the products in bf16 (0.04 off at bias 13)
-            kinks, slopes, intercepts = PF.fire_mlp_pieces(w1, b1, w2, b2)
-        return kinks, slopes, intercepts
+            return PF.fire_mlp_pieces(w1, b1, w2, b2)
 
     def distance_terms(self, q_pos: Tensor, max_offset: int) -> tuple[Tensor, Tensor]:
         """ψ(0), ..., ψ(max_offset) and the normaliser per query: x = ψ(|i - j|) / normaliser_i,

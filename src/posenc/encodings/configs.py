@@ -276,7 +276,6 @@ class TransformerXLConfig(EncodingConfig):
         if self.head_dim is None:
             object.__setattr__(self, "head_dim", self.dim // self.n_heads)
         check_positive_int(self.head_dim, "head_dim")
-        check_positive_float(self.base, "base")
 
 
 @dataclass(frozen=True, kw_only=True)

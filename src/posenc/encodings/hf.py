@@ -44,12 +44,8 @@ INTERLEAVED_MODEL_TYPES = frozenset(
 )
 #: transformers' defaults for ``partial_rotary_factor`` when a config omits it.
 _DEFAULT_PARTIAL = {
-    "gpt_neox": 0.25,
-    "stablelm": 0.25,
-    "phi": 0.5,
-    "glm": 0.5,
-    "glm4": 0.5,
-    "persimmon": 0.5,
+    **dict.fromkeys(("gpt_neox", "stablelm"), 0.25),
+    **dict.fromkeys(("phi", "glm", "glm4", "persimmon"), 0.5),
 }
 _SUPPORTED = frozenset({"linear", "dynamic", "yarn", "longrope", "llama3"})
 _TYPE_ALIASES = {"su": "longrope"}  # Phi-3's early name

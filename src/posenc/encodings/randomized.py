@@ -12,7 +12,7 @@ from ..registry import build, info, register
 from .base import PositionalEncoding, batch_positions
 from .capabilities import Capabilities
 from .configs import RandomizedConfig
-from .context import Ctx, PositionContext
+from .context import Ctx, PositionContext, shared_for
 
 
 @register("randomized", family="randomized", paper="Ruoss et al., arXiv:2305.16843", year=2023)
@@ -83,10 +83,7 @@ class Randomized(PositionalEncoding):
             pos = check_positions(pos)
         if not self.sampling:
             return pos
-        role = None if ctx is None else ctx.role(pos)
-        if ctx is None or role is None:
-            return self._draw(pos, batch)
-        return ctx.shared(("randomized", self, role, batch), lambda: self._draw(pos, batch))
+        return shared_for(ctx, pos, ("randomized", self, batch), lambda: self._draw(pos, batch))
 
     @torch.compiler.disable
     def _draw(self, pos: Tensor, batch: int) -> Tensor:
