@@ -1,19 +1,15 @@
 """The position context: one forward's positions and the work its layers share.
 
 A model builds it once per forward with ``pe.prepare(q_pos, k_pos)`` and hands it to every
-attention layer, as transformers hands ``position_embeddings`` down from the model: cos/sin
-tables, randomized draws and Transformer-XL's W_R R rows are computed at the first layer that
-needs them and reused by the others (and by every query block of a layer, and by the recompute
-of activation checkpointing, which calls the block again with the same context). Nothing is
-kept past the forward, so there is nothing to invalidate: no caches keyed on tensor identity or
-version counters.
+attention layer (as transformers hands down ``position_embeddings``): cos/sin tables, randomized
+draws and Transformer-XL's W_R R rows are made at the first layer that needs them and reused by
+the others, by every query block and by activation checkpointing's recompute. Nothing outlives
+the forward, so nothing needs invalidating.
 
-Roles: ``q_pos`` are the positions of this forward's tokens (the queries, and the keys a layer
-appends to its cache); ``k_pos`` are the positions of every key attention sees (cached keys
-first, then the new ones; ``q_pos`` itself without a cache). A hook tells which one it was
-given with ``role``; positions of any other origin get no shared work (computed afresh). Keys
-name the encoding module that shares the work, so layers with different encodings can share
-one context without taking each other's tables.
+Roles: ``q_pos`` are this forward's token positions (the queries, and the keys a layer appends
+to its cache); ``k_pos`` every key's (cached keys first; ``q_pos`` itself without a cache).
+``role`` tells a hook which one it was given; positions of any other origin get no shared work.
+Keys name the encoding module, so layers with different encodings can share one context.
 """
 
 from __future__ import annotations
