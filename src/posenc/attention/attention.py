@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from .._validate import (
-    check_bool,
+    check_context,
     check_encoding_heads,
     check_mask_tensor,
     check_ndim,
@@ -17,7 +17,9 @@ from .._validate import (
     check_positive_int,
 )
 from ..encodings.base import PositionalEncoding, batch_positions, default_positions
+from ..encodings.configs import AttentionConfig
 from ..encodings.context import PositionContext
+from ..functional.masks import allowed_keys
 from .backends import Call, attend
 from .kv_cache import CachedKeys, KVCache
 
@@ -65,32 +67,27 @@ class Attention(nn.Module):
         bias_backend: Literal["auto", "blocks", "flex"] = "auto",
     ) -> None:
         super().__init__()
-        check_positive_int(d_model, "d_model")
-        check_positive_int(n_heads, "n_heads")
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-        check_positive_int(n_kv_heads, "n_kv_heads")
-        if d_model % n_heads:
-            raise ValueError(f"d_model must be divisible by n_heads, got {d_model} and {n_heads}")
-        if n_heads % n_kv_heads:
-            raise ValueError(
-                f"n_heads must be divisible by n_kv_heads, got {n_heads}, {n_kv_heads}"
-            )
+        cfg = AttentionConfig(
+            d_model=d_model,
+            n_heads=n_heads,
+            causal=causal,
+            n_kv_heads=n_kv_heads,
+            dropout=dropout,
+            bias=bias,
+        )
         if not isinstance(pe, PositionalEncoding):
             raise TypeError(f"pe must be a PositionalEncoding, got {type(pe).__name__}")
-        check_encoding_heads(pe, n_heads, d_model // n_heads)
-        check_bool(causal, "causal")
-        check_bool(bias, "bias")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-        self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
-        self.head_dim = d_model // n_heads
+        check_encoding_heads(pe, n_heads, cfg.head_dim)
         if block_size is not None:
             check_positive_int(block_size, "block_size")
+        if bias_backend not in BIAS_BACKENDS:
+            raise ValueError(f"bias_backend must be one of {BIAS_BACKENDS}, got {bias_backend!r}")
+        self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
+        self.head_dim = cfg.head_dim
         self.causal, self.dropout = causal, dropout
         self.pe: PositionalEncoding = pe
         self.block_size = block_size  # query block for score-bias encodings (memory O(H·block·T))
-        if bias_backend not in BIAS_BACKENDS:
-            raise ValueError(f"bias_backend must be one of {BIAS_BACKENDS}, got {bias_backend!r}")
         self.bias_backend = bias_backend
         kv_width = n_kv_heads * self.head_dim
         self.qkv = nn.Linear(d_model, d_model + 2 * kv_width, bias=bias)
@@ -122,7 +119,10 @@ class Attention(nn.Module):
         if cache is not None and not isinstance(cache, KVCache):
             raise TypeError(f"cache must be a KVCache (one layer's), got {type(cache).__name__}")
         offset = 0 if cache is None else len(cache)
-        ctx = self._context(x, pos, cache, ctx)
+        if ctx is None:
+            ctx = new_context(self.pe, pos, B, T, cache, x.device)
+        else:
+            check_context(ctx, pos, T, offset + T)
         pos = ctx.q_pos
         q, k, v = self._project(x)  # (B, H, T, D), (B, Hkv, T, D) x2
         rerotate = cache is not None and self.pe.kv_policy == "rerotate"
@@ -136,33 +136,13 @@ class Attention(nn.Module):
         if rerotate:  # the cache holds unrotated keys: rotate all with the current frequencies
             q, k_all = self.pe.rotate(q, keys.k, pos, k_pos, ctx=ctx)  # k_all (B, Hkv, L, D)
             keys = keys._replace(k=k_all)
-        allowed = self._allowed(
-            new, keys, offset, plain=padding_mask is None and segment_ids is None
-        )
+        allowed = None  # nothing masked beyond what ``is_causal`` expresses
+        if padding_mask is not None or segment_ids is not None or offset:
+            allowed = allowed_keys(
+                keys.valid, new.segment, keys.segment, causal=self.causal, offset=offset
+            )  # (B, 1, T, L)
         out = attend(self, Call(q, keys, ctx, allowed, offset))  # (B, H, T, D)
         return self.proj(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
-
-    def _context(
-        self, x: Tensor, pos: Tensor | None, cache: KVCache | None, ctx: PositionContext | None
-    ) -> PositionContext:
-        """The given context (its positions must fit x and the cache), or one for ``pos``."""
-        B, T, _ = x.shape
-        L = T + (0 if cache is None else len(cache))
-        if ctx is None:
-            offset = L - T
-            pos = default_positions(T, offset=offset, device=x.device) if pos is None else pos
-            pos = check_positions(pos, "pos")
-            check_positions_match(pos, B, T, "pos")
-            k_pos = pos if cache is None else cache.key_positions(batch_positions(pos, B))
-            return self.pe.prepare(pos, k_pos)
-        if pos is not None and pos is not ctx.q_pos:
-            raise ValueError("pass positions either as pos or in ctx, not both")
-        if ctx.q_pos.shape[-1] != T or ctx.k_pos.shape[-1] != L:
-            raise ValueError(
-                f"ctx holds {ctx.q_pos.shape[-1]} query and {ctx.k_pos.shape[-1]} key positions;"
-                f" this call has {T} new tokens and {L} keys with its cache"
-            )
-        return ctx
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         B, T, _ = x.shape
@@ -172,24 +152,6 @@ class Attention(nn.Module):
         k = k.view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)
         v = v.view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)
         return q, k, v
-
-    def _allowed(
-        self, new: CachedKeys, keys: CachedKeys, offset: int, *, plain: bool
-    ) -> Tensor | None:
-        """Boolean (B, 1, T, L) mask of keys each query may see; None when nothing is masked
-        beyond what ``is_causal`` expresses (no padding, no segments, no cache offset)."""
-        T, L = new.pos.shape[1], keys.pos.shape[1]
-        if plain and offset == 0:
-            return None
-        allowed = keys.valid[:, None, None, :] & (
-            new.segment[:, None, :, None] == keys.segment[:, None, None, :]
-        )  # (B, 1, T, L)
-        if self.causal:
-            q_idx = torch.arange(offset, offset + T, device=keys.pos.device)
-            k_idx = torch.arange(L, device=keys.pos.device)
-            allowed = allowed & (k_idx[None, :] <= q_idx[:, None])  # (T, L) by cache order
-        # A query with no visible key (e.g. a padding query) attends everywhere instead of NaN.
-        return allowed | ~allowed.any(dim=-1, keepdim=True)
 
 
 def _mask_inputs(
@@ -217,3 +179,21 @@ def _mask_inputs(
         check_mask_tensor(segment_ids, "segment_ids", "integer", (B, T))
         segment = segment_ids.long()
     return valid, segment
+
+
+def new_context(
+    pe: PositionalEncoding,
+    pos: Tensor | None,
+    B: int,
+    T: int,
+    cache: KVCache | None,
+    device: torch.device,
+) -> PositionContext:
+    """``pe.prepare`` for T new tokens at ``pos`` (T,) | (B, T) (default: after the cache's
+    entries), validated to int64 once, and every key: the cached ones, then these."""
+    if pos is None:
+        pos = default_positions(T, offset=0 if cache is None else len(cache), device=device)
+    pos = check_positions(pos, "pos")  # int64 once: every hook sees this one tensor
+    check_positions_match(pos, B, T, "pos")
+    k_pos = pos if cache is None else cache.key_positions(batch_positions(pos, B))
+    return pe.prepare(pos, k_pos)

@@ -20,7 +20,7 @@ offset: ``allowed`` is None).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
@@ -34,6 +34,7 @@ from .kv_cache import CachedKeys
 from .toeplitz import toeplitz_bias_attention
 
 if TYPE_CHECKING:
+    from ..encodings.base import PositionalEncoding
     from .attention import Attention
 
 #: Bias entries (H x block x Tk) per query block when ``block_size`` is not given: 16 MiB fp32.
@@ -55,6 +56,10 @@ class Call(NamedTuple):
 
 
 Run = Callable[["Attention", Call], Tensor | None]
+#: (q, k, v, pe, q_pos, k_pos): the fused kernels' positional arguments.
+Inputs = tuple[Tensor, Tensor, Tensor, "PositionalEncoding", Tensor, Tensor]
+#: (q, k, v, q_pos, k_pos, allowed) of one query block.
+Block = tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor | None]
 
 
 def attend(layer: Attention, call: Call) -> Tensor:
@@ -71,53 +76,53 @@ def _dropout(layer: Attention) -> float:
     return layer.dropout if layer.training else 0.0
 
 
-def _compiling_or_off_cpu(call: Call) -> bool:
+def _scale(layer: Attention) -> float:
+    return 1.0 / math.sqrt(layer.head_dim)  # not 1/sqrt(q's width): PoPE doubles it
+
+
+def _offset_bias(layer: Attention, call: Call, *backends: str) -> bool:
+    """An offset-only bias under the plain mask, with ``bias_backend`` among ``backends``."""
+    return (
+        layer.bias_backend in backends
+        and layer.pe.capabilities.bias == "offset"
+        and call.allowed is None
+    )
+
+
+def _eager_cpu(call: Call) -> bool:
     """The host-side fused paths read positions: eager CPU only."""
-    return call.q.device.type != "cpu" or torch.compiler.is_compiling()
+    return call.q.device.type == "cpu" and not torch.compiler.is_compiling()
+
+
+def _inputs(layer: Attention, call: Call) -> Inputs:
+    return call.q, call.keys.k, call.keys.v, layer.pe, call.ctx.q_pos, call.ctx.k_pos
 
 
 def _flex_applies(layer: Attention, call: Call) -> bool:
-    caps = layer.pe.capabilities
     return (
-        layer.bias_backend == "flex"
-        and caps.bias == "offset"
-        and call.allowed is None
-        and flex_runs_on(call.q.device)
-        and _dropout(layer) == 0.0
+        _offset_bias(layer, call, "flex") and flex_runs_on(call.q.device) and _dropout(layer) == 0.0
     )
 
 
 def _flex(layer: Attention, call: Call) -> Tensor | None:
-    q, keys, ctx = call.q, call.keys, call.ctx
-    return flex_bias_attention(
-        q, keys.k, keys.v, layer.pe, ctx.q_pos, ctx.k_pos, causal=layer.causal, checked=True
-    )
+    return flex_bias_attention(*_inputs(layer, call), causal=layer.causal, checked=True)
 
 
 def _toeplitz_applies(layer: Attention, call: Call) -> bool:
     """CPU SDPA reads the strided mask in place (GPU kernels would copy it); below
     ``TOEPLITZ_MIN_ENTRIES`` one small dense bias is as fast."""
-    big = call.q.shape[2] * call.keys.k.shape[2] >= TOEPLITZ_MIN_ENTRIES
     return (
-        layer.bias_backend in ("auto", "flex")
-        and layer.pe.capabilities.bias == "offset"
-        and call.allowed is None
-        and not _compiling_or_off_cpu(call)
-        and big
+        _offset_bias(layer, call, "auto", "flex")
+        and _eager_cpu(call)
+        and call.q.shape[2] * call.keys.k.shape[2] >= TOEPLITZ_MIN_ENTRIES
     )
 
 
 def _toeplitz(layer: Attention, call: Call) -> Tensor | None:
-    q, keys, ctx = call.q, call.keys, call.ctx
     return toeplitz_bias_attention(
-        q,
-        keys.k,
-        keys.v,
-        layer.pe,
-        ctx.q_pos,
-        ctx.k_pos,
+        *_inputs(layer, call),
         causal=layer.causal,
-        scale=1.0 / math.sqrt(layer.head_dim),
+        scale=_scale(layer),
         dropout=_dropout(layer),
         block=layer.block_size,
         checked=True,
@@ -129,25 +134,14 @@ def _fused_applies(layer: Attention, call: Call) -> bool:
         layer.bias_backend == "auto"
         and layer.pe.capabilities.fused in FUSED
         and call.allowed is None
-        and not _compiling_or_off_cpu(call)
+        and _eager_cpu(call)
         and _dropout(layer) == 0.0
     )
 
 
 def _fused(layer: Attention, call: Call) -> Tensor | None:
     kernel = FUSED[layer.pe.capabilities.fused or ""]
-    q, keys, ctx = call.q, call.keys, call.ctx
-    return kernel(
-        q,
-        keys.k,
-        keys.v,
-        layer.pe,
-        ctx.q_pos,
-        ctx.k_pos,
-        causal=layer.causal,
-        scale=1.0 / math.sqrt(layer.head_dim),
-        checked=True,
-    )
+    return kernel(*_inputs(layer, call), causal=layer.causal, scale=_scale(layer), checked=True)
 
 
 def query_blocks(layer: Attention, T: int, L: int, offset: int) -> list[tuple[int, int, int]]:
@@ -163,23 +157,42 @@ def query_blocks(layer: Attention, T: int, L: int, offset: int) -> list[tuple[in
     ]
 
 
-def _sdpa_blocks(layer: Attention, call: Call) -> Tensor:
-    """SDPA one query block at a time when the encoding has a bias: only one block's bias
-    (B|1, H|1, block, L_b) exists at once, and a causal block reads only the keys up to its
-    last query (L_b = offset + block end), so masked blocks cost nothing."""
-    q, keys, ctx, allowed = call.q, call.keys, call.ctx, call.allowed
-    has_bias = layer.pe.capabilities.bias != "none"
-    blocks = query_blocks(layer, q.shape[2], keys.k.shape[2], call.offset)
-    if not has_bias or len(blocks) == 1:
-        bias = layer.pe.bias(ctx.q_pos, ctx.k_pos, ctx=ctx) if has_bias else None
-        return _sdpa(layer, q, keys.k, keys.v, bias, allowed)
-    outs = []
+def _blocks(layer: Attention, call: Call, k: Tensor, v: Tensor) -> Iterator[Block]:
+    """(q, k, v, q_pos, k_pos, allowed) of each query block (``query_blocks``), the call itself
+    when it is one block: a causal block reads only the keys up to its last query (L_b =
+    offset + block end), so masked blocks cost nothing."""
+    q, ctx, allowed = call.q, call.ctx, call.allowed
+    blocks = query_blocks(layer, q.shape[2], k.shape[2], call.offset)
+    if len(blocks) == 1:
+        yield q, k, v, ctx.q_pos, ctx.k_pos, allowed
+        return
     for s, e, Lb in blocks:
-        bias = layer.pe.bias(ctx.q_pos[..., s:e], ctx.k_pos[..., :Lb], ctx=ctx)
         blk_allowed = None if allowed is None else allowed[..., s:e, :Lb]
-        k, v = keys.k[:, :, :Lb], keys.v[:, :, :Lb]
-        outs.append(_sdpa(layer, q[:, :, s:e], k, v, bias, blk_allowed))
-    return torch.cat(outs, dim=2)  # (B, H, T, D)
+        yield (
+            q[:, :, s:e],
+            k[:, :, :Lb],
+            v[:, :, :Lb],
+            ctx.q_pos[..., s:e],
+            ctx.k_pos[..., :Lb],
+            blk_allowed,
+        )
+
+
+def _cat(outs: list[Tensor]) -> Tensor:
+    return outs[0] if len(outs) == 1 else torch.cat(outs, dim=2)  # (B, H, T, D)
+
+
+def _sdpa_blocks(layer: Attention, call: Call) -> Tensor:
+    """SDPA, one query block at a time when the encoding has a bias: only one block's bias
+    (B|1, H|1, block, L_b) exists at once."""
+    keys, ctx = call.keys, call.ctx
+    if layer.pe.capabilities.bias == "none":
+        return _sdpa(layer, call.q, keys.k, keys.v, None, call.allowed)
+    outs = [
+        _sdpa(layer, qb, kb, vb, layer.pe.bias(q_pos, k_pos, ctx=ctx), allowed)
+        for qb, kb, vb, q_pos, k_pos, allowed in _blocks(layer, call, keys.k, keys.v)
+    ]
+    return _cat(outs)
 
 
 def _sdpa(
@@ -202,27 +215,19 @@ def _sdpa(
         dropout_p=_dropout(layer),
         is_causal=is_causal,
         enable_gqa=layer.n_kv_heads != layer.n_heads,
-        scale=1.0 / math.sqrt(layer.head_dim),  # not 1/sqrt(q's width): PoPE doubles it
+        scale=_scale(layer),
     )
 
 
 def _explicit_blocks(layer: Attention, call: Call) -> Tensor:
-    """Explicit attention (relative terms need the weights) one query block at a time, as
-    ``_sdpa_blocks``: (B, H, block, L_b) scores at once, and a causal block stops at the
-    keys its last query sees (L_b = offset + block end), which halves the work at T = L. Work
-    the blocks share (Transformer-XL's rows) is done once, through the context."""
-    q, ctx, allowed = call.q, call.ctx, call.allowed
+    """Explicit attention (relative terms need the weights) by query blocks (``_blocks``):
+    (B, H, block, L_b) scores at once, half the work at T = L when causal. Work the blocks
+    share (Transformer-XL's rows) is done once, through the context."""
     groups = layer.n_heads // layer.n_kv_heads
     k, v = call.keys.k, call.keys.v
     k = k.repeat_interleave(groups, dim=1) if groups > 1 else k  # (B, H, L, D)
     v = v.repeat_interleave(groups, dim=1) if groups > 1 else v
-    outs = []
-    for s, e, Lb in query_blocks(layer, q.shape[2], k.shape[2], call.offset):
-        blk_allowed = None if allowed is None else allowed[..., s:e, :Lb]
-        qb, kb, vb = q[:, :, s:e], k[:, :, :Lb], v[:, :, :Lb]
-        q_pos, k_pos = ctx.q_pos[..., s:e], ctx.k_pos[..., :Lb]
-        outs.append(_explicit(layer, qb, kb, vb, q_pos, k_pos, blk_allowed, ctx))
-    return outs[0] if len(outs) == 1 else torch.cat(outs, dim=2)  # (B, H, T, D)
+    return _cat([_explicit(layer, *block, call.ctx) for block in _blocks(layer, call, k, v)])
 
 
 def _explicit(

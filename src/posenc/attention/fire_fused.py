@@ -25,7 +25,7 @@ from ..encodings.base import PositionalEncoding
 from ..encodings.bias import FIRE
 from ..kernels.native import NativeKernel
 from .flex import check_attention_inputs
-from .toeplitz import arithmetic_start
+from .toeplitz import consecutive_starts
 
 KERNEL = NativeKernel(
     "posenc_fire_attention_cpu",
@@ -85,11 +85,12 @@ def fire_fused_attention(
     if dtype not in LOW_OR_SINGLE or any(t.dtype != dtype for t in (k, v)):
         return None
     needs_grad = any(t.requires_grad for t in (q, k, v, *pe.parameters()))
-    if (torch.is_grad_enabled() and needs_grad) or (causal and k.shape[2] < q.shape[2]):
+    if torch.is_grad_enabled() and needs_grad:
         return None
-    a, b = arithmetic_start(q_pos), arithmetic_start(k_pos)
-    if a is None or b is None or not _kernel_ready():
+    starts = consecutive_starts(q_pos, k_pos, causal=causal)
+    if starts is None or not _kernel_ready():
         return None
+    a, b = starts
     T, L = q.shape[2], k.shape[2]
     shift = a - b  # offset of query row r and key c: shift + r - c
     max_offset = max(abs(shift + T - 1), abs(shift - L + 1))  # largest |i - j|

@@ -1,25 +1,18 @@
 """Score biases fused into attention with FlexAttention: no bias tensor is ever materialised.
 
-For encodings whose bias depends only on the offset i - j (``capabilities.bias == "offset"``:
-ALiBi, T5, Kerple), the encoding's own ``bias`` is evaluated once on every offset the call can
-meet — a (H, n_offsets) table — and a ``score_mod`` adds ``table[h, q_pos - k_pos]`` inside the
-compiled attention kernel; causal attention also skips fully masked blocks (a block mask).
-Opt in with ``Attention(..., bias_backend="flex")``; the first call per shape compiles.
+For offset-only biases (``capabilities.bias == "offset"``: ALiBi, T5, Kerple) the encoding's
+own ``bias`` is evaluated once on every offset the call can meet, a (H, n_offsets) table, and a
+``score_mod`` adds ``table[h, q_pos - k_pos]`` inside the compiled kernel; causal attention
+also skips fully masked blocks (a block mask). Opt in with ``Attention(...,
+bias_backend="flex")``; the first call per shape compiles.
 
-Not on CPU: Inductor's CPU FlexAttention kernel (torch 2.13) is wrong on AVX2 machines and does
-not build for the portable ISA, so posenc never calls it there (``flex_runs_on``) and
-``Attention`` takes its default CPU path (the Toeplitz view), which gives the same numbers.
-Minimal reproduction (AVX2, no AVX-512; no posenc involved)::
-
-    from torch.nn.attention.flex_attention import flex_attention
-    q = k = v = torch.randn(1, 2, 40, 8)  # head dim 8, length 40 (also 24, 56, 72, 152, 200)
-    out = torch.compile(flex_attention)(q, k, v)
-    (out - F.scaled_dot_product_attention(q, k, v)).abs().max()  # 0.5-1.0, NaN in masked rows
-
-Head dim 16 at length 200 is wrong too; lengths 32, 48, 64 and head dims 32-64 came out right.
-Under ``ATEN_CPU_CAPABILITY=default`` the generated C++ fails to compile (``at::vec::pack_vnni2``
-is not declared). ``flex_bias_attention(..., compiled=False)`` runs the same score_mod and block
-mask through flex's eager (unfused) form, which is how posenc's part is tested on CPU.
+Not on CPU (``flex_runs_on``): Inductor's CPU FlexAttention kernel (torch 2.13) is wrong on AVX2
+machines without AVX-512 (``torch.compile(flex_attention)(q, k, v)`` with q = k = v of shape
+(1, 2, 40, 8) differs from SDPA by 0.5-1.0, NaN in masked rows; also lengths 24, 56, 72, 152,
+200 and head dim 16 at 200) and its generated C++ does not compile under
+``ATEN_CPU_CAPABILITY=default`` (``at::vec::pack_vnni2`` undeclared). ``Attention`` takes its
+CPU path there (the Toeplitz view, same numbers); ``compiled=False`` runs the same score_mod
+and block mask through flex's eager form, which is how posenc's part is tested on CPU.
 """
 
 from __future__ import annotations
@@ -132,10 +125,6 @@ def offset_table(pe: PositionalEncoding, lo: int, hi: int, n_heads: int) -> Tens
     return bias[0, :, 0].expand(n_heads, keys.shape[0])
 
 
-def _cpu_grad(*tensors: Tensor) -> bool:
-    return any(t.requires_grad and t.device.type == "cpu" for t in tensors)
-
-
 def pe_device(pe: PositionalEncoding) -> torch.device:
     tensors = [*pe.parameters(), *pe.buffers()]
     return tensors[0].device if tensors else torch.device("cpu")
@@ -177,7 +166,8 @@ def flex_bias_attention(
     qp, kp = batch_positions(q_pos, B), batch_positions(k_pos, B)  # (B, T), (B, L)
     lo, hi = int(qp.min() - kp.max()), int(qp.max() - kp.min())
     table = offset_table(pe, lo, hi, H).to(torch.float32)  # (H, n)
-    if torch.is_grad_enabled() and (table.requires_grad or _cpu_grad(q, k, v)):
+    cpu_grad = any(t.requires_grad and t.device.type == "cpu" for t in (q, k, v))
+    if torch.is_grad_enabled() and (table.requires_grad or cpu_grad):
         # Flex cannot send gradients to a captured table, nor run any backward on CPU (torch
         # 2.13): the caller then uses the blockwise path.
         return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -9,10 +10,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._forms import encoder_form
-from .._validate import check_ndim, check_positions, check_positions_match, check_positive_int
-from ..encodings.base import PositionalEncoding, batch_positions, default_positions
+from .._validate import check_ndim
+from ..encodings.base import PositionalEncoding
+from ..encodings.configs import TransformerConfig
 from ..encodings.context import PositionContext
-from .attention import Attention
+from .attention import Attention, new_context
 from .kv_cache import KVCache
 
 
@@ -62,12 +64,17 @@ class TinyTransformer(nn.Module):
         pe_config: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        sizes = {"vocab_size": vocab_size, "d_model": d_model, "n_layers": n_layers}
-        sizes |= {"n_heads": n_heads, "max_len": max_len}
-        for what, value in (sizes | ({} if d_ff is None else {"d_ff": d_ff})).items():
-            check_positive_int(value, what)
-        if d_model % n_heads:
-            raise ValueError(f"d_model must be divisible by n_heads, got {d_model} and {n_heads}")
+        TransformerConfig(  # the checks
+            vocab_size=vocab_size,
+            d_model=d_model,
+            n_layers=n_layers,
+            n_heads=n_heads,
+            n_kv_heads=n_kv_heads,
+            d_ff=d_ff,
+            causal=causal,
+            dropout=dropout,
+            max_len=max_len,
+        )
         if isinstance(pe, str):
             from ..registry import build_for_model, info
 
@@ -114,23 +121,12 @@ class TinyTransformer(nn.Module):
             raise TypeError(f"idx must be an integer tensor of token ids, got {idx.dtype}")
         if cache is not None and len(cache) != len(self.blocks):
             raise ValueError(f"cache must hold {len(self.blocks)} layers, got {len(cache)}")
-        if pos is None:
-            offset = 0 if cache is None else len(cache[0])
-            pos = default_positions(idx.shape[1], offset=offset, device=idx.device)
-        pos = check_positions(pos, "pos")  # int64 once: every hook sees this one tensor
         B, T = idx.shape
-        check_positions_match(pos, B, T, "pos")
-        k_pos = pos if cache is None else cache[0].key_positions(batch_positions(pos, B))
-        ctx = self.pe.prepare(pos, k_pos)  # once per forward, for every layer
-        x = self.pe.embed(self.tok(idx), pos, ctx=ctx)  # (B, T, C)
-        for i, block in enumerate(self.blocks):
-            x = block(
-                x,
-                ctx,
-                None if cache is None else cache[i],
-                padding_mask=padding_mask,
-                segment_ids=segment_ids,
-            )
+        caches: Sequence[KVCache | None] = cache or [None] * len(self.blocks)
+        ctx = new_context(self.pe, pos, B, T, caches[0], idx.device)  # once, for every layer
+        x = self.pe.embed(self.tok(idx), ctx.q_pos, ctx=ctx)  # (B, T, C)
+        for block, layer_cache in zip(self.blocks, caches, strict=True):
+            x = block(x, ctx, layer_cache, padding_mask=padding_mask, segment_ids=segment_ids)
         return self.norm(x)
 
     def forward(
@@ -153,9 +149,7 @@ class TinyTransformer(nn.Module):
 
 
 def _init_weights(m: nn.Module) -> None:
-    if isinstance(m, nn.Linear):
+    if isinstance(m, nn.Linear | nn.Embedding):
         nn.init.normal_(m.weight, std=0.02)
-        if m.bias is not None:
-            nn.init.zeros_(m.bias)
-    elif isinstance(m, nn.Embedding):
-        nn.init.normal_(m.weight, std=0.02)
+    if isinstance(m, nn.Linear) and m.bias is not None:
+        nn.init.zeros_(m.bias)

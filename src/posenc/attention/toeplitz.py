@@ -44,6 +44,15 @@ def arithmetic_start(pos: Tensor) -> int | None:
     return int(start) if bool((row == start + steps).all()) else None
 
 
+def consecutive_starts(q_pos: Tensor, k_pos: Tensor, *, causal: bool) -> tuple[int, int] | None:
+    """(a, b), the first query and key positions, when both run consecutively (``arithmetic_start``)
+    and a causal call has no fewer keys than queries (else rows with no visible key); else None."""
+    a, b = arithmetic_start(q_pos), arithmetic_start(k_pos)
+    if a is None or b is None or (causal and k_pos.shape[-1] < q_pos.shape[-1]):
+        return None
+    return a, b
+
+
 def toeplitz_bias_attention(
     q: Tensor,
     k: Tensor,
@@ -72,9 +81,10 @@ def toeplitz_bias_attention(
         check_attention_inputs(q, k, v, q_pos, k_pos, same_dtype=True)
     H, T, D = q.shape[1:]
     L = k.shape[2]
-    a, b = arithmetic_start(q_pos), arithmetic_start(k_pos)
-    if a is None or b is None or (causal and L < T):
+    starts = consecutive_starts(q_pos, k_pos, causal=causal)
+    if starts is None:
         return None
+    a, b = starts
     lo = a - (b + L - 1)  # smallest offset q_pos - k_pos; the table covers lo .. lo + T + L - 2
     table = offset_table(pe, lo, a + T - 1 - b, H)  # (H, T + L - 1)
     if causal:  # query r sees cache index <= L - T + r, i.e. offset >= (a - b) - (L - T)
