@@ -71,7 +71,7 @@ def rope_cases(inductor: bool) -> None:
                         f"cpp backward {tag}", bq, rope_reference(q, cos, sin, layout, -1.0), atol
                     )
                     qi, ki = q.clone(), k.clone()
-                    rope_cpp.rope_pair_([qi, ki], [(cos, sin)] * 2, layout)
+                    rope_cpp.rope_pair([qi, ki], [(cos, sin)] * 2, layout, inplace=True)
                     check(f"cpp in place {tag}", qi, want_q, atol)
                     if dtype == torch.float32:
                         eager = apply_rope(q, cos, sin, layout=layout)

@@ -41,6 +41,7 @@ from .rope_tables import RopeTables
 
 Kernel = Literal["auto", "eager", "cpp", "inductor", "triton"]
 KERNELS: tuple[Kernel, ...] = ("auto", "eager", "cpp", "inductor", "triton")
+NO_TRITON = "kernel='triton' needs Triton (pip install 'posenc[triton]')"
 #: Notices given once per process ("cpp": kernel="auto" could not build the C++ kernel).
 _warned: set[str] = set()
 _triton_module: list[ModuleType | None] = []  # filled on first need: [module] or [None]
@@ -52,7 +53,7 @@ def check_kernel(kernel: str) -> Kernel:
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
     if kernel == "triton" and importlib.util.find_spec("triton") is None:
-        raise RuntimeError("kernel='triton' needs Triton (pip install 'posenc[triton]')")
+        raise RuntimeError(NO_TRITON)
     return kernel
 
 
@@ -86,18 +87,19 @@ def rotate_pair(
         check_rope_inplace(k, cos_k, sin_k, "k")
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    args = (q, k, cos_q, sin_q, cos_k, sin_k, layout, inplace, prepared)
     chosen = _choose(kernel, q, k, cos_q, sin_q, cos_k, sin_k)
     if chosen == "inductor":
-        return rope_inductor.rope_pair(
-            q, k, cos_q, sin_q, cos_k, sin_k, layout, inplace, prepared=prepared
-        )
-    if chosen in ("cpp", "triton"):
-        rotate = _cpp_rotate if chosen == "cpp" else _triton_rotate
-        return _one_pass(rotate, q, k, cos_q, sin_q, cos_k, sin_k, layout, inplace, prepared)
-    return (
-        rope_eager.apply_rope_unchecked(q, cos_q, sin_q, layout, inplace, prepared[0]),
-        rope_eager.apply_rope_unchecked(k, cos_k, sin_k, layout, inplace, prepared[1]),
-    )
+        return rope_inductor.rope_pair(*args)
+    if chosen == "eager":
+        return rope_eager.rope_pair(*args)
+    rotate = rope_cpp.rope_pair if chosen == "cpp" else _triton_rotate
+    if inplace or not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)):
+        tables = [(cos_q, sin_q), (cos_k, sin_k)]  # no graph: no Function
+        oq, ok = rotate([q, k], tables, layout, inplace=inplace, prepared=list(prepared))
+        return oq, ok
+    rotated: tuple[Tensor, Tensor] = PairRotation.apply(rotate, *args[:7], list(prepared))
+    return rotated
 
 
 def _choose(kernel: Kernel, q: Tensor, k: Tensor, *tables: Tensor) -> Kernel:
@@ -109,16 +111,12 @@ def _choose(kernel: Kernel, q: Tensor, k: Tensor, *tables: Tensor) -> Kernel:
         return "eager"  # learnable phases: the custom backwards return no table gradients
     if kernel == "auto":
         kernel = _auto(q.device)
-    cos_q, cos_k = tables[0], tables[2]
-    if kernel == "cpp":
-        takes = rope_cpp.supports(q, cos_q) and rope_cpp.supports(k, cos_k)
-        return "cpp" if takes and q.dtype == k.dtype else "eager"
-    if kernel == "triton":
-        triton = _triton()
-        if triton is None:
-            raise RuntimeError("kernel='triton' needs Triton (pip install 'posenc[triton]')")
-        takes = triton.supports(q, cos_q) and triton.supports(k, cos_k)
-        return "triton" if takes and q.dtype == k.dtype else "eager"
+    if kernel in ("cpp", "triton"):
+        module = rope_cpp if kernel == "cpp" else _triton()
+        if module is None:
+            raise RuntimeError(NO_TRITON)
+        takes = module.supports(q, tables[0]) and module.supports(k, tables[2])
+        return kernel if takes and q.dtype == k.dtype else "eager"
     return kernel
 
 
@@ -158,18 +156,8 @@ def _triton() -> Any:
     return _triton_module[0]
 
 
+#: A one-pass kernel: ``rotate(xs, tables, layout, *, backward=, inplace=, prepared=)``.
 Rotate = Callable[..., list[Tensor]]
-
-
-def _cpp_rotate(
-    xs: list[Tensor],
-    tables: list[tuple[Tensor, Tensor]],
-    layout: str,
-    *,
-    backward: bool = False,
-    prepared: list[RopeTables | None] | None = None,
-) -> list[Tensor]:
-    return rope_cpp.rope_pair(xs, tables, layout, backward=backward, prepared=prepared)
 
 
 def _triton_rotate(
@@ -178,39 +166,11 @@ def _triton_rotate(
     layout: str,
     *,
     backward: bool = False,
+    inplace: bool = False,
     prepared: list[RopeTables | None] | None = None,
 ) -> list[Tensor]:
-    rotated: list[Tensor] = _triton().launch(xs, tables, layout, backward=backward)
-    return rotated
-
-
-def _one_pass(
-    rotate: Rotate,
-    q: Tensor,
-    k: Tensor,
-    cos_q: Tensor,
-    sin_q: Tensor,
-    cos_k: Tensor,
-    sin_k: Tensor,
-    layout: str,
-    inplace: bool,
-    prepared: tuple[RopeTables | None, RopeTables | None],
-) -> tuple[Tensor, Tensor]:
-    """q and k through a one-pass kernel (C++ or Triton): in place, without autograd, or
-    through ``PairRotation``."""
-    tables, held = [(cos_q, sin_q), (cos_k, sin_k)], list(prepared)
-    if inplace:
-        if rotate is _cpp_rotate:
-            oq, ok = rope_cpp.rope_pair_([q, k], tables, layout, held)
-        else:
-            oq, ok = _triton().launch([q, k], tables, layout, inplace=True)
-        return oq, ok
-    if not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)):
-        oq, ok = rotate([q, k], tables, layout, prepared=held)  # no graph: no Function
-        return oq, ok
-    rotated: tuple[Tensor, Tensor] = PairRotation.apply(
-        rotate, q, k, cos_q, sin_q, cos_k, sin_k, layout, held
-    )
+    """``rope_cpp.rope_pair`` by the Triton kernel (which converts its tables per launch)."""
+    rotated: list[Tensor] = _triton().launch(xs, tables, layout, backward=backward, inplace=inplace)
     return rotated
 
 

@@ -63,28 +63,19 @@ def rope_pair(
     layout: str,
     *,
     backward: bool = False,
+    inplace: bool = False,
     prepared: list[RopeTables | None] | None = None,
 ) -> list[Tensor]:
-    """Rotated copies of each x (..., T, D) by its (cos, sin) (..., T, P), broadcast
-    right-aligned (by -θ when ``backward``); features past 2P are copied through. No autograd
-    (``rope.PairRotation``). ``prepared``: each pair's ``RopeTables``, keeping float32 copies."""
+    """Each x (..., T, D) rotated by its (cos, sin) (..., T, P), broadcast right-aligned (by -θ
+    when ``backward``); features past 2P are copied through. No autograd
+    (``rope.PairRotation``). ``inplace``: into the xs themselves (inference), returned.
+    ``prepared``: each pair's ``RopeTables``, keeping float32 copies."""
     held = prepared or [None] * len(tables)
     cos = [_f32(c, h) for (c, _), h in zip(tables, held, strict=True)]
     sin = [_f32(s, h) for (_, s), h in zip(tables, held, strict=True)]
-    sign = -1.0 if backward else 1.0
-    outs: list[Tensor] = load_kernel().rope(xs, cos, sin, sign, layout == "interleaved")
+    sign, interleaved = -1.0 if backward else 1.0, layout == "interleaved"
+    if inplace:
+        load_kernel().rope_(xs, cos, sin, sign, interleaved)
+        return xs
+    outs: list[Tensor] = load_kernel().rope(xs, cos, sin, sign, interleaved)
     return outs
-
-
-def rope_pair_(
-    xs: list[Tensor],
-    tables: list[tuple[Tensor, Tensor]],
-    layout: str,
-    prepared: list[RopeTables | None] | None = None,
-) -> list[Tensor]:
-    """Rotate each x in place (inference); returns the same tensors."""
-    held = prepared or [None] * len(tables)
-    cos = [_f32(c, h) for (c, _), h in zip(tables, held, strict=True)]
-    sin = [_f32(s, h) for (_, s), h in zip(tables, held, strict=True)]
-    load_kernel().rope_(xs, cos, sin, 1.0, layout == "interleaved")
-    return xs

@@ -1,18 +1,16 @@
 """Eager RoPE kernel (``kernel="eager"``): three PyTorch passes, inverse-rotation backward.
 
-The formula is ``posenc.functional.apply_rope``'s, rewritten over the full rotated width:
+``posenc.functional.apply_rope`` rewritten over the full rotated width:
 
     R(θ) x = x ⊙ C + swap(x) ⊙ S,   C = (cos, cos), S = (-sin, sin)  ("half" layout)
 
-where swap exchanges the two members of each pair. That is one copy (swap), one in-place
-multiply and one in-place ``addcmul_`` over contiguous rows; in the half layout, x usually
-writes each output half from the other input half instead (two half-width products, then the
-``addcmul_``: ``halves_pay``). Low-precision inputs use tables rounded once to their dtype
-(mixed bf16 x fp32 kernels are unvectorised on CPU); the angles
-themselves are exact. The backward rotates the gradient by -θ (R is orthogonal), saving only
-the tables. ``inplace=True`` rotates x itself (inference). Low-precision x is therefore
-rotated in its own dtype with the tables rounded to it (as Hugging Face does: up to ~3x the
-output's rounding error, against ~1x for the formula in float32).
+where swap exchanges the two members of each pair: one copy (swap), one in-place multiply and
+one ``addcmul_`` over contiguous rows (in the half layout, where ``halves_pay``, each output
+half is written from the other input half instead). The backward rotates the gradient by -θ
+(R is orthogonal), saving only the tables; ``inplace=True`` rotates x itself (inference).
+Low-precision x is rotated in its own dtype with the tables rounded to it once (mixed bf16 x
+fp32 kernels are unvectorised on CPU; as Hugging Face does: up to ~3x the output's rounding
+error, against ~1x for the formula in float32); the angles themselves are exact.
 """
 
 from __future__ import annotations
@@ -157,9 +155,7 @@ def apply_rope_unchecked(
     autograd when cos/sin need gradients (learnable phases). ``tables``: cos and sin's
     ``RopeTables`` (one forward's), keeping the derived tables for every layer."""
     if torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad):
-        C = torch.cat([cos, cos], -1) if layout == "half" else cos.repeat_interleave(2, -1)
-        S = torch.cat([-sin, sin], -1) if layout == "half" else torch.stack([-sin, sin], -1)
-        S = S if layout == "half" else S.flatten(-2)
+        C, S = full_tables(cos, sin, layout, torch.promote_types(x.dtype, cos.dtype))
         R = C.shape[-1]
         out = (x[..., :R] * C + swap_pairs(x[..., :R], R // 2, layout) * S).to(x.dtype)
         return out if x.shape[-1] == R else torch.cat([out, x[..., R:]], dim=-1)
@@ -170,3 +166,21 @@ def apply_rope_unchecked(
         return rotate(x, C, S, layout, tables)
     rotated: Tensor = _RopeFunction.apply(x, C, S, layout, tables)
     return rotated
+
+
+def rope_pair(
+    q: Tensor,
+    k: Tensor,
+    cos_q: Tensor,
+    sin_q: Tensor,
+    cos_k: Tensor,
+    sin_k: Tensor,
+    layout: str,
+    inplace: bool,
+    prepared: tuple[RopeTables | None, RopeTables | None],
+) -> tuple[Tensor, Tensor]:
+    """q and k by ``apply_rope_unchecked``, each with its ``RopeTables``."""
+    return (
+        apply_rope_unchecked(q, cos_q, sin_q, layout, inplace, prepared[0]),
+        apply_rope_unchecked(k, cos_k, sin_k, layout, inplace, prepared[1]),
+    )

@@ -25,7 +25,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from .rope_eager import apply_rope_unchecked, full_tables, swap_pairs
+from . import rope_eager
+from .rope_eager import full_tables, swap_pairs
 from .rope_tables import RopeTables
 
 #: Kernels kept per layout (one per shape/dtype/grad combination seen).
@@ -82,9 +83,8 @@ def rope_pair(
     cos_k: Tensor,
     sin_k: Tensor,
     layout: str,
-    inplace: bool = False,
-    *,
-    prepared: tuple[RopeTables | None, RopeTables | None] = (None, None),
+    inplace: bool,
+    prepared: tuple[RopeTables | None, RopeTables | None],
 ) -> tuple[Tensor, Tensor]:
     """Rotate q (..., Tq, D) and k (..., Tk, D) (checked by the caller) in one compiled kernel;
     ``inplace`` writes the results into q and k. Autograd differentiates the compiled graph.
@@ -113,7 +113,4 @@ def rope_pair(
                     RuntimeWarning,
                     stacklevel=3,
                 )
-    return (
-        apply_rope_unchecked(q, cos_q, sin_q, layout, inplace, prepared[0]),
-        apply_rope_unchecked(k, cos_k, sin_k, layout, inplace, prepared[1]),
-    )
+    return rope_eager.rope_pair(q, k, cos_q, sin_q, cos_k, sin_k, layout, inplace, prepared)
