@@ -31,37 +31,25 @@ import torch
 log = logging.getLogger(__name__)
 
 
-def cpu_tag() -> str:
-    """A short hash of this CPU's model and flags: ``-march=native`` builds differ per CPU."""
-    text = platform.machine()
+def _cpuinfo(*keys: str) -> list[str]:
+    """The lines of /proc/cpuinfo starting with one of ``keys`` ([] where there is none)."""
     try:
         with open("/proc/cpuinfo") as f:
-            text += "".join(
-                line for line in f if line.startswith(("model name", "flags", "Features"))
-            )[:4096]
+            return [line for line in f if line.startswith(keys)]
     except OSError:
-        pass
+        return []
+
+
+def cpu_tag() -> str:
+    """A short hash of this CPU's model and flags: ``-march=native`` builds differ per CPU."""
+    text = platform.machine() + "".join(_cpuinfo("model name", "flags", "Features"))[:4096]
     return hashlib.sha1(text.encode()).hexdigest()[:8]
-
-
-def _native_ok() -> bool:
-    return platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64")
-
-
-def _x86() -> bool:
-    return platform.machine() in ("x86_64", "AMD64")
 
 
 def cpu_has(flag: str) -> bool:
     """Whether /proc/cpuinfo lists ``flag`` (e.g. "avx2", "avx512f") for this CPU."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith(("flags", "Features")):
-                    return flag in line.split(":", 1)[1].split()
-    except OSError:
-        pass
-    return False
+    lines = _cpuinfo("flags", "Features")
+    return bool(lines) and flag in lines[0].split(":", 1)[1].split()
 
 
 def build_isa() -> str:
@@ -74,20 +62,22 @@ def build_isa() -> str:
     ``-march=native`` cannot exceed).
     """
     cap = torch.backends.cpu.get_cpu_capability().lower()
-    if cap == "default" or not _native_ok():
+    x86 = platform.machine() in ("x86_64", "AMD64")
+    if cap == "default" or not (x86 or platform.machine() in ("aarch64", "arm64")):
         return "default"
-    if _x86() and cap == "avx2" and cpu_has("avx512f"):
+    if x86 and cap == "avx2" and cpu_has("avx512f"):
         return "avx2"
     return "native"
 
 
+#: Compiler flags per ``build_isa()`` answer ("default": none). x86-64-v3: AVX2, FMA, F16C,
+#: BMI2 (Haswell, Zen 1 and later).
+ISA_FLAGS = {"native": ["-march=native"], "avx2": ["-march=x86-64-v3"]}
+
+
 def isa_flags(isa: str) -> list[str]:
     """Compiler flags for ``build_isa()``'s answer."""
-    if isa == "native":
-        return ["-march=native"]
-    if isa == "avx2":
-        return ["-march=x86-64-v3"]  # AVX2, FMA, F16C, BMI2 (Haswell, Zen 1 and later)
-    return []
+    return list(ISA_FLAGS.get(isa, []))
 
 
 def _sources_tag(source: Path) -> str:
