@@ -10,22 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
 from typing import Any, ClassVar
 
 from . import scaling as S
-
-__all__ = [
-    "SCALINGS",
-    "DynamicNTKScaling",
-    "LinearScaling",
-    "Llama3Scaling",
-    "LongRoPEScaling",
-    "NTKScaling",
-    "ScalingConfig",
-    "YaRNScaling",
-    "scaling_config",
-]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,22 +29,21 @@ class ScalingConfig:
     def signature(cls) -> str:
         """``factor, original_max_position_embeddings, beta_fast=32.0, ...`` for tables."""
         return ", ".join(
-            f.name if f.default is dataclasses.MISSING else f"{f.name}={f.default!r}"
+            f.name if f.default is MISSING else f"{f.name}={f.default!r}"
             for f in dataclasses.fields(cls)
         )
 
     def apply(self, inv_freq: Any, seq_len: int | None = None) -> S.Scaled:
         """Scaled frequencies for default ``inv_freq`` (P,) at the current length ``seq_len``."""
-        return S.METHODS[self.method](inv_freq, **self._kwargs(seq_len))
+        kwargs = self._values() | ({"seq_len": seq_len} if self.dynamic else {})
+        return S.METHODS[self.method](inv_freq, **kwargs)
 
-    def _kwargs(self, seq_len: int | None) -> dict[str, Any]:
-        kwargs = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return kwargs | ({"seq_len": seq_len} if self.dynamic else {})
+    def _values(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     def to_dict(self) -> dict[str, Any]:
         """The Hugging Face ``rope_parameters`` form: ``{"rope_type": method, **fields}``."""
-        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        values = {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+        values = {k: list(v) if isinstance(v, tuple) else v for k, v in self._values().items()}
         return {"rope_type": self.method, **{k: v for k, v in values.items() if v is not None}}
 
 
@@ -192,12 +179,9 @@ SCALINGS: dict[str, type[ScalingConfig]] = {
 
 def _fields(cls: type[ScalingConfig]) -> tuple[list[str], list[str]]:
     """(required, optional) keys of a config class."""
-    required: list[str] = []
-    optional: list[str] = []
-    for f in dataclasses.fields(cls):
-        no_default = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        (required if no_default else optional).append(f.name)
-    return required, optional
+    fields = dataclasses.fields(cls)
+    required = [f.name for f in fields if f.default is MISSING and f.default_factory is MISSING]
+    return required, [f.name for f in fields if f.name not in required]
 
 
 def scaling_config(spec: ScalingConfig | Mapping[str, Any]) -> ScalingConfig:

@@ -10,18 +10,6 @@ import array_api_compat.numpy as np_xp
 import array_api_compat.torch as torch_xp
 import torch
 
-__all__ = [
-    "clip",
-    "cumsum_last",
-    "namespace",
-    "np_xp",
-    "scatter_add_last",
-    "take_along_last",
-    "torch_xp",
-    "widest_float",
-    "widest_int",
-]
-
 
 def namespace(*arrays: Any) -> ModuleType:
     """The array-API namespace of ``arrays``; torch tensors skip the (cached) lookup.

@@ -37,10 +37,8 @@ def check_rope_args(x: Any, cos: Any, sin: Any, layout: str, name: str = "x") ->
     cs, xs = cos.shape, x.shape
     if sin.shape != cs:
         raise ValueError(f"cos and sin must have one shape, got {tuple(cs)} and {tuple(sin.shape)}")
-    fits = 1 <= len(cs) <= len(xs)
-    for i in range(2, len(cs) + 1 if fits else 0):  # leading sizes: 1 or x's own
-        fits = fits and cs[-i] in (1, xs[-i])
-    if not fits:
+    leading = range(2, len(cs) + 1)  # leading sizes: 1 or x's own
+    if not (1 <= len(cs) <= len(xs) and all(cs[-i] in (1, xs[-i]) for i in leading)):
         raise ValueError(
             f"cos/sin of shape {tuple(cs)} do not broadcast to {name} of shape {tuple(xs)}: "
             "expected (..., T, P) with at most its dimensions, each leading size 1 or its own"

@@ -21,9 +21,10 @@ def shaw_relative_index(q_pos: Any, k_pos: Any, *, max_distance: int) -> Any:
     return clip(key_minus_query, -max_distance, max_distance) + max_distance
 
 
-def _check_index(index: Any, B: int, Tq: int, Tk: int) -> None:
-    """Raise unless ``index`` is an integer (Tq, Tk) or (B|1, Tq, Tk) array: another shape
-    would be broadcast over the queries or fail deep inside the gather."""
+def _head_index(index: Any, B: int, Tq: int, Tk: int) -> Any:
+    """``index`` as (Tq, Tk) or (B|1, 1, Tq, Tk), to broadcast over the heads. Raises unless it
+    is an integer (Tq, Tk) or (B|1, Tq, Tk) array: another shape would be broadcast over the
+    queries or fail deep inside the gather."""
     xp = namespace(index)
     if not xp.isdtype(index.dtype, "integral"):
         raise TypeError(f"index must be an integer array of table rows, got {index.dtype}")
@@ -32,6 +33,7 @@ def _check_index(index: Any, B: int, Tq: int, Tk: int) -> None:
         raise ValueError(
             f"index must have shape ({Tq}, {Tk}) or ({B}, {Tq}, {Tk}), got {tuple(index.shape)}"
         )
+    return index[:, None, ...] if index.ndim == 3 else index
 
 
 def gather_relative(per_offset: Any, index: Any) -> Any:
@@ -43,9 +45,7 @@ def gather_relative(per_offset: Any, index: Any) -> Any:
     """
     xp = namespace(per_offset, index)
     B, H, Tq, _ = per_offset.shape
-    _check_index(index, B, Tq, index.shape[-1])
-    if index.ndim == 3:
-        index = index[:, None, ...]  # (B, 1, Tq, Tk)
+    index = _head_index(index, B, Tq, index.shape[-1])
     index = xp.broadcast_to(index, (B, H, Tq, index.shape[-1]))
     return take_along_last(per_offset, index)
 
@@ -69,8 +69,6 @@ def relative_value_output(probs: Any, table: Any, index: Any) -> Any:
     Raises: TypeError/ValueError for an index that is not an integer array of these shapes.
     """
     xp = namespace(probs, table, index)
-    _check_index(index, probs.shape[0], probs.shape[2], probs.shape[3])
-    if index.ndim == 3:
-        index = index[:, None, ...]  # (B, 1, Tq, Tk)
+    index = _head_index(index, probs.shape[0], probs.shape[2], probs.shape[3])
     per_row = scatter_add_last(probs, index, table.shape[0])  # (B, H, Tq, R)
     return xp.matmul(per_row, xp.astype(table, probs.dtype))  # (B, H, Tq, D)

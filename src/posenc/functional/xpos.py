@@ -9,6 +9,12 @@ from .._validate import check_even, check_positive_float
 from ._xp import device_of, namespace, widest_float
 
 
+def _check(rotary_dim: int, scale_base: float, gamma: float) -> None:
+    check_even(rotary_dim, "rotary_dim")
+    check_positive_float(scale_base, "scale_base")
+    check_positive_float(gamma, "gamma")
+
+
 def xpos_scale(pos: Any, rotary_dim: int, *, scale_base: float = 512.0, gamma: float = 0.4) -> Any:
     """Per-pair scale ζ_i^(n / scale_base), ζ_i = (2i/d + γ) / (1 + γ), i = 0 .. d/2 - 1.
 
@@ -19,11 +25,8 @@ def xpos_scale(pos: Any, rotary_dim: int, *, scale_base: float = 512.0, gamma: f
     Shapes: pos (...,) integer -> (..., d/2) float64.
     Raises: ValueError for an odd rotary_dim, scale_base <= 0 or gamma <= 0.
     """
-    check_even(rotary_dim, "rotary_dim")
-    check_positive_float(scale_base, "scale_base")
-    check_positive_float(gamma, "gamma")
+    _check(rotary_dim, scale_base, gamma)
     xp = namespace(pos)
-
     wide = widest_float(xp)  # float64 (float32 on JAX without x64)
     i2 = xp.arange(0, rotary_dim, 2, dtype=wide, device=device_of(pos))
     zeta = (i2 / rotary_dim + gamma) / (1.0 + gamma)  # (P,)
@@ -38,9 +41,7 @@ def xpos_max_position(
     fastest decay) stays 100x below ``max_value``, the largest number of the dtype it is written
     in (the query scale ζ_0^(n/scale_base) is then as far above 0; at -n the two swap): 34k
     positions in float32 and bfloat16, 2.6k in float16 (defaults). Raises: as ``xpos_scale``."""
-    check_even(rotary_dim, "rotary_dim")
-    check_positive_float(scale_base, "scale_base")
-    check_positive_float(gamma, "gamma")
+    _check(rotary_dim, scale_base, gamma)
     decay = -math.log(gamma / (1.0 + gamma))  # -ln ζ_0 > 0
     return int(scale_base * (math.log(max_value) - math.log(100.0)) / decay)
 
