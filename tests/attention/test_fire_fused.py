@@ -180,7 +180,7 @@ def test_attention_uses_it_in_inference_and_blocks_in_training(
 def test_failed_build_warns_once_and_declines(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(FF.KERNEL, "op", None)
     monkeypatch.setattr(FF.KERNEL, "error", "could not build (no g++)")
-    monkeypatch.setattr(FF, "_warned", [])
+    monkeypatch.setattr(FF.KERNEL, "warned", False)
     pe = _fire(2)
     q = torch.randn(1, 2, 8, 16)
     pos = torch.arange(8)
@@ -269,7 +269,6 @@ def test_missing_setuptools_is_a_failed_build(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(RuntimeError, match="could not build posenc's test kernel"):
         kernel.load()
     monkeypatch.setattr(FF, "KERNEL", kernel)
-    monkeypatch.setattr(FF, "_warned", [])
     pe = _fire(4)
     fused = Attention(64, 4, pe=pe, causal=True).eval()
     blocks = Attention(64, 4, pe=pe, causal=True, bias_backend="blocks").eval()

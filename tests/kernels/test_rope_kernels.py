@@ -326,7 +326,7 @@ def test_auto_without_a_compiler_warns_once_and_runs_eager(
 ) -> None:
     monkeypatch.setattr(rope_cpp.KERNEL, "op", None)
     monkeypatch.setattr(rope_cpp.KERNEL, "error", "could not build (no g++)")
-    monkeypatch.setattr(rope, "_warned", set())
+    monkeypatch.setattr(rope_cpp.KERNEL, "warned", False)
     q, (cos, sin) = torch.randn(1, 2, 5, 8), _tables(8, torch.float32)
     with pytest.raises(RuntimeError, match="no g\\+\\+"):
         rotate_pair(q, q, cos, sin, cos, sin, kernel="cpp")

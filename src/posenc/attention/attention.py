@@ -41,16 +41,14 @@ class Attention(nn.Module):
         causal: mask keys after the query (by order in the sequence/cache, not by position id).
         block_size: queries per block when the encoding has a ``bias``, so the (Tq, Tk) bias
             is never materialised whole; default: about 4M bias entries per block (16 MiB).
-        bias_backend: how a score bias reaches SDPA. "auto" (default): on CPU, offset-only
-            biases (ALiBi, T5, Kerple) at consecutive positions are a zero-copy Toeplitz view
-            of a per-offset table (``toeplitz``); FIRE in inference runs one fused kernel
-            (``fire_fused``); anything else goes by blocks. "blocks": the
-            bias of one query block at a time. "flex": offset-only biases fused into compiled
-            FlexAttention on GPUs (on CPU, where PyTorch's compiled flex kernel is wrong on
-            AVX2 machines, "flex" runs as "auto"). The fused forms fall back to blocks when
-            padding, segments or a cache offset are involved (flex also under dropout in
-            training); learned tables (T5, Kerple) keep their gradients through the Toeplitz
-            view and flex.
+        bias_backend: how a score bias reaches SDPA (``backends``). "auto" (default): on CPU,
+            offset-only biases (ALiBi, T5, Kerple) at consecutive positions as a zero-copy
+            Toeplitz view (``toeplitz``), FIRE in inference by one fused kernel
+            (``fire_fused``), anything else by query blocks. "blocks": always by query blocks.
+            "flex": offset-only biases fused into compiled FlexAttention on GPUs (as "auto" on
+            CPU, where PyTorch's compiled flex kernel is wrong on AVX2). The fused forms fall
+            back to blocks for padding, segments or a cache offset (flex also for dropout);
+            learned tables (T5, Kerple) keep their gradients through the Toeplitz view.
     """
 
     def __init__(

@@ -15,7 +15,6 @@ gradients and no dropout. Anything else (float64 among it) returns None (the cal
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import torch
@@ -36,18 +35,6 @@ KERNEL = NativeKernel(
 
 #: Input dtypes the kernel takes (low precision is computed in float32).
 LOW_OR_SINGLE = (torch.float32, torch.bfloat16, torch.float16)
-
-_warned: list[bool] = []
-
-
-def _kernel_ready() -> bool:
-    """Whether the kernel loads (built on first use, seconds); warns once when it cannot."""
-    if KERNEL.available():
-        return True
-    if not _warned:
-        warnings.warn(f"{KERNEL.error}; FIRE attention runs by query blocks", stacklevel=4)
-        _warned.append(True)
-    return False
 
 
 def fire_fused_attention(
@@ -88,7 +75,7 @@ def fire_fused_attention(
     if torch.is_grad_enabled() and needs_grad:
         return None
     starts = consecutive_starts(q_pos, k_pos, causal=causal)
-    if starts is None or not _kernel_ready():
+    if starts is None or not KERNEL.available("FIRE attention runs by query blocks"):
         return None
     a, b = starts
     T, L = q.shape[2], k.shape[2]

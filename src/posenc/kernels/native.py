@@ -21,6 +21,7 @@ import hashlib
 import logging
 import platform
 import threading
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -127,6 +128,7 @@ class NativeKernel:
         self.name, self.source, self.what = name, source, what
         self.op: Any = None
         self.error: str | None = None
+        self.warned = False  # the fallback was said
         self._lock = threading.Lock()
 
     def build_name(self) -> str:
@@ -181,10 +183,14 @@ class NativeKernel:
             self.op = getattr(torch.ops, self.name)
             return self.op
 
-    def available(self) -> bool:
-        """Whether the kernel loads (building it if needed); never raises."""
+    def available(self, fallback: str | None = None) -> bool:
+        """Whether the kernel loads (building it if needed); never raises. ``fallback``: what
+        runs instead, said once in a warning when it cannot load."""
         try:
             self.load()
         except RuntimeError:
+            if fallback is not None and not self.warned:
+                self.warned = True
+                warnings.warn(f"{self.error}; {fallback}", stacklevel=5)
             return False
         return True

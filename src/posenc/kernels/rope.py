@@ -26,7 +26,6 @@ kernel into the model's graph).
 from __future__ import annotations
 
 import importlib.util
-import warnings
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Literal
@@ -42,8 +41,6 @@ from .rope_tables import RopeTables
 Kernel = Literal["auto", "eager", "cpp", "inductor", "triton"]
 KERNELS: tuple[Kernel, ...] = ("auto", "eager", "cpp", "inductor", "triton")
 NO_TRITON = "kernel='triton' needs Triton (pip install 'posenc[triton]')"
-#: Notices given once per process ("cpp": kernel="auto" could not build the C++ kernel).
-_warned: set[str] = set()
 _triton_module: list[ModuleType | None] = []  # filled on first need: [module] or [None]
 
 
@@ -124,24 +121,11 @@ def _auto(device: torch.device) -> Kernel:
     """``kernel="auto"`` on ``device``: cpp on CPU (if it builds), triton on CUDA (if
     installed), eager elsewhere."""
     if device.type == "cpu":
-        return "cpp" if _cpp_builds() else "eager"
+        fallback = "kernel='auto' rotates RoPE on CPU with the eager kernel"
+        return "cpp" if rope_cpp.KERNEL.available(fallback) else "eager"
     if device.type == "cuda" and _triton() is not None:
         return "triton"
     return "eager"
-
-
-def _cpp_builds() -> bool:
-    """Whether the C++ kernel loads (building it on first use); warns once when it cannot."""
-    try:
-        rope_cpp.load_kernel()
-    except RuntimeError as err:
-        if "cpp" not in _warned:
-            _warned.add("cpp")
-            warnings.warn(
-                f"{err}; kernel='auto' rotates RoPE on CPU with the eager kernel", stacklevel=5
-            )
-        return False
-    return True
 
 
 def _triton() -> Any:
