@@ -90,9 +90,10 @@ class KVCache:
             self.length = end
             return self._store
         if end > self.capacity:
-            self._store = _copy_into(
-                _allocate(new, max(2 * self.capacity, end)), self._store, self.length
-            )
+            bigger = _allocate(new, max(2 * self.capacity, end))
+            for dst, src, dim in zip(bigger, self._store, _TIME_DIM, strict=True):
+                dst.narrow(dim, 0, self.length).copy_(src.narrow(dim, 0, self.length))
+            self._store = bigger
         for buf, x, dim in zip(self._store, new, _TIME_DIM, strict=True):
             buf.narrow(dim, self.length, T).copy_(x)
         self.length = end
@@ -126,15 +127,8 @@ def _check_entry(new: CachedKeys) -> None:
 
 
 def _allocate(like: CachedKeys, capacity: int) -> CachedKeys:
-    def empty(x: Tensor, dim: int) -> Tensor:
-        shape = list(x.shape)
-        shape[dim] = capacity
-        return torch.empty(shape, dtype=x.dtype, device=x.device)
-
-    return CachedKeys(*(empty(x, d) for x, d in zip(like, _TIME_DIM, strict=True)))
-
-
-def _copy_into(dst: CachedKeys, src: CachedKeys, length: int) -> CachedKeys:
-    for d, s, dim in zip(dst, src, _TIME_DIM, strict=True):
-        d.narrow(dim, 0, length).copy_(s.narrow(dim, 0, length))
-    return dst
+    """Empty storage like ``like``, ``capacity`` entries along each field's time axis."""
+    fields = zip(like, _TIME_DIM, strict=True)
+    return CachedKeys(
+        *(x.new_empty((*x.shape[:d], capacity, *x.shape[d + 1 :])) for x, d in fields)
+    )

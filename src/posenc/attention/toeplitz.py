@@ -1,20 +1,15 @@
 """Offset-only score biases as a zero-copy Toeplitz view: SDPA with no (T, L) bias in memory.
 
-When queries sit at consecutive positions a + r and keys at b + c, an offset-only bias
-(``capabilities.bias == "offset"``: ALiBi, T5, Kerple) is Toeplitz,
-bias[r, c] = f(a - b + r - c). Reversing the key order (c = L - 1 - c', which attention does
-not care about: softmax over a set) turns it into a Hankel matrix, bias[r, c'] = table[r + c'],
-which is a strided view of the (H, T + L - 1)
-per-offset table with strides (1, 1): ``as_strided`` reads it in place, and CPU SDPA's fused
-kernel takes the view as ``attn_mask`` without copying it. Causal masking is a threshold on the
-offset, so it lives in the table as -inf; causal calls run one query block at a time over the
-keys the block can see, so masked blocks cost nothing.
-
-Cost: memory O(H·(T + L)); time about SDPA without bias (bench: ``posenc bench bias``).
-Learned tables (T5, Kerple in training) keep the view: SDPA's gradient for the (block, L_b)
-window is summed back onto the table along its anti-diagonals (``unfold``'s backward), instead
-of a (T, L) bucket index scattered by ``embedding``'s backward. Falls back (returns None) for
-non-consecutive positions.
+With queries at consecutive positions a + r and keys at b + c, an offset-only bias
+(``capabilities.bias == "offset"``: ALiBi, T5, Kerple) is Toeplitz, bias[r, c] = f(a - b + r - c).
+Reversing the key order (c = L - 1 - c'; softmax does not care) makes it Hankel,
+bias[r, c'] = table[r + c']: a strided view (strides (1, 1)) of the (H, T + L - 1) per-offset
+table, which CPU SDPA's fused kernel takes as ``attn_mask`` without copying. Causal masking is
+a threshold on the offset, so it lives in the table as -inf, and causal calls run one query
+block at a time over the keys the block can see. Memory O(H·(T + L)); time about SDPA without
+bias (``posenc bench bias``). Learned tables (T5, Kerple in training) keep the view: the
+gradient of each (block, L_b) window sums back onto the table along its anti-diagonals
+(``unfold``'s backward). Falls back (returns None) for non-consecutive positions.
 """
 
 from __future__ import annotations

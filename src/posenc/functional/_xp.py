@@ -24,19 +24,17 @@ def namespace(*arrays: Any) -> ModuleType:
 def widest_float(xp: ModuleType) -> Any:
     """``xp.float64``, or float32 where the namespace has no float64 (JAX without
     ``jax_enable_x64``): asking JAX for float64 there truncates with a warning on every call."""
-    if xp is torch_xp or xp is np_xp or _has_dtype(xp, "float64", "real floating"):
-        return xp.float64
-    return xp.float32
+    return xp.float64 if _has_dtype(xp, "float64", "real floating") else xp.float32
 
 
 def widest_int(xp: ModuleType) -> Any:
     """``xp.int64``, or int32 where the namespace has no int64 (JAX without x64)."""
-    if xp is torch_xp or xp is np_xp or _has_dtype(xp, "int64", "signed integer"):
-        return xp.int64
-    return xp.int32
+    return xp.int64 if _has_dtype(xp, "int64", "signed integer") else xp.int32
 
 
 def _has_dtype(xp: ModuleType, name: str, kind: str) -> bool:
+    if xp is torch_xp or xp is np_xp:
+        return True
     info = getattr(xp, "__array_namespace_info__", None)
     return info is None or name in info().dtypes(kind=kind)
 

@@ -25,9 +25,9 @@ kernel into the model's graph).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any, Literal
 
 import torch
@@ -41,7 +41,6 @@ from .rope_tables import RopeTables
 Kernel = Literal["auto", "eager", "cpp", "inductor", "triton"]
 KERNELS: tuple[Kernel, ...] = ("auto", "eager", "cpp", "inductor", "triton")
 NO_TRITON = "kernel='triton' needs Triton (pip install 'posenc[triton]')"
-_triton_module: list[ModuleType | None] = []  # filled on first need: [module] or [None]
 
 
 def check_kernel(kernel: str) -> Kernel:
@@ -128,16 +127,14 @@ def _auto(device: torch.device) -> Kernel:
     return "eager"
 
 
+@functools.cache
 def _triton() -> Any:
     """posenc's Triton kernel module, or None without Triton; imported on first need."""
-    if not _triton_module:
-        try:
-            from . import rope_triton
-
-            _triton_module.append(rope_triton)
-        except ImportError:
-            _triton_module.append(None)
-    return _triton_module[0]
+    try:
+        from . import rope_triton
+    except ImportError:
+        return None
+    return rope_triton
 
 
 #: A one-pass kernel: ``rotate(xs, tables, layout, *, backward=, inplace=, prepared=)``.
