@@ -1,4 +1,4 @@
-"""One look for every posenc figure, and the ``ax``-or-new-figure convention.
+"""One look for every posenc figure, the ``ax``-or-new-figure convention, and shared helpers.
 
 Figures are built with ``matplotlib.figure.Figure`` (no pyplot state, no GUI backend), so the
 functions run headless and never call ``plt.show()``.
@@ -7,13 +7,16 @@ functions run headless and never call ``plt.show()``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 import matplotlib as mpl
 from cycler import cycler
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+
+from ..encodings.base import PositionalEncoding
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -68,21 +71,49 @@ def root_figure(ax: Axes) -> Figure:
     return fig
 
 
+def _colour_scale(data: Any, signed: bool, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """imshow keywords: signed data gets a symmetric diverging scale, the rest sequential."""
+    if signed:
+        vmax = float(abs(data).max()) or 1.0
+        kwargs = {"vmin": -vmax, "vmax": vmax, **kwargs}
+    return {"interpolation": "nearest", "cmap": DIVERGING if signed else SEQUENTIAL, **kwargs}
+
+
 def heatmap(
     ax: Axes, data: Any, *, label: str, signed: bool = True, **kwargs: Any
 ) -> mpl.image.AxesImage:
     """imshow with a labelled colorbar; signed data gets a symmetric diverging scale."""
-    if signed:
-        vmax = float(abs(data).max()) or 1.0
-        kwargs.setdefault("vmin", -vmax)
-        kwargs.setdefault("vmax", vmax)
-    image = ax.imshow(
-        data,
-        aspect="auto",
-        interpolation="nearest",
-        cmap=DIVERGING if signed else SEQUENTIAL,
-        **kwargs,
-    )
+    image = ax.imshow(data, aspect="auto", **_colour_scale(data, signed, kwargs))
     root_figure(ax).colorbar(image, ax=ax, label=label)
     ax.grid(False)
     return image
+
+
+def shared_scale(
+    axes: Sequence[Axes], images: Any, *, label: str, signed: bool = True, **kwargs: Any
+) -> None:
+    """``heatmap`` for several axes: images (N, ...) one per axes, on one colour scale with a
+    single colorbar for all ``axes``."""
+    style = _colour_scale(images, signed, kwargs)
+    for ax, data in zip(axes, images, strict=False):
+        image = ax.imshow(data, **style)
+        ax.grid(False)
+    root_figure(axes[0]).colorbar(image, ax=list(axes), label=label)
+
+
+def overlay(ax: Axes, curves: Iterable[tuple[str, Any, Any]], **kwargs: Any) -> None:
+    """One line per (label, x, y), cycling ``LINESTYLES`` so that coinciding curves stay
+    visible."""
+    for (label, x, y), style in zip(curves, itertools.cycle(LINESTYLES), strict=False):
+        ax.plot(x, y, label=label, linestyle=style, **kwargs)
+
+
+def check_index(value: int, n: int, name: str) -> None:
+    """Raises: ValueError unless 0 <= value < n."""
+    if not 0 <= value < n:
+        raise ValueError(f"{name} must lie in 0..{n - 1}, got {value}")
+
+
+def unsupported(pe: PositionalEncoding, problem: str, expected: str) -> ValueError:
+    """The error for a figure that cannot be drawn for ``pe``."""
+    return ValueError(f"encoding {pe.name!r} (family {pe.family!r}) {problem}; expected {expected}")

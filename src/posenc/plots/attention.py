@@ -13,7 +13,15 @@ from matplotlib.figure import Figure
 from .._validate import check_positive_int
 from ..analysis.subjects import VOCAB, attention_weights, resolve, tiny_model
 from ..encodings.base import PositionalEncoding
-from ._style import LINESTYLES, SEQUENTIAL, figure_axes, heatmap, root_figure, styled
+from ._style import (
+    check_index,
+    figure_axes,
+    heatmap,
+    overlay,
+    root_figure,
+    shared_scale,
+    styled,
+)
 
 
 def model_attention(
@@ -53,8 +61,7 @@ def attention_heatmap(
     """Softmax weights of one head on one repeated token: query position down, key across."""
     pe = resolve(pe)
     weights = model_attention(pe, n_positions=n_positions, causal=causal)
-    if not 0 <= head < weights.shape[0]:
-        raise ValueError(f"head must lie in 0..{weights.shape[0] - 1}, got {head}")
+    check_index(head, weights.shape[0], "head")
     fig, ax = figure_axes(ax, (5.0, 4.2))
     heatmap(ax, weights[head], label="attention weight", signed=False, vmin=0.0)
     ax.set(
@@ -78,22 +85,16 @@ def attention_grid(
     rows = -(-len(pes) // cols)
     fig = Figure(figsize=(2.5 * cols + 0.8, 2.6 * rows), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    images = []
     for ax, pe in zip(axes, pes, strict=False):
         weights = model_attention(pe, n_positions=n_positions)  # (H, T, T)
-        if not 0 <= head < weights.shape[0]:
-            raise ValueError(f"head must lie in 0..{weights.shape[0] - 1}, got {head}")
-        image = ax.imshow(
-            weights[head],
-            vmin=0.0,
-            vmax=1.0,
-            cmap=SEQUENTIAL,
-            interpolation="nearest",
-        )
+        check_index(head, weights.shape[0], "head")
+        images.append(weights[head])
         ax.set(title=pe.name, xlabel="key", ylabel="query")
-        ax.grid(False)
     for ax in axes[len(pes) :]:
         ax.set_axis_off()
-    fig.colorbar(image, ax=list(axes), label="attention weight")
+    weights = np.stack(images)  # (N, T, T)
+    shared_scale(list(axes), weights, label="attention weight", signed=False, vmin=0.0, vmax=1.0)
     fig.suptitle(f"Attention weights, layer 0 head {head}: one token repeated, same weights")
     return fig
 
@@ -153,13 +154,11 @@ def attention_decay(
     left, right = axes
     fig = root_figure(left)
     right.plot(lengths, np.log(lengths), color="lightgray", linewidth=4, label="ln T (uniform)")
-    for n, item in enumerate(encodings):
-        pe = resolve(item)
-        style: dict[str, Any] = {"label": pe.name, "linestyle": LINESTYLES[n % len(LINESTYLES)]}
-        left.plot(
-            np.arange(n_positions), attention_by_distance(pe, n_positions=n_positions), **style
-        )
-        right.plot(list(lengths), attention_entropy(pe, lengths), marker="o", markersize=3, **style)
+    pes = [resolve(e) for e in encodings]
+    d = np.arange(n_positions)
+    overlay(left, [(pe.name, d, attention_by_distance(pe, n_positions=n_positions)) for pe in pes])
+    entropies = [(pe.name, list(lengths), attention_entropy(pe, lengths)) for pe in pes]
+    overlay(right, entropies, marker="o", markersize=3)
     left.set_yscale("log")
     left.set(
         xlabel="distance d = i - j",

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from .._validate import check_positive_int
 from ..analysis.subjects import evaluating, has_bias, resolve
 from ..encodings.base import PositionalEncoding
-from ._style import DIVERGING, root_figure, styled
+from ._style import root_figure, shared_scale, styled, unsupported
 
 
 def bias_matrix(pe: PositionalEncoding | str, n_positions: int = 32) -> np.ndarray:
@@ -26,16 +26,13 @@ def bias_matrix(pe: PositionalEncoding | str, n_positions: int = 32) -> np.ndarr
     with torch.no_grad(), evaluating(pe):
         bias = pe.bias(pos, pos) if has_bias(pe) else None
     if bias is None:
-        raise ValueError(f"encoding {pe.name!r} adds no score bias; expected one with a bias hook")
+        raise unsupported(pe, "adds no score bias", "one with a bias hook")
     return bias[0].double().numpy()  # (H, T, T)
 
 
 @styled
 def bias_heatmaps(
-    pe: PositionalEncoding | str,
-    *,
-    n_positions: int = 32,
-    axes: Sequence[Axes] | None = None,
+    pe: PositionalEncoding | str, *, n_positions: int = 32, axes: Sequence[Axes] | None = None
 ) -> Figure:
     """One heatmap per head of bias[h, i, j] (query i down, key j across), shared colour scale."""
     pe = resolve(pe)
@@ -47,12 +44,8 @@ def bias_heatmaps(
     elif len(axes) != H:
         raise ValueError(f"axes must hold one Axes per head ({H}), got {len(axes)}")
     fig = root_figure(axes[0])
-    vmax = float(np.abs(bias).max()) or 1.0
     for h, ax in enumerate(axes):
-        image = ax.imshow(bias[h], cmap=DIVERGING, vmin=-vmax, vmax=vmax, interpolation="nearest")
-        ax.set(title=f"head {h}", xlabel="key position j")
-        ax.set_ylabel("query position i" if h == 0 else "")
-        ax.grid(False)
-    fig.colorbar(image, ax=list(axes), label="bias added to logits")
+        ax.set(title=f"head {h}", xlabel="key position j", ylabel="" if h else "query position i")
+    shared_scale(axes, bias, label="bias added to logits")
     fig.suptitle(f"{pe.name}: score bias per head")
     return fig

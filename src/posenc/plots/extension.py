@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from .. import functional as PF
 from ..analysis.subjects import EXAMPLE_SCALINGS, SCALE, TRAIN_LEN
 from ..extension import scaling_config
-from ._style import LINESTYLES, figure_axes, styled
+from ._style import figure_axes, overlay, styled
 
 #: Methods drawn by default: the static ones (dynamic NTK and LongRoPE follow the current length;
 #: pass them by name to draw them at s·L).
@@ -46,16 +46,8 @@ def extension_scales(
     """θ'_i/θ_i per pair for each method against the pair's wavelength (log-log), with the
     training length L marked: 1 keeps a frequency, 1/s interpolates it fully."""
     fig, ax = figure_axes(ax, (6.4, 4.0))
-    for n, method in enumerate(methods):
-        lam, ratio = frequency_scales(method, dim=dim)
-        ax.plot(
-            lam,
-            ratio,
-            marker="o",
-            markersize=2.5,
-            label=method,
-            linestyle=LINESTYLES[n % len(LINESTYLES)],
-        )
+    curves = [(method, *frequency_scales(method, dim=dim)) for method in methods]
+    overlay(ax, curves, marker="o", markersize=2.5)
     ax.axvline(TRAIN_LEN, color="gray", linestyle=":", label=f"training length L = {TRAIN_LEN}")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -73,16 +65,8 @@ def alibi_slopes(head_counts: Sequence[int] = (8, 12, 16), *, ax: Axes | None = 
     """ALiBi slope m_h per head (log scale) for several head counts (functional.alibi_slopes):
     geometric for a power of two, interleaved otherwise."""
     fig, ax = figure_axes(ax, (6.0, 3.8))
-    for n, H in enumerate(head_counts):
-        slopes = np.asarray(PF.alibi_slopes(H))
-        ax.plot(
-            np.arange(1, H + 1),
-            slopes,
-            marker="o",
-            markersize=3,
-            label=f"H = {H}",
-            linestyle=LINESTYLES[n % len(LINESTYLES)],
-        )
+    curves = [(f"H = {H}", np.arange(1, H + 1), PF.alibi_slopes(H)) for H in head_counts]
+    overlay(ax, curves, marker="o", markersize=3)
     ax.set_yscale("log", base=2)
     ax.set(xlabel="head h", ylabel="slope m_h", title="ALiBi slopes per head")
     ax.legend(fontsize=8)

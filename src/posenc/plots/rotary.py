@@ -16,7 +16,7 @@ from .._validate import check_positive_int
 from ..analysis.subjects import evaluating, head_shape, is_rotary, resolve
 from ..analysis.table_checks import shift_matrix, sinusoid_like
 from ..encodings.base import PositionalEncoding
-from ._style import LINESTYLES, SEQUENTIAL, figure_axes, heatmap, styled
+from ._style import SEQUENTIAL, check_index, figure_axes, heatmap, overlay, styled, unsupported
 from .tables import feature_pairs, position_features
 
 
@@ -32,9 +32,7 @@ def inv_freq_of(pe: PositionalEncoding | str) -> np.ndarray:
     table_pe: Any = pe
     if hasattr(table_pe, "base") and hasattr(table_pe, "dim"):
         return np.asarray(PF.rope_inv_freq(table_pe.dim, base=table_pe.base))
-    raise ValueError(
-        f"encoding {pe.name!r} has no frequencies: expected an inv_freq buffer or base and dim"
-    )
+    raise unsupported(pe, "has no frequencies", "an inv_freq buffer or base and dim")
 
 
 @styled
@@ -47,17 +45,8 @@ def wavelengths(
     """Wavelength 2π/θ_i of each dimension pair (log scale), with the training length marked:
     pairs above the line never complete a turn within it."""
     fig, ax = figure_axes(ax, (6.0, 3.8))
-    for n, item in enumerate(encodings):
-        pe = resolve(item)
-        lam = np.asarray(PF.wavelengths(inv_freq_of(pe)))
-        ax.plot(
-            np.arange(len(lam)),
-            lam,
-            marker="o",
-            markersize=3,
-            label=pe.name,
-            linestyle=LINESTYLES[n % len(LINESTYLES)],
-        )
+    lams = [(pe.name, PF.wavelengths(inv_freq_of(pe))) for pe in map(resolve, encodings)]
+    overlay(ax, [(name, np.arange(len(lam)), lam) for name, lam in lams], marker="o", markersize=3)
     if train_len is not None:
         ax.axhline(train_len, color="gray", linestyle=":", label=f"train length {train_len}")
     ax.set_yscale("log")
@@ -82,9 +71,10 @@ def shift_matrix_blocks(
     pe = resolve(pe)
     check_positive_int(n_dims, "n_dims")
     if not sinusoid_like(pe):
-        raise ValueError(
-            f"encoding {pe.name!r} has no sinusoidal table PE[p] shifted by M_k; expected a fixed "
-            "additive table with base and dim (sinusoidal)"
+        raise unsupported(
+            pe,
+            "has no sinusoidal table PE[p] shifted by M_k",
+            "a fixed additive table with base and dim (sinusoidal)",
         )
     M = shift_matrix(k, torch.from_numpy(inv_freq_of(pe))).numpy()[:n_dims, :n_dims]
     fig, ax = figure_axes(ax, (5.0, 4.2))
@@ -109,12 +99,10 @@ def rotation_pair(
     (default: the pair turning about 3/4 of a circle over the N positions)."""
     pe = resolve(pe)
     data = position_features(pe, n_positions)  # (N, D)
-    P, inter = feature_pairs(pe, data.shape[1])  # rotated pairs: rotary_dim/2 when partial
-    pair = _readable_pair(pe, n_positions, P) if pair is None else pair
-    if not 0 <= pair < P:
-        raise ValueError(f"pair must lie in 0..{P - 1}, got {pair}")
-    first, second = (2 * pair, 2 * pair + 1) if inter else (pair, pair + P)
-    a, b = data[:, first], data[:, second]
+    first, second = feature_pairs(pe, data.shape[1])  # rotated pairs: rotary_dim/2 when partial
+    pair = _readable_pair(pe, n_positions, len(first)) if pair is None else pair
+    check_index(pair, len(first), "pair")
+    a, b = data[:, first[pair]], data[:, second[pair]]
     fig, ax = figure_axes(ax, (4.6, 4.2))
     ax.plot(a, b, color="lightgray", zorder=1)
     points = ax.scatter(a, b, c=np.arange(n_positions), cmap=SEQUENTIAL, zorder=2)
@@ -148,10 +136,7 @@ def qk_by_distance(pe: PositionalEncoding | str, n_distances: int = 256) -> np.n
     pe = resolve(pe)
     check_positive_int(n_distances, "n_distances")
     if not is_rotary(pe):
-        raise ValueError(
-            f"encoding {pe.name!r} (family {pe.family!r}) does not rotate q and k; expected a "
-            "rotary encoding"
-        )
+        raise unsupported(pe, "does not rotate q and k", "a rotary encoding")
     H, D = head_shape(pe)
     ones = torch.ones(1, H, n_distances, D, dtype=torch.float64)  # (B, H, T, D)
     with torch.no_grad(), evaluating(pe):
@@ -170,14 +155,8 @@ def qk_vs_distance(
 ) -> Figure:
     """Score <R_m q, R_n k> of all-ones q and k against the distance m - n to a past key."""
     fig, ax = figure_axes(ax, (6.0, 3.6))
-    for n, item in enumerate(encodings):
-        pe = resolve(item)
-        ax.plot(
-            np.arange(n_distances),
-            qk_by_distance(pe, n_distances),
-            label=pe.name,
-            linestyle=LINESTYLES[n % len(LINESTYLES)],
-        )
+    d = np.arange(n_distances)
+    overlay(ax, [(pe.name, d, qk_by_distance(pe, n_distances)) for pe in map(resolve, encodings)])
     ax.set(
         xlabel="distance m - n (key in the past)",
         ylabel="<R_m q, R_n k>",

@@ -26,7 +26,7 @@ from ..analysis.subjects import (
 )
 from ..analysis.table_checks import additive_table
 from ..encodings.base import PositionalEncoding
-from ._style import figure_axes, heatmap, styled
+from ._style import figure_axes, heatmap, styled, unsupported
 
 
 def position_features(pe: PositionalEncoding | str, n_positions: int = 128) -> np.ndarray:
@@ -39,33 +39,33 @@ def position_features(pe: PositionalEncoding | str, n_positions: int = 128) -> n
     check_positive_int(n_positions, "n_positions")
     if is_additive(pe):
         return additive_table(pe, n_positions).numpy()
-    if is_rotary(pe):
-        H, D = head_shape(pe)
-        P, interleaved = feature_pairs(pe, D)
-        unit = torch.zeros(D, dtype=torch.float64)  # (D,) (1, 0) in each rotated pair
-        if interleaved:
-            unit[0 : 2 * P : 2] = 1.0
-        else:
-            unit[:P] = 1.0
-        x = unit.expand(1, H, n_positions, D)  # (B, H, T, D)
-        pos = torch.arange(n_positions)
-        with torch.no_grad(), evaluating(pe):
-            rotated, _ = pe.rotate(x, x, pos, pos)
-        return rotated[0, 0].numpy()
-    raise ValueError(
-        f"encoding {pe.name!r} (family {pe.family!r}) attaches nothing to a position by itself; "
-        "expected an additive or rotary encoding (see bias_heatmaps for score biases)"
-    )
+    if not is_rotary(pe):
+        raise unsupported(
+            pe,
+            "attaches nothing to a position by itself",
+            "an additive or rotary encoding (see bias_heatmaps for score biases)",
+        )
+    H, D = head_shape(pe)
+    unit = torch.zeros(D, dtype=torch.float64)  # (D,) (1, 0) in each rotated pair
+    unit[feature_pairs(pe, D)[0]] = 1.0
+    x = unit.expand(1, H, n_positions, D)  # (B, H, T, D)
+    pos = torch.arange(n_positions)
+    with torch.no_grad(), evaluating(pe):
+        rotated, _ = pe.rotate(x, x, pos, pos)
+    return rotated[0, 0].numpy()
 
 
-def feature_pairs(pe: PositionalEncoding, width: int) -> tuple[int, bool]:
-    """(P, interleaved) for features of ``width``: pair i is features (2i, 2i + 1) when
-    interleaved (and in additive tables), else (i, i + P); P = rotary_dim/2 for partial
-    rotary (the features past 2P pass through), else width/2."""
+def feature_pairs(pe: PositionalEncoding, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (P,) of the first and second feature of each pair among ``width`` features:
+    (2i, 2i + 1) when interleaved (and in additive tables), else (i, i + P); P = rotary_dim/2
+    for partial rotary (the features past 2P pass through), else width/2."""
     if is_additive(pe):
-        return width // 2, True
-    rotary_dim = int(geometry_attr(pe, "rotary_dim", width))
-    return rotary_dim // 2, geometry_attr(pe, "layout", "half") == "interleaved"
+        P, interleaved = width // 2, True
+    else:
+        P = int(geometry_attr(pe, "rotary_dim", width)) // 2
+        interleaved = geometry_attr(pe, "layout", "half") == "interleaved"
+    i = np.arange(P)
+    return (2 * i, 2 * i + 1) if interleaved else (i, i + P)
 
 
 @styled
@@ -103,9 +103,9 @@ def similarity_matrix(
 def _spread_dims(pe: PositionalEncoding, width: int) -> tuple[int, ...]:
     """Four features from pairs spread over the faster half of the spectrum (the slow half is
     flat over a few hundred positions): first feature of pairs 0, P/6, P/3, P/2."""
-    P, interleaved = feature_pairs(pe, width)
-    pairs = sorted({round(P * f) for f in (0.0, 1 / 6, 1 / 3, 1 / 2)})
-    return tuple(2 * i if interleaved else i for i in pairs)
+    first, _ = feature_pairs(pe, width)
+    pairs = sorted({round(len(first) * f) for f in (0.0, 1 / 6, 1 / 3, 1 / 2)})
+    return tuple(int(first[i]) for i in pairs)
 
 
 @styled
@@ -156,10 +156,7 @@ def contamination_stats(
     pe = resolve(pe)
     check_positive_int(n_positions, "n_positions")
     if not is_additive(pe):
-        raise ValueError(
-            f"encoding {pe.name!r} (family {pe.family!r}) adds nothing to token embeddings; "
-            "expected an additive encoding"
-        )
+        raise unsupported(pe, "adds nothing to token embeddings", "an additive encoding")
     table = additive_table(pe, n_positions).numpy()  # (N, C)
     e = np.random.default_rng(seed).standard_normal(table.shape[1])  # (C,)
     mixed = e + table
