@@ -5,6 +5,7 @@ distance in [0, 1] (Li et al. 2023, arXiv:2310.04418)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -12,7 +13,7 @@ from torch import Tensor
 
 from .. import functional as PF
 from ..encodings.base import PositionalEncoding
-from .result import check
+from .result import check, relative_error
 from .subjects import has_bias
 
 #: Encodings whose bias, by construction, falls as |i - j| grows (per head, at init too).
@@ -59,15 +60,20 @@ def alibi_bias_linear(pe: PositionalEncoding) -> tuple[float, str]:
     if getattr(pe, "symmetric", False):
         offset = offset.abs()
     expected = -getattr(pe, "slopes").double()[:, None, None] * offset  # noqa: B009
-    err = float(((bias - expected).abs() / (1 + expected.abs())).max())
+    err = relative_error(bias, expected)
     return err, f"64 queries x 81 keys, offsets -63..563: max relative deviation {err:.1e}"
 
 
-def _t5(pe: PositionalEncoding) -> bool:
-    return has_bias(pe) and all(hasattr(pe, a) for a in ("buckets", "num_buckets", "max_distance"))
+def _bias_with(*attrs: str) -> Callable[[PositionalEncoding], bool]:
+    """Predicate: an encoding with a score bias and every attribute in ``attrs``."""
+    return lambda pe: has_bias(pe) and all(hasattr(pe, a) for a in attrs)
 
 
-@check("t5_buckets_monotone_clamped", applies=_t5, tolerance=0.0)
+@check(
+    "t5_buckets_monotone_clamped",
+    applies=_bias_with("buckets", "num_buckets", "max_distance"),
+    tolerance=0.0,
+)
 def t5_buckets_monotone_clamped(pe: PositionalEncoding) -> tuple[float, str]:
     """Buckets never decrease with |distance| (each direction), stay below num_buckets, and
     are one shared bucket from max_distance on. Error = number of violations."""
@@ -103,11 +109,7 @@ def bias_decays_with_distance(pe: PositionalEncoding) -> tuple[float, str]:
     return rise, f"distances 0..300: bias at 300 per head [{far}]; largest rise {rise:.1e}"
 
 
-def _fire(pe: PositionalEncoding) -> bool:
-    return has_bias(pe) and all(hasattr(pe, a) for a in ("c", "threshold", "eps"))
-
-
-@check("fire_distance_interpolated", applies=_fire, tolerance=1e-12)
+@check("fire_distance_interpolated", applies=_bias_with("c", "threshold", "eps"), tolerance=1e-12)
 def fire_distance_interpolated(pe: PositionalEncoding) -> tuple[float, str]:
     """FIRE's MLP input ψ(i - j)/ψ(max(L, i)) lies in [0, 1] and grows with i - j for every
     query i (progressive interpolation). Error = largest step down or excursion."""

@@ -9,7 +9,6 @@ measured ones from the encoding itself (its ``frequencies`` and ``rotate``)."""
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable
 from fractions import Fraction
@@ -21,7 +20,7 @@ from torch import Tensor
 from .. import functional as PF
 from ..encodings.base import PositionalEncoding
 from ..encodings.rotary import RoPE
-from .result import check
+from .result import check, largest_rise, relative_error
 from .subjects import TRAIN_LEN, head_shape, is_rotary
 
 
@@ -36,11 +35,6 @@ def _method(name: str) -> Callable[[PositionalEncoding], bool]:
         return _extended(pe) and getattr(getattr(pe, "scaling", None), "method", None) == name
 
     return applies
-
-
-def _relative(a: Tensor, b: Tensor) -> float:
-    """max |a - b| / (1 + |b|): relative for large entries, absolute near 0."""
-    return float(((a - b).abs() / (1 + b.abs())).max())
 
 
 def _plain(pe: Any) -> RoPE:
@@ -87,13 +81,13 @@ def pi_equals_scaled_positions(pe: PositionalEncoding) -> tuple[float, str]:
         j = torch.randint(0, 10_000 // ratio.numerator + 1, (64,), generator=gen)
         sq, sk = rope.rotate(q, k, ratio.numerator * j, ratio.numerator * j)
         pq, pk = plain.rotate(q, k, ratio.denominator * j, ratio.denominator * j)
-        errs.append(max(_relative(sq, pq), _relative(sk, pk)))
+        errs.append(max(relative_error(sq, pq), relative_error(sk, pk)))
         whole = f"m = {ratio.numerator}j vs rotate at {ratio.denominator}j: {errs[-1]:.1e}; "
     sq, sk = rope.rotate(q, k, pos, pos)
     cos, sin = PF.rope_cos_sin(pos.double() / factor, plain.inv_freq64)  # (T, P) at m/s
     pq = PF.apply_rope(q, cos, sin, layout=plain.layout)
     pk = PF.apply_rope(k, cos, sin, layout=plain.layout)
-    errs.append(max(_relative(sq, pq), _relative(sk, pk)))
+    errs.append(max(relative_error(sq, pq), relative_error(sk, pk)))
     return max(errs), (
         f"s={factor:g}, 64 positions m < 10^4: {whole}any m vs RoPE at m/s: {errs[-1]:.1e}"
     )
@@ -163,7 +157,7 @@ def yarn_ramp_endpoints(pe: PositionalEncoding) -> tuple[float, str]:
     errs += [float((ratio[slow] * s - 1).abs().max())] if slow.any() else []
     errs.append(float((ratio - 1).clamp_min(0).max()))  # above 1
     errs.append(float((1 / s - ratio).clamp_min(0).max() * s))  # below 1/s
-    errs += [max(0.0, *(b - a for a, b in itertools.pairwise(ratio.tolist())))]
+    errs.append(largest_rise(ratio.tolist()))
     between = ~(fast | slow)
     return max(errs), (
         f"s={s:g}, L={L}, beta {cfg.beta_fast:g}/{cfg.beta_slow:g}: {int(fast.sum())} pairs kept "

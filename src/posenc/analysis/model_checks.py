@@ -22,28 +22,27 @@ NOT_SHIFT_INVARIANT = {
 }
 
 
-def _order_gap(pe: PositionalEncoding) -> float:
+def _order_gap(pe: PositionalEncoding) -> tuple[float, str]:
     """max |f(P x) - P f(x)| of a bidirectional encoder (float64) for one permutation P."""
     model = tiny_model(pe, causal=False)
     gen = torch.Generator().manual_seed(0)
     idx = torch.randint(0, VOCAB, (1, 16), generator=gen)  # (B, T)
     perm = torch.randperm(16, generator=gen)
     with torch.no_grad():
-        return float((model.features(idx[:, perm]) - model.features(idx)[:, perm]).abs().max())
+        gap = float((model.features(idx[:, perm]) - model.features(idx)[:, perm]).abs().max())
+    return gap, f"encoder of 16 tokens, one shuffle: max |f(Px) - P f(x)| = {gap:.2e}"
 
 
 @check("permutation_equivariant", applies=lambda pe: pe.family == "none", tolerance=1e-10)
 def permutation_equivariant(pe: PositionalEncoding) -> tuple[float, str]:
     """Without positions, self-attention is permutation-equivariant: f(P x) = P f(x)."""
-    gap = _order_gap(pe)
-    return gap, f"encoder of 16 tokens, one shuffle: max |f(Px) - P f(x)| = {gap:.2e}"
+    return _order_gap(pe)
 
 
 @check("order_sensitive", applies=lambda pe: pe.family != "none", tolerance=1e-8, comparison=">=")
 def order_sensitive(pe: PositionalEncoding) -> tuple[float, str]:
     """With the encoding, shuffling tokens changes more than their order: f(P x) != P f(x)."""
-    gap = _order_gap(pe)
-    return gap, f"encoder of 16 tokens, one shuffle: max |f(Px) - P f(x)| = {gap:.2e}"
+    return _order_gap(pe)
 
 
 def _shift_applies(pe: PositionalEncoding) -> bool:

@@ -1,13 +1,18 @@
-"""Check results and the registry of checks: each check knows which encodings it applies to."""
+"""Check results and the registry of checks: each check knows which encodings it applies to;
+measurement helpers the checks share."""
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from torch import Tensor
+
 from ..encodings.base import PositionalEncoding
+from .subjects import evaluating
 
 Comparison = Literal["<=", ">="]
 #: A check body: measure something on an encoding, return (measured error, detail).
@@ -55,14 +60,10 @@ class Check:
     def __call__(self, pe: PositionalEncoding) -> CheckResult:
         """Run on ``pe`` in eval mode (randomized positions sample only in training), then
         restore its mode. Raises ValueError when the check does not apply to it."""
-        was_training = pe.training
-        pe.eval()
-        try:
+        with evaluating(pe):
             if not self.applies(pe):
                 raise ValueError(f"check {self.name!r} does not apply to encoding {pe.name!r}")
             error, detail = self.measure(pe)
-        finally:
-            pe.train(was_training)
         ok = error <= self.tolerance if self.comparison == "<=" else error >= self.tolerance
         return CheckResult(
             self.name, pe.name, bool(ok), float(error), self.tolerance, detail, self.comparison
@@ -86,3 +87,13 @@ def check(
         return CHECKS[name]
 
     return decorate
+
+
+def relative_error(a: Tensor, b: Tensor) -> float:
+    """max |a - b| / (1 + |b|): relative for large entries, absolute near 0."""
+    return float(((a - b).abs() / (1 + b.abs())).max())
+
+
+def largest_rise(values: Iterable[float]) -> float:
+    """The largest step up between consecutive values, 0 when they never rise."""
+    return max([0.0, *(b - a for a, b in itertools.pairwise(values))])

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from .. import functional as PF
 from ..encodings.base import PositionalEncoding
-from .result import check
+from .result import check, largest_rise, relative_error
 from .subjects import head_shape, is_rotary, length_dependent
 
 #: Rotary encodings that rescale on purpose, with the reason (no norm check for them).
@@ -63,7 +63,7 @@ def rotary_relative(pe: PositionalEncoding) -> tuple[float, str]:
         rq, rk = pe.rotate(q, k, m, n)
         q0, rk0 = pe.rotate(q, k, torch.zeros_like(m), n - m)
     lhs, rhs = (rq * rk).sum(-1), (q0 * rk0).sum(-1)  # (1, H, T) pairwise scores
-    err = float(((lhs - rhs).abs() / (1 + rhs.abs())).max())
+    err = relative_error(lhs, rhs)
     return err, f"64 pairs, m < 10^4, 0 <= n - m < 500: max relative score diff {err:.1e}"
 
 
@@ -150,7 +150,7 @@ def rope_long_term_decay(pe: PositionalEncoding) -> tuple[float, str]:
     bound = decay_bound(inv_freq, edges[-1])  # (n,)
     at_zero = float(bound[0])  # = (P + 1) / 2: every phase aligned
     means = [float(bound[lo:hi].mean()) / at_zero for lo, hi in itertools.pairwise(edges)]
-    rise = max(0.0, *(b - a for a, b in itertools.pairwise(means)))
+    rise = largest_rise(means)
     miss = max(0.0, means[-1] / means[0] - 0.9)
     windows = " ".join(f"[{lo},{hi})" for lo, hi in itertools.pairwise(edges))
     return rise + miss, (

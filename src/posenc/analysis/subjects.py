@@ -10,10 +10,10 @@ import contextlib
 import copy
 import math
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from ..attention import Attention, TinyTransformer
 from ..encodings.base import PositionalEncoding
@@ -180,45 +180,34 @@ def is_parameter_free(pe: PositionalEncoding) -> bool:
     return not any(True for _ in pe.parameters())
 
 
-def _scramble(model: nn.Module, pe: PositionalEncoding, seed: int) -> None:
-    """Re-draw every non-encoding weight at a scale where attention is far from uniform, so a
-    position effect is visible in float64 outputs (GPT-2's 0.02 std hides it)."""
+M = TypeVar("M", Attention, TinyTransformer)
+
+
+def _tiny(cls: type[M], pe: PositionalEncoding, seed: int, **kwargs: Any) -> M:
+    """``cls`` around a private copy of ``pe`` (the caller's is untouched), seeded, in float64
+    eval mode, with every non-encoding weight re-drawn at a scale where attention is far from
+    uniform, so a position effect is visible in float64 outputs (GPT-2's 0.02 std hides it)."""
+    C, H = model_geometry(pe)
+    pe = copy.deepcopy(pe)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        module = cls(d_model=C, n_heads=H, pe=pe, **kwargs).double().eval()
     owned = {id(p) for p in pe.parameters()}
     gen = torch.Generator().manual_seed(seed)
-    for p in model.parameters():
+    for p in module.parameters():
         if id(p) not in owned and p.ndim == 2:
             p.data.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) / p.shape[-1] ** 0.25)
+    return module
 
 
 def tiny_model(pe: PositionalEncoding, *, causal: bool, seed: int = 0) -> TinyTransformer:
-    """A float64 TinyTransformer around a private copy of ``pe`` (the caller's is untouched)."""
-    C, H = model_geometry(pe)
-    pe = copy.deepcopy(pe)
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        model = TinyTransformer(
-            vocab_size=VOCAB,
-            pe=pe,
-            d_model=C,
-            n_heads=H,
-            causal=causal,
-            max_len=MAX_LEN,
-        )
-    model = model.double().eval()
-    _scramble(model, model.pe, seed)
-    return model
+    """A float64 TinyTransformer around a private copy of ``pe`` (see ``_tiny``)."""
+    return _tiny(TinyTransformer, pe, seed, vocab_size=VOCAB, causal=causal, max_len=MAX_LEN)
 
 
 def tiny_attention(pe: PositionalEncoding, *, causal: bool = True, seed: int = 0) -> Attention:
-    """A float64 attention layer around a private copy of ``pe``."""
-    C, H = model_geometry(pe)
-    pe = copy.deepcopy(pe)
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        attn = Attention(C, H, pe=pe, causal=causal)
-    attn = attn.double().eval()
-    _scramble(attn, attn.pe, seed)
-    return attn
+    """A float64 attention layer around a private copy of ``pe`` (see ``_tiny``)."""
+    return _tiny(Attention, pe, seed, causal=causal)
 
 
 def attention_weights(attn: Attention, x: Tensor, pos: Tensor) -> Tensor:

@@ -12,7 +12,7 @@ from torch import Tensor
 
 from .. import functional as PF
 from ..encodings.base import PositionalEncoding
-from .result import check
+from .result import check, largest_rise
 from .subjects import D_MODEL, evaluating, geometry_attr, is_additive, is_parameter_free
 
 
@@ -109,7 +109,7 @@ def table_dot_decays(pe: PositionalEncoding) -> tuple[float, str]:
     dots = table @ table[0]  # (N,)
     edges = [0, *(2**j for j in range(dots.shape[0].bit_length()))]
     means = [float(dots[lo:hi].mean()) for lo, hi in itertools.pairwise(edges) if hi <= len(dots)]
-    rise = max(0.0, *(b - a for a, b in itertools.pairwise(means))) / means[0]
+    rise = largest_rise(means) / means[0]
     miss = max(0.0, means[-1] / means[0] - 0.5)
     detail = "octave means / PE0·PE0: " + " ".join(f"{m / means[0]:.2f}" for m in means)
     return rise + miss, detail
