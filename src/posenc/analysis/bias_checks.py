@@ -21,8 +21,7 @@ DECAYING_BIASES = ("alibi", "kerple")
 
 
 def _bias(pe: PositionalEncoding, q_pos: Tensor, k_pos: Tensor) -> Tensor:
-    with torch.no_grad():
-        out = pe.bias(q_pos, k_pos)
+    out = pe.bias(q_pos, k_pos)
     if out is None:
         raise ValueError(f"encoding {pe.name!r} returned no bias")
     return out[0].double()  # (H, Tq, Tk)
@@ -115,9 +114,8 @@ def fire_distance_interpolated(pe: PositionalEncoding) -> tuple[float, str]:
     query i (progressive interpolation). Error = largest step down or excursion."""
     fire: Any = pe
     q_pos, k_pos = torch.tensor([5, 100, 511, 2000, 9000]), torch.arange(0, 9001)
-    with torch.no_grad():
-        c, threshold = fire.c.double(), fire.threshold.double()
-        x = PF.fire_distance(q_pos, k_pos, c, threshold, eps=fire.eps)  # (Tq, Tk)
+    c, threshold = fire.c.double(), fire.threshold.double()
+    x = PF.fire_distance(q_pos, k_pos, c, threshold, eps=fire.eps)  # (Tq, Tk)
     mask = PF.relative_offsets(q_pos, k_pos) >= 0  # causal pairs
     errs = [float((x[mask] - 1).clamp_min(0).max()), float((-x[mask]).clamp_min(0).max())]
     for row, i in zip(x, q_pos.tolist(), strict=True):

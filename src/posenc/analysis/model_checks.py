@@ -28,8 +28,7 @@ def _order_gap(pe: PositionalEncoding) -> tuple[float, str]:
     gen = torch.Generator().manual_seed(0)
     idx = torch.randint(0, VOCAB, (1, 16), generator=gen)  # (B, T)
     perm = torch.randperm(16, generator=gen)
-    with torch.no_grad():
-        gap = float((model.features(idx[:, perm]) - model.features(idx)[:, perm]).abs().max())
+    gap = float((model.features(idx[:, perm]) - model.features(idx)[:, perm]).abs().max())
     return gap, f"encoder of 16 tokens, one shuffle: max |f(Px) - P f(x)| = {gap:.2e}"
 
 
@@ -61,11 +60,8 @@ def shift_invariant(pe: PositionalEncoding) -> tuple[float, str]:
     C, _ = model_geometry(pe)
     x = torch.randn(2, 12, C, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     pos = torch.arange(12)
-    errs = []
-    with torch.no_grad():
-        ref = attn(x, pos)
-        for shift in (1, 37, 1000):
-            errs.append(float((attn(x, pos + shift) - ref).abs().max()))
+    ref = attn(x, pos)
+    errs = [float((attn(x, pos + shift) - ref).abs().max()) for shift in (1, 37, 1000)]
     return max(errs), "shifts 1, 37, 1000 of 12 positions: max |out| change " + ", ".join(
         f"{e:.1e}" for e in errs
     )
@@ -76,12 +72,10 @@ def kv_cache_decode(pe: PositionalEncoding) -> tuple[float, str]:
     """Decoding token by token through the KV cache gives the full forward's logits."""
     model = tiny_model(pe, causal=True)
     idx = torch.randint(0, VOCAB, (2, 12), generator=torch.Generator().manual_seed(2))
-    with torch.no_grad():
-        full = model(idx)  # (B, T, V)
-        cache = model.new_cache()
-        steps = [model(idx[:, :5], cache=cache)]
-        for t in range(5, 12):
-            steps.append(model(idx[:, t : t + 1], cache=cache))
+    full = model(idx)  # (B, T, V)
+    cache = model.new_cache()
+    steps = [model(idx[:, :5], cache=cache)]
+    steps += [model(idx[:, t : t + 1], cache=cache) for t in range(5, 12)]
     err = float((torch.cat(steps, dim=1) - full).abs().max())
     return err, f"prefix 5 + 7 single-token steps vs one forward of 12: max |logit diff| {err:.1e}"
 
@@ -94,10 +88,9 @@ def decode_position_ids(pe: PositionalEncoding) -> tuple[float, str]:
     idx = torch.randint(0, VOCAB, (1, 9), generator=torch.Generator().manual_seed(3))
     ids = decode_positions(6, 3)
     step_err = float((ids - torch.arange(6, 9)).abs().max())
-    with torch.no_grad():
-        implicit, explicit = model.new_cache(), model.new_cache()
-        model(idx[:, :6], cache=implicit), model(idx[:, :6], cache=explicit)
-        a = model(idx[:, 6:], cache=implicit)
-        b = model(idx[:, 6:], ids, cache=explicit)
+    implicit, explicit = model.new_cache(), model.new_cache()
+    model(idx[:, :6], cache=implicit), model(idx[:, :6], cache=explicit)
+    a = model(idx[:, 6:], cache=implicit)
+    b = model(idx[:, 6:], ids, cache=explicit)
     err = max(step_err, float((a - b).abs().max()))
     return err, f"decode_positions(6, 3) = {ids.tolist()}; default vs explicit ids diff {err:.1e}"

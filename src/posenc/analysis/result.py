@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+import torch
 from torch import Tensor
 
 from ..encodings.base import PositionalEncoding
@@ -58,9 +59,9 @@ class Check:
     comparison: Comparison = "<="
 
     def __call__(self, pe: PositionalEncoding) -> CheckResult:
-        """Run on ``pe`` in eval mode (randomized positions sample only in training), then
-        restore its mode. Raises ValueError when the check does not apply to it."""
-        with evaluating(pe):
+        """Run on ``pe`` under ``torch.no_grad`` in eval mode (randomized positions sample only
+        in training), then restore its mode. Raises ValueError when the check does not apply."""
+        with torch.no_grad(), evaluating(pe):
             if not self.applies(pe):
                 raise ValueError(f"check {self.name!r} does not apply to encoding {pe.name!r}")
             error, detail = self.measure(pe)

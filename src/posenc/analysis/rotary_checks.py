@@ -41,9 +41,8 @@ def rotation_norm_preserved(pe: PositionalEncoding) -> tuple[float, str]:
     """A rotation keeps lengths: ||R_m q|| = ||R_0 q|| (= ||q|| for RoPE) at every m."""
     q, k = _qk(pe, 64, 0)
     pos = _positions(64, 1)
-    with torch.no_grad():
-        rq, rk = pe.rotate(q, k, pos, pos)
-        q0, k0 = pe.rotate(q, k, torch.zeros_like(pos), torch.zeros_like(pos))
+    rq, rk = pe.rotate(q, k, pos, pos)
+    q0, k0 = pe.rotate(q, k, torch.zeros_like(pos), torch.zeros_like(pos))
     rel = torch.cat([rq.norm(dim=-1) / q0.norm(dim=-1), rk.norm(dim=-1) / k0.norm(dim=-1)]) - 1
     err = float(rel.abs().max())
     return err, f"64 positions < 10^4: max | ||R_m x|| / ||R_0 x|| - 1 | = {err:.1e}"
@@ -59,9 +58,8 @@ def rotary_relative(pe: PositionalEncoding) -> tuple[float, str]:
     q, k = _qk(pe, 64, 2)
     m = _positions(64, 3)
     n = m + _positions(64, 4, high=500)  # n >= m
-    with torch.no_grad():
-        rq, rk = pe.rotate(q, k, m, n)
-        q0, rk0 = pe.rotate(q, k, torch.zeros_like(m), n - m)
+    rq, rk = pe.rotate(q, k, m, n)
+    q0, rk0 = pe.rotate(q, k, torch.zeros_like(m), n - m)
     lhs, rhs = (rq * rk).sum(-1), (q0 * rk0).sum(-1)  # (1, H, T) pairwise scores
     err = relative_error(lhs, rhs)
     return err, f"64 pairs, m < 10^4, 0 <= n - m < 500: max relative score diff {err:.1e}"
@@ -87,9 +85,8 @@ def layouts_agree(pe: PositionalEncoding) -> tuple[float, str]:
     p = torch.cat([half_from_interleaved(rot), torch.arange(rot, D)])  # (D,)
     q, k = _qk(pe, 32, 5)
     pos = _positions(32, 6)
-    with torch.no_grad():
-        iq, ik = inter.rotate(q, k, pos, pos)
-        hq, hk = half.rotate(q[..., p], k[..., p], pos, pos)
+    iq, ik = inter.rotate(q, k, pos, pos)
+    hq, hk = half.rotate(q[..., p], k[..., p], pos, pos)
     err = max(float((hq - iq[..., p]).abs().max()), float((hk - ik[..., p]).abs().max()))
     return err, f"rotary_dim {rot} of {D}, 32 positions: max diff {err:.1e}"
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import torch
-
 from ..encodings.base import PositionalEncoding
 from .result import CHECKS, Check, CheckResult
 from .subjects import resolve, subject_names
@@ -57,8 +55,7 @@ def run_checks(
 def _run(c: Check, pe: PositionalEncoding) -> CheckResult:
     """``c(pe)``; an exception inside the measurement is a FAIL that names it."""
     try:
-        with torch.no_grad():
-            return c(pe)
+        return c(pe)
     except Exception as err:  # a crashing check must show up as a failure, not hide others
         detail = f"raised {type(err).__name__}: {err}"
         return CheckResult(c.name, pe.name, False, float("nan"), c.tolerance, detail, c.comparison)
