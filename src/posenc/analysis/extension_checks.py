@@ -30,11 +30,7 @@ def _extended(pe: PositionalEncoding) -> bool:
 
 def _method(name: str) -> Callable[[PositionalEncoding], bool]:
     """Predicate: an extended RoPE using context-extension method ``name``."""
-
-    def applies(pe: PositionalEncoding) -> bool:
-        return _extended(pe) and getattr(getattr(pe, "scaling", None), "method", None) == name
-
-    return applies
+    return lambda pe: _extended(pe) and getattr(pe.scaling, "method", None) == name
 
 
 def _plain(pe: Any) -> RoPE:

@@ -138,9 +138,8 @@ def is_rotary(pe: PositionalEncoding) -> bool:
             q, k = pe.rotate(x, x, torch.arange(1, 5), torch.arange(1, 5))
     except (ValueError, TypeError):
         return False
-    if q.shape != x.shape or k.shape != x.shape:  # e.g. PoPE's (magnitude, phase) features
-        return True
-    return bool((q - x).abs().max() > 0 or (k - x).abs().max() > 0)
+    reshaped = q.shape != x.shape or k.shape != x.shape  # e.g. PoPE's (magnitude, phase) features
+    return reshaped or bool((q - x).abs().max() > 0 or (k - x).abs().max() > 0)
 
 
 def has_bias(pe: PositionalEncoding) -> bool:
