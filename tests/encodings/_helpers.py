@@ -44,3 +44,10 @@ def causal_mask(Tq: int, Tk: int) -> np.ndarray:
     """-inf above the causal diagonal of a (Tq, Tk) block ending at key Tk - 1."""
     allowed = np.tril(np.ones((Tq, Tk), dtype=bool), Tk - Tq)
     return np.where(allowed, 0.0, -math.inf)
+
+
+def masked_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """Scaled scores (B, H, Tq, Tk) with keys after each query (by cache index) at -inf."""
+    Tq, Tk = q.shape[2], k.shape[2]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return scores.masked_fill(~torch.ones(Tq, Tk, dtype=torch.bool).tril(Tk - Tq), float("-inf"))

@@ -11,7 +11,14 @@ import torch
 import posenc
 from posenc import Attention
 from posenc import functional as PF
-from tests.encodings._helpers import causal_mask, heads_of, merge_heads, qkv, softmax_attention
+from tests.encodings._helpers import (
+    causal_mask,
+    heads_of,
+    masked_scores,
+    merge_heads,
+    qkv,
+    softmax_attention,
+)
 from tests.reference import families as ref
 
 
@@ -22,17 +29,11 @@ def _cope(head_dim: int = 8, n_positions: int = 4) -> posenc.PositionalEncoding:
     return pe
 
 
-def _masked_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    Tq, Tk = q.shape[2], k.shape[2]
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    return scores.masked_fill(~torch.ones(Tq, Tk, dtype=torch.bool).tril(Tk - Tq), float("-inf"))
-
-
 @pytest.mark.parametrize("n_positions", [2, 4, 64])
 def test_logits_equal_reference(n_positions: int) -> None:
     pe = _cope(n_positions=n_positions)
     q, k, _ = qkv(Tq=5, Tk=7)
-    scores = _masked_scores(q, k)
+    scores = masked_scores(q, k)
     got = pe.relative_logits(scores, q, k, torch.arange(2, 7), torch.arange(7))
     want = ref.cope_logits(q.numpy(), scores.numpy(), pe.pos_emb.detach().numpy())
     np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-12, atol=1e-12)
@@ -60,7 +61,7 @@ def test_masked_gates_are_zero_with_finite_gradients() -> None:
 
 
 def test_numpy_equals_torch() -> None:
-    scores = _masked_scores(*qkv()[:2])
+    scores = masked_scores(*qkv()[:2])
     per_position = torch.randn(2, 3, 5, 4, dtype=torch.float64)
     p = PF.cope_positions(scores, n_positions=4)
     p_np = PF.cope_positions(scores.numpy(), n_positions=4)
@@ -83,22 +84,6 @@ def test_attention_layer_equals_explicit_definition() -> None:
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-11, atol=1e-12)
 
 
-@pytest.mark.anchor
-def test_matches_x_transformers() -> None:
-    xt = pytest.importorskip("x_transformers.x_transformers")
-    theirs = xt.CoPE(dim=8, heads=3, max_pos=6)
-    ours = posenc.build("cope", head_dim=8, n_positions=6)
-    with torch.no_grad():
-        theirs.pos_emb.normal_()
-        ours.pos_emb.copy_(theirs.pos_emb)
-    q, k, _ = qkv(Tq=9, Tk=9)
-    q, k = q.float(), k.float()
-    scores = _masked_scores(q, k)
-    want = scores + theirs(q, scores)
-    got = ours.relative_logits(scores, q, k, torch.arange(9), torch.arange(9))
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
-
-
 @pytest.mark.parametrize(
     ("config", "error", "match"),
     [
@@ -116,4 +101,4 @@ def test_wrong_head_dim_raises() -> None:
     pe = _cope(head_dim=8)
     q, k, _ = qkv(D=6)
     with pytest.raises(ValueError, match="head_dim=8 features, got 6"):
-        pe.relative_logits(_masked_scores(q, k), q, k, torch.arange(5), torch.arange(5))
+        pe.relative_logits(masked_scores(q, k), q, k, torch.arange(5), torch.arange(5))

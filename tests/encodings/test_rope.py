@@ -59,27 +59,6 @@ def test_layouts_agree_after_permuting_features() -> None:
     torch.testing.assert_close(ik, hk[..., perm])
 
 
-@pytest.mark.anchor
-@pytest.mark.parametrize("partial", [1.0, 0.5])
-def test_rope_equals_hugging_face_apply_rotary_pos_emb(partial: float) -> None:
-    llama = pytest.importorskip("transformers.models.llama.modeling_llama")
-    D = 64
-    rot = int(D * partial)
-    q, k = _qk(B=2, H=4, Hkv=4, T=33, D=D, dtype=torch.float32)
-    pos = torch.randint(0, 4096, (2, 33))
-    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, rot, 2, dtype=torch.float64) / rot))
-    freqs = pos[..., None].double() * inv_freq  # (B, T, rot/2), float64 angles
-    emb = torch.cat([freqs, freqs], dim=-1)
-    cos, sin = emb.cos().float(), emb.sin().float()
-    hq_rot, hk_rot = llama.apply_rotary_pos_emb(q[..., :rot], k[..., :rot], cos, sin)
-    hq = torch.cat([hq_rot, q[..., rot:]], dim=-1)  # Phi / GPT-NeoX partial rotary
-    hk = torch.cat([hk_rot, k[..., rot:]], dim=-1)
-    ours = posenc.build("rope", head_dim=D, partial=partial)
-    oq, ok = ours.rotate(q, k, pos, pos)
-    torch.testing.assert_close(oq, hq, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(ok, hk, atol=1e-5, rtol=1e-5)
-
-
 def _rotation_error(rope: posenc.PositionalEncoding, dtype: torch.dtype) -> tuple[float, float]:
     """Max error of rotating a low-precision q at positions up to 8192, and of rounding alone."""
     T, D = 8192, 64

@@ -9,6 +9,14 @@ import numpy as np
 import torch
 
 #: model_type -> (modeling module, rotary class, q/k function) of transformers 5.23.
+#: The dynamic-method tests' original context length and LongRoPE factors.
+ORIGINAL = 16
+_rng = np.random.default_rng(1)
+FACTORS = {
+    "short_factor": (1 + 0.2 * _rng.random(16)).tolist(),
+    "long_factor": (1 + 8 * _rng.random(16)).tolist(),
+}
+
 ROTARY = {
     "llama": ("llama", "LlamaRotaryEmbedding", "apply_rotary_pos_emb"),
     "qwen2": ("qwen2", "Qwen2RotaryEmbedding", "apply_rotary_pos_emb"),
