@@ -18,12 +18,11 @@ from .attention import Attention
 from .base import ENCODINGS, PositionalEncoding, PositionContext, build, build_for_model
 from .bias import FIRE, ALiBi, Kerple, T5Bias
 from .convert import load_torch_state_dict, to_torch_state_dict
-from .encodings import Learned, NoPE, RoPE, Sinusoidal
+from .encodings import Learned, NoPE, PoPE, RoPE, Sinusoidal, XPos
 from .kv_cache import CachedKeys, KVCache
 from .model import Block, TinyTransformer
 from .randomized import Randomized
 from .relative import CoPE, Shaw, TransformerXL
-from .rotary_variants import PoPE, XPos
 from .train import decoder_arrays, greedy_decode, train_decoder
 
 __all__ = [

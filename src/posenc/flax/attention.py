@@ -29,13 +29,12 @@ Array = jax.Array
 class Attention(nnx.Module):
     """As torch's ``Attention`` (one explicit path: no query blocks or fused backends), with
     parameters ``qkv`` (C -> C + 2·Hkv·D) and ``proj`` (C -> C); dropout acts on the attention
-    probabilities in training."""
+    probabilities in training. ``config``: the other ``AttentionConfig`` arguments (causal,
+    n_kv_heads, dropout, bias), checked as torch's."""
 
     def __init__(
         self, d_model: int, n_heads: int, *, pe: PositionalEncoding, rngs: nnx.Rngs, **config: Any
     ) -> None:
-        """``config``: the other ``AttentionConfig`` arguments (causal, n_kv_heads, dropout,
-        bias), checked as torch's."""
         c = AttentionConfig(d_model=d_model, n_heads=n_heads, **config)
         if not isinstance(pe, PositionalEncoding):
             raise TypeError(f"pe must be a posenc.flax PositionalEncoding, got {type(pe).__name__}")
@@ -53,13 +52,13 @@ class Attention(nnx.Module):
         x: Array,
         pos: Array | None = None,
         *,
-        padding_mask: Array | None = None,
-        segment_ids: Array | None = None,
         cache: KVCache | None = None,
         ctx: PositionContext | None = None,
+        **masks: Array | None,
     ) -> Array:
         """As torch's ``forward``: x (B, T, C) at positions (T,) or (B, T) (default: cache
-        length + 0..T-1), or those of ``ctx``, the forward's context -> (B, T, C)."""
+        length + 0..T-1), or those of ``ctx``, the forward's context -> (B, T, C). ``masks``:
+        ``padding_mask`` (B, T) bool, ``segment_ids`` (B, T) integer, as torch's."""
         check_ndim(x, 3, "x", "(B, T, C)")
         B, T, C = x.shape
         if C != self.d_model:
@@ -73,8 +72,7 @@ class Attention(nnx.Module):
         rerotate = cache is not None and self.pe.kv_policy == "rerotate"
         if not rerotate:
             q, k = self.pe.rotate(q, k, ctx.q_pos, ctx.q_pos, ctx=ctx)
-        masks = mask_inputs(B, T, padding_mask, segment_ids, cache)
-        new = CachedKeys(k, v, batch_positions(ctx.q_pos, B), *masks)
+        new = CachedKeys(k, v, batch_positions(ctx.q_pos, B), *mask_inputs(B, T, cache, **masks))
         keys = new if cache is None else cache.append(new)
         if rerotate:  # the cache holds unrotated keys: rotate all with the current frequencies
             q, k_all = self.pe.rotate(q, keys.k, ctx.q_pos, ctx.k_pos, ctx=ctx)
@@ -123,30 +121,27 @@ def context(
 
 
 def mask_inputs(
-    B: int, T: int, padding_mask: Any, segment_ids: Any, cache: KVCache | None = None
+    B: int,
+    T: int,
+    cache: KVCache | None = None,
+    *,
+    padding_mask: Array | None = None,
+    segment_ids: Array | None = None,
 ) -> tuple[Array, Array]:
     """As torch's: validity (B, T) bool and segment ids (B, T), defaults all-valid and one
     segment: 0, or after cached entries each row's latest (a decode step continues it)."""
-    for x, what, kind in (
-        (padding_mask, "padding_mask", "a bool"),
-        (segment_ids, "segment_ids", "an integer"),
+    for x, what, kind, dtype in (
+        (padding_mask, "padding_mask", "a bool", jnp.bool_),
+        (segment_ids, "segment_ids", "an integer", jnp.integer),
     ):
-        ok = x is None or (
-            tuple(x.shape) == (B, T)
-            and (
-                x.dtype == jnp.bool_
-                if what == "padding_mask"
-                else jnp.issubdtype(x.dtype, jnp.integer)
-            )
-        )
-        if not ok:
+        if x is not None and (tuple(x.shape) != (B, T) or not jnp.issubdtype(x.dtype, dtype)):
             raise ValueError(
                 f"{what} must be {kind} array of shape ({B}, {T}), got {x.dtype} {tuple(x.shape)}"
             )
     valid = jnp.ones((B, T), dtype=bool) if padding_mask is None else jnp.asarray(padding_mask)
-    last = None if cache is None else cache.last_segment()  # (B, 1) or None
     if segment_ids is not None:
         return valid, jnp.asarray(segment_ids)
+    last = None if cache is None else cache.last_segment()  # (B, 1) or None
     if last is not None and last.shape[0] == B:
         return valid, jnp.broadcast_to(last, (B, T))
     return valid, jnp.zeros((B, T), dtype=jnp.int32)

@@ -1,10 +1,9 @@
-"""The encoding interface in Flax nnx: torch's hooks (``posenc.encodings.base``), same names,
-order and ``ctx`` keyword, identity by default; and the position context they share.
+"""The Flax encoding interface: torch's hooks (``posenc.encodings.base``: same names, order and
+``ctx`` keyword, identity by default), its position context, the registry and input checks.
 
 An encoding's constructor takes its ``posenc.encodings.configs`` arguments (validated as the
 torch module's, read back as attributes: ``pe.head_dim``) and ``rngs`` for learned parameters.
-Positions are integer arrays (T,) or (B, T): int64 with ``jax_enable_x64``, else int32. The
-formulas are ``posenc.functional``'s.
+Positions are integer arrays (T,) or (B, T): int64 with ``jax_enable_x64``, else int32.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import numpy as np
 from flax import nnx
 from flax.nnx.tracers import TraceState
 
-from .._validate import check_head_split, check_positions_match, check_qk_agree
+from .._validate import check_head_split, check_qk_agree
 from ..encodings.configs import EncodingConfig
 from ..functional._xp import widest_int
 
@@ -32,10 +31,10 @@ ENCODINGS: dict[str, type[PositionalEncoding]] = {}
 
 @jax.tree_util.register_pytree_node_class
 class PositionContext:
-    """torch's ``PositionContext`` (``posenc.encodings.context``: ``q_pos``, ``k_pos``,
-    ``role``, ``shared``) as a pytree: jit, remat and scan take it as an argument with the work
-    shared so far. Work is kept only in the trace the context was made in: one closed over by
-    a transform reads what it holds but computes anything new afresh (no tracer leaks out)."""
+    """torch's ``PositionContext`` (``q_pos``, ``k_pos``, ``role``, ``shared``) as a pytree:
+    jit, remat and scan take it as an argument with the work shared so far. Work is kept only in
+    the trace the context was made in: one closed over by a transform reads what it holds but
+    computes anything new afresh (no tracer leaks out)."""
 
     def __init__(self, q_pos: Array, k_pos: Array | None = None) -> None:
         self.q_pos, self.k_pos = q_pos, q_pos if k_pos is None else k_pos
@@ -145,10 +144,14 @@ def register(config: type[EncodingConfig]) -> Callable[[_E], _E]:
     return wrap
 
 
-def keyword_params(cls: type) -> set[str]:
-    """Names of the keyword-only constructor parameters of ``cls``."""
-    params = inspect.signature(cls).parameters.values()
-    return {p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+def accepted_keys(name: str) -> tuple[str, ...]:
+    """The constructor arguments of the encoding registered as ``name`` (``rngs`` last).
+
+    Raises: ValueError for an unknown name.
+    """
+    if name not in ENCODINGS:
+        raise ValueError(f"unknown Flax encoding {name!r}; expected one of {sorted(ENCODINGS)}")
+    return (*ENCODINGS[name].config_class.keys(), "rngs")
 
 
 def build(name: str, **config: Any) -> PositionalEncoding:
@@ -156,10 +159,8 @@ def build(name: str, **config: Any) -> PositionalEncoding:
 
     Raises: ValueError for an unknown name or a key the encoding does not take.
     """
-    if name not in ENCODINGS:
-        raise ValueError(f"unknown Flax encoding {name!r}; expected one of {sorted(ENCODINGS)}")
-    accepted = keyword_params(ENCODINGS[name])
-    if unknown := set(config) - accepted:
+    accepted = accepted_keys(name)
+    if unknown := set(config) - set(accepted):
         raise ValueError(f"{name!r} takes {sorted(accepted)}, got unknown keys {sorted(unknown)}")
     return ENCODINGS[name](**config)
 
@@ -168,17 +169,15 @@ def build_for_model(
     name: str, *, dim: int, n_heads: int, max_len: int, rngs: nnx.Rngs | None = None, **config: Any
 ) -> PositionalEncoding:
     """As torch's ``registry.build_for_model``, with ``rngs``."""
-    if name not in ENCODINGS:
-        raise ValueError(f"unknown Flax encoding {name!r}; expected one of {sorted(ENCODINGS)}")
+    accepted = accepted_keys(name)
     check_head_split(dim, n_heads)
     shared = {"dim": dim, "n_heads": n_heads, "head_dim": dim // n_heads, "max_len": max_len}
-    accepted = keyword_params(ENCODINGS[name])
     return build(name, rngs=rngs, **({k: v for k, v in shared.items() if k in accepted} | config))
 
 
 def check_positions(pos: Any, what: str = "positions") -> Array:
     """Integer array (T,) or (B, T) (NumPy or JAX) -> JAX array (unsigned ones as the widest
-    signed int, as torch's int64).
+    signed int, as torch's int64: differences would wrap, 0 - 1 = 255).
 
     Raises: TypeError for a non-array or a float/bool dtype; ValueError for another rank.
     """
@@ -188,9 +187,8 @@ def check_positions(pos: Any, what: str = "positions") -> Array:
         raise TypeError(f"{what} must be an integer array, got dtype {pos.dtype}")
     if pos.ndim not in (1, 2):
         raise ValueError(f"{what} must have shape (T,) or (B, T), got {tuple(pos.shape)}")
-    if jnp.issubdtype(pos.dtype, jnp.unsignedinteger):  # differences would wrap (0 - 1 = 255)
-        return jnp.asarray(pos).astype(widest_int(jnp))
-    return jnp.asarray(pos)
+    unsigned = jnp.issubdtype(pos.dtype, jnp.unsignedinteger)
+    return jnp.asarray(pos).astype(widest_int(jnp)) if unsigned else jnp.asarray(pos)
 
 
 def check_ndim(x: Any, ndim: int, what: str, layout: str) -> None:
@@ -212,27 +210,24 @@ def check_qk(q: Array, k: Array, q_pos: Any, k_pos: Any, head_dim: int) -> tuple
     return q_pos, k_pos
 
 
-def check_pair(q_pos: Any, k_pos: Any, probs: Array) -> tuple[Array, Array]:
-    """Positions (T,) | (B, T) of the queries and keys of ``probs`` (B, H, Tq, Tk)."""
-    check_ndim(probs, 4, "probs", "(B, H, Tq, Tk)")
-    q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
-    check_positions_match(q_pos, probs.shape[0], probs.shape[2], "q_pos")
-    check_positions_match(k_pos, probs.shape[0], probs.shape[3], "k_pos")
-    return q_pos, k_pos
-
-
 def is_concrete(x: Array) -> bool:
     """False inside ``jax.jit`` (values unknown): value checks are skipped there."""
     return not isinstance(x, jax.core.Tracer)
 
 
-def extreme(pos: Array, which: str) -> int | None:
-    """max or min (``which``) of concrete, non-empty positions read on the host (a jnp
-    reduction would be staged into an enclosing trace), else None."""
+def bounds(pos: Array) -> tuple[int, int] | None:
+    """(min, max) of concrete, non-empty positions, read on the host (a jnp reduction would be
+    staged into an enclosing trace), else None."""
     if not is_concrete(pos) or pos.size == 0:
         return None
     values = np.asarray(pos)
-    return int(values.max() if which == "max" else values.min())
+    return int(values.min()), int(values.max())
+
+
+def on_host_if(fails: Array, check: Callable[..., None], *args: Any) -> None:
+    """Inside ``jax.jit``: ``check(*args)`` (which raises) as a host callback, run only where the
+    traced ``fails`` is True, so the compiled step fails with its message."""
+    jax.lax.cond(fails, lambda: jax.debug.callback(check, *args), lambda: None)
 
 
 def batch_positions(pos: Array, batch: int) -> Array:

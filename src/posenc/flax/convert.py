@@ -16,37 +16,12 @@ import numpy as np
 import torch
 from flax import nnx
 
-#: (layer type, torch name) -> (nnx name, transpose?)
+#: (layer type, nnx name) -> (torch name, transposed?)
 _RENAMES: dict[tuple[type, str], tuple[str, bool]] = {
-    (nnx.Linear, "weight"): ("kernel", True),
-    (nnx.LayerNorm, "weight"): ("scale", False),
-    (nnx.Embed, "weight"): ("embedding", False),
+    (nnx.Linear, "kernel"): ("weight", True),
+    (nnx.LayerNorm, "scale"): ("weight", False),
+    (nnx.Embed, "embedding"): ("weight", False),
 }
-
-
-def _child(node: Any, part: str, key: str) -> Any:
-    if isinstance(node, nnx.Sequential):
-        node = node.layers
-    try:
-        return node[int(part)] if part.isdigit() else getattr(node, part)
-    except (AttributeError, IndexError, TypeError):
-        raise ValueError(f"state-dict key {key!r}: the Flax module has no {part!r}") from None
-
-
-def _resolve(module: nnx.Module, key: str) -> tuple[nnx.Variable[Any], bool]:
-    """The nnx variable named by torch key ``key``, and whether it is stored transposed."""
-    *parents, leaf = key.split(".")
-    node: Any = module
-    for part in parents:
-        node = _child(node, part, key)
-    name, transpose = next(
-        (v for (cls, t), v in _RENAMES.items() if isinstance(node, cls) and t == leaf),
-        (leaf, False),
-    )
-    var = getattr(node, name, None)
-    if not isinstance(var, nnx.Variable):
-        raise ValueError(f"state-dict key {key!r}: {type(node).__name__} has no parameter {name!r}")
-    return var, transpose
 
 
 def load_torch_state_dict(
@@ -59,9 +34,11 @@ def load_torch_state_dict(
     Raises: ValueError for a key with no Flax parameter, a shape mismatch, or a Flax parameter
     the state dict leaves unset.
     """
-    assigned: set[int] = set()
+    params = {key: (var, transpose) for key, var, transpose in _named_params(module, "")}
     for key, tensor in state_dict.items():
-        var, transpose = _resolve(module, key)
+        if key not in params:
+            raise ValueError(f"state-dict key {key!r}: the Flax module has no such parameter")
+        var, transpose = params[key]
         value = _to_numpy(tensor.detach().cpu())
         value = value.T if transpose else value
         if value.shape != var[...].shape:
@@ -70,9 +47,8 @@ def load_torch_state_dict(
                 f"shape {tuple(var[...].shape)}{' (transposed)' if transpose else ''}"
             )
         var.set_value(jnp.asarray(value, dtype=var[...].dtype if dtype is None else dtype))
-        assigned.add(id(var))
-    missing = [key for key, var, _ in _named_params(module, "") if id(var) not in assigned]
-    if missing:
+    assigned = {id(params[key][0]) for key in state_dict}
+    if missing := [key for key, (var, _) in params.items() if id(var) not in assigned]:
         raise ValueError(f"the state dict sets no value for Flax parameters {missing}")
     if dtype is not None:
         module.set_attributes(dtype=dtype, param_dtype=dtype, raise_if_not_found=False)
@@ -113,12 +89,12 @@ def _named_params(node: Any, prefix: str) -> Iterator[tuple[str, nnx.Variable[An
         return
     if not isinstance(node, nnx.Module):
         return
-    renames = {n: (t, tr) for (cls, t), (n, tr) in _RENAMES.items() if isinstance(node, cls)}
     for name, value in vars(node).items():
         if name.startswith("_"):
             continue
         if isinstance(value, nnx.Param):
-            torch_name, transpose = renames.get(name, (name, False))
+            renames = (v for (cls, n), v in _RENAMES.items() if isinstance(node, cls) and n == name)
+            torch_name, transpose = next(renames, (name, False))
             yield f"{prefix}{torch_name}", value, transpose
         else:
             yield from _named_params(value, f"{prefix}{name}.")

@@ -1,8 +1,11 @@
-"""Flax NoPE, Sinusoidal, Learned and RoPE: torch's ``posenc.encodings`` nope, absolute and
-rotary (same arguments, parameters and hooks; formulas from ``posenc.functional``)."""
+"""Flax NoPE, Sinusoidal, Learned, RoPE, xPos and PoPE: torch's ``posenc.encodings`` nope,
+absolute, rotary, xpos and pope (same arguments, parameters and hooks)."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Hashable
+from functools import partial
 from typing import Any
 
 import jax
@@ -17,11 +20,12 @@ from .base import (
     Ctx,
     PositionalEncoding,
     PositionContext,
+    bounds,
     check_ndim,
     check_positions,
     check_qk,
-    extreme,
     is_concrete,
+    on_host_if,
     register,
     shared_for,
 )
@@ -43,9 +47,8 @@ class Absolute(PositionalEncoding):
         return super().prepare(q_pos, k_pos)
 
     def check_values(self, pos: Array) -> None:
-        low = extreme(pos, "min")
-        if low is not None and low < 0:
-            raise ValueError(f"positions must be >= 0 for an absolute encoding, got min {low}")
+        if (b := bounds(pos)) is not None and b[0] < 0:
+            raise ValueError(f"positions must be >= 0 for an absolute encoding, got min {b[0]}")
 
     def embed(self, x: Array, pos: Array, *, ctx: Ctx = None) -> Array:
         if ctx is None:
@@ -75,22 +78,17 @@ class Sinusoidal(Absolute):
 @register(configs.LearnedConfig)
 class Learned(Absolute):
     """As torch's ``Learned``, W ``weight`` (max_len, C). Under ``jax.jit`` a host check raises
-    for a position outside the table (it runs only then), and its row is NaN, never a clamped
-    or wrapped row."""
+    for a position outside the table, and its row is NaN, never a clamped or wrapped row."""
 
     def setup(self, rngs: nnx.Rngs) -> None:
         self.weight = nnx.Param(0.02 * jax.random.normal(rngs.params(), (self.max_len, self.dim)))
 
     def check_values(self, pos: Array) -> None:
-        if (high := extreme(pos, "max")) is not None:
-            _check_in_table(extreme(pos, "min"), high, self.max_len)
+        if (b := bounds(pos)) is not None:
+            _check_in_table(*b, self.max_len)
         elif pos.size:  # traced: a host check that runs only when a position is outside
-            ends = pos.min(), pos.max()
-            jax.lax.cond(
-                (ends[0] < 0) | (ends[1] >= self.max_len),
-                lambda: jax.debug.callback(_check_in_table, *ends, self.max_len),
-                lambda: None,
-            )
+            low, high = pos.min(), pos.max()
+            on_host_if((low < 0) | (high >= self.max_len), _check_in_table, low, high, self.max_len)
 
     def rows(self, pos: Array) -> Array:
         index = jnp.where(pos < 0, self.max_len, pos)  # negatives would wrap, not fill
@@ -107,12 +105,35 @@ def _check_in_table(low: Any, high: Any, max_len: int) -> None:
         )
 
 
+def rotate_at(
+    x: Array,
+    pos: Array,
+    layout: PF.Layout,
+    ctx: Ctx,
+    key: Hashable,
+    frequencies: Callable[[], tuple[Any, Any]],
+) -> Array:
+    """Rotate x (B, H, T, D) at positions (T,) or (B, T) by θ (P,) float64, cos/sin scaled by s
+    (a number or (..., T, P)), for (θ, s) = ``frequencies()``: the tables (B|1, 1, T, P) in
+    float32 or x's wider dtype, shared by the layers of a forward through ``ctx`` (``key``)."""
+    work = jnp.promote_types(x.dtype, jnp.float32)
+
+    def tables() -> tuple[Array, Array]:
+        inv_freq, scale = frequencies()
+        cos, sin = PF.rope_cos_sin(pos, jnp.asarray(inv_freq))  # (T, P) | (B, T, P)
+        cos, sin = (cos * scale).astype(work), (sin * scale).astype(work)
+        return (cos[:, None], sin[:, None]) if cos.ndim == 3 else (cos, sin)
+
+    cos, sin = shared_for(ctx, pos, (key, work), tables)
+    return PF.apply_rope(x, cos, sin, layout=layout)
+
+
 @register(configs.RoPEConfig)
 class RoPE(PositionalEncoding):
     """As torch's ``RoPE`` (no ``kernel``): frequencies are float64 NumPy constants; angles
     run in float64 under ``jax_enable_x64``, else float32 (exact to ~1e-6 rad below ~10^4
-    positions); cos/sin shared by the layers of a forward through ``ctx``. Dynamic scaling
-    reads max(pos), so it needs concrete positions (not under ``jax.jit``)."""
+    positions). Dynamic scaling reads max(pos), so it needs concrete positions (not under
+    ``jax.jit``)."""
 
     config: configs.RoPEConfig
 
@@ -141,22 +162,14 @@ class RoPE(PositionalEncoding):
                 f"dynamic RoPE scaling ({self.scaling.method!r}) needs concrete positions to "
                 "read the current length; call it outside jax.jit"
             )
-        return max((e for p in positions if (e := extreme(p, "max")) is not None), default=-1) + 1
+        return max((b[1] for p in positions if (b := bounds(p)) is not None), default=-1) + 1
 
     def rotate_one(
         self, x: Array, pos: Array, seq_len: int | None = None, ctx: Ctx = None
     ) -> Array:
         """Rotate x (B, H, T, D) at positions (T,) or (B, T) (dynamic scaling at ``seq_len``)."""
-        work = jnp.promote_types(x.dtype, jnp.float32)
-
-        def tables() -> tuple[Array, Array]:
-            inv_freq, scale = self.frequencies(seq_len)
-            cos, sin = PF.rope_cos_sin(pos, jnp.asarray(inv_freq))  # (T, P) | (B, T, P)
-            cos, sin = (cos * scale).astype(work), (sin * scale).astype(work)
-            return (cos[:, None], sin[:, None]) if cos.ndim == 3 else (cos, sin)  # (B, 1, T, P)
-
-        cos, sin = shared_for(ctx, pos, ("rope", work, seq_len), tables)
-        return PF.apply_rope(x, cos, sin, layout=self.layout)
+        frequencies = partial(self.frequencies, seq_len)
+        return rotate_at(x, pos, self.layout, ctx, ("rope", seq_len), frequencies)
 
     def rotate(
         self, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
@@ -165,3 +178,89 @@ class RoPE(PositionalEncoding):
             q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim)
         seq_len = self.seq_len(q_pos, k_pos)
         return self.rotate_one(q, q_pos, seq_len, ctx), self.rotate_one(k, k_pos, seq_len, ctx)
+
+
+@register(configs.XPosConfig)
+class XPos(PositionalEncoding):
+    """As torch's ``XPos``: RoPE scaled by ζ^(±pos/γ_s); tables and the range check once per
+    forward through ``ctx``; the range is checked where positions are concrete."""
+
+    config: configs.XPosConfig
+
+    def setup(self, rngs: nnx.Rngs) -> None:
+        self.inv_freq64 = PF.rope_inv_freq(self.rotary_dim, base=self.base)  # (P,) NumPy
+
+    def rotate_scaled(self, x: Array, pos: Array, sign: int, ctx: Ctx = None) -> Array:
+        """Rotate x (B, H, T, D) at positions (T,) or (B, T), scaled by ζ^(sign·pos/γ_s)."""
+        c = self.config
+
+        def frequencies() -> tuple[np.ndarray, Array]:
+            scale = PF.xpos_scale(sign * pos, c.rotary_dim, scale_base=c.scale_base, gamma=c.gamma)
+            return self.inv_freq64, scale
+
+        return rotate_at(x, pos, self.layout, ctx, ("xpos", sign), frequencies)
+
+    def rotate(
+        self, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
+    ) -> tuple[Array, Array]:
+        if ctx is None:
+            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim)
+            self.check_range(q, k, q_pos, k_pos)
+        else:  # once per forward and dtype: every layer meets the same positions
+            key = ("xpos_range", q.dtype, k.dtype)
+            ctx.shared(key, lambda: self.check_range(q, k, ctx.q_pos, ctx.k_pos))
+        return self.rotate_scaled(q, q_pos, 1, ctx), self.rotate_scaled(k, k_pos, -1, ctx)
+
+    def check_range(self, q: Array, k: Array, q_pos: Array, k_pos: Array) -> None:
+        """As torch's: raise where the scaled q or k would overflow their dtype (concrete
+        positions only; non-floating q/k: ``apply_rope``'s TypeError)."""
+        ends = [e for p in (q_pos, k_pos) if (b := bounds(p)) is not None for e in b[::-1]]
+        if not ends or not all(jnp.issubdtype(x.dtype, jnp.floating) for x in (q, k)):
+            return
+        c = self.config
+        for x in (q, k):
+            limit = float(jnp.finfo(x.dtype).max)
+            position = max(ends, key=abs)
+            PF.check_xpos_range(
+                position, c.rotary_dim, limit, str(x.dtype), scale_base=c.scale_base, gamma=c.gamma
+            )
+
+
+@register(configs.PoPEConfig)
+class PoPE(PositionalEncoding):
+    """As torch's ``PoPE``: phase bias ``delta`` (H, D) clamped to [-2π, 0], applied as -δ on
+    the query."""
+
+    config: configs.PoPEConfig
+
+    def setup(self, rngs: nnx.Rngs) -> None:
+        self.inv_freq64 = PF.rope_inv_freq(2 * self.head_dim, base=self.base)  # (D,) base^(-c/D)
+        delta = jnp.zeros((self.n_heads, self.head_dim))
+        self.delta = nnx.Param(delta) if self.config.phase_bias else None
+
+    def phase_bias(self) -> Array | None:
+        """δ clamped to [-2π, 0], (H, D), or None. Gradient 1 on the closed interval as torch's
+        ``clamp`` (``jnp.clip`` gives 1/2 at the ends, and δ starts at the end 0)."""
+        if self.delta is None:
+            return None
+        delta = self.delta[...]
+        inside = (delta >= -2 * math.pi) & (delta <= 0.0)
+        return jnp.where(inside, delta, jnp.clip(delta, -2 * math.pi, 0.0))
+
+    def polar(self, x: Array, pos: Array, shift: Array | None) -> Array:
+        """x (B, H, T, D) at positions (T,) or (B, T) -> (B, H, T, 2D), phases pos·θ - shift."""
+        phase = PF.angles(pos, jnp.asarray(self.inv_freq64))  # (T, D) | (B, T, D)
+        phase = phase[:, None] if phase.ndim == 3 else phase  # (B, 1, T, D)
+        if shift is not None:
+            phase = phase - shift.astype(phase.dtype)[:, None, :]  # (B|1, H, T, D)
+        work = jnp.promote_types(x.dtype, jnp.float32)
+        return PF.pope_polar(x, jnp.cos(phase).astype(work), jnp.sin(phase).astype(work))
+
+    def rotate(
+        self, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
+    ) -> tuple[Array, Array]:
+        if ctx is None:
+            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim)
+        if q.shape[1] != self.n_heads:
+            raise ValueError(f"q must have n_heads={self.n_heads} heads, got {q.shape[1]}")
+        return self.polar(q, q_pos, self.phase_bias()), self.polar(k, k_pos, None)

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from .._validate import check_positive_int
-from .base import is_concrete
+from .base import is_concrete, on_host_if
 
 Array = jax.Array
 
@@ -57,14 +57,23 @@ class KVCache(nnx.Module):
             raise TypeError("len() of a preallocated KVCache inside jax.jit: use .offset()")
         return offset
 
+    def _joined(self, old: Array | None, new: Array, axis: int, start: Any) -> Array:
+        """``new`` written after the ``start`` entries of ``old`` (None: nothing cached) along
+        the time axis ``axis``: concatenated, or into the fixed (capacity) buffer."""
+        if self.capacity is None:
+            return new if old is None else jnp.concatenate([old, new], axis=axis)
+        if old is None:  # zeros: valid = False, so unwritten slots are masked
+            old = jnp.zeros((*new.shape[:axis], self.capacity, *new.shape[axis + 1 :]), new.dtype)
+        start = jnp.asarray(start)  # the other indices take its dtype (int64 under x64)
+        index = [jnp.zeros_like(start)] * old.ndim
+        index[axis] = start
+        return jax.lax.dynamic_update_slice(old, new.astype(old.dtype), tuple(index))
+
     def key_positions(self, pos: Array) -> Array:
         """(B, L) positions of every key once entries at ``pos`` (B, T) are appended (what
         ``append`` will return as ``pos``; L the capacity when preallocated)."""
         store = self.store.get_value()
-        if self.capacity is None:
-            return pos if store is None else jnp.concatenate([store.pos, pos], axis=1)
-        old = _empty(pos, 1, self.capacity) if store is None else store.pos
-        return _at(old, pos, 1, self.offset())
+        return self._joined(None if store is None else store.pos, pos, 1, self.offset())
 
     def last_segment(self) -> Array | None:
         """(B, 1) segment id of each row's latest entry (0 while a preallocated cache is empty);
@@ -85,60 +94,30 @@ class KVCache(nnx.Module):
         the length is traced, the compiled step fails with that message when it runs).
         """
         old = self.store.get_value()
-        drop_time = (0, 1, 3)  # B, Hkv, D
-        if old is not None and [old.k.shape[i] for i in drop_time] != [
-            new.k.shape[i] for i in drop_time
-        ]:
+        if old is not None and _bhd(old) != _bhd(new):
             raise ValueError(
                 f"KVCache holds keys (B, Hkv, L, D) = {tuple(old.k.shape)}; new keys must match "
                 f"B, Hkv, D, got {tuple(new.k.shape)}"
             )
-        if self.capacity is None:
-            keys = self._grow(old, new)
-        else:
-            keys = self._write(old, new, self.capacity)
+        T, start = new.pos.shape[1], self.offset()
+        if self.capacity is not None:
+            if isinstance(start, int):
+                _check_room(start, T, self.capacity)
+            else:  # traced: a host check that runs only on overflow (a write would be clamped)
+                on_host_if(start + T > self.capacity, _check_room, start, T, self.capacity)
+            self.length.set_value(self.length.get_value() + T)
+        olds = (None,) * len(new) if old is None else old
+        pairs = zip(olds, new, _TIME_AXIS, strict=True)
+        keys = CachedKeys(*(self._joined(o, n, axis, start) for o, n, axis in pairs))
         self.store.set_value(keys)
         return keys
 
-    def _grow(self, old: CachedKeys | None, new: CachedKeys) -> CachedKeys:
-        if old is None:
-            return new
-        pairs = zip(old, new, _TIME_AXIS, strict=True)
-        return CachedKeys(*(jnp.concatenate([a, b], axis=t) for a, b, t in pairs))
 
-    def _write(self, old: CachedKeys | None, new: CachedKeys, capacity: int) -> CachedKeys:
-        """Write ``new`` at the current length into fixed (..., capacity, ...) buffers."""
-        T, start = new.pos.shape[1], self.offset()
-        if isinstance(start, int):
-            _check_room(start, T, capacity)
-        else:  # traced: a host check that runs only on overflow (a write would be clamped)
-            jax.lax.cond(
-                start + T > capacity,
-                lambda: jax.debug.callback(_check_room, start, T, capacity),
-                lambda: None,
-            )
-        if old is None:
-            pairs = zip(new, _TIME_AXIS, strict=True)
-            old = CachedKeys(*(_empty(x, t, capacity) for x, t in pairs))
-        self.length.set_value(self.length.get_value() + T)
-        return CachedKeys(
-            *(_at(buf, x, t, start) for buf, x, t in zip(old, new, _TIME_AXIS, strict=True))
-        )
+def _bhd(keys: CachedKeys) -> tuple[int, ...]:
+    """(B, Hkv, D): what every append must share."""
+    return (*keys.k.shape[:2], keys.k.shape[3])
 
 
 def _check_room(start: Any, T: Any, capacity: Any) -> None:
     if int(start) + int(T) > int(capacity):
         raise ValueError(f"KVCache capacity {capacity} exceeded: {start} cached + {T} new")
-
-
-def _empty(like: Array, axis: int, capacity: int) -> Array:
-    shape = list(like.shape)
-    shape[axis] = capacity
-    return jnp.zeros(shape, dtype=like.dtype)  # valid = False: unwritten slots are masked
-
-
-def _at(buf: Array, x: Array, axis: int, start: Any) -> Array:
-    start = jnp.asarray(start)  # the other indices take its dtype (int64 literals under x64)
-    index = [jnp.zeros_like(start)] * buf.ndim
-    index[axis] = start
-    return jax.lax.dynamic_update_slice(buf, x.astype(buf.dtype), tuple(index))

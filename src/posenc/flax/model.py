@@ -17,14 +17,7 @@ from flax import nnx
 from .._forms import encoder_form
 from ..encodings.configs import TransformerConfig
 from .attention import Attention, KVCache, context
-from .base import (
-    ENCODINGS,
-    PositionalEncoding,
-    PositionContext,
-    build_for_model,
-    check_ndim,
-    keyword_params,
-)
+from .base import PositionalEncoding, PositionContext, accepted_keys, build_for_model, check_ndim
 
 Array = jax.Array
 _INIT = nnx.initializers.normal(0.02)  # GPT-2's N(0, 0.02²), as the torch model
@@ -74,8 +67,8 @@ class TinyTransformer(nnx.Module):
         rngs = rngs or nnx.Rngs(0)
         if isinstance(pe, str):
             pe_config = pe_config or {}
-            if not c.causal and pe in ENCODINGS:
-                pe_config = encoder_form(keyword_params(ENCODINGS[pe]), pe_config)
+            if not c.causal:
+                pe_config = encoder_form(accepted_keys(pe), pe_config)
             size = {"dim": c.d_model, "n_heads": c.n_heads, "max_len": c.max_len}
             pe = build_for_model(pe, rngs=rngs, **size, **pe_config)
         elif pe_config:
@@ -102,12 +95,12 @@ class TinyTransformer(nnx.Module):
         idx: Array,
         pos: Array | None = None,
         *,
-        padding_mask: Array | None = None,
-        segment_ids: Array | None = None,
         cache: list[KVCache] | None = None,
+        **masks: Array | None,
     ) -> Array:
-        """Hidden states (B, T, C) for tokens idx (B, T) at positions (T,) or (B, T); the
-        position context is built once (``pe.prepare``) for every layer."""
+        """Hidden states (B, T, C) for tokens idx (B, T) at positions (T,) or (B, T); ``masks``
+        (``padding_mask``, ``segment_ids``) as ``Attention``'s. The position context is built
+        once (``pe.prepare``) for every layer."""
         check_ndim(idx, 2, "idx", "(B, T)")
         if cache is not None and len(cache) != len(self.blocks):
             raise ValueError(f"cache must hold {len(self.blocks)} layers, got {len(cache)}")
@@ -115,8 +108,7 @@ class TinyTransformer(nnx.Module):
         ctx = context(self.pe, B, T, pos, None if cache is None else cache[0])
         x = self.pe.embed(self.tok(idx), ctx.q_pos, ctx=ctx)  # (B, T, C)
         for i, block in enumerate(self.blocks):
-            layer_cache = None if cache is None else cache[i]
-            x = block(x, ctx, layer_cache, padding_mask=padding_mask, segment_ids=segment_ids)
+            x = block(x, ctx, None if cache is None else cache[i], **masks)
         return self.norm(x)
 
     def __call__(self, idx: Array, pos: Array | None = None, **kwargs: Any) -> Array:

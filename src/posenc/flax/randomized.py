@@ -9,15 +9,14 @@ from flax import nnx
 
 from ..encodings import configs
 from .base import (
-    ENCODINGS,
     Ctx,
     PositionalEncoding,
     PositionContext,
+    accepted_keys,
     batch_positions,
+    bounds,
     build,
     check_positions,
-    extreme,
-    keyword_params,
     register,
     shared_for,
 )
@@ -50,8 +49,8 @@ class Randomized(PositionalEncoding):
     config: configs.RandomizedConfig
 
     def setup(self, rngs: nnx.Rngs) -> None:
-        accepted = keyword_params(ENCODINGS[self.base_encoding])
-        self.base = build(self.base_encoding, rngs=rngs, **self.config.base_keys(accepted))
+        base_keys = self.config.base_keys(accepted_keys(self.base_encoding))
+        self.base = build(self.base_encoding, rngs=rngs, **base_keys)
         self.deterministic = False  # as torch's training mode; nnx's .eval() sets it True
         self.rngs = nnx.Rngs(positions=rngs.params() if self.seed is None else self.seed)
 
@@ -75,10 +74,10 @@ class Randomized(PositionalEncoding):
 
     def draw(self, pos: Array, batch: int) -> Array:
         """A new draw for ``pos`` (B, T)."""
-        low, high = extreme(pos, "min"), extreme(pos, "max")
-        if low is not None and low < 0:
+        low, high = bounds(pos) or (0, 0)  # traced or empty: nothing to check
+        if low < 0:
             raise ValueError(f"positions must be >= 0 for randomized positions, got min {low}")
-        if high is not None and high + 1 > self.max_len:
+        if high + 1 > self.max_len:
             raise ValueError(
                 f"randomized positions need max_len >= sequence length, got max_len="
                 f"{self.max_len} for {high + 1} positions; raise max_len (the random range)"

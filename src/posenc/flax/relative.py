@@ -10,9 +10,17 @@ import jax.numpy as jnp
 from flax import nnx
 
 from .. import functional as PF
-from .._validate import check_scores
+from .._validate import check_positions_match, check_scores
 from ..encodings import configs
-from .base import Ctx, PositionalEncoding, check_pair, check_qk, is_concrete, register
+from .base import (
+    Ctx,
+    PositionalEncoding,
+    check_ndim,
+    check_positions,
+    check_qk,
+    is_concrete,
+    register,
+)
 
 Array = jax.Array
 
@@ -62,7 +70,10 @@ class Shaw(Relative):
         if self.value_table is None:
             return None
         if ctx is None:
-            q_pos, k_pos = check_pair(q_pos, k_pos, probs)
+            check_ndim(probs, 4, "probs", "(B, H, Tq, Tk)")
+            q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
+            check_positions_match(q_pos, probs.shape[0], probs.shape[2], "q_pos")
+            check_positions_match(k_pos, probs.shape[0], probs.shape[3], "k_pos")
         return PF.relative_value_output(probs, self.value_table[...], self.index(q_pos, k_pos))
 
 
