@@ -1,9 +1,6 @@
-"""posenc.flax: the encodings, attention and TinyTransformer as Flax nnx modules.
-
-Same names, hooks and parameters as the torch modules, the same ``posenc.functional`` formulas,
-and weight conversion both ways (``load_torch_state_dict`` / ``to_torch_state_dict``).
-Needs the optional extra: ``pip install "posenc[jax]"``. The core package never imports JAX.
-"""
+"""posenc.flax: the encodings, attention and TinyTransformer as Flax nnx modules, with the torch
+modules' names, hooks, parameters, configurations and ``posenc.functional`` formulas, and weight
+conversion both ways. Needs ``pip install "posenc[jax]"``; the core package never imports JAX."""
 
 try:
     import flax.nnx  # noqa: F401
@@ -16,13 +13,12 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 
 from .attention import Attention
 from .base import ENCODINGS, PositionalEncoding, PositionContext, build, build_for_model
-from .bias import FIRE, ALiBi, Kerple, T5Bias
 from .convert import load_torch_state_dict, to_torch_state_dict
 from .encodings import Learned, NoPE, PoPE, RoPE, Sinusoidal, XPos
 from .kv_cache import CachedKeys, KVCache
 from .model import Block, TinyTransformer
 from .randomized import Randomized
-from .relative import CoPE, Shaw, TransformerXL
+from .scores import FIRE, ALiBi, CoPE, Kerple, Shaw, T5Bias, TransformerXL
 from .train import decoder_arrays, greedy_decode, train_decoder
 
 __all__ = [

@@ -15,6 +15,7 @@ from .._validate import check_context, check_encoding_heads, check_positions_mat
 from ..encodings.configs import AttentionConfig
 from ..functional.masks import allowed_keys
 from .base import (
+    Ctx,
     PositionalEncoding,
     PositionContext,
     batch_positions,
@@ -52,8 +53,8 @@ class Attention(nnx.Module):
         x: Array,
         pos: Array | None = None,
         *,
+        ctx: Ctx = None,
         cache: KVCache | None = None,
-        ctx: PositionContext | None = None,
         **masks: Array | None,
     ) -> Array:
         """As torch's ``forward``: x (B, T, C) at positions (T,) or (B, T) (default: cache
@@ -92,8 +93,7 @@ class Attention(nnx.Module):
 
     def _attend(self, q: Array, keys: CachedKeys, ctx: PositionContext, allowed: Array) -> Array:
         groups = self.n_heads // self.n_kv_heads
-        k = jnp.repeat(keys.k, groups, axis=1) if groups > 1 else keys.k  # (B, H, L, D)
-        v = jnp.repeat(keys.v, groups, axis=1) if groups > 1 else keys.v
+        k, v = (jnp.repeat(x, groups, axis=1) for x in (keys.k, keys.v))  # (B, H, L, D)
         q_pos, k_pos = ctx.q_pos, ctx.k_pos
         scores = (q @ jnp.swapaxes(k, -2, -1)) / math.sqrt(self.head_dim)  # (B, H, T, L)
         bias = self.pe.bias(q_pos, k_pos, ctx=ctx)  # (B|1, H|1, T, L) or None

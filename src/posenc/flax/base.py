@@ -1,10 +1,7 @@
-"""The Flax encoding interface: torch's hooks (``posenc.encodings.base``: same names, order and
-``ctx`` keyword, identity by default), its position context, the registry and input checks.
-
-An encoding's constructor takes its ``posenc.encodings.configs`` arguments (validated as the
-torch module's, read back as attributes: ``pe.head_dim``) and ``rngs`` for learned parameters.
-Positions are integer arrays (T,) or (B, T): int64 with ``jax_enable_x64``, else int32.
-"""
+"""The Flax encoding interface: torch's hooks (``posenc.encodings.base``), position context,
+registry and input checks. An encoding takes its ``posenc.encodings.configs`` arguments (read
+back as attributes: ``pe.head_dim``) and ``rngs``; positions are integer arrays (T,) or (B, T)
+(int64 with ``jax_enable_x64``, else int32)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""Weights between torch modules and their Flax nnx twins: torch state dict <-> nnx parameters.
-
-The Flax modules carry the torch attribute names, so a state-dict key such as
-``blocks.0.mlp.2.weight`` names one nnx parameter. Only the layer types rename: ``nnx.Linear``
-``kernel`` is the transposed torch ``weight``, ``nnx.LayerNorm`` ``scale`` is ``weight``,
-``nnx.Embed`` ``embedding`` is ``weight``; ``nnx.Sequential`` holds its items in ``layers``.
-"""
+"""torch state dict <-> nnx parameters. The Flax modules carry the torch attribute names
+(``blocks.0.mlp.2.weight``); only layer types rename: ``nnx.Linear`` ``kernel`` is the
+transposed ``weight``, ``nnx.LayerNorm`` ``scale`` and ``nnx.Embed`` ``embedding`` are
+``weight``; ``nnx.Sequential`` holds its items in ``layers``."""
 
 from __future__ import annotations
 
@@ -39,7 +36,8 @@ def load_torch_state_dict(
         if key not in params:
             raise ValueError(f"state-dict key {key!r}: the Flax module has no such parameter")
         var, transpose = params[key]
-        value = _to_numpy(tensor.detach().cpu())
+        cpu = tensor.detach().cpu()  # NumPy has no bfloat16: through float32, exactly
+        value = (cpu.float() if cpu.dtype == torch.bfloat16 else cpu).numpy()
         value = value.T if transpose else value
         if value.shape != var[...].shape:
             raise ValueError(
@@ -59,24 +57,11 @@ def to_torch_state_dict(module: nnx.Module) -> dict[str, torch.Tensor]:
     reaches it (shared encodings appear once per owner, as in torch)."""
     out = {}
     for key, var, transpose in _named_params(module, ""):
-        value = np.asarray(var[...])
-        out[key] = _from_numpy(np.array(value.T if transpose else value, order="C"))
+        bf16 = var[...].dtype == jnp.bfloat16  # through float32, exactly (as in loading)
+        value = np.asarray(var[...], dtype=np.float32 if bf16 else None)
+        tensor = torch.from_numpy(np.array(value.T if transpose else value, order="C"))
+        out[key] = tensor.to(torch.bfloat16) if bf16 else tensor
     return out
-
-
-def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
-    """A CPU tensor as NumPy, bit for bit; bfloat16 (unknown to torch's ``.numpy()``) becomes
-    JAX's ml_dtypes bfloat16."""
-    if tensor.dtype == torch.bfloat16:
-        return tensor.view(torch.int16).numpy().view(jnp.bfloat16)
-    return tensor.numpy()
-
-
-def _from_numpy(value: np.ndarray) -> torch.Tensor:
-    """``_to_numpy``'s inverse: ml_dtypes bfloat16 (unknown to torch) goes through its bits."""
-    if value.dtype == jnp.bfloat16:
-        return torch.from_numpy(value.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(value)
 
 
 def _named_params(node: Any, prefix: str) -> Iterator[tuple[str, nnx.Variable[Any], bool]]:

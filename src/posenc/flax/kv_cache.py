@@ -1,10 +1,7 @@
-"""Flax KV cache that keeps each key's position (and padding/segment ids) beside it.
-
-Two layouts: growing (default; keys are concatenated, so each new length compiles once under
-``jax.jit``) and preallocated (``capacity=N``: fixed shapes, one compiled decoding step; the
-slots not yet written are invalid keys, masked like padding). Both are ``nnx.Cache`` variables,
-so ``nnx.jit`` carries their updates out of a compiled step.
-"""
+"""Flax KV cache keeping each key's position, validity and segment id: growing (default; each
+new length compiles once under ``jax.jit``) or preallocated (``capacity``: fixed shapes, one
+compiled decoding step; unwritten slots are invalid keys). Its ``nnx.Cache`` variables let
+``nnx.jit`` carry the updates out of a compiled step."""
 
 from __future__ import annotations
 

@@ -1,12 +1,11 @@
-"""Flax TinyTransformer: torch's ``posenc.attention.TinyTransformer``, same parameter names.
-
-Token embedding ``tok`` -> ``pe.embed`` -> ``blocks`` (pre-norm: ``norm1``, ``attn``, ``norm2``,
-``mlp``) -> ``norm`` -> ``head``. LayerNorm eps 1e-5 and exact (erf) GELU, as torch's defaults.
-"""
+"""Flax TinyTransformer, as torch's (same parameter names): ``tok`` -> ``pe.embed`` -> ``blocks``
+(pre-norm: ``norm1``, ``attn``, ``norm2``, ``mlp``) -> ``norm`` -> ``head``; LayerNorm eps 1e-5
+and exact (erf) GELU, as torch's defaults."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
+from functools import partial
 from typing import Any
 
 import jax
@@ -23,10 +22,6 @@ Array = jax.Array
 _INIT = nnx.initializers.normal(0.02)  # GPT-2's N(0, 0.02²), as the torch model
 
 
-def _gelu(x: Array) -> Array:
-    return jax.nn.gelu(x, approximate=False)
-
-
 class Block(nnx.Module):
     """Pre-norm block: x + attn(norm1(x)), then x + mlp(norm2(x))."""
 
@@ -36,13 +31,13 @@ class Block(nnx.Module):
         self.norm2 = nnx.LayerNorm(d, epsilon=1e-5, rngs=rngs)
         self.mlp = nnx.Sequential(
             nnx.Linear(d, d_ff, kernel_init=_INIT, rngs=rngs),
-            _gelu,
+            partial(jax.nn.gelu, approximate=False),
             nnx.Linear(d_ff, d, kernel_init=_INIT, rngs=rngs),
         )
         self.drop = nnx.Dropout(dropout, rngs=rngs)
 
     def __call__(
-        self, x: Array, ctx: PositionContext, cache: KVCache | None, **masks: Any
+        self, x: Array, ctx: PositionContext, cache: KVCache | None, **masks: Array | None
     ) -> Array:
         x = x + self.drop(self.attn(self.norm1(x), cache=cache, ctx=ctx, **masks))
         return x + self.drop(self.mlp(self.norm2(x)))

@@ -84,10 +84,7 @@ def train_decoder(
 def greedy_decode(model: TinyTransformer, prompt: Array, steps: int) -> Array:
     """Greedy continuation (B, steps) of ``prompt`` (B, P), one token at a time with a KV cache."""
     check_positive_int(steps, "steps")
-    cache = model.new_cache()
-    nxt = jnp.argmax(model(prompt, cache=cache)[:, -1], axis=-1)  # (B,)
-    out = [nxt]
-    for _ in range(steps - 1):
-        nxt = jnp.argmax(model(nxt[:, None], cache=cache)[:, -1], axis=-1)
-        out.append(nxt)
-    return jnp.stack(out, axis=1)  # (B, steps)
+    cache, out = model.new_cache(), [prompt]
+    for _ in range(steps):  # the prompt, then each new token, through the KV cache
+        out.append(jnp.argmax(model(out[-1], cache=cache)[:, -1:], axis=-1))  # (B, 1)
+    return jnp.concatenate(out[1:], axis=1)  # (B, steps)
