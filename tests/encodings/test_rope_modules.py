@@ -1,5 +1,5 @@
-"""Review of the rotary modules as users call them: RoPE and xPos under inference_mode, integer
-inputs, xPos's range check for negative and query-less positions, torchtune parity."""
+"""The rotary modules as users call them: RoPE and xPos under inference_mode, integer inputs,
+xPos's range check for negative and query-less positions (torchtune parity: tests/anchors)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Review of the additive tables, CoPE, PoPE, the array-API helper and the registry (torch side;
-the Flax twins are in ``tests/jax/test_review_flax_tables_cope_pope.py``)."""
+"""The additive tables, CoPE, PoPE, the array-API helper and the registry (the Flax twins are
+in ``tests/flax/test_tables_cope_pope.py``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Review of the Flax twins of the additive tables, CoPE, PoPE and the registry (torch side in
-``tests/families/test_review_tables_cope_pope.py``)."""
+"""The Flax additive tables, CoPE, PoPE and registry against their torch twins
+(``tests/encodings/test_tables_cope_pope.py``)."""
 
 from __future__ import annotations
 

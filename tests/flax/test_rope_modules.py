@@ -1,5 +1,5 @@
-"""Review of the Flax twins of RoPE and xPos (torch side in
-``tests/families/test_review_rope_modules.py``)."""
+"""The Flax RoPE and xPos modules against their torch twins
+(``tests/encodings/test_rope_modules.py``)."""
 
 from __future__ import annotations
 
