@@ -13,6 +13,8 @@ TASKS: dict[str, type[Task]] = {
     t.name: t
     for t in (Ascending, Offset, CopyRep, Copy, Reverse, Sort, Addition, Parity, Induction, CharLM)
 }
+#: The prompt-answer tasks (``kind == "decoder"``), in ``TASKS`` order.
+DECODER_TASKS = tuple(name for name, t in TASKS.items() if t.kind == "decoder")
 
 
 def task_names() -> list[str]:
@@ -31,6 +33,7 @@ def make_task(name: str, **config: Any) -> Task:
 
 
 __all__ = [
+    "DECODER_TASKS",
     "EOS",
     "FIRST",
     "MARK",

@@ -40,6 +40,9 @@ class Task(ABC):
             times the longest training one.
         n_symbols: task symbols in the vocabulary (default per task).
     Raises: ValueError for lengths or vocabularies the task cannot produce.
+
+    ``fixed_symbols`` (why n_symbols must be ``default_symbols``) and ``distinct`` (what a
+    length n needs of n distinct symbols, so n <= n_symbols) state a task's own limits.
     """
 
     name: ClassVar[str]
@@ -47,6 +50,8 @@ class Task(ABC):
     min_len: ClassVar[int] = 1
     default_symbols: ClassVar[int] = 10
     eval_factors: ClassVar[tuple[float, ...]] = EVAL_FACTORS
+    fixed_symbols: ClassVar[str] = ""
+    distinct: ClassVar[str] = ""  # e.g. "length {n} needs {n} distinct tokens"
 
     @property
     def default_train_len(self) -> tuple[int, int]:
@@ -60,26 +65,25 @@ class Task(ABC):
         n_symbols: int | None = None,
     ) -> None:
         self.n_symbols = self.default_symbols if n_symbols is None else n_symbols
-        bad = not isinstance(self.n_symbols, int) or isinstance(self.n_symbols, bool)
-        if bad or self.n_symbols < 1:
+        if not _is_int(self.n_symbols) or self.n_symbols < 1:
             raise ValueError(f"{self.name}: n_symbols must be an int >= 1, got {n_symbols!r}")
         if train_len is None:
             train_len = self.default_train_len
         lo, hi = _check_train_len(self.name, train_len, self.min_len)
         self.train_len = (lo, hi)
-        factors = self.eval_factors
         if eval_lens is not None and len(eval_lens) == 0:  # () would mean the defaults, silently
             raise ValueError(f"{self.name}: eval_lens must name at least one length, got ()")
+        if eval_lens is None:
+            eval_lens = tuple(sorted({max(1, round(f * hi)) for f in self.eval_factors}))
         # one metric row per (length, name): a repeated length would break the store's key
-        self.eval_lens = tuple(
-            dict.fromkeys(
-                eval_lens
-                if eval_lens is not None
-                else sorted({max(1, round(f * hi)) for f in factors})
-            )
-        )
+        self.eval_lens = tuple(dict.fromkeys(eval_lens))
         for n in (*range(lo, hi + 1), *self.eval_lens):
             self.check_length(n)
+        if self.fixed_symbols and self.n_symbols != self.default_symbols:
+            raise ValueError(
+                f"{self.name}: {self.fixed_symbols}, n_symbols must be {self.default_symbols}, "
+                f"got {self.n_symbols}"
+            )
 
     @property
     def vocab_size(self) -> int:
@@ -90,10 +94,18 @@ class Task(ABC):
         """Output classes of a classification task (0 for generative tasks)."""
         return 0
 
+    @property
+    def max_seq_len(self) -> int:
+        """Tokens in the longest sample, training or evaluation (what a model must cover)."""
+        return max(self.seq_len(n) for n in (*self.eval_lens, self.train_len[1]))
+
     def check_length(self, n: int) -> None:
         """Raise ValueError if the task cannot make a sample of length ``n``."""
-        if not isinstance(n, int) or isinstance(n, bool) or n < self.min_len:
+        if not _is_int(n) or n < self.min_len:
             raise ValueError(f"{self.name}: lengths must be ints >= {self.min_len}, got {n!r}")
+        if self.distinct and n > self.n_symbols:
+            need = self.distinct.format(n=n)
+            raise ValueError(f"{self.name}: {need} but n_symbols is {self.n_symbols}")
 
     @abstractmethod
     def seq_len(self, n: int) -> int:
@@ -108,10 +120,13 @@ class Task(ABC):
     def _sample(self, rng: np.random.Generator, batch: int, n: int, split: Split) -> Batch: ...
 
 
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)  # True would count as 1
+
+
 def _check_train_len(name: str, train_len: tuple[int, int], min_len: int) -> tuple[int, int]:
-    ok = isinstance(train_len, tuple | list) and len(train_len) == 2
-    ok = ok and all(isinstance(v, int) and not isinstance(v, bool) for v in train_len)
-    if not ok:
+    pair = isinstance(train_len, tuple | list) and len(train_len) == 2
+    if not (pair and all(map(_is_int, train_len))):
         raise ValueError(f"{name}: train_len must be (min, max) ints, got {train_len!r}")
     lo, hi = train_len
     if not min_len <= lo <= hi:

@@ -20,6 +20,7 @@ class Ascending(Task):
     kind = "classify"
     min_len = 2
     default_symbols = 64
+    distinct = "length {n} needs {n} distinct tokens"
 
     @property
     def n_classes(self) -> int:
@@ -27,13 +28,6 @@ class Ascending(Task):
 
     def seq_len(self, n: int) -> int:
         return n
-
-    def check_length(self, n: int) -> None:
-        super().check_length(n)
-        if n > self.n_symbols:
-            raise ValueError(
-                f"ascending: length {n} needs {n} distinct tokens but n_symbols is {self.n_symbols}"
-            )
 
     def _sample(self, rng: np.random.Generator, batch: int, n: int, split: Split) -> Batch:
         x = np.sort(distinct_symbols(rng, batch, n, self.n_symbols), axis=1)  # (B, n)

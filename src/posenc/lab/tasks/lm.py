@@ -41,15 +41,8 @@ class CharLM(Task):
     name = "lm"
     kind = "lm"
     default_symbols = len(ALPHABET) + 1
+    fixed_symbols = "the alphabet is fixed"
     eval_factors = (1.0, 2.0, 4.0, 8.0)
-
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        if self.n_symbols != self.default_symbols:
-            raise ValueError(
-                f"lm: the alphabet is fixed, n_symbols must be {self.default_symbols}, "
-                f"got {self.n_symbols}"
-            )
 
     @property
     def default_train_len(self) -> tuple[int, int]:

@@ -89,13 +89,7 @@ class Sort(SeqTask):
 
     name = "sort"
     default_symbols = 64
-
-    def check_length(self, n: int) -> None:
-        super().check_length(n)
-        if n > self.n_symbols:
-            raise ValueError(
-                f"sort: length {n} needs {n} distinct tokens but n_symbols is {self.n_symbols}"
-            )
+    distinct = "length {n} needs {n} distinct tokens"
 
     def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> Pair:
         x = distinct_symbols(rng, batch, n, self.n_symbols)
@@ -111,14 +105,8 @@ class Addition(SeqTask):
 
     name = "addition"
     default_symbols = 10
+    fixed_symbols = "digits are base 10"
     plus: ClassVar[int] = FIRST + 10
-
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        if self.n_symbols != 10:
-            raise ValueError(
-                f"addition: digits are base 10, n_symbols must be 10, got {self.n_symbols}"
-            )
 
     @property
     def vocab_size(self) -> int:
@@ -151,11 +139,7 @@ class Parity(SeqTask):
 
     name = "parity"
     default_symbols = 2
-
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        if self.n_symbols != 2:
-            raise ValueError(f"parity: inputs are bits, n_symbols must be 2, got {self.n_symbols}")
+    fixed_symbols = "inputs are bits"
 
     def answer_len(self, n: int) -> int:
         return 1
@@ -174,17 +158,11 @@ class Induction(SeqTask):
 
     name = "induction"
     default_symbols = 64
+    distinct = "{n} pairs need {n} distinct keys"
 
     @property
     def vocab_size(self) -> int:
         return FIRST + 2 * self.n_symbols
-
-    def check_length(self, n: int) -> None:
-        super().check_length(n)
-        if n > self.n_symbols:
-            raise ValueError(
-                f"induction: {n} pairs need {n} distinct keys but n_symbols is {self.n_symbols}"
-            )
 
     def prompt_len(self, n: int) -> int:
         return 2 * n + 1
