@@ -24,7 +24,7 @@ from ..flax.convert import to_torch_state_dict
 from ..flax.model import TinyTransformer
 from ..flax.train import decoder_arrays, train_decoder
 from .config import RunConfig
-from .evaluate import EVAL_SEED, Metric
+from .evaluate import Metric, bucket_rows, eval_batch
 from .train import RunResult, save_checkpoint
 
 Array = jax.Array
@@ -39,7 +39,6 @@ def build_model(cfg: RunConfig) -> tuple[TinyTransformer, Any]:
     task = cfg.task.build()
     if task.kind not in KINDS:
         raise ValueError(f"the jax backend runs {KINDS} tasks, got {task.name!r} ({task.kind})")
-    max_len = max(task.seq_len(n) for n in (*task.eval_lens, task.train_len[1]))
     m = cfg.model
     model = TinyTransformer(
         vocab_size=task.vocab_size,
@@ -50,7 +49,7 @@ def build_model(cfg: RunConfig) -> tuple[TinyTransformer, Any]:
         d_ff=m.d_ff,
         causal=True,
         dropout=m.dropout,
-        max_len=max_len,
+        max_len=task.max_seq_len,
         pe_config=cfg.pe_config or None,
         rngs=nnx.Rngs(cfg.seed),
     )
@@ -89,32 +88,30 @@ def train_run(
     model.eval()
     metrics = evaluate(model, task, n_samples=t.eval_samples)
     path = _save(model, checkpoint_dir, cfg.key())
-    return RunResult(
-        cfg.key(),
-        asdict(cfg),
-        metrics,
-        curve,
-        time.perf_counter() - start,
-        time.process_time() - cpu_start,
-        path,
-    )
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    return RunResult(cfg.key(), asdict(cfg), metrics, curve, seconds, cpu, path)
 
 
 def evaluate(model: TinyTransformer, task: Any, *, n_samples: int) -> list[Metric]:
     """Rows (length, metric, value) as the torch lab's ``evaluate`` (same evaluation samples)."""
     if task.kind == "lm":
         return _lm_buckets(model, task, n_samples)
-    rows: list[Metric] = []
-    for n in task.eval_lens:
-        batch = task.sample(np.random.default_rng([EVAL_SEED, n]), n_samples, n, split="eval")
-        rows += [(n, name, value) for name, value in _generate(model, batch).items()]
-    return rows
+    return [
+        (n, name, value)
+        for n in task.eval_lens
+        for name, value in _generate(model, eval_batch(task, n, n_samples)).items()
+    ]
+
+
+def _jit(fn: Callable[..., Any], model: TinyTransformer) -> Callable[..., Any]:
+    """``fn`` compiled with ``nnx.jit`` unless the model's encoding cannot be traced."""
+    return nnx.jit(fn) if model.pe.jittable else fn
 
 
 def greedy_fixed(model: TinyTransformer, tokens: np.ndarray, n_prompt: int) -> np.ndarray:
     """Greedy answers (B, T - n_prompt) decoded in a buffer of the final length T: the causal
     model's logits at t see only tokens <= t, so one compiled forward serves every step."""
-    forward = nnx.jit(lambda m, x: m(x)) if model.pe.jittable else (lambda m, x: m(x))
+    forward = _jit(lambda m, x: m(x), model)
     buf = jnp.asarray(tokens).at[:, n_prompt:].set(0)  # (B, T), answer slots blank
     for t in range(n_prompt, tokens.shape[1]):
         nxt = jnp.argmax(forward(model, buf)[:, t - 1], axis=-1)  # (B,)
@@ -124,8 +121,7 @@ def greedy_fixed(model: TinyTransformer, tokens: np.ndarray, n_prompt: int) -> n
 
 def _generate(model: TinyTransformer, batch: Any) -> dict[str, float]:
     inputs, targets = (jnp.asarray(a) for a in decoder_arrays(batch.tokens, batch.n_prompt))
-    loss_fn = TinyTransformer.loss
-    loss = float((nnx.jit(loss_fn) if model.pe.jittable else loss_fn)(model, inputs, targets))
+    loss = float(_jit(TinyTransformer.loss, model)(model, inputs, targets))
     pred = greedy_fixed(model, batch.tokens, batch.n_prompt)  # (B, A)
     hit = pred == batch.tokens[:, batch.n_prompt :]
     return {
@@ -137,21 +133,12 @@ def _generate(model: TinyTransformer, batch: Any) -> dict[str, float]:
 
 def _lm_buckets(model: TinyTransformer, task: Any, n_samples: int) -> list[Metric]:
     """Loss and next-character accuracy per bucket of ``train_len[1]`` positions."""
-    n, width = max(task.eval_lens), task.train_len[1]
-    batch = task.sample(np.random.default_rng([EVAL_SEED, n]), n_samples, n, split="eval")
-    tokens = jnp.asarray(batch.tokens)  # (B, n + 1)
+    tokens = jnp.asarray(eval_batch(task, max(task.eval_lens), n_samples).tokens)  # (B, n + 1)
     logits = model(tokens[:, :-1]).astype(jnp.float32)  # (B, n, V)
     logp = jax.nn.log_softmax(logits, axis=-1)
     loss = -jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1)[..., 0]  # (B, n)
     hit = (jnp.argmax(logits, axis=-1) == tokens[:, 1:]).astype(jnp.float32)
-    rows: list[Metric] = []
-    for end in range(width, n + width, width):
-        cols = slice(end - width, min(end, n))
-        rows += [
-            (min(end, n), "loss", float(loss[:, cols].mean())),
-            (min(end, n), "token_acc", float(hit[:, cols].mean())),
-        ]
-    return rows
+    return bucket_rows(loss, hit, task.train_len[1])
 
 
 def _save(model: TinyTransformer, directory: str | Path | None, key: str) -> str | None:

@@ -6,6 +6,8 @@ the length alone (``EVAL_SEED``), never by the training seed.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -17,10 +19,24 @@ from .tasks import Batch, Task
 EVAL_SEED = 20230531
 #: (length, metric name, value) rows, the unit the result store keeps.
 Metric = tuple[int, str, float]
-
-
 #: Samples per forward pass: bounds memory (LM windows of 512 tokens) whatever ``n_samples``.
 EVAL_BATCH = 64
+
+
+def eval_batch(task: Task, n: int, n_samples: int) -> Batch:
+    """The evaluation samples of length ``n``, the same for every run of ``task``."""
+    return task.sample(np.random.default_rng([EVAL_SEED, n]), n_samples, n, split="eval")
+
+
+def bucket_rows(loss: Any, hit: Any, width: int) -> list[Metric]:
+    """Mean loss and accuracy of (B, n) arrays (torch or JAX) per bucket of ``width``
+    positions; a row's length is the bucket's end."""
+    rows: list[Metric] = []
+    for start in range(0, loss.shape[1], width):
+        end = min(start + width, loss.shape[1])
+        rows += [(end, "loss", float(loss[:, start:end].mean()))]
+        rows += [(end, "token_acc", float(hit[:, start:end].mean()))]
+    return rows
 
 
 @torch.no_grad()
@@ -32,23 +48,17 @@ def evaluate(model: LabModel, task: Task, *, n_samples: int, device: torch.devic
     score = _classify if task.kind == "classify" else _generate
     rows: list[Metric] = []
     for n in task.eval_lens:
-        batch = task.sample(np.random.default_rng([EVAL_SEED, n]), n_samples, n, split="eval")
-        parts = [score(model, chunk, device) for chunk in _chunks(batch)]
-        rows += [(n, name, _mean(torch.cat([p[name] for p in parts]))) for name in parts[0]]
+        parts = [score(model, chunk, device) for chunk in _chunks(eval_batch(task, n, n_samples))]
+        rows += [(n, name, float(torch.cat([p[name] for p in parts]).mean())) for name in parts[0]]
     return rows
 
 
 def _chunks(batch: Batch) -> list[Batch]:
     """``batch`` split into row blocks of at most ``EVAL_BATCH`` samples."""
-    starts = range(0, len(batch.tokens), EVAL_BATCH)
+    rows = [slice(i, i + EVAL_BATCH) for i in range(0, len(batch.tokens), EVAL_BATCH)]
     labels = batch.labels
     return [
-        Batch(
-            batch.tokens[i : i + EVAL_BATCH],
-            batch.n_prompt,
-            None if labels is None else labels[i : i + EVAL_BATCH],
-        )
-        for i in starts
+        Batch(batch.tokens[r], batch.n_prompt, None if labels is None else labels[r]) for r in rows
     ]
 
 
@@ -82,24 +92,10 @@ def _generate(model: LabModel, batch: Batch, device: torch.device) -> dict[str, 
 def _lm_buckets(model: LabModel, task: Task, n_samples: int, device: torch.device) -> list[Metric]:
     """Loss and next-character accuracy per bucket of ``train_len[1]`` positions in windows
     of the longest evaluation length; a row's length is the bucket's end."""
-    n, width = max(task.eval_lens), task.train_len[1]
-    batch = task.sample(np.random.default_rng([EVAL_SEED, n]), n_samples, n, split="eval")
     losses, hits = [], []
-    for chunk in _chunks(batch):
+    for chunk in _chunks(eval_batch(task, max(task.eval_lens), n_samples)):
         tokens = torch.from_numpy(chunk.tokens).to(device)  # (b, n + 1)
         logits = model(tokens[:, :-1])  # (b, n, V)
         losses.append(F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none"))
         hits.append((logits.argmax(-1) == tokens[:, 1:]).float())
-    loss, hit = torch.cat(losses), torch.cat(hits)  # (B, n)
-    rows: list[Metric] = []
-    for end in range(width, n + width, width):
-        cols = slice(end - width, min(end, n))
-        rows += [
-            (min(end, n), "loss", _mean(loss[:, cols])),
-            (min(end, n), "token_acc", _mean(hit[:, cols])),
-        ]
-    return rows
-
-
-def _mean(x: Tensor) -> float:
-    return float(x.mean())
+    return bucket_rows(torch.cat(losses), torch.cat(hits), task.train_len[1])  # (B, n) each

@@ -29,7 +29,6 @@ class LabModel(nn.Module):
     ) -> None:
         super().__init__()
         self.kind = task.kind
-        max_len = max(task.seq_len(n) for n in (*task.eval_lens, task.train_len[1]))
         self.net = TinyTransformer(
             vocab_size=task.vocab_size,
             pe=encoding,
@@ -39,7 +38,7 @@ class LabModel(nn.Module):
             d_ff=cfg.d_ff,
             dropout=cfg.dropout,
             causal=task.kind != "classify",
-            max_len=max_len,
+            max_len=task.max_seq_len,
             pe_config=pe_config or None,
         )
         self.head = nn.Linear(cfg.d_model, task.n_classes) if task.kind == "classify" else None
