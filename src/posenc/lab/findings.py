@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from statistics import mean
 from typing import Any
 
+from .tasks import DECODER_TASKS
+
 ABSOLUTE = ("sinusoidal", "learned")
 RELATIVE = ("nope", "alibi", "t5", "kerple", "fire")
-DECODER_TASKS = ("copy_rep", "copy", "reverse", "sort", "addition", "parity", "induction")
 
 
 @dataclass(frozen=True)
@@ -46,14 +47,9 @@ def _mean_exact(rows: list[dict[str, Any]], beyond: bool) -> dict[tuple[str, str
     return {k: mean(v) for k, v in acc.items()}
 
 
-def beyond_training(rows: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
-    """(encoding, task) -> exact match averaged over seeds and lengths > train_max."""
-    return _mean_exact(rows, beyond=True)
-
-
 def check_findings(rows: list[dict[str, Any]]) -> list[Finding]:
     """The four findings, each with the numbers behind its verdict."""
-    beyond = beyond_training(rows)
+    beyond = _mean_exact(rows, beyond=True)
     return [
         _learned(beyond, _mean_exact(rows, beyond=False)),
         _relative(beyond),
@@ -77,10 +73,9 @@ def _learned(
     if not cells:
         return Finding(claim, src, "not measured", "no learned run that solved copy/sort in range")
     ok = all(v <= 0.1 for v in cells.values())
+    beyond_at = ", ".join(f"learned on {t}: {v:.2f}" for t, v in sorted(cells.items()))
     learned_at = ", ".join(f"{at_train['learned', t]:.2f}" for t in sorted(cells))
-    return Finding(
-        claim, src, _status(ok), f"{_fmt('learned', cells)} (at the training length: {learned_at})"
-    )
+    return Finding(claim, src, _status(ok), f"{beyond_at} (at the training length: {learned_at})")
 
 
 def _relative(beyond: dict[tuple[str, str], float]) -> Finding:
@@ -143,7 +138,3 @@ def lm_loss_rise(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 def _status(ok: bool) -> str:
     return "reproduced" if ok else "not reproduced"
-
-
-def _fmt(enc: str, cells: dict[str, float]) -> str:
-    return ", ".join(f"{enc} on {t}: {v:.2f}" for t, v in sorted(cells.items()))

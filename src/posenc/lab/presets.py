@@ -8,22 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from .config import SweepConfig, parse_sweep
+from .tasks import DECODER_TASKS
 
 #: In display order; names not registered (yet) are skipped, names starting "randomized" join.
 QUICK_ENCODINGS = ("nope", "sinusoidal", "learned", "rope", "alibi", "t5", "kerple", "fire")
 QUICK_TASKS = ("copy_rep", "sort", "ascending")
-FULL_TASKS = (
-    "copy_rep",
-    "copy",
-    "reverse",
-    "sort",
-    "addition",
-    "parity",
-    "induction",
-    "ascending",
-    "offset",
-    "lm",
-)
+FULL_TASKS = (*DECODER_TASKS, "ascending", "offset", "lm")
 
 
 def quick_encodings() -> list[str]:
@@ -44,34 +34,22 @@ PE_CONFIG: dict[str, dict[str, Any]] = {"sinusoidal": {"scale": 0.02}}
 
 def preset_data(name: str) -> dict[str, Any]:
     """The preset as a plain mapping (what a config file would hold)."""
-    if name == "quick":
-        return {
-            "name": "quick",
-            "encodings": quick_encodings(),
-            "tasks": list(QUICK_TASKS),
-            "seeds": [0, 1],
-            "pe_config": PE_CONFIG,
-            "train": {"steps": 600, "lr": 3e-3, "eval_samples": 256},
-        }
-    if name == "full":
-        return {
-            "name": "full",
-            "encodings": ["all"],
-            "tasks": list(FULL_TASKS),
-            "seeds": [0, 1, 2],
-            "pe_config": PE_CONFIG,
-            "train": {"steps": 2000, "lr": 3e-3, "eval_samples": 512},
-        }
-    if name == "lm":  # the ALiBi paper's curve: loss by position up to 8x the training length
-        return {
-            "name": "lm",
-            "encodings": ["nope", "sinusoidal", "rope", "alibi"],
-            "tasks": ["lm"],
-            "seeds": [0],
-            "pe_config": PE_CONFIG,
-            "train": {"steps": 600, "lr": 3e-3, "eval_samples": 128},
-        }
-    raise ValueError(f"unknown preset {name!r}; choose one of {list(PRESETS)}")
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {list(PRESETS)}")
+    encodings, tasks, seeds, steps, eval_samples = {
+        "quick": (quick_encodings(), QUICK_TASKS, [0, 1], 600, 256),
+        "full": (["all"], FULL_TASKS, [0, 1, 2], 2000, 512),
+        # the ALiBi paper's curve: loss by position up to 8x the training length
+        "lm": (["nope", "sinusoidal", "rope", "alibi"], ("lm",), [0], 600, 128),
+    }[name]
+    return {
+        "name": name,
+        "encodings": encodings,
+        "tasks": list(tasks),
+        "seeds": seeds,
+        "pe_config": PE_CONFIG,
+        "train": {"steps": steps, "lr": 3e-3, "eval_samples": eval_samples},
+    }
 
 
 def preset(name: str) -> SweepConfig:
