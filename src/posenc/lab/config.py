@@ -17,6 +17,8 @@ from typing import Any
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 _FORBID = ConfigDict(extra="forbid")
+#: Frameworks a run can train with: torch (posenc.lab.train) or jax (posenc.lab.backend_flax).
+BACKENDS = ("torch", "jax")
 
 
 def _positive(obj: object, *names: str) -> None:
@@ -26,6 +28,11 @@ def _positive(obj: object, *names: str) -> None:
             raise ValueError(f"{n} must be a number, got {value!r}")
         if value is not None and not value > 0:
             raise ValueError(f"{n} must be > 0, got {value}")
+
+
+def _check_backend(backend: str) -> None:
+    if backend not in BACKENDS:  # train_run would train any other value with torch
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,10 +97,6 @@ class TaskConfig:
         return make_task(self.name, **kw)
 
 
-#: Frameworks a run can train with: torch (posenc.lab.train) or jax (posenc.lab.backend_flax).
-BACKENDS = ("torch", "jax")
-
-
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """One training run. ``device`` is where it runs, not what it is: not part of ``key()``."""
@@ -109,8 +112,7 @@ class RunConfig:
     backend: str = "torch"
 
     def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:  # train_run would train any other value with torch
-            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        _check_backend(self.backend)
 
     def key(self) -> str:
         """Hex digest of the canonical JSON of everything but ``device`` (and ``backend`` when
@@ -145,8 +147,7 @@ class SweepConfig:
                 raise ValueError(f"{what} must not be empty")
         if any(s < 0 for s in self.seeds):  # numpy's generators take no negative seed
             raise ValueError(f"seeds must be >= 0, got {self.seeds}")
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        _check_backend(self.backend)
         if self.device != "cpu" and not self.device.startswith("cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {self.device!r}")
 
@@ -247,20 +248,20 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
         for max_len in sweep.train_max_lens:
             t = task if max_len is None else _with_max_len(task, max_len)
             _check_task(t, f"tasks[{i}]")
-            for enc in encodings:
-                runs += [
-                    RunConfig(
-                        encoding=enc,
-                        task=t,
-                        seed=s,
-                        pe_config=sweep.pe_config.get(enc, {}),
-                        model=sweep.model,
-                        train=sweep.train,
-                        device=sweep.device,
-                        backend=sweep.backend,
-                    )
-                    for s in sweep.seeds
-                ]
+            runs += [
+                RunConfig(
+                    encoding=enc,
+                    task=t,
+                    seed=s,
+                    pe_config=sweep.pe_config.get(enc, {}),
+                    model=sweep.model,
+                    train=sweep.train,
+                    device=sweep.device,
+                    backend=sweep.backend,
+                )
+                for enc in encodings
+                for s in sweep.seeds
+            ]
     for enc in encodings:
         _check_encoding(enc, sweep)
     return runs

@@ -31,6 +31,10 @@ class RunFailure:
     config: RunConfig
     error: str
 
+    @classmethod
+    def of(cls, config: RunConfig, err: BaseException) -> RunFailure:
+        return cls(config, f"{type(err).__name__}: {err}")
+
 
 Outcome = RunResult | RunFailure
 #: ``on_steps(run_key, steps_done, loss)``: training progress of one run.
@@ -39,7 +43,6 @@ StepCallback = Callable[[str, int, float], None]
 REPORT_EVERY = 20
 _progress: mp.Queue | None = None  # set in pool workers by ``_init_worker``
 _DIED = "its worker process died"
-_NO_RAY = "the ray executor needs Ray: pip install 'posenc[ray]'"
 
 
 class Executor(Protocol):
@@ -123,10 +126,11 @@ class LocalExecutor:
                     done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
                     self._drain(progress)
                     for fut in done:
-                        if isinstance(fut.exception(), BrokenProcessPool):
-                            broken.append(submitted[fut])
+                        err, cfg = fut.exception(), submitted[fut]
+                        if isinstance(err, BrokenProcessPool):
+                            broken.append(cfg)
                         else:
-                            yield _outcome(fut, submitted[fut])
+                            yield fut.result() if err is None else RunFailure.of(cfg, err)
             except BaseException:  # Ctrl-C, or the sweep stopped reading: no run is waited for
                 _terminate(pool)
                 raise
@@ -148,7 +152,7 @@ class LocalExecutor:
                     cfg, checkpoint_dir=checkpoint_dir, on_step=self._relay(cfg)
                 )
             except Exception as err:  # one broken run must not end the sweep
-                outcome = RunFailure(cfg, f"{type(err).__name__}: {err}")
+                outcome = RunFailure.of(cfg, err)
             finally:
                 torch.set_num_threads(threads)
             yield outcome
@@ -177,11 +181,6 @@ def _terminate(pool: ProcessPoolExecutor) -> None:
         process.terminate()
 
 
-def _outcome(fut: Future[RunResult], cfg: RunConfig) -> Outcome:
-    err = fut.exception()
-    return fut.result() if err is None else RunFailure(cfg, f"{type(err).__name__}: {err}")
-
-
 def place(cfg: RunConfig, index: int) -> RunConfig:
     """Spread ``device="cuda"`` runs round-robin over the visible GPUs (cuda:0, cuda:1, ...)."""
     if cfg.device != "cuda":
@@ -205,14 +204,12 @@ class RayExecutor:
         if num_cpus is not None and num_cpus < 1:
             raise ValueError(f"workers must be >= 1, got {num_cpus}")
         if importlib.util.find_spec("ray") is None:  # say so now, not once the sweep started
-            raise ImportError(_NO_RAY)
+            raise ImportError("the ray executor needs Ray: pip install 'posenc[ray]'")
         self.address, self.num_cpus, self.gpus_per_run = address, num_cpus, gpus_per_run
 
     def map(self, runs: Sequence[RunConfig], checkpoint_dir: Path | None) -> Iterator[Outcome]:
-        try:
-            import ray
-        except ImportError:
-            raise ImportError(_NO_RAY) from None
+        import ray
+
         if not ray.is_initialized():  # no num_cpus: Ray refuses it for an existing cluster
             ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
         remote = ray.remote(num_cpus=1, num_gpus=self.gpus_per_run)(execute)
@@ -228,7 +225,7 @@ class RayExecutor:
             try:
                 yield ray.get(done[0])
             except Exception as err:  # ray.exceptions.RayTaskError wraps the run's error
-                yield RunFailure(submitted[done[0]], f"{type(err).__name__}: {err}")
+                yield RunFailure.of(submitted[done[0]], err)
 
 
 def make_executor(

@@ -24,23 +24,16 @@ class SweepProgress:
     def __enter__(self) -> SweepProgress:
         self.log(f"{self.total} runs to do, {self.skipped} already in the store")
         if self.live and self.total:
+            from rich import progress as rp
             from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
 
-            self._bar = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                TextColumn("eta"),
-                TimeRemainingColumn(),
+            self._bar = rp.Progress(
+                rp.TextColumn("{task.description}"),
+                rp.BarColumn(),
+                rp.MofNCompleteColumn(),
+                rp.TimeElapsedColumn(),
+                rp.TextColumn("eta"),
+                rp.TimeRemainingColumn(),
                 console=Console(stderr=True),  # where the plain lines go; stdout stays clean
                 transient=False,
             )
@@ -71,34 +64,31 @@ class SweepProgress:
             text = {"description": f"steps (loss {loss:.3f})"} if describe else {}
             self._bar.update(self._steps, advance=delta, **text)
 
-    def _run_ended(self, key: str) -> None:
-        """Count the steps a run never reported (it failed, or its executor reports none)."""
+    def _run_ended(self, key: str, line: str) -> None:
+        """Count the steps a run never reported (it failed, or its executor reports none),
+        the run, and log ``line`` after its ``[done/total]``."""
         self.steps(key, self.steps_per_run, 0.0, describe=False)
-
-    def run_failed(self, failure: RunFailure) -> None:
-        self._run_ended(failure.config.key())
         self.done += 1
-        c = failure.config
-        self.log(
-            f"[{self.done}/{self.total}] FAILED {c.encoding} {c.task.name} seed {c.seed}: "
-            f"{failure.error}"
-        )
+        self.log(f"[{self.done}/{self.total}] {line}")
         if self._bar is not None:
             self._bar.update(self._runs, advance=1)
 
+    def run_failed(self, failure: RunFailure) -> None:
+        c = failure.config
+        self._run_ended(
+            c.key(), f"FAILED {c.encoding} {c.task.name} seed {c.seed}: {failure.error}"
+        )
+
     def run_done(self, result: RunResult) -> None:
-        self._run_ended(result.key)
-        self.done += 1
         cfg = result.config
         metric = "loss" if cfg["task"]["name"] == "lm" else "exact_match"
         by_len = {n: v for n, name, v in result.metrics if name == metric}
         values = " ".join(f"{n}:{v:.2f}" for n, v in sorted(by_len.items()))
-        elapsed = time.perf_counter() - self.start
-        eta = elapsed / self.done * (self.total - self.done)
-        self.log(
-            f"[{self.done}/{self.total}] {cfg['encoding']:<12} {cfg['task']['name']:<10} "
-            f"seed {cfg['seed']}  {result.seconds:5.1f}s ({result.cpu_seconds:.1f}s cpu)  "
-            f"{metric.replace('_', ' ')} by length {values}  (eta {eta:.0f}s)"
+        done = self.done + 1  # this run included
+        eta = (time.perf_counter() - self.start) / done * (self.total - done)
+        self._run_ended(
+            result.key,
+            f"{cfg['encoding']:<12} {cfg['task']['name']:<10} seed {cfg['seed']}  "
+            f"{result.seconds:5.1f}s ({result.cpu_seconds:.1f}s cpu)  "
+            f"{metric.replace('_', ' ')} by length {values}  (eta {eta:.0f}s)",
         )
-        if self._bar is not None:
-            self._bar.update(self._runs, advance=1)

@@ -55,14 +55,11 @@ def write_report(runs: list[RunConfig], out_dir: str | Path, *, title: str = "po
                 "Configuration", facts={"model": str(runs[0].model), "training": str(runs[0].train)}
             )
         )
-    intro = f"{len(stored)} of {len(keys)} runs finished, {_now()}. {INTRO}"
+    now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    intro = f"{len(stored)} of {len(keys)} runs finished, {now}. {INTRO}"
     path = out / REPORT_NAME
     path.write_text(render_page(title, sections, intro=intro))
     return path
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
 
 def _findings_section(rows: list[dict[str, Any]]) -> Section:
@@ -153,17 +150,17 @@ def _curve_figure(
 
 def _table(rows: list[dict[str, Any]], encodings: list[str], panels: list[_Panel]) -> Table:
     """A column per (task config, evaluation length); cells "mean ± std" over seeds."""
-    columns: list[tuple[_Panel, int]] = []
-    for p in panels:
-        series = _series(rows, p, _metric(p.task))
-        columns += [(p, n) for n in sorted({n for by_len in series.values() for n in by_len})]
-    body = []
-    for enc in encodings:
-        cells = [enc]
-        for p, n in columns:
-            v = _series(rows, p, _metric(p.task)).get(enc, {}).get(n, [])
-            cells.append(f"{mean(v):.2f} ± {pstdev(v):.2f}" if v else "–")
-        body.append(cells)
+    series = {p: _series(rows, p, _metric(p.task)) for p in panels}
+    columns = [
+        (p, n) for p in panels for n in sorted({n for by_len in series[p].values() for n in by_len})
+    ]
+
+    def cell(v: list[float]) -> str:
+        return f"{mean(v):.2f} ± {pstdev(v):.2f}" if v else "–"
+
+    body = [
+        [enc, *(cell(series[p].get(enc, {}).get(n, [])) for p, n in columns)] for enc in encodings
+    ]
     caption = "exact match (lm: loss) by task and evaluation length, mean ± std over seeds"
     return Table(["encoding", *(f"{p.label} {n}" for p, n in columns)], body, caption)
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .config import TaskConfig
 from .train import RunResult
 
 SCHEMA_VERSION = 1
@@ -103,7 +104,7 @@ class ResultStore:
         nan += ["training loss"] if any(math.isnan(v) for _, v in result.loss_curve) else []
         if nan:  # SQLite keeps NaN as NULL, which the schema refuses mid-transaction
             raise ValueError(f"NaN {', '.join(nan[:3])} (diverged?); run not stored")
-        lo, hi = _train_len(cfg)
+        lo, hi = TaskConfig(**cfg["task"]).build().train_len  # the task's defaults resolved
         final = result.loss_curve[-1][1] if result.loss_curve else None
         with self.conn:  # one transaction: all of the run or none of it
             cur = self.conn.execute(
@@ -138,12 +139,15 @@ class ResultStore:
 
     def runs(self, keys: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Run rows (config parsed back to a dict), optionally only ``keys``."""
+        wanted = None if keys is None else set(keys)
         cur = self.conn.execute("SELECT * FROM runs ORDER BY encoding, task, seed, train_max")
         names = [d[0] for d in cur.description]
-        rows = [dict(zip(names, r, strict=False)) for r in cur]
-        wanted = None if keys is None else set(keys)
-        out = [r | {"config": json.loads(r["config"])} for r in rows]
-        return out if wanted is None else [r for r in out if r["key"] in wanted]
+        rows = (dict(zip(names, r, strict=True)) for r in cur)
+        return [
+            r | {"config": json.loads(r["config"])}
+            for r in rows
+            if wanted is None or r["key"] in wanted
+        ]
 
     def rows(self, keys: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Long metric rows with their run's encoding, task, seed and training lengths."""
@@ -173,24 +177,9 @@ class ResultStore:
             raise ImportError(
                 "Parquet export needs pyarrow: pip install 'posenc[parquet]'"
             ) from None
+        ints = ("seed", "train_min", "train_max", "length")
+        types = {c: pa.int64() if c in ints else pa.string() for c in COLUMNS}
+        schema = pa.schema(list((types | {"value": pa.float64()}).items()))
         rows = self.rows()
-        pq.write_table(pa.Table.from_pylist(rows, schema=_arrow_schema(pa)), str(path))
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema), str(path))
         return len(rows)
-
-
-def _arrow_schema(pa: Any) -> Any:
-    ints = ("seed", "train_min", "train_max", "length")
-    kinds = {
-        c: pa.int64() if c in ints else pa.float64() if c == "value" else pa.string()
-        for c in COLUMNS
-    }
-    return pa.schema([(c, kinds[c]) for c in COLUMNS])
-
-
-def _train_len(cfg: dict[str, Any]) -> tuple[int, int]:
-    """The run's (min, max) training length, defaults resolved by the task itself."""
-    from .tasks import make_task
-
-    settings = {k: v for k, v in cfg["task"].items() if k != "name" and v is not None}
-    task = make_task(cfg["task"]["name"], **settings)
-    return task.train_len[0], task.train_len[1]

@@ -39,7 +39,7 @@ def run_sweep(
     """Run every unfinished cell of ``sweep`` into ``out_dir/results.sqlite`` (checkpoints in
     ``out_dir/checkpoints``). ``executor`` defaults to a local process pool."""
     out = Path(out_dir)
-    runs = _unique(expand(sweep))
+    runs = list({r.key(): r for r in expand(sweep)}.values())  # equal keys: equal runs
     with ResultStore(out / STORE_NAME) as store:
         finished = store.finished_keys()
         todo = [r for r in runs if r.key() not in finished]
@@ -58,18 +58,11 @@ def run_sweep(
                     try:
                         store.add(result, sweep=sweep.name)
                     except ValueError as err:  # a NaN metric: report it, store nothing
-                        result = RunFailure(by_key[result.key], f"ValueError: {err}")
+                        result = RunFailure.of(by_key[result.key], err)
                 if isinstance(result, RunFailure):
                     failed.append(result)
                     progress.run_failed(result)
-                    continue
-                progress.run_done(result)
+                else:
+                    progress.run_done(result)
     ran = len(todo) - len(failed)
     return SweepOutcome(runs, out / STORE_NAME, ran, len(runs) - len(todo), failed)
-
-
-def _unique(runs: list[RunConfig]) -> list[RunConfig]:
-    seen: dict[str, RunConfig] = {}
-    for r in runs:
-        seen.setdefault(r.key(), r)
-    return list(seen.values())
