@@ -1,10 +1,8 @@
-"""The lab's JAX backend (``backend: jax``): ``posenc.lab``'s decoder and LM tasks trained and
-evaluated with the Flax TinyTransformer (``posenc.flax``), same seeds, schedule and metrics as
-the torch ``train_run``. The lab chooses its backends, so this module lives here and is
-imported by ``train.train_run`` only for jax runs: ``posenc.flax`` never imports the lab.
-
-The checkpoint is a torch state dict of the lab's ``LabModel`` (keys ``net.*``), so the torch
-lab, report and plots load a JAX-trained run unchanged.
+"""The lab's JAX backend (``backend: jax``): decoder and LM tasks trained and evaluated with
+the Flax TinyTransformer (``posenc.flax``), with the torch ``train_run``'s seeds, schedule and
+metrics. Imported by ``train.train_run`` for jax runs only (``posenc.flax`` never imports the
+lab). The checkpoint is a torch state dict of ``LabModel`` (keys ``net.*``), so the torch lab,
+report and plots load a JAX-trained run unchanged.
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ from ..flax.model import TinyTransformer
 from ..flax.train import decoder_arrays, train_decoder
 from .config import RunConfig
 from .evaluate import Metric, bucket_rows, eval_batch
-from .train import RunResult, save_checkpoint
+from .train import RunResult, loss_curve, save_checkpoint, train_batches
 
 Array = jax.Array
 KINDS = ("decoder", "lm")
@@ -66,11 +64,10 @@ def train_run(
     (the torch ``posenc.lab.train.train_run`` signature)."""
     start, cpu_start = time.perf_counter(), time.process_time()
     model, task = build_model(cfg)
-    t, rng = cfg.train, np.random.default_rng(cfg.seed)
-    lo, hi = task.train_len
+    t, next_batch = cfg.train, train_batches(task, cfg)
 
     def sample(step: int) -> tuple[np.ndarray, np.ndarray]:
-        batch = task.sample(rng, t.batch_size, int(rng.integers(lo, hi + 1)))
+        batch = next_batch()
         return decoder_arrays(batch.tokens, batch.n_prompt)
 
     model.train()  # dropout and randomized positions act in training, as torch's model.train()
@@ -84,7 +81,7 @@ def train_run(
         grad_clip=t.grad_clip,
         on_step=on_step,
     )
-    curve = [(s, v) for s, v in enumerate(losses) if s % 10 == 0 or s == t.steps - 1]
+    curve = loss_curve(losses)
     model.eval()
     metrics = evaluate(model, task, n_samples=t.eval_samples)
     path = _save(model, checkpoint_dir, cfg.key())

@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -234,7 +236,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
 def expand(sweep: SweepConfig) -> list[RunConfig]:
     """One RunConfig per grid cell, in a fixed order. Raises ValueError for unknown encodings,
     bad encoding config, or task settings a task refuses (naming the task)."""
-    from ..registry import names
+    from ..registry import build_for_model, names
 
     unknown = sorted(set(sweep.pe_config) - set(names()))
     if unknown:  # a misspelt name would leave its encoding on the defaults, silently
@@ -247,7 +249,8 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
     for i, task in enumerate(sweep.tasks):
         for max_len in sweep.train_max_lens:
             t = task if max_len is None else _with_max_len(task, max_len)
-            _check_task(t, f"tasks[{i}]")
+            with _config_key(f"tasks[{i}]", t.name):
+                t.build()
             runs += [
                 RunConfig(
                     encoding=enc,
@@ -262,8 +265,11 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
                 for enc in encodings
                 for s in sweep.seeds
             ]
+    m = sweep.model
     for enc in encodings:
-        _check_encoding(enc, sweep)
+        with _config_key("encodings", enc, TypeError):
+            pe_config = sweep.pe_config.get(enc, {})
+            build_for_model(enc, dim=m.d_model, n_heads=m.n_heads, max_len=64, **pe_config)
     return runs
 
 
@@ -271,25 +277,15 @@ def _with_max_len(task: TaskConfig, max_len: int) -> TaskConfig:
     from .tasks import TASKS
 
     if task.name not in TASKS:
-        return task  # _check_task reports the unknown name
+        return task  # expand reports the unknown name
     lo = task.train_len[0] if task.train_len else TASKS[task.name]().train_len[0]
     return replace(task, train_len=(min(lo, max_len), max_len))
 
 
-def _check_task(task: TaskConfig, where: str) -> None:
+@contextmanager
+def _config_key(key: str, name: str, also: type[Exception] = ValueError) -> Iterator[None]:
+    """Re-raise a ValueError (or ``also``) as one naming the config key and the entry."""
     try:
-        task.build()
-    except ValueError as err:
-        raise ValueError(f"config key {where!r} ({task.name}): {err}") from None
-
-
-def _check_encoding(name: str, sweep: SweepConfig) -> None:
-    from ..registry import build_for_model
-
-    m = sweep.model
-    try:
-        build_for_model(
-            name, dim=m.d_model, n_heads=m.n_heads, max_len=64, **sweep.pe_config.get(name, {})
-        )
-    except (ValueError, TypeError) as err:
-        raise ValueError(f"config key 'encodings' ({name}): {err}") from None
+        yield
+    except (ValueError, also) as err:
+        raise ValueError(f"config key {key!r} ({name}): {err}") from None

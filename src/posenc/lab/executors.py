@@ -42,7 +42,6 @@ StepCallback = Callable[[str, int, float], None]
 #: Pool workers report every ``REPORT_EVERY`` steps (and the last one).
 REPORT_EVERY = 20
 _progress: mp.Queue | None = None  # set in pool workers by ``_init_worker``
-_DIED = "its worker process died"
 
 
 class Executor(Protocol):
@@ -51,16 +50,20 @@ class Executor(Protocol):
         ...
 
 
-def execute(cfg: RunConfig, checkpoint_dir: Path | None) -> RunResult:
-    """Worker entry point: one torch thread, then train and evaluate ``cfg`` (reporting steps
-    to the pool's progress queue when there is one)."""
+def execute(
+    cfg: RunConfig, checkpoint_dir: Path | None, on_steps: StepCallback | None = None
+) -> RunResult:
+    """Worker entry point: one torch thread, then train and evaluate ``cfg``. Steps go to
+    ``on_steps``, or in a pool worker to the pool's progress queue every ``REPORT_EVERY``."""
     import torch
 
     torch.set_num_threads(1)
     key, steps, report = cfg.key(), cfg.train.steps, _progress
 
     def on_step(step: int, loss: float) -> None:
-        if report is not None and ((step + 1) % REPORT_EVERY == 0 or step + 1 == steps):
+        if on_steps is not None:
+            on_steps(key, step + 1, loss)
+        elif report is not None and ((step + 1) % REPORT_EVERY == 0 or step + 1 == steps):
             report.put((key, step + 1, loss))
 
     return train_run(cfg, checkpoint_dir=checkpoint_dir, on_step=on_step)
@@ -106,7 +109,7 @@ class LocalExecutor:
                     runs.append(cfg)
                 # alone: it broke the pool itself, or goes down with others again (run it alone)
                 elif len(broken) == 1 or (yield from self._pool([cfg], checkpoint_dir, 1)):
-                    yield RunFailure(cfg, f"{_DIED} (out of memory? a crash?)")
+                    yield RunFailure(cfg, "its worker process died (out of memory? a crash?)")
 
     def _pool(
         self, runs: list[RunConfig], checkpoint_dir: Path | None, workers: int
@@ -146,22 +149,13 @@ class LocalExecutor:
 
         threads = torch.get_num_threads()
         for cfg in runs:
-            torch.set_num_threads(1)
             try:
-                outcome: Outcome = train_run(
-                    cfg, checkpoint_dir=checkpoint_dir, on_step=self._relay(cfg)
-                )
+                outcome: Outcome = execute(cfg, checkpoint_dir, self.on_steps)
             except Exception as err:  # one broken run must not end the sweep
                 outcome = RunFailure.of(cfg, err)
             finally:
                 torch.set_num_threads(threads)
             yield outcome
-
-    def _relay(self, cfg: RunConfig) -> Callable[[int, float], None] | None:
-        if self.on_steps is None:
-            return None
-        on_steps, key = self.on_steps, cfg.key()
-        return lambda step, loss: on_steps(key, step + 1, loss)
 
     def _drain(self, progress: mp.Queue) -> None:
         while True:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import time
-from types import TracebackType
 from typing import Any
 
 from .executors import RunFailure
@@ -12,7 +11,7 @@ from .train import RunResult
 
 
 class SweepProgress:
-    """Context manager with ``run_done(result)`` and ``step(step, loss)`` callbacks."""
+    """Context manager with ``steps(key, done, loss)``, ``run_done`` and ``run_failed``."""
 
     def __init__(self, total: int, skipped: int, *, steps: int, live: bool | None = None) -> None:
         self.total, self.skipped, self.steps_per_run = total, skipped, steps
@@ -42,9 +41,7 @@ class SweepProgress:
             self._steps = self._bar.add_task("steps", total=self.total * self.steps_per_run)
         return self
 
-    def __exit__(
-        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._bar.stop()
 

@@ -1,11 +1,8 @@
-"""The lab's HTML report, one self-contained page built with ``posenc.report.html`` (figures
-inlined as data URIs, every value escaped, a policy that forbids network fetches).
-
-Sections: findings checked against the literature, accuracy vs length per task and training
-length (mean over seeds, band = min..max, training length marked; runs trained to different
-lengths are never averaged together), a table, and per encoding the attention of a trained
-model at the training length and at 2x (at most the longest evaluation length, where the
-model's tables end) with the mean attention distance per layer.
+"""The lab's HTML report, one self-contained page (``posenc.report.html``): findings checked
+against the literature, accuracy vs length per task config (mean over seeds, band = min..max,
+training length marked; runs trained to different lengths are never averaged together), a
+table, and per encoding the attention maps of a trained model at the training length and at 2x
+with the mean attention distance per layer.
 """
 
 from __future__ import annotations
@@ -50,11 +47,8 @@ def write_report(runs: list[RunConfig], out_dir: str | Path, *, title: str = "po
         *_attention_sections(runs, stored, encodings),
     ]
     if runs:
-        sections.append(
-            Section(
-                "Configuration", facts={"model": str(runs[0].model), "training": str(runs[0].train)}
-            )
-        )
+        facts = {"model": str(runs[0].model), "training": str(runs[0].train)}
+        sections.append(Section("Configuration", facts=facts))
     now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     intro = f"{len(stored)} of {len(keys)} runs finished, {now}. {INTRO}"
     path = out / REPORT_NAME
@@ -134,13 +128,8 @@ def _curve_figure(
         lengths = sorted(series[enc])
         vals = [series[enc][n] for n in lengths]
         (line,) = ax.plot(lengths, [mean(v) for v in vals], marker="o", label=enc)
-        ax.fill_between(
-            lengths,
-            [min(v) for v in vals],
-            [max(v) for v in vals],
-            color=line.get_color(),
-            alpha=0.15,
-        )
+        lo, hi = [min(v) for v in vals], [max(v) for v in vals]
+        ax.fill_between(lengths, lo, hi, color=line.get_color(), alpha=0.15)  # seeds' range
     ax.axvline(train_max, color="gray", linestyle="--", label=f"train length {train_max}")
     xlabel = "position (bucket end)" if task == "lm" else "evaluation length"
     ax.set(xlabel=xlabel, ylabel=_metric(task).replace("_", " "), title=label)
@@ -172,11 +161,10 @@ def _attention_sections(
     ckpt = {r["key"]: r["checkpoint"] for r in stored if r["checkpoint"]}
     sections = []
     for enc in encodings:
-        mine = sorted(
-            (r for r in runs if r.encoding == enc and r.key() in ckpt), key=lambda r: r.seed
-        )
-        if mine and Path(ckpt[mine[0].key()]).is_file():
-            sections.append(_attention_section(mine[0], ckpt[mine[0].key()]))
+        mine = [r for r in runs if r.encoding == enc and r.key() in ckpt]
+        first = min(mine, key=lambda r: r.seed, default=None)
+        if first is not None and Path(ckpt[first.key()]).is_file():
+            sections.append(_attention_section(first, ckpt[first.key()]))
     return sections
 
 
@@ -207,8 +195,5 @@ def _attention_section(cfg: RunConfig, checkpoint: str) -> Section:
         ["layer", *(f"mean distance at n = {n}" for n in lengths)],
         [[str(i), *(f"{d[i]:.2f}" for d in dist)] for i in range(len(maps[0]))],
     )
-    return Section(
-        f"Attention: {cfg.encoding}",
-        tables=[table],
-        figures=[FigureBlock(figure_to_data_uri(fig), title)],
-    )
+    figure = FigureBlock(figure_to_data_uri(fig), title)
+    return Section(f"Attention: {cfg.encoding}", tables=[table], figures=[figure])

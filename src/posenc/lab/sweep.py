@@ -1,8 +1,7 @@
 """Run a sweep: expand the grid, skip runs already in the store, store each run as it ends.
 
-Resumable by construction: a run is keyed by the hash of its full config and written in one
-transaction when it finishes, so re-running a sweep killed at any moment (even ``kill -9``)
-loses only the runs that were in flight and never duplicates a finished one.
+Runs are keyed by ``RunConfig.key()`` and stored whole, so re-running a sweep killed at any
+moment (even ``kill -9``) loses only the runs in flight and never duplicates a finished one.
 """
 
 from __future__ import annotations
@@ -46,8 +45,7 @@ def run_sweep(
         progress = SweepProgress(
             len(todo), len(runs) - len(todo), steps=sweep.train.steps, live=live
         )
-        if executor is None:
-            executor = LocalExecutor()
+        executor = LocalExecutor() if executor is None else executor
         if isinstance(executor, LocalExecutor) and executor.on_steps is None:
             executor.on_steps = progress.steps
         failed = []

@@ -21,7 +21,7 @@ import torch
 from .config import RunConfig
 from .evaluate import Metric, evaluate
 from .model import LabModel
-from .tasks import Task
+from .tasks import Batch, Task
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,18 @@ def lr_factor(step: int, *, warmup: int, steps: int, floor: float = 0.1) -> floa
         return (step + 1) / warmup
     t = (step - warmup) / max(1, steps - warmup)
     return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(t, 1.0)))
+
+
+def train_batches(task: Task, cfg: RunConfig) -> Callable[[], Batch]:
+    """Training batches of ``cfg.train.batch_size`` samples, each batch of a length drawn
+    uniformly from ``task.train_len``, all from one generator seeded by ``cfg.seed``."""
+    rng, (lo, hi) = np.random.default_rng(cfg.seed), task.train_len
+    return lambda: task.sample(rng, cfg.train.batch_size, int(rng.integers(lo, hi + 1)))
+
+
+def loss_curve(losses: list[float]) -> list[tuple[int, float]]:
+    """(step, loss) every 10 steps and at the last."""
+    return [(s, v) for s, v in enumerate(losses) if s % 10 == 0 or s == len(losses) - 1]
 
 
 def build_model(cfg: RunConfig) -> tuple[LabModel, Task]:
@@ -71,7 +83,7 @@ def train_run(
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {cfg.device!r} requested but torch.cuda.is_available() is False")
     model, task = build_model(cfg)
-    curve = fit(model.to(device), task, cfg, device, on_step)
+    curve = loss_curve(fit(model.to(device), task, cfg, device, on_step))
     metrics = evaluate(model, task, n_samples=cfg.train.eval_samples, device=device)
     path = _save(model, checkpoint_dir, cfg.key())
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
@@ -84,9 +96,8 @@ def fit(
     cfg: RunConfig,
     device: torch.device,
     on_step: Callable[[int, float], None] | None = None,
-) -> list[tuple[int, float]]:
-    """``cfg.train.steps`` AdamW steps on batches of a length drawn from ``task.train_len``;
-    returns the loss every 10 steps and at the last."""
+) -> list[float]:
+    """``cfg.train.steps`` AdamW steps on ``train_batches``; returns the loss of every step."""
     t = cfg.train
     model.train()
     opt = torch.optim.AdamW(
@@ -95,22 +106,18 @@ def fit(
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: lr_factor(s, warmup=t.warmup, steps=t.steps)
     )
-    rng = np.random.default_rng(cfg.seed)
-    lo, hi = task.train_len
-    curve = []
+    next_batch, losses = train_batches(task, cfg), []
     for step in range(t.steps):
-        loss = model.loss(task.sample(rng, t.batch_size, int(rng.integers(lo, hi + 1))), device)
+        loss = model.loss(next_batch(), device)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
         opt.step()
         sched.step()
-        value = loss.item()
-        if step % 10 == 0 or step == t.steps - 1:
-            curve.append((step, value))
+        losses.append(loss.item())
         if on_step is not None:
-            on_step(step, value)
-    return curve
+            on_step(step, losses[-1])
+    return losses
 
 
 def _save(model: LabModel, directory: str | Path | None, key: str) -> str | None:

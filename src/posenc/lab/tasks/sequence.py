@@ -17,16 +17,11 @@ Pair = tuple[np.ndarray, np.ndarray]
 
 
 class SeqTask(Task):
-    """Prompt-answer task; subclasses define ``prompt_answer`` and the two lengths."""
-
-    def prompt_len(self, n: int) -> int:
-        return n
-
-    def answer_len(self, n: int) -> int:
-        return n
+    """Prompt-answer task; subclasses define ``prompt_answer`` (and ``seq_len`` unless prompt
+    and answer are n symbols each)."""
 
     def seq_len(self, n: int) -> int:
-        return self.prompt_len(n) + self.answer_len(n) + 2  # + SEP + EOS
+        return 2 * n + 2  # prompt, SEP, answer, EOS
 
     def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> Pair:
         """Prompt (B, P) and answer (B, A) symbol ids."""
@@ -112,11 +107,8 @@ class Addition(SeqTask):
     def vocab_size(self) -> int:
         return FIRST + 11  # ten digits and "+"
 
-    def prompt_len(self, n: int) -> int:
-        return 2 * n + 1
-
-    def answer_len(self, n: int) -> int:
-        return n + 1
+    def seq_len(self, n: int) -> int:
+        return 3 * n + 4  # 2n + 1 prompt, SEP, n + 1 answer, EOS
 
     def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> Pair:
         a, b = rng.integers(0, 10, size=(2, batch, n))  # digits, least significant first
@@ -141,8 +133,8 @@ class Parity(SeqTask):
     default_symbols = 2
     fixed_symbols = "inputs are bits"
 
-    def answer_len(self, n: int) -> int:
-        return 1
+    def seq_len(self, n: int) -> int:
+        return n + 3  # n bits, SEP, one bit, EOS
 
     def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> Pair:
         bits = rng.integers(0, 2, size=(batch, n))
@@ -164,11 +156,8 @@ class Induction(SeqTask):
     def vocab_size(self) -> int:
         return FIRST + 2 * self.n_symbols
 
-    def prompt_len(self, n: int) -> int:
-        return 2 * n + 1
-
-    def answer_len(self, n: int) -> int:
-        return 1
+    def seq_len(self, n: int) -> int:
+        return 2 * n + 4  # 2n + 1 prompt, SEP, one value, EOS
 
     def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> Pair:
         keys = distinct_symbols(rng, batch, n, self.n_symbols)  # (B, n)
