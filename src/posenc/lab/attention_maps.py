@@ -22,9 +22,8 @@ def attention_maps(net: TinyTransformer, tokens: Tensor) -> list[Tensor]:
     captured: list[tuple[Attention, Tensor, Tensor]] = []
 
     def grab(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        ctx = kwargs.get("ctx")  # the model hands each layer the forward's position context
-        pos = ctx.q_pos if ctx is not None else kwargs.get("pos", args[1:2] and args[1])
-        captured.append((module, args[0], pos))
+        # the model hands each layer the forward's position context
+        captured.append((module, args[0], kwargs["ctx"].q_pos))
 
     layers = [cast(Attention, block.attn) for block in net.blocks]
     hooks = [attn.register_forward_pre_hook(grab, with_kwargs=True) for attn in layers]

@@ -37,16 +37,11 @@ def build_model(cfg: RunConfig) -> tuple[TinyTransformer, Any]:
     task = cfg.task.build()
     if task.kind not in KINDS:
         raise ValueError(f"the jax backend runs {KINDS} tasks, got {task.name!r} ({task.kind})")
-    m = cfg.model
     model = TinyTransformer(
         vocab_size=task.vocab_size,
         pe=cfg.encoding,
-        d_model=m.d_model,
-        n_layers=m.n_layers,
-        n_heads=m.n_heads,
-        d_ff=m.d_ff,
+        **asdict(cfg.model),  # d_model, n_layers, n_heads, d_ff, dropout
         causal=True,
-        dropout=m.dropout,
         max_len=task.max_seq_len,
         pe_config=cfg.pe_config or None,
         rngs=nnx.Rngs(cfg.seed),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -28,15 +29,10 @@ class LabModel(nn.Module):
         self, task: Task, cfg: ModelConfig, encoding: str, pe_config: dict[str, Any] | None = None
     ) -> None:
         super().__init__()
-        self.kind = task.kind
         self.net = TinyTransformer(
             vocab_size=task.vocab_size,
             pe=encoding,
-            d_model=cfg.d_model,
-            n_layers=cfg.n_layers,
-            n_heads=cfg.n_heads,
-            d_ff=cfg.d_ff,
-            dropout=cfg.dropout,
+            **asdict(cfg),  # d_model, n_layers, n_heads, d_ff, dropout
             causal=task.kind != "classify",
             max_len=task.max_seq_len,
             pe_config=pe_config or None,

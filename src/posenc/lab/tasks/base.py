@@ -107,9 +107,9 @@ class Task(ABC):
             need = self.distinct.format(n=n)
             raise ValueError(f"{self.name}: {need} but n_symbols is {self.n_symbols}")
 
-    @abstractmethod
     def seq_len(self, n: int) -> int:
-        """Tokens in a sample of length ``n`` (the model's max_len must cover it)."""
+        """Tokens in a sample of length ``n`` (default: one per item)."""
+        return n
 
     def sample(self, rng: np.random.Generator, batch: int, n: int, split: Split = "train") -> Batch:
         """``batch`` samples of length ``n`` drawn from ``rng``."""

@@ -26,9 +26,6 @@ class Ascending(Task):
     def n_classes(self) -> int:
         return 2
 
-    def seq_len(self, n: int) -> int:
-        return n
-
     def _sample(self, rng: np.random.Generator, batch: int, n: int, split: Split) -> Batch:
         x = np.sort(distinct_symbols(rng, batch, n, self.n_symbols), axis=1)  # (B, n)
         labels = rng.integers(0, 2, size=batch)
@@ -65,9 +62,6 @@ class Offset(Task):
     @property
     def n_classes(self) -> int:
         return self.train_len[1]
-
-    def seq_len(self, n: int) -> int:
-        return n
 
     def _sample(self, rng: np.random.Generator, batch: int, n: int, split: Split) -> Batch:
         x = rng.integers(FIRST, FIRST + self.n_symbols, size=(batch, n))
