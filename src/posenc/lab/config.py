@@ -170,12 +170,11 @@ def parse_sweep(data: dict[str, Any]) -> SweepConfig:
 def _describe(err: ValidationError) -> str:
     lines = []
     for e in err.errors():
-        key = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in e["loc"]) or "config"
-        key = key.replace(".[", "[")
+        key = "".join(f".{p}" if isinstance(p, str) else f"[{p}]" for p in e["loc"]).lstrip(".")
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "unexpected_keyword_argument":
             msg = "unknown key"
-        lines.append(f"config key {key!r}: {msg} (got {e['input']!r})")
+        lines.append(f"config key {key or 'config'!r}: {msg} (got {e['input']!r})")
     return "invalid lab config:\n  " + "\n  ".join(lines)
 
 

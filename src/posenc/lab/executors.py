@@ -208,18 +208,17 @@ class RayExecutor:
             ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
         remote = ray.remote(num_cpus=1, num_gpus=self.gpus_per_run)(execute)
         waiting = list(runs)[::-1]  # popped from the end: submitted in sweep order
-        submitted: dict[object, RunConfig] = {}
-        pending: list[object] = []
+        pending: dict[object, RunConfig] = {}  # in flight, in submission order
         while waiting or pending:
             while waiting and len(pending) < (self.num_cpus or len(runs)):
                 cfg = waiting.pop()
-                pending.append(remote.remote(cfg, checkpoint_dir))
-                submitted[pending[-1]] = cfg
-            done, pending = ray.wait(pending, num_returns=1)
+                pending[remote.remote(cfg, checkpoint_dir)] = cfg
+            (done,), _ = ray.wait(list(pending), num_returns=1)
+            cfg = pending.pop(done)
             try:
-                yield ray.get(done[0])
+                yield ray.get(done)
             except Exception as err:  # ray.exceptions.RayTaskError wraps the run's error
-                yield RunFailure.of(submitted[done[0]], err)
+                yield RunFailure.of(cfg, err)
 
 
 def make_executor(

@@ -20,9 +20,8 @@ def quick_encodings() -> list[str]:
     from ..registry import names
 
     registered = names()
-    return [e for e in QUICK_ENCODINGS if e in registered] + [
-        e for e in registered if e.startswith("randomized")
-    ]
+    randomized = [e for e in registered if e.startswith("randomized")]
+    return [e for e in QUICK_ENCODINGS if e in registered] + randomized
 
 
 PRESETS = ("quick", "full", "lm")
