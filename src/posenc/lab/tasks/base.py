@@ -40,9 +40,6 @@ class Task(ABC):
             times the longest training one.
         n_symbols: task symbols in the vocabulary (default per task).
     Raises: ValueError for lengths or vocabularies the task cannot produce.
-
-    ``fixed_symbols`` (why n_symbols must be ``default_symbols``) and ``distinct`` (what a
-    length n needs of n distinct symbols, so n <= n_symbols) state a task's own limits.
     """
 
     name: ClassVar[str]
@@ -50,8 +47,8 @@ class Task(ABC):
     min_len: ClassVar[int] = 1
     default_symbols: ClassVar[int] = 10
     eval_factors: ClassVar[tuple[float, ...]] = EVAL_FACTORS
-    fixed_symbols: ClassVar[str] = ""
-    distinct: ClassVar[str] = ""  # e.g. "length {n} needs {n} distinct tokens"
+    fixed_symbols: ClassVar[str] = ""  # why n_symbols must equal default_symbols, if it must
+    distinct: ClassVar[str] = ""  # why n <= n_symbols, if so: "{n} pairs need {n} distinct keys"
 
     @property
     def default_train_len(self) -> tuple[int, int]:
