@@ -338,3 +338,31 @@ def test_auto_without_a_compiler_warns_once_and_runs_eager(
     eager = rotate_pair(q, q, cos, sin, cos, sin)
     for pair in got:
         torch.testing.assert_close(pair, eager, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_eager_pair_sharing_cos_sin_derives_its_tables_once(
+    monkeypatch: pytest.MonkeyPatch, grad: bool
+) -> None:
+    """rotate_pair(q, k, cos, sin, cos, sin) without a forward's tables: one set of full-width
+    tables for q and k (they were built twice), and the same numbers and gradients."""
+    made: list[Any] = []
+    real = rope_eager.full_tables
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        made.append(args[-1] if len(args) > 4 else kwargs.get("tables"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rope_eager, "full_tables", counting)
+    cos, sin = _tables(16, torch.float32)
+    q = torch.randn(2, 4, len(POS), 16, requires_grad=grad)
+    k = torch.randn(2, 2, len(POS), 16, requires_grad=grad)
+    oq, ok = rotate_pair(q, k, cos, sin, cos, sin, kernel="eager")
+    assert len(made) == 2 and made[0] is made[1] and made[0] is not None
+    torch.testing.assert_close(oq, PF.apply_rope(q.detach(), cos, sin))
+    torch.testing.assert_close(ok, PF.apply_rope(k.detach(), cos, sin))
+    if grad:
+        (oq.sum() + 2 * ok.sum()).backward()
+        want_q = PF.apply_rope(torch.ones_like(q), cos, -sin)  # R(θ)ᵀ = R(-θ)
+        torch.testing.assert_close(q.grad, want_q)
+        torch.testing.assert_close(k.grad, 2 * PF.apply_rope(torch.ones_like(k), cos, -sin))

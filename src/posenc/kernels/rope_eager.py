@@ -179,8 +179,12 @@ def rope_pair(
     inplace: bool,
     prepared: tuple[RopeTables | None, RopeTables | None],
 ) -> tuple[Tensor, Tensor]:
-    """q and k by ``apply_rope_unchecked``, each with its ``RopeTables``."""
+    """q and k by ``apply_rope_unchecked``, each with its ``RopeTables``; given none, q and k
+    sharing cos/sin share one set made for this call (the tables are derived once, not twice)."""
+    tables_q, tables_k = prepared
+    if tables_q is None and tables_k is None and cos_k is cos_q and sin_k is sin_q:
+        tables_q = tables_k = RopeTables(cos_q, sin_q)
     return (
-        apply_rope_unchecked(q, cos_q, sin_q, layout, inplace, prepared[0]),
-        apply_rope_unchecked(k, cos_k, sin_k, layout, inplace, prepared[1]),
+        apply_rope_unchecked(q, cos_q, sin_q, layout, inplace, tables_q),
+        apply_rope_unchecked(k, cos_k, sin_k, layout, inplace, tables_k),
     )
