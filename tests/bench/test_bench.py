@@ -21,7 +21,13 @@ def test_bench_quick_writes_json(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["bench", "all", "--quick", "--out", str(out)])
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
-    assert data["machine"]["torch"] and data["quick"] is True
+    assert data["machine"]["torch"] and data["quick"] is True and data["complete"] is True
+    for line in (
+        "rope: 1x8x512x64 fp32 fwd done (1/4)",
+        "bias: fire T=256 fp32 bidirectional done (8/8)",
+    ):
+        assert line in result.stderr  # CliRunner is no terminal: a line per finished case
+    assert "attention: " in result.stderr and "lab: " in result.stderr
     rope_modes = {(c["dtype"], c["mode"]) for c in data["rope"]}
     assert rope_modes == {
         ("fp32", "fwd"),
@@ -196,3 +202,63 @@ def test_eager_passes_script_runs_and_writes_every_pass(tmp_path: Path) -> None:
     us = result["processes"][0]["us"]
     assert {"copy_", "mul", "half_mul_strided", "qk_hf", "qk_swap", "qk_halves"} <= set(us)
     assert all(t["low"] <= t["median"] <= t["high"] for t in us.values())
+
+
+def _bias_case(name: str, T: int, causal: bool, **kw: Any) -> dict[str, Any]:
+    """A canned bias case with the fields the table shows (no timing: a table test)."""
+    impls = ("sdpa_no_bias", "posenc_default", "posenc_blockwise", "dense_bias")
+    return {
+        "encoding": name,
+        "T": T,
+        "dtype": kw.get("dtype", "fp32"),
+        "causal": causal,
+        "x_sdpa_no_bias": dict.fromkeys(impls, 1.0),
+        "peak_extra_MiB": {},
+    }
+
+
+def test_bench_tables_keep_their_headers_off_a_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Output to a file (CliRunner is no terminal) gets the tables at their natural width:
+    every header whole (they were cut to 80 columns, "en…", "MiB de…")."""
+    from posenc.bench import bias
+
+    monkeypatch.setattr(bias, "run_case", _bias_case)
+    out = tmp_path / "bench.json"
+    result = CliRunner().invoke(app, ["bench", "bias", "--quick", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    headers = ["encoding", "dtype", "causal", "blockwise", "MiB default", "MiB dense", "MiB sdpa"]
+    for header in headers:
+        assert header in result.stdout
+    assert "…" not in result.stdout
+    assert "Bias attention: time / SDPA without bias; peak extra MiB" in result.stdout
+
+
+def test_bench_reports_each_case_and_keeps_them_when_interrupted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Off a terminal every finished case is a line on stderr, and the JSON is rewritten after
+    each: a run stopped after its first case leaves valid JSON holding it, ``complete`` false."""
+    from posenc.bench import bias
+
+    real_case = bias.run_case
+    calls: list[str] = []
+
+    def case(*a: Any, **kw: Any) -> dict[str, Any]:
+        calls.append(a[0])
+        if len(calls) > 1:
+            raise KeyboardInterrupt  # as Ctrl-C during the second case
+        return real_case(*a, **kw)
+
+    monkeypatch.setattr(bias, "run_case", case)
+    out = tmp_path / "bench.json"
+    result = CliRunner().invoke(app, ["bench", "bias", "--quick", "--out", str(out)])
+    assert result.exit_code == 130, result.output
+    assert "bias: alibi T=256 fp32 causal done (1/8)" in result.stderr
+    assert "interrupted" in result.stderr
+    data = json.loads(out.read_text())
+    assert data["complete"] is False and data["quick"] is True
+    assert [(c["encoding"], c["T"], c["causal"]) for c in data["bias"]] == [("alibi", 256, True)]
+    assert data["bias"][0]["x_sdpa_no_bias"]["sdpa_no_bias"] == pytest.approx(1.0)
+    assert [p.name for p in tmp_path.iterdir()] == ["bench.json"]  # no temporary file left

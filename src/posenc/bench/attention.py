@@ -16,7 +16,7 @@ import torch
 
 from .. import registry
 from ..attention import Attention
-from .harness import as_json, interleaved
+from .harness import Progress, as_json, each, interleaved
 from .lab import NO_FLASH, XT_OPTIONS
 
 SHAPE = (1, 2048, 512, 8)  # B, T, C, H
@@ -97,14 +97,15 @@ def run_case(
     return out
 
 
-def run(quick: bool = False, device: str = "cpu") -> list[dict[str, Any]]:
-    """Every encoding but NoPE itself, forward and forward+backward, on ``device``."""
+def run(
+    quick: bool = False, device: str = "cpu", progress: Progress | None = None
+) -> list[dict[str, Any]]:
+    """Every encoding but NoPE itself, forward and forward+backward, on ``device``;
+    ``progress(case, done, total)`` after each finished case."""
     shape = QUICK_SHAPE if quick else SHAPE
     names = [n for n in registry.names() if n != "nope"]
     if quick:
         names = names[:3]
-    return [
-        run_case(name, shape, backward, rounds=1 if quick else 5, device=device)
-        for name in names
-        for backward in (False, True)
-    ]
+    specs = [(name, backward) for name in names for backward in (False, True)]
+    rounds = 1 if quick else 5
+    return each(specs, lambda s: run_case(s[0], shape, s[1], rounds, device=device), progress)

@@ -19,7 +19,7 @@ from unittest.mock import patch
 import torch
 import torch.nn.functional as F
 
-from .harness import DTYPES, as_json, interleaved
+from .harness import DTYPES, Progress, as_json, each, interleaved
 
 ENCODINGS = ("alibi", "t5", "kerple", "fire")
 DENSE_LIMIT_BYTES = 2 << 30  # skip the dense anchor when its bias alone exceeds 2 GiB
@@ -160,26 +160,28 @@ def cuda_peak_extra_bytes(fn: Callable[[], Any]) -> int:
     return max(torch.cuda.max_memory_allocated() - before, 0)
 
 
-def run(quick: bool = False, device: str = "cpu") -> list[dict[str, Any]]:
+def run(
+    quick: bool = False, device: str = "cpu", progress: Progress | None = None
+) -> list[dict[str, Any]]:
     """All cases: fp32 with peak memory at T = 4096 and 16384, then bf16 time at T = 4096
     (on CUDA with memory too: the allocator's peak costs nothing to read);
-    ``quick``: T=256, one round, no memory processes (a CI smoke run)."""
+    ``quick``: T=256, one round, no memory processes (a CI smoke run).
+    ``progress(case, done, total)`` after each finished case."""
     gpu = torch.device(device).type == "cuda"
     cases = [(256, "fp32", False)] if quick else [(4096, "fp32", True), (16384, "fp32", True)]
     cases += [] if quick else [(4096, "bf16", gpu)]
-    return [
-        run_case(
-            name,
-            T,
-            causal,
-            H=8,
-            D=64,
-            rounds=1 if quick else (5 if T <= 4096 else 2),
-            memory=memory,
-            dtype=dtype,
-            device=device,
-        )
+    specs = [
+        (name, T, causal, dtype, memory)
         for T, dtype, memory in cases
         for name in ENCODINGS
         for causal in (True, False)
     ]
+
+    def one(spec: tuple[str, int, bool, str, bool]) -> dict[str, Any]:
+        name, T, causal, dtype, memory = spec
+        rounds = 1 if quick else (5 if T <= 4096 else 2)
+        return run_case(
+            name, T, causal, H=8, D=64, rounds=rounds, memory=memory, dtype=dtype, device=device
+        )
+
+    return each(specs, one, progress)

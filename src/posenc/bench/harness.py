@@ -15,9 +15,14 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
+
+Spec = TypeVar("Spec")
+Case = TypeVar("Case")
+#: Called after each finished case with the case, how many cases are done and how many in all.
+Progress = Callable[[Any, int, int], None]
 
 #: Benchmark dtype labels (JSON and tables) and what they stand for.
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -82,6 +87,19 @@ def interleaved(
         for name in order[r % len(order) :] + order[: r % len(order)]:
             samples[name].append(seconds_per_call(name, reps[name]))
     return {n: Timing(n, statistics.median(s), min(s), max(s), s) for n, s in samples.items()}
+
+
+def each(
+    specs: list[Spec], run: Callable[[Spec], Case], progress: Progress | None = None
+) -> list[Case]:
+    """``run`` on each spec in turn; ``progress(case, done, total)`` after each finished case
+    (the CLI reports it and rewrites its JSON, so a stopped run keeps what it finished)."""
+    cases: list[Case] = []
+    for spec in specs:
+        cases.append(run(spec))
+        if progress is not None:
+            progress(cases[-1], len(cases), len(specs))
+    return cases
 
 
 def machine() -> dict[str, Any]:

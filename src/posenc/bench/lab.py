@@ -24,7 +24,7 @@ from torch import nn
 from .._version import __version__
 from ..attention import TinyTransformer
 from ..registry import names
-from .harness import interleaved
+from .harness import Progress, each, interleaved
 
 DIM, DEPTH, HEADS, VOCAB = 64, 2, 4, 32
 #: posenc name -> x-transformers options (Decoder kwargs, TransformerWrapper kwargs).
@@ -101,19 +101,24 @@ SHAPES = ((64, 16), (16, 128))
 QUICK_SHAPES = ((8, 16),)
 
 
-def run(quick: bool = False, encodings: list[str] | None = None) -> dict[str, Any]:
+def run(
+    quick: bool = False, encodings: list[str] | None = None, progress: Progress | None = None
+) -> dict[str, Any]:
     """Every encoding at the lab's training shapes (BATCH, LENGTH), one torch thread; ``quick``:
-    one small shape, one round of two steps (a smoke run)."""
+    one small shape, one round of two steps (a smoke run). ``progress(row, done, total)`` after
+    each finished row."""
     from importlib.metadata import PackageNotFoundError, version
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        rows = [
-            measure(name, batch, length, rounds=1 if quick else 5, steps=2 if quick else 10)
+        specs = [
+            (name, batch, length)
             for batch, length in (QUICK_SHAPES if quick else SHAPES)
             for name in (encodings or names())
         ]
+        rounds, steps = (1, 2) if quick else (5, 10)
+        rows = each(specs, lambda s: measure(*s, rounds=rounds, steps=steps), progress)
     finally:
         torch.set_num_threads(threads)
     try:

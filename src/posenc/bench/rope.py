@@ -24,7 +24,7 @@ import torch
 
 from .. import functional as PF
 from ..kernels.rope import Kernel, rotate_pair
-from .harness import DTYPES, as_json, interleaved
+from .harness import DTYPES, Progress, as_json, each, interleaved
 
 SHAPES = [(1, 32, 2048, 128), (4, 8, 1024, 64), (1, 8, 8192, 64)]
 QUICK_SHAPES = [(1, 8, 512, 64)]
@@ -220,16 +220,20 @@ def run_case(
     return result
 
 
-def run(quick: bool = False, device: str = "cpu") -> list[dict[str, Any]]:
-    """All RoPE cases on ``device`` (``quick``: one small shape, few rounds, for CI smoke runs)."""
+def run(
+    quick: bool = False, device: str = "cpu", progress: Progress | None = None
+) -> list[dict[str, Any]]:
+    """All RoPE cases on ``device`` (``quick``: one small shape, few rounds, for CI smoke runs);
+    ``progress(case, done, total)`` after each finished case."""
     shapes = QUICK_SHAPES if quick else SHAPES
     rounds = 3 if quick else 11
-    return [
-        run_case(shape, dtype, backward, rounds, device=device)
+    specs = [
+        (shape, dtype, backward)
         for shape in shapes
         for dtype in DTYPES
         for backward in (False, True)
     ]
+    return each(specs, lambda s: run_case(*s, rounds, device=device), progress)
 
 
 def cache_case(positions: int = 1 << 20, head_dim: int = 128, rounds: int = 5) -> dict[str, Any]:

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+Case = dict[str, Any]
 
 
 class Suite(str, Enum):
@@ -19,13 +27,21 @@ class Suite(str, Enum):
     all = "all"
 
 
+#: The width tables get when stdout is no terminal (a file, a pipe): wider than any of them, so
+#: each prints at its natural width (rich's default there is 80 columns, headers cut to "en…").
+NATURAL_WIDTH = 1 << 14
+
+
 def bench(
     suite: Annotated[Suite, typer.Argument(help="Which suite to run.")] = Suite.all,
     out: Annotated[Path, typer.Option(help="JSON file to write.")] = Path("bench.json"),
     quick: Annotated[bool, typer.Option(help="Small shapes, few rounds (a smoke run).")] = False,
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
 ) -> None:
-    """Time posenc against the anchors (interleaved, medians) and write JSON."""
+    """Time posenc against the anchors (interleaved, medians) and write JSON.
+
+    Each finished case is reported on stderr (a progress bar on a terminal, a line otherwise)
+    and saved: the JSON is rewritten after every case, with "complete": false until the end."""
     import torch
     from rich.console import Console
 
@@ -38,35 +54,108 @@ def bench(
     if suite == Suite.lab and device == "cuda":
         raise typer.BadParameter("the lab suite times one-thread CPU training: --device cpu")
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=NATURAL_WIDTH)
     heap = harness.steady_heap()
-    result: dict[str, Any] = {"machine": {**harness.machine(), "heap": heap}, "quick": quick}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    suites: dict[Suite, tuple[Callable[[], Any], Callable[[Any], Any]]] = {  # run, table
-        Suite.rope: (lambda: rope.run(quick=quick, device=device), _rope_table),
-        Suite.bias: (lambda: bias.run(quick=quick, device=device), _bias_table),
-        Suite.attention: (lambda: attention.run(quick=quick, device=device), _attention_table),
-        Suite.lab: (lambda: lab.run(quick=quick), _lab_table),
+    result: dict[str, Any] = {
+        "machine": {**harness.machine(), "heap": heap},
+        "quick": quick,
+        "complete": False,
     }
-    for name, (run, table) in suites.items():
-        if suite not in (name, Suite.all):
-            continue
-        if name == Suite.lab and device == "cuda":
-            console.print(
-                "lab: a CPU suite (one-thread training steps), not run with --device cuda"
-            )
-            continue
-        result[name.value] = run()
-        console.print(table(result[name.value]))
-        if name == Suite.rope and device == "cpu":  # the cos/sin cache is built on the host
-            result["rope_cache"] = rope.cache_case(
-                **({"positions": 4096, "rounds": 1} if quick else {})
-            )
-            console.print(_cache_line(result["rope_cache"]))
-        out.write_text(json.dumps(result, indent=1))  # after every suite: a killed run keeps it
+    out.parent.mkdir(parents=True, exist_ok=True)
+    record = _Record(out, result, Console(stderr=True))
+    record.save()
+    Run = Callable[[harness.Progress], Any]
+    suites: dict[Suite, tuple[Run, Callable[[Any], Any], Callable[[Case], str]]] = {
+        Suite.rope: (lambda p: rope.run(quick, device, p), _rope_table, _rope_label),
+        Suite.bias: (lambda p: bias.run(quick, device, p), _bias_table, _bias_label),
+        Suite.attention: (
+            lambda p: attention.run(quick, device, p),
+            _attention_table,
+            _attention_label,
+        ),
+        Suite.lab: (lambda p: lab.run(quick, progress=p), _lab_table, _lab_label),
+    }
+    try:
+        for name, (run, table, label) in suites.items():
+            if suite not in (name, Suite.all):
+                continue
+            if name == Suite.lab and device == "cuda":
+                console.print(
+                    "lab: a CPU suite (one-thread training steps), not run with --device cuda"
+                )
+                continue
+            with record.suite(name.value, label, rows=name == Suite.lab) as progress:
+                result[name.value] = run(progress)
+            console.print(table(result[name.value]))
+            if name == Suite.rope and device == "cpu":  # the cos/sin cache is built on the host
+                result["rope_cache"] = rope.cache_case(
+                    **({"positions": 4096, "rounds": 1} if quick else {})
+                )
+                console.print(_cache_line(result["rope_cache"]))
+            record.save()
+    except KeyboardInterrupt:
+        typer.echo(
+            f"interrupted: {out} keeps the cases finished so far (complete: false)", err=True
+        )
+        raise typer.Exit(130) from None
+    result["complete"] = True
+    record.save()
     console.print(f"wrote {out}")
 
 
-Case = dict[str, Any]
+class _Record:
+    """The run's JSON, saved after each finished case, and its progress on stderr."""
+
+    def __init__(self, out: Path, result: dict[str, Any], err: Console) -> None:
+        self.out, self.result, self.err = out, result, err
+
+    def save(self) -> None:
+        """Write the JSON atomically (a temporary file beside it, then renamed over it): a
+        killed run leaves the last complete write, never half a file."""
+        tmp = self.out.with_name(f".{self.out.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps(self.result, indent=1))
+            os.replace(tmp, self.out)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+
+    @contextmanager
+    def suite(
+        self, key: str, label: Callable[[Case], str], rows: bool = False
+    ) -> Iterator[Callable[[Case, int, int], None]]:
+        """The progress callback of suite ``key``: it keeps each finished case in the JSON
+        (under ``key``, or its ``results`` with ``rows``) and reports it on stderr."""
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        cases: list[Case] = []
+        bar = None
+        if self.err.is_terminal:  # rich's live bar; elsewhere (a file, a pipe) one line a case
+            columns = (BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+            bar = Progress(TextColumn("{task.description}"), *columns, console=self.err)
+            task = bar.add_task(f"{key}: first case", total=None)
+
+        def finished(case: Case, done: int, total: int) -> None:
+            cases.append(case)
+            self.result[key] = {"results": cases} if rows else cases
+            self.save()
+            line = f"{key}: {label(case)} done ({done}/{total})"
+            if bar is None:
+                typer.echo(line, err=True)
+            else:
+                bar.update(task, description=line, completed=done, total=total)
+
+        with bar or nullcontext():
+            yield finished
+
+
 Column = Callable[[Case], str]
 
 
@@ -94,6 +183,23 @@ def _text(key: str) -> Column:
 def _entry(field: str, name: str, spec: str = ".2f") -> Column:
     """The cell of implementation ``name`` in the case's ``field`` (a dict by implementation)."""
     return lambda case: _fmt(case[field].get(name), spec)
+
+
+def _rope_label(case: Case) -> str:
+    return f"{'x'.join(map(str, case['shape']))} {case['dtype']} {case['mode']}"
+
+
+def _bias_label(case: Case) -> str:
+    causal = "causal" if case["causal"] else "bidirectional"
+    return f"{case['encoding']} T={case['T']} {case['dtype']} {causal}"
+
+
+def _attention_label(case: Case) -> str:
+    return f"{case['encoding']} {case['mode']}"
+
+
+def _lab_label(row: Case) -> str:
+    return f"{row['encoding']} {row['batch']}x{row['length']}"
 
 
 def _cache_line(cache: Case) -> str:
