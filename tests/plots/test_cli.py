@@ -38,6 +38,16 @@ def test_overlay_and_global_kinds_write_one_file(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["extension.png", "wavelengths.png"]
 
 
+def test_help_lists_every_plot_kind_with_its_description() -> None:
+    """``posenc plot --help`` listed no kinds; now one line each, generated from PLOTS."""
+    result = runner.invoke(app, ["plot", "--help"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    lines = [" ".join(line.split()) for line in result.output.splitlines()]
+    for name, kind in PLOTS.items():
+        assert f"{name} {kind.description}" in lines, name
+    assert "--set" in result.output and "--format" in result.output  # the usual help remains
+
+
 def test_bad_kind_format_or_encoding_is_a_usage_error(tmp_path: Path) -> None:
     out = ["--out", str(tmp_path)]
     result = runner.invoke(app, ["plot", "spiral", *out], env=ENV)

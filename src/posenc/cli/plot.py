@@ -96,8 +96,35 @@ def _figures(
     return {f"{kind}-{pe.name.replace(':', '-')}": chosen([pe], **options) for pe in pes}
 
 
+HELP = "Draw one figure per encoding (overlay kinds: one figure for all) into --out."
+
+
+def kinds_help() -> str:
+    """``HELP`` and, one a line, every plot kind with its description, from ``PLOTS`` (Rich
+    markup escaped: descriptions hold brackets such as bias[h, i, j])."""
+    from rich.markup import escape
+
+    from ..plots import PLOTS
+
+    width = max(map(len, PLOTS))
+    lines = [f"  {name:<{width}}  {escape(k.description)}" for name, k in PLOTS.items()]
+    return "\n\n".join([HELP, "KIND is one of:\n" + "\n".join(lines)])
+
+
+def _show_help(ctx: typer.Context, value: bool) -> None:
+    """``--help``: the command's help with the plot kinds listed. Built only when asked, so
+    that ``posenc --help`` does not import matplotlib and torch for it."""
+    if not value or ctx.resilient_parsing:
+        return
+    ctx.command.help = kinds_help()
+    typer.echo(ctx.get_help(), color=ctx.color)
+    raise typer.Exit()
+
+
 def plot(
-    kind: Annotated[str, typer.Argument(help="Figure kind, e.g. heatmap, bias, extension.")],
+    kind: Annotated[
+        str, typer.Argument(help="Figure kind: one of those listed above (heatmap, bias...).")
+    ],
     names: Annotated[
         list[str] | None,
         typer.Argument(
@@ -115,6 +142,15 @@ def plot(
     ] = None,
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("posenc-plots"),
     fmt: Annotated[str, typer.Option("--format", help="png or svg.")] = "png",
+    show_help: Annotated[
+        bool,
+        typer.Option(
+            "--help",
+            is_eager=True,
+            callback=_show_help,
+            help="Show this message, with every plot kind, and exit.",
+        ),
+    ] = False,
 ) -> None:
     """Draw one figure per encoding (overlay kinds: one figure for all) into --out."""
     from ..plots import PLOTS
