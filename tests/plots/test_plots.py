@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from posenc.analysis import subject
@@ -278,3 +279,40 @@ def test_bad_requests_raise_clear_errors() -> None:
         attention_decay(["nope"], axes=[Figure().add_subplot()])
     with pytest.raises(ValueError, match="one Axes per head"):
         bias_heatmaps("alibi", axes=[Figure().add_subplot()])
+
+
+#: Every kind that draws a legend, with small arguments; attention-decay with every subject
+#: (its legend of 20+ entries covered the data).
+LEGENDS = {
+    "waveforms": (["sinusoidal"], {"n_positions": 32}),
+    "contamination": (["sinusoidal"], {"n_positions": 32}),
+    "wavelengths": (["rope", "xpos", "rope:yarn"], {}),
+    "qk-distance": (["rope", "xpos", "rope:linear"], {"n_distances": 32}),
+    "attention-decay": (subject_names(), {"n_positions": 8, "lengths": (4, 8)}),
+    "extension": ([], {}),
+    "alibi-slopes": ([], {}),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LEGENDS))
+def test_legends_stay_outside_the_data(kind: str) -> None:
+    """A legend covers no axes, nor a twin's tick labels and axis label on the right."""
+    names, options = LEGENDS[kind]
+    fig = PLOTS[kind](names, **options)
+    canvas = FigureCanvasAgg(fig)  # a Figure alone has the base canvas, which draws nothing
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend())]
+    assert len(legends) == 1
+    boxes = [ax.get_window_extent() for ax in fig.axes]
+    boxes += [ax.yaxis.get_tightbbox(renderer) for ax in fig.axes]
+    legend = legends[0].get_window_extent()
+    assert not [b for b in boxes if b is not None and legend.overlaps(b)]
+    assert fig.bbox.contains(legend.x0, legend.y0) and fig.bbox.contains(legend.x1, legend.y1)
+
+
+def test_every_kind_with_a_legend_is_checked() -> None:
+    first = dict(reversed(PAIRS))  # kind -> one encoding it applies to
+    for kind in sorted(set(PLOTS) - set(LEGENDS)):
+        fig = PLOTS[kind]([first[kind]]) if kind in first else PLOTS[kind]()
+        assert not fig.legends and not any(ax.get_legend() for ax in fig.axes), kind

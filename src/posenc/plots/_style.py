@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
@@ -15,6 +16,8 @@ import matplotlib as mpl
 from cycler import cycler
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.layout_engine import ConstrainedLayoutEngine
+from matplotlib.legend import Legend
 
 from ..encodings.base import PositionalEncoding
 
@@ -106,6 +109,43 @@ def overlay(ax: Axes, curves: Iterable[tuple[str, Any, Any]], **kwargs: Any) -> 
     visible."""
     for (label, x, y), style in zip(curves, itertools.cycle(LINESTYLES), strict=False):
         ax.plot(x, y, label=label, linestyle=style, **kwargs)
+
+
+#: Legend font size (points); ``outside_legend`` fits this many points per row.
+LEGEND_FONTSIZE = 8
+_ROW_POINTS = 1.75 * LEGEND_FONTSIZE
+
+
+def outside_legend(
+    ax: Axes,
+    handles: Sequence[Any] | None = None,
+    labels: Sequence[str] | None = None,
+    *,
+    beyond_labels: bool = False,
+) -> Legend:
+    """The legend of ``ax`` (or of ``handles``/``labels``) to the right of it, outside the data:
+    its top at the axes' top, in as many columns as it takes to stay within the figure's height.
+    The figures' constrained layout (or ``bbox_inches="tight"``) makes room for it.
+
+    ``beyond_labels``: ``ax`` has tick labels and an axis label on its right (a twin axes), so
+    the legend goes right of those: a figure legend outside on the right under a constrained
+    layout, else anchored a fifth of the axes' width out (room for short tick labels).
+    """
+    if handles is None or labels is None:
+        handles, labels = ax.get_legend_handles_labels()
+    fig = root_figure(ax)
+    rows = max(1, int(0.8 * fig.get_figheight() * 72 / _ROW_POINTS))
+    style = {"fontsize": LEGEND_FONTSIZE, "ncols": max(1, math.ceil(len(labels) / rows))}
+    if beyond_labels and isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine):
+        return fig.legend(handles, labels, loc="outside right upper", **style)
+    return ax.legend(
+        handles,
+        labels,
+        loc="upper left",
+        bbox_to_anchor=(1.2 if beyond_labels else 1.02, 1.0),
+        borderaxespad=0.0,
+        **style,
+    )
 
 
 def check_index(value: int, n: int, name: str) -> None:

@@ -17,6 +17,7 @@ from ._style import (
     check_index,
     figure_axes,
     heatmap,
+    outside_legend,
     overlay,
     root_figure,
     shared_scale,
@@ -171,5 +172,5 @@ def attention_decay(
         ylabel="entropy of the last query (nats)",
         title="Attention entropy as length grows",
     )
-    right.legend(fontsize=8)
+    outside_legend(right)
     return fig

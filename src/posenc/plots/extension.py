@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from .. import functional as PF
 from ..analysis.subjects import EXAMPLE_SCALINGS, SCALE, TRAIN_LEN
 from ..extension import scaling_config
-from ._style import figure_axes, overlay, styled
+from ._style import figure_axes, outside_legend, overlay, styled
 
 #: Methods drawn by default: the static ones (dynamic NTK and LongRoPE follow the current length;
 #: pass them by name to draw them at s·L).
@@ -56,7 +56,7 @@ def extension_scales(
         ylabel="θ'_i / θ_i",
         title=f"Context extension s = {SCALE:g}: frequency scale per pair (d = {dim})",
     )
-    ax.legend(fontsize=8)
+    outside_legend(ax)
     return fig
 
 
@@ -69,5 +69,5 @@ def alibi_slopes(head_counts: Sequence[int] = (8, 12, 16), *, ax: Axes | None = 
     overlay(ax, curves, marker="o", markersize=3)
     ax.set_yscale("log", base=2)
     ax.set(xlabel="head h", ylabel="slope m_h", title="ALiBi slopes per head")
-    ax.legend(fontsize=8)
+    outside_legend(ax)
     return fig

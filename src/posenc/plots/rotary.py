@@ -16,7 +16,16 @@ from .._validate import check_positive_int
 from ..analysis.subjects import evaluating, head_shape, is_rotary, resolve
 from ..analysis.table_checks import shift_matrix, sinusoid_like
 from ..encodings.base import PositionalEncoding
-from ._style import SEQUENTIAL, check_index, figure_axes, heatmap, overlay, styled, unsupported
+from ._style import (
+    SEQUENTIAL,
+    check_index,
+    figure_axes,
+    heatmap,
+    outside_legend,
+    overlay,
+    styled,
+    unsupported,
+)
 from .tables import feature_pairs, position_features
 
 
@@ -55,7 +64,7 @@ def wavelengths(
         ylabel="wavelength 2π/θ_i (positions)",
         title="Wavelength per dimension pair",
     )
-    ax.legend(fontsize=8)
+    outside_legend(ax)
     return fig
 
 
@@ -162,5 +171,5 @@ def qk_vs_distance(
         ylabel="<R_m q, R_n k>",
         title="Rotary score vs distance (q = k = 1)",
     )
-    ax.legend(fontsize=8)
+    outside_legend(ax)
     return fig

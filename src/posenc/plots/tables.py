@@ -26,7 +26,7 @@ from ..analysis.subjects import (
 )
 from ..analysis.table_checks import additive_table
 from ..encodings.base import PositionalEncoding
-from ._style import figure_axes, heatmap, styled, unsupported
+from ._style import figure_axes, heatmap, outside_legend, styled, unsupported
 
 
 def position_features(pe: PositionalEncoding | str, n_positions: int = 128) -> np.ndarray:
@@ -128,7 +128,7 @@ def dimension_waveforms(
     for d in dims:
         ax.plot(np.arange(len(data)), data[:, d], label=f"dim {d}")
     ax.set(xlabel="position", ylabel="value", title=f"{pe.name}: selected dimensions")
-    ax.legend(loc="upper right", fontsize=8)
+    outside_legend(ax)
     return fig
 
 
@@ -185,6 +185,8 @@ def contamination(
     twin.plot(pos, stats["angle"], color="black", linestyle="--", label="angle(e, e + PE)")
     twin.set_ylabel("angle (degrees)")
     twin.grid(False)
-    ax.legend(loc="upper left", fontsize=8)
-    twin.legend(loc="upper right", fontsize=8)
+    handles, labels = ax.get_legend_handles_labels()
+    more, more_labels = twin.get_legend_handles_labels()
+    # one legend for both axes, right of the twin's tick labels and axis label
+    outside_legend(twin, [*handles, *more], [*labels, *more_labels], beyond_labels=True)
     return fig
