@@ -14,6 +14,7 @@ from posenc.report import (
     Table,
     build_report,
     figure_to_data_uri,
+    inline_code,
     render_page,
     slug,
 )
@@ -54,7 +55,10 @@ def test_figure_block_only_takes_inline_images() -> None:
 
 def test_render_page_escapes_every_text() -> None:
     section = Section(
-        title=EVIL, paragraphs=[EVIL], formula=EVIL, facts={EVIL: EVIL},
+        title=EVIL,
+        paragraphs=[EVIL],
+        formula=EVIL,
+        facts={EVIL: EVIL},
         tables=[Table([EVIL], [[EVIL]], caption=EVIL)],
         figures=[FigureBlock(figure_to_data_uri(_tiny_figure()), EVIL)],
     )
@@ -62,6 +66,19 @@ def test_render_page_escapes_every_text() -> None:
     assert "<script" not in html.lower()
     assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 9
     assert section.id == "script-alert-1-script"
+
+
+def test_inline_code_escapes_then_marks_up_literals() -> None:
+    text = "``<b>`` & ``a\nb`` stays `x`" + EVIL
+    marked = inline_code(text)
+    assert marked == (
+        "<code>&lt;b&gt;</code> &amp; <code>a\nb</code> stays `x`"
+        "&lt;script&gt;alert(1)&lt;/script&gt;"
+    )
+    figure = FigureBlock(figure_to_data_uri(_tiny_figure()), inline_code("``x`` < y"))
+    html = render_page("t", [Section("s", formula=marked, figures=[figure])])
+    assert '<pre class="formula"><code>&lt;b&gt;</code>' in html and "<script" not in html
+    assert 'alt="x &lt; y"' in html and "<figcaption><code>x</code> &lt; y</figcaption>" in html
 
 
 def test_render_page_rejects_duplicate_ids() -> None:
@@ -75,11 +92,16 @@ def test_slug() -> None:
 
 def test_report_has_a_section_per_encoding_extension_and_comparison() -> None:
     lab = Section("Lab results", paragraphs=["accuracy by length"], id="lab")
-    html = build_report(["sinusoidal", "alibi", "rope:linear", evil_encoding()], fmt="svg",
-                        extra=[lab])
+    html = build_report(
+        ["sinusoidal", "alibi", "rope:linear", evil_encoding()], fmt="svg", extra=[lab]
+    )
     assert html.index('id="comparison"') < html.index('id="lab"')
-    for anchor in ('id="enc-sinusoidal"', 'id="enc-alibi"', 'id="context-extension"',
-                   'id="comparison"'):
+    for anchor in (
+        'id="enc-sinusoidal"',
+        'id="enc-alibi"',
+        'id="context-extension"',
+        'id="comparison"',
+    ):
         assert anchor in html
     assert "Vaswani et al., arXiv:1706.03762" in html and "table_shift_is_rotation" in html
     assert "PE[p, 2i] = sin(p / base^(2i/C))" in html  # the formula from the docstring
@@ -94,9 +116,9 @@ def test_a_failing_figure_becomes_a_note(monkeypatch: pytest.MonkeyPatch) -> Non
     def explode(*_: object, **__: object) -> Figure:
         raise RuntimeError("no ink")
 
-    monkeypatch.setitem(PLOTS, "heatmap", type(PLOTS["heatmap"])(
-        "heatmap", explode, PLOTS["heatmap"].applies
-    ))
+    monkeypatch.setitem(
+        PLOTS, "heatmap", type(PLOTS["heatmap"])("heatmap", explode, PLOTS["heatmap"].applies)
+    )
     html = build_report(["sinusoidal"])
     assert "Figure &#39;heatmap&#39; failed: RuntimeError: no ink" in html
     assert html.count("<img") >= 5  # the other figures are still there

@@ -18,6 +18,7 @@ Other parts of posenc (the lab) add their own pages or sections with the same bl
     write_report("report/", extra=[section])        # or append it to the encoding report
 
 Every string is escaped by the template (Jinja2 autoescape): pass plain text, never HTML.
+Docstring text with reST literals (``x``) goes through ``inline_code``: escaped, then <code>.
 Figures must be data URIs (``figure_to_data_uri``); ``FigureBlock`` rejects anything else.
 """
 
@@ -31,7 +32,15 @@ from .encodings import (
     extension_section,
     write_report,
 )
-from .html import FigureBlock, Section, Table, figure_to_data_uri, render_page, slug
+from .html import (
+    FigureBlock,
+    Section,
+    Table,
+    figure_to_data_uri,
+    inline_code,
+    render_page,
+    slug,
+)
 
 __all__ = [
     "FigureBlock",
@@ -45,6 +54,7 @@ __all__ = [
     "encoding_section",
     "extension_section",
     "figure_to_data_uri",
+    "inline_code",
     "render_page",
     "slug",
     "write_report",

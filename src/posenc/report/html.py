@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import jinja2
+from markupsafe import Markup, escape
 from matplotlib.figure import Figure
 
 FigureFormat = Literal["png", "svg"]
@@ -26,6 +27,16 @@ def figure_to_data_uri(fig: Figure, fmt: FigureFormat = "png", *, dpi: int = 96)
     buffer = io.BytesIO()
     fig.savefig(buffer, format=fmt, dpi=dpi, bbox_inches=None)  # one draw: layout is constrained
     return f"data:{_MIME[fmt]};base64,{base64.b64encode(buffer.getvalue()).decode('ascii')}"
+
+
+#: A reST inline literal in escaped text: ``x``.
+_LITERAL = re.compile(r"``(.+?)``", re.DOTALL)
+
+
+def inline_code(text: str) -> Markup:
+    """Docstring text for the page: escaped first, then each reST inline literal ``x`` marked
+    up as <code>x</code> (only those tags are added, so the result is safe to render as is)."""
+    return Markup(_LITERAL.sub(r"<code>\1</code>", str(escape(text))))
 
 
 @dataclass
@@ -45,6 +56,11 @@ class FigureBlock:
     uri: str
     caption: str
     wide: bool = False
+
+    @property
+    def alt(self) -> str:
+        """The caption as plain text (a ``Markup`` caption without its tags) for ``alt``."""
+        return self.caption.striptags() if isinstance(self.caption, Markup) else self.caption
 
     def __post_init__(self) -> None:
         if not self.uri.startswith(("data:image/png;base64,", "data:image/svg+xml;base64,")):
@@ -88,7 +104,8 @@ def _environment() -> jinja2.Environment:
 
 def render_page(title: str, sections: list[Section], *, intro: str = "") -> str:
     """The whole page as one HTML string: inline CSS, a table of contents, no scripts, and a
-    Content-Security-Policy that forbids every network fetch. All text is escaped."""
+    Content-Security-Policy that forbids every network fetch. All text is escaped, except
+    ``Markup`` (such as ``inline_code``'s), which is taken as the HTML it is."""
     ids = [s.id for s in sections]
     if len(set(ids)) != len(ids):
         raise ValueError(f"section ids must be unique, got {ids}")
