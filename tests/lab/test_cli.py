@@ -34,14 +34,14 @@ def test_sweep_report_export_and_resume(tmp_path: Path) -> None:
     args = ["lab", "sweep", str(tmp_path / "tiny.toml"), "--out", str(out), "--workers", "1"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert "(4 run, 0 reused)" in result.output and "report:" in result.output
+    assert "(4 runs, 0 reused)" in result.output and "report:" in result.output
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") >= 2 + 2  # 2 task curves, 2 attention figures
     assert 'id="results-table"' in html and "learned" in html and "Published findings" in html
     assert "http://" not in html and "https://" not in html  # self-contained, no network
 
     again = runner.invoke(app, args)
-    assert "(0 run, 4 reused)" in again.output
+    assert "(0 runs, 4 reused)" in again.output
 
     result = runner.invoke(
         app, ["lab", "export", "--out", str(out), "--csv", str(tmp_path / "r.csv")]
@@ -104,7 +104,7 @@ def test_failed_runs_exit_1_after_the_report(tmp_path: Path) -> None:
     ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1
-    assert "4 run(s) failed" in result.output and (tmp_path / "report.html").is_file()
+    assert "4 runs failed" in result.output and (tmp_path / "report.html").is_file()
 
 
 def test_jax_backend_trains_decoder_tasks_and_refuses_classification(tmp_path: Path) -> None:

@@ -79,6 +79,32 @@ def test_live_progress_goes_to_stderr(capsys: pytest.CaptureFixture[str]) -> Non
     assert "[1/1]" not in captured.out and "runs" not in captured.out
 
 
+def test_live_log_lines_are_whole_lines_without_a_source_path(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above the bars each event is one line as written: not wrapped at the terminal width,
+    no ``progress.py:NN`` column, brackets in an error message kept (not read as markup)."""
+    monkeypatch.setenv("COLUMNS", "40")
+    result = _result()
+    with SweepProgress(2, 0, steps=4, live=True) as progress:
+        progress.run_done(result)
+        progress.log("[2/2] FAILED nope copy_rep seed 1: shape [batch, seq] is wrong")
+    err = capsys.readouterr().err
+    done = next(line for line in err.splitlines() if "[1/2]" in line)
+    assert done.rstrip().endswith("exact match by length 4:1.00  (eta 0s)"), err
+    assert "[2/2] FAILED nope copy_rep seed 1: shape [batch, seq] is wrong" in err.splitlines()
+    assert ".py:" not in err
+
+
+def test_run_counts_are_pluralised(capsys: pytest.CaptureFixture[str]) -> None:
+    with SweepProgress(1, 0, steps=4, live=False):
+        pass
+    with SweepProgress(54, 0, steps=4, live=False):
+        pass
+    err = capsys.readouterr().err
+    assert "1 run to do, 0 already" in err and "54 runs to do" in err
+
+
 def test_step_bar_completes_for_failed_runs_and_runs_without_step_reports() -> None:
     """A run that fails mid-way, or one from an executor that reports no steps (Ray), still
     counts its steps when it ends: the steps bar reaches its total instead of stalling."""

@@ -126,6 +126,7 @@ def _run(
 ) -> None:
     from ..lab.config import expand
     from ..lab.executors import make_executor
+    from ..lab.progress import plural
     from ..lab.report import write_report
     from ..lab.store import ResultStore
     from ..lab.sweep import STORE_NAME, run_sweep
@@ -145,10 +146,10 @@ def _run(
         )
         raise typer.Exit(130) from None
     report = write_report(outcome.runs, out, title=f"posenc lab: {sweep.name}")
-    typer.echo(f"results: {outcome.store}  ({outcome.ran} run, {outcome.skipped} reused)")
+    ran = plural(outcome.ran, "run")
+    typer.echo(f"results: {outcome.store}  ({ran}, {outcome.skipped} reused)")
     typer.echo(f"report:  {report.resolve()}")
     if outcome.failed:
-        typer.echo(
-            f"{len(outcome.failed)} run(s) failed; re-running the sweep retries them", err=True
-        )
+        failed = plural(len(outcome.failed), "run")
+        typer.echo(f"{failed} failed; re-running the sweep retries them", err=True)
         raise typer.Exit(1)

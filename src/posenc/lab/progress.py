@@ -10,6 +10,11 @@ from .executors import RunFailure
 from .train import RunResult
 
 
+def plural(count: int, noun: str) -> str:
+    """``plural(1, "run")`` is "1 run", ``plural(54, "run")`` is "54 runs"."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 class SweepProgress:
     """Context manager with ``steps(key, done, loss)``, ``run_done`` and ``run_failed``."""
 
@@ -21,7 +26,7 @@ class SweepProgress:
         self._bar: Any = None
 
     def __enter__(self) -> SweepProgress:
-        self.log(f"{self.total} runs to do, {self.skipped} already in the store")
+        self.log(f"{plural(self.total, 'run')} to do, {self.skipped} already in the store")
         if self.live and self.total:
             from rich import progress as rp
             from rich.console import Console
@@ -46,8 +51,8 @@ class SweepProgress:
             self._bar.stop()
 
     def log(self, line: str) -> None:
-        if self._bar is not None:
-            self._bar.console.log(line)
+        if self._bar is not None:  # above the bars; one line, no source path, no markup
+            self._bar.console.print(line, soft_wrap=True, markup=False)
         else:
             print(line, file=sys.stderr, flush=True)
 
