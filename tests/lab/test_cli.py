@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 from pathlib import Path
 
 import pytest
@@ -181,3 +182,39 @@ def test_zero_workers_is_refused(tmp_path: Path) -> None:
     args = ["lab", "sweep", str(tmp_path / "tiny.toml"), "--out", str(tmp_path / "o")]
     result = CliRunner().invoke(app, [*args, "--workers", "0"])
     assert result.exit_code == 2 and "workers must be >= 1, got 0" in result.output
+
+
+@pytest.mark.parametrize("case", ["file", "under-file", "read-only-dir", "read-only-store"])
+def test_an_out_that_cannot_be_written_is_a_one_line_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    """``--out`` naming a file, a path under a file, a directory or a store this user cannot
+    write: one line on stderr naming the path and what is wrong, exit 2, nothing trained.
+    (Root may write anywhere, so the read-only cases answer ``os.access`` as a user's would.)"""
+    (tmp_path / "tiny.toml").write_text(TINY)
+    (tmp_path / "notes.txt").write_text("a file\n")
+    out = {"file": "notes.txt", "under-file": "notes.txt/out"}.get(case, "out")
+    out_path, denied = tmp_path / out, tmp_path / "out"
+    if case.startswith("read-only"):
+        denied.mkdir()
+        if case == "read-only-store":
+            (denied / "results.sqlite").touch()
+            denied = denied / "results.sqlite"
+        real_access = os.access
+
+        def access(path: str | Path, mode: int, **kwargs: object) -> bool:
+            return not (Path(path) == denied and mode & os.W_OK) and real_access(path, mode)
+
+        monkeypatch.setattr(os, "access", access)
+    args = ["lab", "sweep", str(tmp_path / "tiny.toml"), "--out", str(out_path), "--workers", "1"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    want = {
+        "file": " is a file, not a directory",
+        "under-file": f": {tmp_path / 'notes.txt'} is a file, not a directory",
+        "read-only-dir": " is not writable",
+        "read-only-store": f": {denied} is read-only",
+    }[case]
+    assert result.stderr == f"error: --out {out_path}{want}\n"
+    assert result.stdout == "" and not isinstance(result.exception, OSError)
+    assert not (tmp_path / "out" / "report.html").exists()

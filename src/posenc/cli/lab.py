@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
@@ -116,6 +117,26 @@ def _guard(fn: Callable[[], T]) -> T:
         raise typer.Exit(2) from None
 
 
+def _check_out(out: Path) -> None:
+    """Exit 2 with one line if a sweep could not write to ``out`` (before any work)."""
+    from ..lab.sweep import STORE_NAME
+
+    found, store = out.absolute(), out.absolute() / STORE_NAME
+    while not found.exists():  # the part of OUT that exists (a file stops the walk too)
+        found = found.parent
+    if not found.is_dir():
+        path, problem = found, "is a file, not a directory"
+    elif not os.access(found, os.W_OK | os.X_OK):
+        path, problem = found, "is not writable"
+    elif store.exists() and not os.access(store, os.W_OK):
+        path, problem = store, "is read-only"
+    else:
+        return
+    where = "" if path == out.absolute() else f": {path}"
+    typer.echo(f"error: --out {out}{where} {problem}", err=True)
+    raise typer.Exit(2)
+
+
 def _run(
     sweep: SweepConfig,
     out: Path,
@@ -135,6 +156,7 @@ def _run(
     ex = _guard(
         lambda: make_executor(executor, workers=workers, address=address, gpus_per_run=gpus_per_run)
     )
+    _check_out(out)
     _guard(lambda: ResultStore(out / STORE_NAME).close())  # not a store, another schema
     try:
         outcome = run_sweep(sweep, out, executor=ex)
