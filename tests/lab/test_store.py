@@ -7,7 +7,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from posenc.cli import app
 from posenc.lab.store import COLUMNS, SCHEMA_VERSION, ResultStore
 from posenc.lab.train import RunResult
 
@@ -76,3 +78,54 @@ def test_parquet_export_round_trip(tmp_path: Path) -> None:
         store.export_parquet(tmp_path / "r.parquet")
         expected = store.rows()
     assert pq.read_table(tmp_path / "r.parquet").to_pylist() == expected
+
+
+def _force_read_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every SQLite connection opened read-only, as SQLite opens a file this user cannot
+    write (root may write any file, so the test cannot chmod its way there)."""
+    real = sqlite3.connect
+
+    def connect(database: str | Path, *args: object, uri: bool = False, **kw: object) -> object:
+        target = str(database) if uri else Path(database).absolute().as_uri()
+        if not uri:  # the store's own read-only URIs (mode=ro, immutable=1) as they are
+            target += "?mode=ro"
+        return real(target, *args, uri=True, **kw)
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+
+
+@pytest.mark.parametrize("case", ["read-only-file", "read-only-dir"])
+def test_export_reads_a_store_this_user_cannot_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    """``posenc lab export`` opens the store read-only: it works on a database file opened
+    read-only, and in a directory where SQLite cannot create the WAL's -shm/-wal files
+    (directories stand in their place, as root could create any file)."""
+    out = tmp_path / "out"
+    with ResultStore(out / "results.sqlite") as store:
+        store.add(_result("a"), sweep="s")
+        expected = store.rows()
+    if case == "read-only-file":
+        _force_read_only(monkeypatch)
+    else:
+        (out / "results.sqlite-shm").mkdir()
+        (out / "results.sqlite-wal").mkdir()
+    result = CliRunner().invoke(
+        app, ["lab", "export", "--out", str(out), "--csv", str(tmp_path / "r.csv")]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"wrote {len(expected)} rows to {tmp_path / 'r.csv'}\n"
+    with ResultStore(out / "results.sqlite", readonly=True) as store:
+        assert store.rows() == expected
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            store.conn.execute("DELETE FROM runs")
+
+
+def test_read_only_open_refuses_what_is_not_a_store(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("not a database\n" * 100)
+    with pytest.raises(ValueError, match="not a posenc result store"):
+        ResultStore(tmp_path / "notes.txt", readonly=True)
+    with sqlite3.connect(tmp_path / "other.sqlite") as conn:
+        conn.execute("CREATE TABLE t (x)")
+    with pytest.raises(ValueError, match="not a posenc result store"):
+        ResultStore(tmp_path / "other.sqlite", readonly=True)

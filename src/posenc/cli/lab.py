@@ -96,7 +96,7 @@ def export(
         raise typer.BadParameter(f"no result store at {path}", param_hint="--out")
     if csv is None and parquet is None:
         raise typer.BadParameter("give --csv PATH and/or --parquet PATH")
-    with _guard(lambda: ResultStore(path)) as store:
+    with _guard(lambda: ResultStore(path, readonly=True)) as store:
         if csv is not None:
             typer.echo(f"wrote {store.export_csv(csv)} rows to {csv}")
         if parquet is not None:

@@ -50,31 +50,53 @@ COLUMNS = (
 
 class ResultStore:
     """``ResultStore(path)`` opens or creates the database; use as a context manager.
+    ``readonly=True`` opens an existing store for reading only (export, a store this user
+    cannot write) and creates nothing.
 
-    Raises: ValueError if the file holds another schema version.
+    Raises: ValueError if the file is not a result store or holds another schema version.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(self.path, timeout=30)
+        if readonly:
+            self.conn = self._connect_readonly()
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.conn = sqlite3.connect(self.path, timeout=30)
         try:
-            self._open()
+            self._open(readonly)
         except BaseException:
             self.conn.close()
             raise
 
-    def _open(self) -> None:
+    def _connect_readonly(self) -> sqlite3.Connection:
+        uri = self.path.absolute().as_uri()
+        conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30)
         try:
-            self.conn.execute("PRAGMA journal_mode=WAL")
-        except sqlite3.DatabaseError as err:  # "file is not a database"
+            conn.execute("PRAGMA schema_version")  # reading a WAL store opens its -shm file
+        except sqlite3.OperationalError:  # none there and none can be made (a read-only dir)
+            conn.close()
+            return sqlite3.connect(f"{uri}?immutable=1", uri=True)  # reads the file as it is
+        except sqlite3.DatabaseError:  # "file is not a database": _open says so
+            pass
+        return conn
+
+    def _open(self, readonly: bool) -> None:
+        try:  # the first read: "file is not a database", or (read-only) no meta table
+            if readonly:
+                self.conn.execute("SELECT count(*) FROM meta")
+            else:
+                self.conn.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.DatabaseError as err:
             raise ValueError(f"{self.path}: not a posenc result store (SQLite: {err})") from err
-        self.conn.execute("PRAGMA synchronous=NORMAL")
-        with self.conn:
-            self.conn.executescript(_SCHEMA)
-            self.conn.execute(
-                "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-            )
+        if not readonly:
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            with self.conn:
+                self.conn.executescript(_SCHEMA)
+                self.conn.execute(
+                    "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
         found = self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if int(found[0]) != SCHEMA_VERSION:
             raise ValueError(
