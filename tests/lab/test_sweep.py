@@ -7,8 +7,10 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
-from dataclasses import dataclass, fields
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ import pytest
 from posenc.lab.config import RunConfig, expand, parse_sweep
 from posenc.lab.executors import LocalExecutor, RunFailure
 from posenc.lab.sweep import STORE_NAME, run_sweep
-from posenc.lab.train import train_run
+from posenc.lab.train import RunResult, train_run
 
 SWEEP = {
     "name": "resume",
@@ -268,3 +270,51 @@ def test_a_dying_worker_fails_only_its_own_run(tmp_path: Path) -> None:
     assert "died" in failed[0].error
     finished = {o.key for o in outcomes if not isinstance(o, RunFailure)}
     assert finished == {runs[0].key(), runs[2].key()}
+
+
+class _Recording:
+    """An executor that "trains" each run at once and records its key; ``hold=True`` keeps
+    its first run in flight until ``release`` is set."""
+
+    def __init__(self, hold: bool = False) -> None:
+        self.trained: list[str] = []
+        self.started, self.release = threading.Event(), threading.Event()
+        if not hold:
+            self.release.set()
+
+    def map(self, runs: Sequence[RunConfig], checkpoint_dir: Path | None) -> Iterator[RunResult]:
+        for cfg in runs:
+            self.started.set()
+            self.release.wait(60)
+            self.trained.append(cfg.key())
+            yield RunResult(cfg.key(), asdict(cfg), [(4, "exact_match", 1.0)], [(0, 1.0)], 0.1, 0.1)
+
+
+def test_a_second_sweep_on_the_same_directory_waits_and_trains_no_run_twice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two sweeps on one directory: the second waits for the first (saying so), then finds
+    every run stored and trains none of them again."""
+    sweep = parse_sweep(SWEEP)
+    first, second = _Recording(hold=True), _Recording()
+
+    def start(executor: _Recording) -> threading.Thread:
+        kwargs = {"executor": executor, "live": False}
+        thread = threading.Thread(target=run_sweep, args=(sweep, tmp_path), kwargs=kwargs)
+        thread.start()
+        return thread
+
+    one = start(first)
+    assert first.started.wait(60)  # the first sweep is mid-run
+    two, err, deadline = start(second), "", time.monotonic() + 60
+    while two.is_alive() and "another sweep" not in err and time.monotonic() < deadline:
+        err += capsys.readouterr().err
+        time.sleep(0.02)
+    first.release.set()
+    one.join(60)
+    two.join(60)
+    err += capsys.readouterr().err
+    assert sorted(first.trained) == sorted({r.key() for r in expand(sweep)})
+    assert second.trained == []
+    assert f"another sweep is writing to {tmp_path}; waiting" in err
+    assert "0 runs to do, 6 already in the store" in err

@@ -150,7 +150,7 @@ def _run(
     from ..lab.progress import plural
     from ..lab.report import write_report
     from ..lab.store import ResultStore
-    from ..lab.sweep import STORE_NAME, run_sweep
+    from ..lab.sweep import STORE_NAME, run_sweep, sweep_lock
 
     _guard(lambda: expand(sweep))  # unknown encodings/tasks: one line, before any output
     ex = _guard(
@@ -158,8 +158,10 @@ def _run(
     )
     _check_out(out)
     _guard(lambda: ResultStore(out / STORE_NAME).close())  # not a store, another schema
-    try:
-        outcome = run_sweep(sweep, out, executor=ex)
+    try:  # the report too under the lock: a second sweep on OUT waits for both
+        with sweep_lock(out):
+            outcome = run_sweep(sweep, out, executor=ex, lock=False)
+            report = write_report(outcome.runs, out, title=f"posenc lab: {sweep.name}")
     except KeyboardInterrupt:
         typer.echo(
             f"\ninterrupted: finished runs are kept in {out / STORE_NAME}; "
@@ -167,7 +169,6 @@ def _run(
             err=True,
         )
         raise typer.Exit(130) from None
-    report = write_report(outcome.runs, out, title=f"posenc lab: {sweep.name}")
     ran = plural(outcome.ran, "run")
     typer.echo(f"results: {outcome.store}  ({ran}, {outcome.skipped} reused)")
     typer.echo(f"report:  {report.resolve()}")

@@ -2,10 +2,15 @@
 
 Runs are keyed by ``RunConfig.key()`` and stored whole, so re-running a sweep killed at any
 moment (even ``kill -9``) loses only the runs in flight and never duplicates a finished one.
+A sweep holds ``sweep_lock(out_dir)``: a second sweep on the same directory waits for it, then
+skips what it stored, so no run is trained twice.
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +20,31 @@ from .progress import SweepProgress
 from .store import ResultStore
 
 STORE_NAME = "results.sqlite"
+LOCK_NAME = STORE_NAME + ".lock"
+
+
+@contextmanager
+def sweep_lock(out_dir: str | Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``out_dir/results.sqlite.lock``; where another process
+    holds it, say so on stderr and wait. The OS releases it when its holder ends, even killed."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): sweeps on one directory are not serialised
+        yield
+        return
+    with (out / LOCK_NAME).open("a") as lock:  # closing it releases the lock
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(
+                f"another sweep is writing to {out}; waiting for it to finish…",
+                file=sys.stderr,
+                flush=True,
+            )
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 @dataclass(frozen=True)
@@ -34,12 +64,14 @@ def run_sweep(
     *,
     executor: Executor | None = None,
     live: bool | None = None,
+    lock: bool = True,
 ) -> SweepOutcome:
     """Run every unfinished cell of ``sweep`` into ``out_dir/results.sqlite`` (checkpoints in
-    ``out_dir/checkpoints``). ``executor`` defaults to a local process pool."""
+    ``out_dir/checkpoints``) under ``sweep_lock(out_dir)`` (``lock=False``: the caller holds
+    it). ``executor`` defaults to a local process pool."""
     out = Path(out_dir)
     runs = list({r.key(): r for r in expand(sweep)}.values())  # equal keys: equal runs
-    with ResultStore(out / STORE_NAME) as store:
+    with sweep_lock(out) if lock else nullcontext(), ResultStore(out / STORE_NAME) as store:
         finished = store.finished_keys()
         todo = [r for r in runs if r.key() not in finished]
         progress = SweepProgress(
