@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import array_api_compat
@@ -190,3 +191,25 @@ def check_context(ctx: Any, pos: Any, new: int, keys: int) -> None:
             f"ctx holds {ctx.q_pos.shape[-1]} query and {ctx.k_pos.shape[-1]} key positions;"
             f" this call has {new} new tokens and {keys} keys with its cache"
         )
+
+
+def check_qk(
+    q: Any,
+    k: Any,
+    q_pos: Any,
+    k_pos: Any,
+    head_dim: int,
+    *,
+    ndim: Callable[[Any, int, str, str], None] = check_ndim,
+    positions: Callable[[Any, str], Any] = check_positions,
+) -> tuple[Any, Any]:
+    """Validate q (B, H, Tq, D), k (B, Hkv, Tk, D) with D = ``head_dim`` and their positions;
+    return the positions as ``positions`` gives them (torch's checks by default; the Flax
+    modules pass their array checks)."""
+    ndim(q, 4, "q", "(B, H, Tq, D)")
+    ndim(k, 4, "k", "(B, Hkv, Tk, D)")
+    if q.shape[-1] != head_dim:
+        raise ValueError(f"q/k must have head_dim={head_dim} features, got {q.shape[-1]}")
+    q_pos, k_pos = positions(q_pos, "q_pos"), positions(k_pos, "k_pos")
+    check_qk_agree(q, k, q_pos, k_pos)
+    return q_pos, k_pos

@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from .._validate import check_ndim, check_positions, check_qk_agree, check_scores
+from .._validate import check_qk as check_qk_inputs
+from .._validate import check_scores
 from .capabilities import Capabilities
 from .configs import EncodingConfig
 from .context import Ctx, PositionContext
@@ -207,12 +208,7 @@ def check_qk(
     """Validate q (B, H, Tq, D), k (B, Hkv, Tk, D) with D = ``head_dim``, their positions and the
     logits ``scores`` (B, H, Tq, Tk) if given; return int64 positions. Hooks call it without a
     context only: whoever built a context checked its inputs."""
-    check_ndim(q, 4, "q", "(B, H, Tq, D)")
-    check_ndim(k, 4, "k", "(B, Hkv, Tk, D)")
-    if q.shape[-1] != head_dim:
-        raise ValueError(f"q/k must have head_dim={head_dim} features, got {q.shape[-1]}")
-    q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
-    check_qk_agree(q, k, q_pos, k_pos)
+    q_pos, k_pos = check_qk_inputs(q, k, q_pos, k_pos, head_dim)
     if scores is not None:
         check_scores(scores, q, k)
     return q_pos, k_pos

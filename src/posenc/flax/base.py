@@ -15,7 +15,8 @@ import numpy as np
 from flax import nnx
 from flax.nnx.tracers import TraceState
 
-from .._validate import check_head_split, check_qk_agree
+from .._validate import check_head_split
+from .._validate import check_qk as shared_check_qk
 from ..encodings.configs import EncodingConfig
 from ..functional._xp import widest_int
 
@@ -197,14 +198,8 @@ def check_ndim(x: Any, ndim: int, what: str, layout: str) -> None:
 
 
 def check_qk(q: Array, k: Array, q_pos: Any, k_pos: Any, head_dim: int) -> tuple[Array, Array]:
-    """As torch's ``rotary.check_qk``, and q's last axis ``head_dim``: positions as arrays."""
-    check_ndim(q, 4, "q", "(B, H, Tq, D)")
-    check_ndim(k, 4, "k", "(B, Hkv, Tk, D)")
-    if q.shape[-1] != head_dim:
-        raise ValueError(f"q/k must have head_dim={head_dim} features, got {q.shape[-1]}")
-    q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
-    check_qk_agree(q, k, q_pos, k_pos)
-    return q_pos, k_pos
+    """As torch's ``check_qk`` (``posenc._validate``), with array checks: positions as arrays."""
+    return shared_check_qk(q, k, q_pos, k_pos, head_dim, ndim=check_ndim, positions=check_positions)
 
 
 def is_concrete(x: Array) -> bool:
