@@ -120,9 +120,7 @@ def _record_base_positions(pe: Randomized, monkeypatch: pytest.MonkeyPatch) -> l
     seen: list[Tensor] = []
     original = type(pe.base).rotate
 
-    def recording(
-        self: Any, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, **kw: Any
-    ) -> Any:
+    def recording(self: Any, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, **kw: Any) -> Any:
         seen.append(q_pos.detach().clone())
         return original(self, q, k, q_pos, k_pos, **kw)
 
