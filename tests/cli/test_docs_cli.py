@@ -29,7 +29,7 @@ def test_readme_sweep_file_is_accepted_with_its_overrides(tmp_path: Path) -> Non
     runs = expand(sweep)  # the task checks run here: sort at 4x the longest training length
     assert len(runs) == 3 * 2 * 3 * 2  # encodings x tasks x seeds x train_max_lens
     assert {r.task.train_len for r in runs} == {(1, 8), (1, 16)}
-    with pytest.raises(ValueError, match=r"config key 'model.n_layerz': unknown key"):
+    with pytest.raises(ValueError, match=r"lab config: model\.n_layerz: unknown key"):
         load_sweep(path, ["model.n_layerz=4"])
 
 

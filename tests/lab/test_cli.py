@@ -81,7 +81,10 @@ def test_bad_config_exits_with_the_key_named(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "n_layers must be > 0" in result.output
     result = CliRunner().invoke(app, ["lab", "--set", "model.n_layerz=2", "--out", str(tmp_path)])
-    assert result.exit_code == 2 and "'model.n_layerz': unknown key" in result.output
+    assert (
+        result.exit_code == 2
+        and "error: lab config: model.n_layerz: unknown key\n" == result.stderr
+    )
     result = CliRunner().invoke(app, ["lab", "export", "--out", str(tmp_path / "none")])
     assert result.exit_code != 0 and "no result store" in result.output
 

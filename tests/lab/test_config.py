@@ -66,14 +66,26 @@ def test_overrides_set_nested_keys_with_parsed_values(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("data", "match"),
     [
-        ({"tasks": ["copy"], "model": {"n_layerz": 2}}, r"'model\.n_layerz': unknown key"),
-        ({"tasks": ["copy"], "model": {"n_layers": "two"}}, r"'model\.n_layers': Input should be"),
-        ({"tasks": ["copy"], "train": {"lr": -1}}, r"'train'.*lr must be > 0"),
+        (
+            {"tasks": ["copy"], "model": {"n_layerz": 2}},
+            r"^lab config: model\.n_layerz: unknown key$",
+        ),
+        (
+            {"tasks": ["copy"], "model": {"n_layers": "two"}},
+            r"^lab config: model\.n_layers must be an integer, got 'two'$",
+        ),
+        (
+            {"tasks": ["copy"], "train": {"lr": -1}},
+            r"^lab config: train\.lr must be > 0, got -1\.0$",
+        ),
         ({"tasks": ["copy"], "model": {"d_model": 30, "n_heads": 4}}, "divisible by n_heads"),
-        ({"tasks": [{"name": "copy", "train_len": [1, 2, 3]}]}, r"'tasks\[0\]\.train_len'"),
+        (
+            {"tasks": [{"name": "copy", "train_len": [1, 2, 3]}]},
+            r"^lab config: tasks\[0\]\.train_len must be a list of at most 2 items, got \[1, 2, 3\]$",
+        ),
         ({"tasks": []}, "tasks must not be empty"),
         ({"tasks": ["copy"], "device": "tpu"}, "device must be 'cpu' or 'cuda"),
-        ({"tasks": ["copy"], "colour": 1}, r"'colour': unknown key"),
+        ({"tasks": ["copy"], "colour": 1}, r"^lab config: colour: unknown key$"),
         ({"tasks": ["copy"], "seeds": [0, -1]}, r"seeds must be >= 0, got \(0, -1\)"),
     ],
 )

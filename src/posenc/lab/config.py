@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -168,14 +169,69 @@ def parse_sweep(data: dict[str, Any]) -> SweepConfig:
 
 
 def _describe(err: ValidationError) -> str:
-    lines = []
-    for e in err.errors():
-        key = "".join(f".{p}" if isinstance(p, str) else f"[{p}]" for p in e["loc"]).lstrip(".")
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "unexpected_keyword_argument":
-            msg = "unknown key"
-        lines.append(f"config key {key or 'config'!r}: {msg} (got {e['input']!r})")
-    return "invalid lab config:\n  " + "\n  ".join(lines)
+    """``lab config: train.steps must be > 0, got -3``: one line per problem, no pydantic prefix."""
+    problems = [describe_problem(dict(e), _dotted(e["loc"])) for e in err.errors()]
+    if len(problems) == 1:
+        return f"lab config: {problems[0]}"
+    return f"lab config has {len(problems)} problems:\n  " + "\n  ".join(problems)
+
+
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    return "".join(f".{p}" if isinstance(p, str) else f"[{p}]" for p in loc).lstrip(".")
+
+
+#: pydantic error types -> what was expected, for "KEY must be <expected>, got <input>".
+_EXPECTED = {
+    "int_parsing": "an integer",
+    "int_type": "an integer",
+    "int_from_float": "an integer",
+    "float_parsing": "a number",
+    "float_type": "a number",
+    "bool_parsing": "true or false",
+    "bool_type": "true or false",
+    "string_type": "a string",
+    "list_type": "a list",
+    "tuple_type": "a list",
+    "dict_type": "a table",
+    "dataclass_type": "a table",
+    "dataclass_args_type": "a table",
+}
+_MISSING = ("missing", "missing_argument", "missing_keyword_only_argument")
+_UNKNOWN = ("unexpected_keyword_argument", "extra_forbidden")
+#: A check's own message that starts with the name of the field it is about ("steps must ...").
+_NAMED = re.compile(r"^[A-Za-z_]\w* (must|is|are)\b")
+
+
+def describe_problem(error: dict[str, Any], key: str) -> str:
+    """One pydantic error (an item of ``ValidationError.errors()``) about ``key`` as plain text.
+
+    Names the key, says what was expected and what came: ``model.d_model must be an integer,
+    got 'abc'``; a dataclass check's own message gets the key in front (``train`` + ``steps
+    must be > 0, got -3`` -> ``train.steps must be > 0, got -3``). No "Value error, " or
+    "Input should be" and no link to pydantic's docs. Also used by the CLI for its options.
+    """
+    kind, msg, got = error["type"], str(error["msg"]), error.get("input")
+    where = key or "config"
+    if kind in _UNKNOWN:
+        return f"{where}: unknown key"
+    if kind in _MISSING:
+        return f"{where} is required"
+    if kind in ("value_error", "assertion_error"):
+        text = str(error.get("ctx", {}).get("error", msg.split(", ", 1)[-1]))
+        if not key:
+            return text
+        return f"{key}.{text}" if _NAMED.match(text) else f"{key}: {text}"
+    expected = _EXPECTED.get(kind)
+    if kind in ("too_long", "too_short"):
+        bound = error.get("ctx", {})
+        most = "at most" if kind == "too_long" else "at least"
+        n = bound.get("max_length" if kind == "too_long" else "min_length")
+        expected = f"a list of {most} {n} items"
+    if expected is None and msg.startswith("Input should be "):
+        expected = msg.removeprefix("Input should be ")
+    if expected is not None:
+        return f"{where} must be {expected}, got {got!r}"
+    return f"{where}: {msg[:1].lower()}{msg[1:]}, got {got!r}"
 
 
 def load_sweep(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> SweepConfig:
