@@ -81,7 +81,8 @@ def test_overrides_set_nested_keys_with_parsed_values(tmp_path: Path) -> None:
         ({"tasks": ["copy"], "model": {"d_model": 30, "n_heads": 4}}, "divisible by n_heads"),
         (
             {"tasks": [{"name": "copy", "train_len": [1, 2, 3]}]},
-            r"^lab config: tasks\[0\]\.train_len must be a list of at most 2 items, got \[1, 2, 3\]$",
+            r"^lab config: tasks\[0\]\.train_len must be a list of at most 2 items, "
+            r"got \[1, 2, 3\]$",
         ),
         ({"tasks": []}, "tasks must not be empty"),
         ({"tasks": ["copy"], "device": "tpu"}, "device must be 'cpu' or 'cuda"),

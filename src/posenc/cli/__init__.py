@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from ._errors import PosencGroup
 from .bench import bench
 from .check import check
 from .demo import demo
@@ -17,6 +18,7 @@ app = typer.Typer(
     help="Positional encodings for transformers: list, verify, plot, compare.",
     no_args_is_help=True,
     add_completion=False,
+    cls=PosencGroup,  # every error as one "error: <message>" line, exit 2 (usage) or 1
 )
 app.command("list")(list_encodings)
 app.command("demo")(demo)
