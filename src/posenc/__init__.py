@@ -2,8 +2,8 @@
 
 Public API (imported lazily, so ``posenc --help`` does not load torch):
 ``names()``, ``build(name, **config)``, ``info(name)``, ``build_for_model``,
-``PositionalEncoding``, ``Attention``, ``KVCache``, ``TinyTransformer``; submodules
-``functional``, ``extension``, ``analysis``, ``plots``, ``lab``.
+``PositionalEncoding``, ``Attention``, ``KVCache``, ``TinyTransformer``, ``EncoderDecoder``;
+submodules ``functional``, ``extension``, ``analysis``, ``plots``, ``lab``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ _LAZY = {
     "Attention": "posenc.attention",
     "KVCache": "posenc.attention",
     "TinyTransformer": "posenc.attention",
+    "EncoderDecoder": "posenc.attention",
     "positions_from_padding": "posenc.attention",
     "packed_positions": "posenc.attention",
     "decode_positions": "posenc.attention",
@@ -42,6 +43,7 @@ _SUBMODULES = (
 
 __all__ = [
     "Attention",
+    "EncoderDecoder",
     "KVCache",
     "PositionalEncoding",
     "TinyTransformer",
@@ -70,6 +72,7 @@ if TYPE_CHECKING:
     from . import analysis, attention, encodings, extension, functional, lab, plots, registry
     from .attention import (
         Attention,
+        EncoderDecoder,
         KVCache,
         TinyTransformer,
         decode_positions,

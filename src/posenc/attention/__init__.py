@@ -1,6 +1,9 @@
-"""Attention with explicit positions, its KV cache, position helpers and TinyTransformer."""
+"""Attention with explicit positions, its KV cache, position helpers, TinyTransformer,
+EncoderDecoder and generation."""
 
-from .attention import Attention
+from .attention import Attention, Memory
+from .encoder_decoder import EncoderDecoder
+from .generate import Sampling
 from .kv_cache import CachedKeys, KVCache
 from .model import TinyTransformer
 from .positions import decode_positions, packed_positions, positions_from_padding
@@ -8,7 +11,10 @@ from .positions import decode_positions, packed_positions, positions_from_paddin
 __all__ = [
     "Attention",
     "CachedKeys",
+    "EncoderDecoder",
     "KVCache",
+    "Memory",
+    "Sampling",
     "TinyTransformer",
     "decode_positions",
     "packed_positions",

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._validate import (
@@ -24,6 +25,15 @@ from .backends import Call, attend
 from .kv_cache import CachedKeys, KVCache
 
 BIAS_BACKENDS = ("auto", "blocks", "flex")
+
+
+class Memory(NamedTuple):
+    """An encoder output as one cross-attention layer reads it (``Attention.project_memory``):
+    its keys and values (B, Hkv, S, D) computed once, with the source positions and validity,
+    and the source padding mask (B, S) or None (no padding: nothing to mask)."""
+
+    keys: CachedKeys
+    padding_mask: Tensor | None
 
 
 class Attention(nn.Module):
@@ -140,6 +150,78 @@ class Attention(nn.Module):
                 keys.valid, new.segment, keys.segment, causal=self.causal, offset=offset
             )  # (B, 1, T, L)
         out = attend(self, Call(q, keys, ctx, allowed, offset))  # (B, H, T, D)
+        return self.proj(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
+
+    def project_memory(
+        self, memory: Tensor, pos: Tensor, padding_mask: Tensor | None = None
+    ) -> Memory:
+        """Cross-attention keys and values of an encoder output ``memory`` (B, S, C), projected
+        once per source by the key/value rows of ``qkv`` (the query rows project the decoder's
+        states in ``cross``), at source positions ``pos`` (S,) | (B, S); ``padding_mask``
+        (B, S) bool, True for real tokens. Keys are kept unrotated: ``cross`` rotates them
+        (only when its encoding rotates) together with the queries."""
+        check_ndim(memory, 3, "memory", "(B, S, C)")
+        B, S, C = memory.shape
+        if self.d_model != C:
+            raise ValueError(f"memory must have C = d_model = {self.d_model} features, got {C}")
+        pos = check_positions(pos, "memory pos")
+        check_positions_match(pos, B, S, "memory pos")
+        D, Hkv = self.head_dim, self.n_kv_heads
+        bias = None if self.qkv.bias is None else self.qkv.bias[C:]
+        k, v = F.linear(memory, self.qkv.weight[C:], bias).split([Hkv * D, Hkv * D], dim=-1)
+        k = k.view(B, S, Hkv, D).transpose(1, 2)  # (B, Hkv, S, D)
+        v = v.view(B, S, Hkv, D).transpose(1, 2)  # (B, Hkv, S, D)
+        valid, segment = _mask_inputs(B, S, memory, padding_mask, None)
+        return Memory(CachedKeys(k, v, batch_positions(pos, B), valid, segment), padding_mask)
+
+    def cross(
+        self,
+        x: Tensor,
+        memory: Memory,
+        pos: Tensor | None = None,
+        *,
+        ctx: PositionContext | None = None,
+    ) -> Tensor:
+        """Cross-attention of decoder states x (B, T, C) over an encoder's ``memory``: queries
+        projected by the query rows of ``qkv``, keys and values those of ``memory``; no
+        causal mask, padded source tokens masked. The encoding's hooks see the queries at their
+        positions ``pos`` (T,) | (B, T) (default 0..T-1) and the keys at their source positions
+        (the context's q_pos and k_pos; ``ctx`` = ``pe.prepare(pos, memory positions)``, made
+        here when not given): an ``EncoderDecoder`` gives its cross-attention NoPE, or its
+        decoder's rotation when asked (``cross_rotation``). Returns (B, T, C)."""
+        check_ndim(x, 3, "x", "(B, T, C)")
+        if self.causal:
+            raise ValueError("cross-attention needs a non-causal Attention (causal=False)")
+        if not isinstance(memory, Memory):
+            raise TypeError(
+                f"memory must be a Memory (Attention.project_memory), got {type(memory).__name__}"
+            )
+        B, T, C = x.shape
+        keys = memory.keys
+        if self.d_model != C or keys.k.shape[0] != B:
+            raise ValueError(
+                f"x must be (B, T, C) with C = d_model = {self.d_model} and the memory's "
+                f"B = {keys.k.shape[0]}, got {tuple(x.shape)}"
+            )
+        if ctx is None:
+            if pos is None:
+                pos = default_positions(T, device=x.device)
+            pos = check_positions(pos, "pos")
+            check_positions_match(pos, B, T, "pos")
+            ctx = self.pe.prepare(pos, keys.pos)
+        else:
+            check_context(ctx, pos, T, keys.k.shape[2])
+        C, D = self.d_model, self.head_dim
+        bias = None if self.qkv.bias is None else self.qkv.bias[:C]
+        q = F.linear(x, self.qkv.weight[:C], bias).view(B, T, self.n_heads, D).transpose(1, 2)
+        q, k = self.pe.rotate(q, keys.k, ctx.q_pos, ctx.k_pos, ctx=ctx)  # (B, H|Hkv, T|S, D)
+        allowed = None
+        if memory.padding_mask is not None:
+            q_segment = torch.zeros(B, T, dtype=torch.long, device=x.device)
+            allowed = allowed_keys(
+                keys.valid, q_segment, keys.segment, causal=False
+            )  # (B, 1, T, S)
+        out = attend(self, Call(q, keys._replace(k=k), ctx, allowed, 0))  # (B, H, T, D)
         return self.proj(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:

@@ -10,12 +10,19 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._forms import encoder_form
-from .._validate import check_ndim
+from .._validate import check_mask_tensor, check_ndim
 from ..encodings.base import PositionalEncoding
 from ..encodings.configs import TransformerConfig
 from ..encodings.context import PositionContext
 from .attention import Attention, new_context
+from .generate import Sampling, check_options, check_token_ids, decode_loop
 from .kv_cache import KVCache
+from .positions import positions_from_padding
+
+
+def feed_forward(d_model: int, d_ff: int) -> nn.Sequential:
+    """The blocks' MLP: Linear(C, d_ff) -> GELU -> Linear(d_ff, C)."""
+    return nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
 
 
 class Block(nn.Module):
@@ -26,7 +33,7 @@ class Block(nn.Module):
         d = attn.d_model
         self.norm1, self.attn = nn.LayerNorm(d), attn
         self.norm2 = nn.LayerNorm(d)
-        self.mlp = nn.Sequential(nn.Linear(d, d_ff), nn.GELU(), nn.Linear(d_ff, d))
+        self.mlp = feed_forward(d, d_ff)
         self.drop = nn.Dropout(dropout)
 
     def forward(
@@ -97,10 +104,7 @@ class TinyTransformer(nn.Module):
         )
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
-        owned_by_pe = {id(m) for m in pe.modules()}  # encodings initialise themselves
-        for m in self.modules():
-            if id(m) not in owned_by_pe:
-                _init_weights(m)
+        init_weights(self, pe)
 
     def new_cache(self) -> list[KVCache]:
         """One empty KV cache per layer, for incremental decoding."""
@@ -146,6 +150,80 @@ class TinyTransformer(nn.Module):
         """Mean cross-entropy of next-token ``targets`` (B, T); -100 entries are ignored."""
         logits = self(idx, **kwargs)
         return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompt: Tensor,
+        max_new_tokens: int,
+        *,
+        padding_mask: Tensor | None = None,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        end_token: int | None = None,
+        pad_token: int = 0,
+        generator: torch.Generator | None = None,
+        progress: bool | None = None,
+    ) -> Tensor:
+        """Continue ``prompt`` (B, P) by up to ``max_new_tokens`` tokens (B, N) through the KV
+        cache (the prompt itself is not returned). A decoder only (``causal=True``).
+
+        ``padding_mask`` (B, P) bool, True for real tokens: a left-padded batch, each row's
+        tokens at positions 0, 1, ... from its first real token (``positions_from_padding``),
+        its new tokens after them. Choice of each token (``generate.Sampling``): greedy at
+        ``temperature=0`` (the default), else a draw from softmax(logits / temperature)
+        restricted to the ``top_k`` most probable tokens and the ``top_p`` nucleus, with
+        ``generator`` (reproducible draws). A row that emits ``end_token`` stops: its later
+        entries are ``pad_token``; generation ends when every row has (N < max_new_tokens).
+        ``progress``: a rich bar on stderr (None: on a terminal, from 256 tokens on). The
+        model's mode is kept: call ``eval()`` first unless dropout is wanted.
+
+        Raises: TypeError/ValueError for a prompt that is not integer (B, P), a mask not
+        (B, P) bool or not left-padded (each row's last token real), an encoder, or bad
+        options (``Sampling``, ``generate.check_options``).
+        """
+        if not self.causal:
+            raise ValueError("generate needs a decoder (causal=True); this model is an encoder")
+        sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p)
+        check_options(max_new_tokens, end_token, pad_token, progress)
+        check_token_ids(prompt, "prompt")
+        B, P = prompt.shape
+        pos, start = None, torch.full((B,), P, dtype=torch.long, device=prompt.device)
+        if padding_mask is not None:
+            check_mask_tensor(padding_mask, "padding_mask", "bool", (B, P))
+            if not bool(padding_mask[:, -1].all()):
+                raise ValueError(
+                    "generate needs left padding: each row's last prompt token must be real "
+                    "(padding_mask[:, -1] all True)"
+                )
+            pos, start = positions_from_padding(padding_mask), padding_mask.sum(-1)
+        cache = self.new_cache()
+        first = self(prompt, pos, padding_mask=padding_mask, cache=cache)[:, -1]  # (B, V)
+
+        def step(tokens: Tensor, positions: Tensor) -> Tensor:
+            return self(tokens, positions, cache=cache)[:, -1]  # (B, V)
+
+        return decode_loop(
+            first,
+            step,
+            start,
+            max_new_tokens=max_new_tokens,
+            sampling=sampling,
+            end_token=end_token,
+            pad_token=pad_token,
+            generator=generator,
+            progress=progress,
+        )
+
+
+def init_weights(model: nn.Module, *encodings: PositionalEncoding) -> None:
+    """GPT-2's N(0, 0.02²) for every Linear and Embedding of ``model`` outside ``encodings``
+    (encodings initialise themselves), zero Linear biases."""
+    owned_by_pe = {id(m) for pe in encodings for m in pe.modules()}
+    for m in model.modules():
+        if id(m) not in owned_by_pe:
+            _init_weights(m)
 
 
 def _init_weights(m: nn.Module) -> None:

@@ -1,0 +1,325 @@
+"""EncoderDecoder: a pre-norm encoder-decoder transformer (Vaswani et al. 2017) with each
+positional encoding placed where its paper places it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .._forms import encoder_form
+from .._validate import check_mask_tensor, check_ndim, check_positive_int
+from ..encodings.base import PositionalEncoding, default_positions
+from ..encodings.configs import EncoderDecoderConfig
+from ..encodings.context import PositionContext
+from ..encodings.nope import NoPE
+from .attention import Attention, Memory, new_context
+from .generate import Sampling, check_options, check_token_ids, decode_loop
+from .kv_cache import KVCache
+from .model import Block, feed_forward, init_weights
+from .positions import positions_from_padding
+
+
+class DecoderBlock(nn.Module):
+    """Pre-norm decoder block: x + attn(norm1(x)) (causal self-attention), then
+    x + cross_attn(norm_cross(x), memory), then x + mlp(norm2(x))."""
+
+    def __init__(self, attn: Attention, cross_attn: Attention, d_ff: int, dropout: float) -> None:
+        super().__init__()
+        d = attn.d_model
+        self.norm1, self.attn = nn.LayerNorm(d), attn
+        self.norm_cross, self.cross_attn = nn.LayerNorm(d), cross_attn
+        self.norm2 = nn.LayerNorm(d)
+        self.mlp = feed_forward(d, d_ff)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        x: Tensor,
+        ctx: PositionContext,
+        cache: KVCache | None,
+        memory: Memory,
+        cross_ctx: PositionContext,
+        padding_mask: Tensor | None = None,
+    ) -> Tensor:
+        x = x + self.drop(self.attn(self.norm1(x), cache=cache, ctx=ctx, padding_mask=padding_mask))
+        x = x + self.drop(self.cross_attn.cross(self.norm_cross(x), memory, ctx=cross_ctx))
+        return x + self.drop(self.mlp(self.norm2(x)))
+
+
+class EncoderDecoder(nn.Module):
+    """Source tokens -> encoder (bidirectional self-attention) -> memory; target tokens ->
+    decoder (causal self-attention, cross-attention over the memory) -> vocabulary logits.
+
+    Each encoding is placed as its paper does:
+
+    - score biases and relative terms (T5, ALiBi, Kerple, FIRE, Shaw, Transformer-XL, CoPE) in
+      self-attention only, the encoder's in its encoder form (T5: bidirectional buckets, Raffel
+      et al. 2020; ``posenc._forms.ENCODER_FORM``), the decoder's causal (T5: unidirectional
+      buckets); cross-attention gets no position term (T5 has none);
+    - additive tables (sinusoidal, learned) added to the source and to the target embeddings
+      (Vaswani et al. 2017), each stack its own table where it is learned;
+    - rotations (RoPE, xPos, PoPE) in self-attention. ``cross_rotation=True`` also rotates
+      cross-attention with the decoder's encoding, queries at their target positions and keys
+      at their source positions, so scores depend on target - source position (as
+      x-transformers' cross-attention rotation given ``context_pos``); for encodings that only
+      rotate (``rope``, ``xpos``, ``pope``).
+
+    ``pe``: a registered name, built for each stack (the encoder in its encoder form) with
+    ``pe_config``; one built encoding shared by both stacks as it is; or a pair (the encoder's,
+    the decoder's). ``share_embeddings``: one token table for source and target (one
+    vocabulary). The other arguments as ``TinyTransformer``'s (``EncoderDecoderConfig``).
+    Positions are explicit, default 0, 1, ... (the decoder's after its cache); padding masks
+    (B, S) / (B, T) bool, True for real tokens.
+
+    Raises: TypeError/ValueError naming the argument (``EncoderDecoderConfig``), or for
+    ``cross_rotation`` with an encoding that does more than rotate.
+    """
+
+    def __init__(
+        self,
+        *,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        pe: PositionalEncoding | str | tuple[PositionalEncoding, PositionalEncoding],
+        d_model: int = 64,
+        n_encoder_layers: int = 2,
+        n_decoder_layers: int = 2,
+        n_heads: int = 4,
+        n_kv_heads: int | None = None,
+        d_ff: int | None = None,
+        dropout: float = 0.0,
+        max_len: int = 1024,
+        share_embeddings: bool = False,
+        cross_rotation: bool = False,
+        pe_config: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        c = EncoderDecoderConfig(
+            src_vocab_size=src_vocab_size,
+            tgt_vocab_size=tgt_vocab_size,
+            d_model=d_model,
+            n_encoder_layers=n_encoder_layers,
+            n_decoder_layers=n_decoder_layers,
+            n_heads=n_heads,
+            n_kv_heads=n_kv_heads,
+            d_ff=d_ff,
+            dropout=dropout,
+            max_len=max_len,
+            share_embeddings=share_embeddings,
+            cross_rotation=cross_rotation,
+        )
+        self.config = c
+        self.encoder_pe, self.decoder_pe = _encodings(pe, pe_config, c)
+        self.cross_pe = _cross_encoding(self.decoder_pe, c.cross_rotation)
+        self.src_tok = nn.Embedding(c.src_vocab_size, d_model)
+        self.tgt_tok = self.src_tok if share_embeddings else nn.Embedding(tgt_vocab_size, d_model)
+        d_ff = c.d_ff or 4 * d_model
+
+        def attention(pe: PositionalEncoding, causal: bool) -> Attention:
+            return Attention(
+                d_model, n_heads, pe=pe, causal=causal, n_kv_heads=n_kv_heads, dropout=dropout
+            )
+
+        self.encoder = nn.ModuleList(
+            Block(attention(self.encoder_pe, False), d_ff, dropout) for _ in range(n_encoder_layers)
+        )
+        self.encoder_norm = nn.LayerNorm(d_model)
+        self.decoder = nn.ModuleList(
+            DecoderBlock(
+                attention(self.decoder_pe, True), attention(self.cross_pe, False), d_ff, dropout
+            )
+            for _ in range(n_decoder_layers)
+        )
+        self.decoder_norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, tgt_vocab_size, bias=False)
+        init_weights(self, self.encoder_pe, self.decoder_pe)
+
+    def new_cache(self) -> list[KVCache]:
+        """One empty KV cache per decoder layer (its self-attention), for incremental decoding."""
+        return [KVCache() for _ in self.decoder]
+
+    def encode(
+        self, src: Tensor, src_pos: Tensor | None = None, *, src_padding_mask: Tensor | None = None
+    ) -> Tensor:
+        """Encoder states (B, S, C) of source tokens ``src`` (B, S) at ``src_pos`` (S,) or
+        (B, S) (default 0..S-1)."""
+        _check_tokens(src, "src")
+        B, S = src.shape
+        ctx = new_context(self.encoder_pe, src_pos, B, S, None, src.device)  # once, every layer
+        x = self.encoder_pe.embed(self.src_tok(src), ctx.q_pos, ctx=ctx)  # (B, S, C)
+        for block in self.encoder:
+            x = block(x, ctx, None, padding_mask=src_padding_mask)
+        return self.encoder_norm(x)
+
+    def memory(
+        self, src: Tensor, src_pos: Tensor | None = None, *, src_padding_mask: Tensor | None = None
+    ) -> list[Memory]:
+        """The source encoded once (``encode``) and projected to every decoder layer's
+        cross-attention keys and values (``Attention.project_memory``): what ``decode`` reads
+        at every step."""
+        states = self.encode(src, src_pos, src_padding_mask=src_padding_mask)  # (B, S, C)
+        pos = default_positions(src.shape[1], device=src.device) if src_pos is None else src_pos
+        return [b.cross_attn.project_memory(states, pos, src_padding_mask) for b in self.decoder]
+
+    def decode(
+        self,
+        tgt: Tensor,
+        memory: Sequence[Memory],
+        tgt_pos: Tensor | None = None,
+        *,
+        padding_mask: Tensor | None = None,
+        cache: list[KVCache] | None = None,
+    ) -> Tensor:
+        """Logits (B, T, V) of target tokens ``tgt`` (B, T) at ``tgt_pos`` (T,) or (B, T)
+        (default: after the cache's entries) over ``memory`` (``memory(src)``); ``cache`` the
+        decoder's self-attention caches (``new_cache``)."""
+        _check_tokens(tgt, "tgt")
+        n = len(self.decoder)
+        if len(memory) != n:
+            raise ValueError(
+                f"memory must hold {n} decoder layers (EncoderDecoder.memory), got {len(memory)}"
+            )
+        if cache is not None and len(cache) != n:
+            raise ValueError(f"cache must hold {n} decoder layers, got {len(cache)}")
+        B, T = tgt.shape
+        caches: Sequence[KVCache | None] = cache or [None] * n
+        ctx = new_context(self.decoder_pe, tgt_pos, B, T, caches[0], tgt.device)
+        cross_ctx = self.cross_pe.prepare(ctx.q_pos, memory[0].keys.pos)  # once, every layer
+        x = self.decoder_pe.embed(self.tgt_tok(tgt), ctx.q_pos, ctx=ctx)  # (B, T, C)
+        for block, mem, layer_cache in zip(self.decoder, memory, caches, strict=True):
+            x = block(x, ctx, layer_cache, mem, cross_ctx, padding_mask=padding_mask)
+        return self.head(self.decoder_norm(x))  # (B, T, V)
+
+    def forward(
+        self,
+        src: Tensor,
+        tgt: Tensor,
+        src_pos: Tensor | None = None,
+        tgt_pos: Tensor | None = None,
+        *,
+        src_padding_mask: Tensor | None = None,
+        tgt_padding_mask: Tensor | None = None,
+    ) -> Tensor:
+        """Logits (B, T, V) of target tokens ``tgt`` (B, T) given source tokens ``src`` (B, S)."""
+        memory = self.memory(src, src_pos, src_padding_mask=src_padding_mask)
+        return self.decode(tgt, memory, tgt_pos, padding_mask=tgt_padding_mask)
+
+    def loss(self, src: Tensor, tgt: Tensor, targets: Tensor, **kwargs: Any) -> Tensor:
+        """Mean cross-entropy of next-token ``targets`` (B, T) of decoder inputs ``tgt``
+        (B, T); -100 entries are ignored."""
+        logits = self(src, tgt, **kwargs)
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        src: Tensor,
+        max_new_tokens: int,
+        *,
+        start_token: int,
+        src_padding_mask: Tensor | None = None,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        end_token: int | None = None,
+        pad_token: int = 0,
+        generator: torch.Generator | None = None,
+        progress: bool | None = None,
+    ) -> Tensor:
+        """Up to ``max_new_tokens`` target tokens (B, N) for source tokens ``src`` (B, S): the
+        source encoded once (its cross-attention keys and values too), the decoder started
+        from ``start_token`` at position 0 and run through its KV cache. ``src_padding_mask``
+        (B, S) bool, True for real tokens: source positions count real tokens only
+        (``positions_from_padding``), so left and right padding encode alike. The other
+        options as ``TinyTransformer.generate``'s (greedy by default; ``end_token`` stops a
+        row, later entries ``pad_token``; ``generator`` for the draws; ``progress``).
+
+        Raises: TypeError/ValueError for a source that is not integer (B, S), a bad mask, a
+        start token outside the target vocabulary, or bad options.
+        """
+        sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p)
+        check_options(max_new_tokens, end_token, pad_token, progress)
+        check_positive_int(start_token, "start_token", minimum=0)
+        if start_token >= self.config.tgt_vocab_size:
+            raise ValueError(
+                f"start_token must be < tgt_vocab_size {self.config.tgt_vocab_size}, got "
+                f"{start_token}"
+            )
+        check_token_ids(src, "src")
+        B, S = src.shape
+        src_pos = None
+        if src_padding_mask is not None:
+            check_mask_tensor(src_padding_mask, "src_padding_mask", "bool", (B, S))
+            src_pos = positions_from_padding(src_padding_mask)
+        memory = self.memory(src, src_pos, src_padding_mask=src_padding_mask)
+        cache = self.new_cache()
+        start = torch.full((B, 1), start_token, dtype=torch.long, device=src.device)
+        first = self.decode(start, memory, cache=cache)[:, -1]  # (B, V)
+
+        def step(tokens: Tensor, positions: Tensor) -> Tensor:
+            return self.decode(tokens, memory, positions, cache=cache)[:, -1]  # (B, V)
+
+        return decode_loop(
+            first,
+            step,
+            torch.ones(B, dtype=torch.long, device=src.device),
+            max_new_tokens=max_new_tokens,
+            sampling=sampling,
+            end_token=end_token,
+            pad_token=pad_token,
+            generator=generator,
+            progress=progress,
+        )
+
+
+def _check_tokens(idx: Tensor, what: str) -> None:
+    check_ndim(idx, 2, what, "(B, T)")
+    if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
+        raise TypeError(f"{what} must be an integer tensor of token ids, got {idx.dtype}")
+
+
+def _encodings(
+    pe: PositionalEncoding | str | tuple[PositionalEncoding, PositionalEncoding],
+    pe_config: dict[str, Any] | None,
+    c: EncoderDecoderConfig,
+) -> tuple[PositionalEncoding, PositionalEncoding]:
+    """(encoder's, decoder's) encoding: a name built for each stack (the encoder's in its
+    encoder form), one encoding shared, or a pair."""
+    if isinstance(pe, str):
+        from ..registry import build_for_model, info
+
+        config = pe_config or {}
+        size = {"dim": c.d_model, "n_heads": c.n_heads, "max_len": c.max_len}
+        encoder = build_for_model(pe, **size, **encoder_form(info(pe).parameters, config))
+        return encoder, build_for_model(pe, **size, **config)
+    if pe_config:
+        raise ValueError("pe_config applies only when pe is given by name")
+    pair = (pe, pe) if isinstance(pe, PositionalEncoding) else pe
+    if not (
+        isinstance(pair, tuple)
+        and len(pair) == 2
+        and all(isinstance(p, PositionalEncoding) for p in pair)
+    ):
+        raise TypeError(
+            "pe must be a registered name, a PositionalEncoding or a pair (encoder's, "
+            f"decoder's) of them, got {type(pe).__name__}"
+        )
+    return pair
+
+
+def _cross_encoding(decoder_pe: PositionalEncoding, rotate: bool) -> PositionalEncoding:
+    """Cross-attention's encoding: NoPE, or the decoder's when it only rotates and
+    ``rotate``."""
+    if not rotate:
+        return NoPE()
+    caps = decoder_pe.capabilities
+    if not caps.rotates or caps.embeds or caps.bias != "none" or caps.relative_terms:
+        raise ValueError(
+            "cross_rotation needs an encoding that only rotates queries and keys (rope, xpos, "
+            f"pope), got {decoder_pe.name or type(decoder_pe).__name__!r}"
+        )
+    return decoder_pe
