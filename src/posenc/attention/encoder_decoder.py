@@ -4,7 +4,7 @@ positional encoding placed where its paper places it."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -163,7 +163,8 @@ class EncoderDecoder(nn.Module):
         at every step."""
         states = self.encode(src, src_pos, src_padding_mask=src_padding_mask)  # (B, S, C)
         pos = default_positions(src.shape[1], device=src.device) if src_pos is None else src_pos
-        return [b.cross_attn.project_memory(states, pos, src_padding_mask) for b in self.decoder]
+        blocks = cast(Sequence[DecoderBlock], self.decoder)
+        return [b.cross_attn.project_memory(states, pos, src_padding_mask) for b in blocks]
 
     def decode(
         self,

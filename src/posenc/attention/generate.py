@@ -137,9 +137,9 @@ def decode_loop(
     Raises: ValueError for an ``end_token`` or ``pad_token`` outside the vocabulary (B, V).
     """
     V = first.shape[-1]
-    for what, token in (("end_token", end_token), ("pad_token", pad_token)):
-        if token is not None and token >= V:
-            raise ValueError(f"{what} must be a token id < vocab size {V}, got {token}")
+    for what, given in (("end_token", end_token), ("pad_token", pad_token)):
+        if given is not None and given >= V:
+            raise ValueError(f"{what} must be a token id < vocab size {V}, got {given}")
     B = first.shape[0]
     finished = torch.zeros(B, dtype=torch.bool, device=first.device)
     logits, out = first, []

@@ -62,13 +62,7 @@ def targets(batch: Batch, device: torch.device) -> Tensor:
     return tgt
 
 
-@torch.no_grad()
 def greedy_decode(net: TinyTransformer, prompt: Tensor, steps: int) -> Tensor:
-    """Greedy continuation (B, steps) of ``prompt`` (B, P), one token at a time with a KV cache."""
-    cache = net.new_cache()
-    nxt = net(prompt, cache=cache)[:, -1].argmax(-1)  # (B,)
-    out = [nxt]
-    for _ in range(steps - 1):
-        nxt = net(nxt[:, None], cache=cache)[:, -1].argmax(-1)
-        out.append(nxt)
-    return torch.stack(out, dim=1)  # (B, steps)
+    """Greedy continuation (B, steps) of ``prompt`` (B, P), one token at a time with a KV cache
+    (``TinyTransformer.generate`` at temperature 0, no end token)."""
+    return net.generate(prompt, steps, progress=False)
