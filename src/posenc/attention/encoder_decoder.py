@@ -114,7 +114,7 @@ class EncoderDecoder(nn.Module):
         )
         self.config = c
         self.encoder_pe, self.decoder_pe = _encodings(pe, pe_config, c)
-        self.cross_pe = _cross_encoding(self.decoder_pe, c.cross_rotation)
+        self.cross_pe = _cross_encoding(self.decoder_pe, c)
         self.src_tok = nn.Embedding(c.src_vocab_size, d_model)
         self.tgt_tok = self.src_tok if share_embeddings else nn.Embedding(tgt_vocab_size, d_model)
         d_ff = c.d_ff or 4 * d_model
@@ -312,15 +312,8 @@ def _encodings(
     return pair
 
 
-def _cross_encoding(decoder_pe: PositionalEncoding, rotate: bool) -> PositionalEncoding:
-    """Cross-attention's encoding: NoPE, or the decoder's when it only rotates and
-    ``rotate``."""
-    if not rotate:
-        return NoPE()
-    caps = decoder_pe.capabilities
-    if not caps.rotates or caps.embeds or caps.bias != "none" or caps.relative_terms:
-        raise ValueError(
-            "cross_rotation needs an encoding that only rotates queries and keys (rope, xpos, "
-            f"pope), got {decoder_pe.name or type(decoder_pe).__name__!r}"
-        )
-    return decoder_pe
+def _cross_encoding(decoder_pe: PositionalEncoding, c: EncoderDecoderConfig) -> PositionalEncoding:
+    """Cross-attention's encoding: NoPE, or with ``cross_rotation`` the decoder's (checked to
+    only rotate)."""
+    c.check_cross_rotation(decoder_pe.capabilities, decoder_pe.name or type(decoder_pe).__name__)
+    return decoder_pe if c.cross_rotation else NoPE()

@@ -28,3 +28,9 @@ class Capabilities:
     bias: BiasKind = "none"
     relative_terms: bool = False
     fused: str | None = None
+
+    @property
+    def only_rotates(self) -> bool:
+        """Rotates q and k and does nothing else (RoPE, xPos, PoPE): a rotation that can serve
+        cross-attention (queries and keys at positions of two sequences)."""
+        return self.rotates and not self.embeds and self.bias == "none" and not self.relative_terms

@@ -25,6 +25,7 @@ from .._validate import (
 )
 from ..extension.config import scaling_config
 from ..functional import LAYOUTS, KerpleVariant, Layout
+from .capabilities import Capabilities
 
 KVPolicy = Literal["reference", "rerotate"]
 KV_POLICIES: tuple[KVPolicy, ...] = ("reference", "rerotate")
@@ -438,6 +439,15 @@ class EncoderDecoderConfig:
             )
         self.attention(causal=True)  # the checks of each layer's attention
         object.__setattr__(self, "d_ff", self.d_ff or 4 * self.d_model)
+
+    def check_cross_rotation(self, capabilities: Capabilities, name: str) -> None:
+        """Raise ValueError for ``cross_rotation`` with an encoding (``name``) that does more
+        than rotate: biases, relative terms and tables have no cross-attention form."""
+        if self.cross_rotation and not capabilities.only_rotates:
+            raise ValueError(
+                "cross_rotation needs an encoding that only rotates queries and keys (rope, "
+                f"xpos, pope), got {name!r}"
+            )
 
     def attention(self, *, causal: bool) -> AttentionConfig:
         """The configuration of each attention layer (encoder and cross: ``causal=False``)."""

@@ -1,6 +1,7 @@
-"""posenc.flax: the encodings, attention and TinyTransformer as Flax nnx modules, with the torch
-modules' names, hooks, parameters, configurations and ``posenc.functional`` formulas, and weight
-conversion both ways. Needs ``pip install "posenc[jax]"``; the core package never imports JAX."""
+"""posenc.flax: the encodings, attention, TinyTransformer and EncoderDecoder as Flax nnx
+modules, with the torch modules' names, hooks, parameters, configurations and
+``posenc.functional`` formulas, and weight conversion both ways. Needs
+``pip install "posenc[jax]"``; the core package never imports JAX."""
 
 try:
     import flax.nnx  # noqa: F401
@@ -11,9 +12,10 @@ except ImportError as err:  # pragma: no cover - depends on the environment
         f"(jax>=0.4.30, flax>=0.11); import failed with: {err}"
     ) from err
 
-from .attention import Attention
+from .attention import Attention, Memory
 from .base import ENCODINGS, PositionalEncoding, PositionContext, build, build_for_model
 from .convert import load_torch_state_dict, to_torch_state_dict
+from .encoder_decoder import DecoderBlock, EncoderDecoder
 from .encodings import Learned, NoPE, PoPE, RoPE, Sinusoidal, XPos
 from .kv_cache import CachedKeys, KVCache
 from .model import Block, TinyTransformer
@@ -29,9 +31,12 @@ __all__ = [
     "Block",
     "CachedKeys",
     "CoPE",
+    "DecoderBlock",
+    "EncoderDecoder",
     "KVCache",
     "Kerple",
     "Learned",
+    "Memory",
     "NoPE",
     "PoPE",
     "PositionContext",

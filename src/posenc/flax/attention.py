@@ -5,7 +5,7 @@ encoding's relative terms, softmax in float32 or wider, relative values, project
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +25,14 @@ from .base import (
 from .kv_cache import CachedKeys, KVCache
 
 Array = jax.Array
+
+
+class Memory(NamedTuple):
+    """As torch's ``Memory``: an encoder output's cross-attention keys and values, computed
+    once, and the source padding mask (B, S) or None."""
+
+    keys: CachedKeys
+    padding_mask: Array | None
 
 
 class Attention(nnx.Module):
@@ -83,6 +91,58 @@ class Attention(nnx.Module):
         )
         out = self._attend(q, keys, ctx, allowed)  # (B, H, T, D)
         return self.proj(jnp.swapaxes(out, 1, 2).reshape(B, T, C))  # (B, T, C)
+
+    def project_memory(self, memory: Array, pos: Any, padding_mask: Array | None = None) -> Memory:
+        """As torch's: keys and values (B, Hkv, S, D) of an encoder output ``memory`` (B, S, C)
+        by the key/value columns of ``qkv``, at source positions ``pos`` (S,) | (B, S)."""
+        check_ndim(memory, 3, "memory", "(B, S, C)")
+        B, S, C = memory.shape
+        if C != self.d_model:
+            raise ValueError(f"memory must have C = d_model = {self.d_model} features, got {C}")
+        pos = check_positions(pos, "memory pos")
+        check_positions_match(pos, B, S, "memory pos")
+        D, Hkv = self.head_dim, self.n_kv_heads
+        k, v = jnp.split(self._rows(memory, C, None), 2, axis=-1)  # (B, S, Hkv·D) x2
+        k, v = (y.reshape(B, S, Hkv, D).swapaxes(1, 2) for y in (k, v))  # (B, Hkv, S, D)
+        valid, segment = mask_inputs(B, S, padding_mask=padding_mask)
+        return Memory(CachedKeys(k, v, batch_positions(pos, B), valid, segment), padding_mask)
+
+    def cross(self, x: Array, memory: Memory, pos: Any = None, *, ctx: Ctx = None) -> Array:
+        """As torch's ``cross``: decoder states x (B, T, C) at ``pos`` (default 0..T-1) over
+        ``memory``, no causal mask, padded source keys masked -> (B, T, C)."""
+        check_ndim(x, 3, "x", "(B, T, C)")
+        if self.causal:
+            raise ValueError("cross-attention needs a non-causal Attention (causal=False)")
+        if not isinstance(memory, Memory):
+            raise TypeError(
+                f"memory must be a Memory (project_memory), got {type(memory).__name__}"
+            )
+        B, T, C = x.shape
+        keys = memory.keys
+        if C != self.d_model or keys.k.shape[0] != B:
+            raise ValueError(
+                f"x must be (B, T, C) with C = d_model = {self.d_model} and the memory's "
+                f"B = {keys.k.shape[0]}, got {tuple(x.shape)}"
+            )
+        if ctx is None:
+            pos = check_positions(jnp.arange(T) if pos is None else pos, "pos")
+            check_positions_match(pos, B, T, "pos")
+            ctx = self.pe.prepare(pos, keys.pos)
+        else:
+            check_context(ctx, pos, T, keys.k.shape[2])
+        q = self._rows(x, 0, C).reshape(B, T, self.n_heads, self.head_dim).swapaxes(1, 2)
+        q, k = self.pe.rotate(q, keys.k, ctx.q_pos, ctx.k_pos, ctx=ctx)  # (B, H|Hkv, T|S, D)
+        q_segment = jnp.zeros((B, T), dtype=keys.segment.dtype)
+        allowed = allowed_keys(keys.valid, q_segment, keys.segment, causal=False)  # (B,1,T,S)
+        out = self._attend(q, keys._replace(k=k), ctx, allowed)  # (B, H, T, D)
+        return self.proj(jnp.swapaxes(out, 1, 2).reshape(B, T, C))  # (B, T, C)
+
+    def _rows(self, x: Array, start: int, end: int | None) -> Array:
+        """x times the ``qkv`` columns start:end (with their bias): the query part (0:C) or
+        the key/value part (C:) of the projection."""
+        y = x @ self.qkv.kernel[...][:, start:end]
+        bias = self.qkv.bias
+        return y if bias is None else y + bias[...][start:end]
 
     def _project(self, x: Array) -> tuple[Array, Array, Array]:
         B, T, _ = x.shape

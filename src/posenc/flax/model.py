@@ -22,6 +22,15 @@ Array = jax.Array
 _INIT = nnx.initializers.normal(0.02)  # GPT-2's N(0, 0.02²), as the torch model
 
 
+def feed_forward(d_model: int, d_ff: int, rngs: nnx.Rngs) -> nnx.Sequential:
+    """As torch's: Linear(C, d_ff) -> exact GELU -> Linear(d_ff, C), kernels N(0, 0.02²)."""
+    return nnx.Sequential(
+        nnx.Linear(d_model, d_ff, kernel_init=_INIT, rngs=rngs),
+        partial(jax.nn.gelu, approximate=False),
+        nnx.Linear(d_ff, d_model, kernel_init=_INIT, rngs=rngs),
+    )
+
+
 class Block(nnx.Module):
     """Pre-norm block: x + attn(norm1(x)), then x + mlp(norm2(x))."""
 
@@ -29,11 +38,7 @@ class Block(nnx.Module):
         d = attn.d_model
         self.norm1, self.attn = nnx.LayerNorm(d, epsilon=1e-5, rngs=rngs), attn
         self.norm2 = nnx.LayerNorm(d, epsilon=1e-5, rngs=rngs)
-        self.mlp = nnx.Sequential(
-            nnx.Linear(d, d_ff, kernel_init=_INIT, rngs=rngs),
-            partial(jax.nn.gelu, approximate=False),
-            nnx.Linear(d_ff, d, kernel_init=_INIT, rngs=rngs),
-        )
+        self.mlp = feed_forward(d, d_ff, rngs)
         self.drop = nnx.Dropout(dropout, rngs=rngs)
 
     def __call__(
