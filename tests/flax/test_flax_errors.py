@@ -53,7 +53,7 @@ def test_registry_names_match_torch_and_build_validates_keys() -> None:
 @pytest.mark.parametrize(
     ("make", "error", "match"),
     [
-        (lambda: pfx.Sinusoidal(dim=7), ValueError, "positive even integer, got 7"),
+        (lambda: pfx.Sinusoidal(dim=0), ValueError, "dim must be an integer >= 1, got 0"),
         (lambda: pfx.Learned(dim=4, max_len=0), ValueError, "max_len must be an integer >= 1"),
         (lambda: pfx.RoPE(head_dim=8, layout="twisted"), ValueError, "layout must be one of"),
         (lambda: pfx.RoPE(head_dim=8, kv_policy="x"), ValueError, "kv_policy must be one of"),

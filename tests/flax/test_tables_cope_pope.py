@@ -120,3 +120,12 @@ def test_flax_encoder_by_name_gets_the_encoder_form_as_torch() -> None:
 
     assert t5(causal=False) and not t5(causal=True)
     assert not t5(causal=False, bidirectional=False)
+
+
+def test_odd_width_sinusoidal_equals_torch() -> None:
+    """dim = 9: the last column a sine (``PF.sinusoidal_table``), in Flax as in torch."""
+    pos = np.array([[0, 1, 2], [5, 7, 11]])
+    x = np.zeros((2, 3, 9), dtype=np.float32)
+    want = posenc.build("sinusoidal", dim=9).embed(torch.from_numpy(x), torch.from_numpy(pos))
+    got = pfx.Sinusoidal(dim=9).embed(jnp.asarray(x), jnp.asarray(pos))
+    np.testing.assert_allclose(np.asarray(got), want.numpy(), atol=1e-6)

@@ -23,6 +23,22 @@ def test_sinusoidal_table_matches_reference_numpy_and_torch(base: float) -> None
     torch.testing.assert_close(got_t.float(), torch.from_numpy(expected).float())
 
 
+@pytest.mark.parametrize("dim", [1, 5, 9])
+def test_odd_width_tables_end_on_a_sine_column(dim: int) -> None:
+    """An odd width keeps the formula in every column: the last, c = dim - 1 = 2i, is
+    sin(p / base^((dim - 1)/dim)) (the XLM/DistilBERT definition), on NumPy, torch and the
+    array API; the columns before it are the pairs of that width's frequencies."""
+    expected = ref_sinusoidal(30, dim)
+    np.testing.assert_allclose(PF.sinusoidal_table(30, dim), expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        PF.sinusoidal_table(torch.arange(30), dim), torch.from_numpy(expected), rtol=0, atol=1e-12
+    )
+    got = PF.sinusoidal_table(xps.arange(30, dtype=xps.int64), dim)
+    np.testing.assert_allclose(np.asarray(got), expected, atol=1e-12)
+    last = np.sin(np.arange(30) / 10000.0 ** ((dim - 1) / dim))
+    np.testing.assert_allclose(PF.sinusoidal_table(30, dim)[:, -1], last, rtol=0, atol=1e-12)
+
+
 def test_sinusoidal_table_on_array_api_strict() -> None:
     got = PF.sinusoidal_table(xps.arange(20, dtype=xps.int64), 8)
     np.testing.assert_allclose(np.asarray(got), ref_sinusoidal(20, 8), atol=1e-12)
@@ -108,7 +124,7 @@ def test_angles_are_float64_exact_at_large_positions() -> None:
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: PF.sinusoidal_table(4, 7), "positive even"),
+        (lambda: PF.sinusoidal_table(4, 0), "dim must be an integer >= 1"),
         (lambda: PF.sinusoidal_table(-1, 8), "n_positions must be >= 0"),
         (lambda: PF.rope_inv_freq(8, base=0.0), "base must be a finite number > 0"),
         (lambda: PF.rotary_dim(64, 0.0), r"partial .* must be in \(0, 1\]"),

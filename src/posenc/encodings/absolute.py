@@ -39,6 +39,7 @@ class Sinusoidal(PositionalEncoding):
     """Fixed sinusoidal table added to embeddings (Vaswani et al. 2017, sec. 3.5):
 
     x_p + scale·PE[p],  PE[p, 2i] = sin(p / base^(2i/C)),  PE[p, 2i+1] = cos(p / base^(2i/C)).
+    An odd width C ends on a sine column (``PF.sinusoidal_table``: as XLM/DistilBERT do).
     The table is computed in float64 for the positions given and cast to x's dtype. ``scale``
     (1 in the paper) sets the table's size against the token embeddings: the paper scales tokens
     up by sqrt(C) instead; x-transformers scales the table by C^-1/2.

@@ -67,7 +67,7 @@ class SinusoidalConfig(EncodingConfig):
     scale: float = 1.0
 
     def check(self) -> None:
-        check_even(self.dim, "dim")
+        check_positive_int(self.dim, "dim")  # odd: a last sine column (``sinusoidal_table``)
         check_positive_float(self.base, "base")
         check_positive_float(self.scale, "scale")
 

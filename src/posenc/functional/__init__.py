@@ -10,7 +10,7 @@ from ._xp import namespace, np_xp, torch_xp
 from .alibi import alibi_bias, alibi_slopes
 from .cope import cope_interpolate, cope_positions
 from .fire import fire_distance, fire_mlp, fire_mlp_pieces, fire_normaliser, fire_psi
-from .frequencies import angles, rope_inv_freq, wavelengths
+from .frequencies import angles, inv_freq_series, rope_inv_freq, wavelengths
 from .kerple import (
     KERPLE_VARIANTS,
     KerpleVariant,
@@ -54,6 +54,7 @@ __all__ = [
     "fire_normaliser",
     "fire_psi",
     "gather_relative",
+    "inv_freq_series",
     "kerple_bias",
     "kerple_log",
     "kerple_power",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from .._validate import check_even, check_positive_float
+from .._validate import check_even, check_positive_float, check_positive_int
 from ._xp import namespace, np_xp, widest_float
 
 
@@ -21,6 +21,18 @@ def rope_inv_freq(
     Raises: ValueError for an odd/non-positive ``dim`` or a ``base`` <= 0.
     """
     check_even(dim, "dim")
+    return inv_freq_series(dim, base=base, xp=xp, device=device)
+
+
+def inv_freq_series(
+    dim: int, *, base: float = 10000.0, xp: ModuleType | None = None, device: Any = None
+) -> Any:
+    """θ_i = base^(-2i/dim) for every even column 2i < dim: i = 0 .. ceil(dim/2) - 1, any
+    width (an odd one has one more θ than it has pairs: a sinusoidal table's last, sine-only
+    column). Float64 in ``xp`` (default NumPy). Shapes: returns (ceil(dim/2),).
+    Raises: TypeError/ValueError for a ``dim`` that is not an int >= 1 or a ``base`` <= 0.
+    """
+    check_positive_int(dim, "dim")
     check_positive_float(base, "base")
     xp = np_xp if xp is None else xp
     exponent = xp.arange(0, dim, 2, dtype=widest_float(xp), device=device) / dim  # (P,)
