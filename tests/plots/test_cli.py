@@ -114,3 +114,31 @@ def test_set_through_the_cli(tmp_path: Path) -> None:
     for args, message in bad:
         result = runner.invoke(app, [*args, *out], env=ENV)
         assert result.exit_code == 2 and message in result.output, (args, result.output)
+
+
+def test_the_tutorials_figures_from_the_command_line(tmp_path: Path) -> None:
+    """Seed 003's pictures through ``--set``: the annotated 11 x 11 table, sine and cosine
+    columns apart, the contamination at its token scale (per position and per dimension), and
+    ALiBi's bias without its causal mask."""
+    table = ("dim=64", "n_positions=11", "n_dims=11", "annotate=True")
+    commands = [
+        ["heatmap", "sinusoidal", *(arg for item in table for arg in ("--set", item))],
+        ["waveforms", "sinusoidal", "--set", "split=True"],
+        ["contamination", "sinusoidal", "--set", "dim=128", "--set", "token_scale=0.5"],
+        ["contamination-dims", "sinusoidal", "--set", "dim=128", "--set", "token_scale=0.5"],
+        ["bias", "alibi", "--set", "causal=False"],
+    ]
+    for command in commands:
+        result = runner.invoke(app, ["plot", *command, "--out", str(tmp_path)], env=ENV)
+        assert result.exit_code == 0, result.output
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == [
+        "bias-alibi.png",
+        "contamination-dims-sinusoidal.png",
+        "contamination-sinusoidal.png",
+        "heatmap-sinusoidal.png",
+        "waveforms-sinusoidal.png",
+    ]
+    settings = parse_settings(["dim=128", "token_scale=0.5"])
+    fig = _figures("contamination-dims", PLOTS["contamination-dims"], ["sinusoidal"], settings)
+    assert "angle(e, e + PE) = 52.1°" in next(iter(fig.values())).axes[0].get_title()

@@ -13,6 +13,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+import posenc
 from posenc.analysis import subject
 from posenc.analysis.subjects import HEAD_DIM, N_HEADS, subject_names
 from posenc.plots import (
@@ -22,6 +23,8 @@ from posenc.plots import (
     attention_heatmap,
     bias_heatmaps,
     contamination,
+    contamination_dims,
+    contamination_stats,
     dimension_waveforms,
     dot_vs_distance,
     encoding_heatmap,
@@ -64,6 +67,7 @@ def test_every_kind_draws_every_applicable_encoding(kind: str, name: str) -> Non
     data = [np.asarray(im.get_array()) for ax in fig.axes for im in ax.images]
     data += [np.asarray(line.get_ydata()) for ax in fig.axes for line in ax.lines]
     data += [np.asarray(c.get_offsets()) for ax in fig.axes for c in ax.collections]
+    data += [np.asarray([b.get_height() for b in c]) for ax in fig.axes for c in ax.containers]
     assert data and all(np.isfinite(d).all() for d in data if d.dtype.kind == "f")
     assert any(np.ptp(d) > 0 for d in data if d.size > 1), "every plotted array is constant"
 
@@ -286,6 +290,7 @@ def test_bad_requests_raise_clear_errors() -> None:
 LEGENDS = {
     "waveforms": (["sinusoidal"], {"n_positions": 32}),
     "contamination": (["sinusoidal"], {"n_positions": 32}),
+    "contamination-dims": (["sinusoidal"], {}),
     "wavelengths": (["rope", "xpos", "rope:yarn"], {}),
     "qk-distance": (["rope", "xpos", "rope:linear"], {"n_distances": 32}),
     "attention-decay": (subject_names(), {"n_positions": 8, "lengths": (4, 8)}),
@@ -316,3 +321,121 @@ def test_every_kind_with_a_legend_is_checked() -> None:
     for kind in sorted(set(PLOTS) - set(LEGENDS)):
         fig = PLOTS[kind]([first[kind]]) if kind in first else PLOTS[kind]()
         assert not fig.legends and not any(ax.get_legend() for ax in fig.axes), kind
+
+
+def test_the_tutorials_annotated_table_is_the_cropped_reference() -> None:
+    """Seed 003's 11 x 11 table of a 64-wide sinusoidal table: the values, each written in its
+    cell with two decimals, and sin/cos named above the columns."""
+    pe = subject("sinusoidal", dim=64)
+    ax = encoding_heatmap(pe, n_positions=11, n_dims=11, annotate=True).axes[0]
+    table = ref_absolute.sinusoidal(11, 64)[:, :11]
+    np.testing.assert_allclose(ax.images[0].get_array(), table, atol=1e-12)
+    written = {(round(t.get_position()[1]), round(t.get_position()[0])): t for t in ax.texts}
+    assert len(written) == 121
+    for (r, c), text in written.items():
+        assert text.get_text() == f"{table[r, c]:.2f}"
+    (top,) = ax.child_axes
+    labels = [t.get_text() for t in top.get_xticklabels()]
+    assert labels == ["sin", "cos"] * 5 + ["sin"]
+    with pytest.raises(ValueError, match="annotate writes at most 1024 values"):
+        encoding_heatmap(pe, n_positions=64, annotate=True)
+    with pytest.raises(ValueError, match="n_dims - 1 must lie in"):
+        encoding_heatmap(pe, n_dims=65)
+
+
+@pytest.mark.parametrize(("name", "dim"), [("sinusoidal", 32), ("sinusoidal", 9), ("rope", 0)])
+def test_split_heatmap_puts_sine_and_cosine_columns_apart(name: str, dim: int) -> None:
+    """Additive tables: sin at even columns (an odd width's last one too), cos at odd ones;
+    rotary features R_p (1, 0) = (cos pθ_i, sin pθ_i) in each (i, i + P) pair."""
+    pe = posenc.build(name, dim=dim) if dim else subject(name)
+    fig = encoding_heatmap(pe, n_positions=20, split=True)
+    panels = [ax for ax in fig.axes if ax.images]
+    assert [ax.get_title() for ax in panels] == ["sin columns", "cos columns"]
+    if name == "sinusoidal":
+        table = ref_absolute.sinusoidal(20, dim)
+        sin, cos = table[:, 0::2], table[:, 1::2]
+    else:
+        P = HEAD_DIM // 2
+        angle = np.arange(20)[:, None] * 10000.0 ** (-np.arange(P) * 2 / HEAD_DIM)
+        sin, cos = np.sin(angle), np.cos(angle)
+    np.testing.assert_allclose(panels[0].images[0].get_array(), sin, atol=1e-12)
+    np.testing.assert_allclose(panels[1].images[0].get_array(), cos, atol=1e-12)
+    assert panels[0].images[0].get_clim() == panels[1].images[0].get_clim()  # one scale
+    with pytest.raises(ValueError, match="split draws two panels"):
+        encoding_heatmap(pe, split=True, ax=Figure().add_subplot())
+
+
+def test_split_waveforms_draw_sine_columns_above_cosine_columns() -> None:
+    """Seed 003, section 5: dims 0, 1, 2, 3, 10, 11 of a 64-wide table, sines in the upper
+    panel and cosines in the lower."""
+    pe = subject("sinusoidal", dim=64)
+    fig = dimension_waveforms(pe, dims=(0, 1, 2, 3, 10, 11), n_positions=50, split=True)
+    upper, lower = fig.axes
+    table = ref_absolute.sinusoidal(50, 64)
+    for ax, dims in ((upper, (0, 2, 10)), (lower, (1, 3, 11))):
+        assert [line.get_label() for line in ax.lines] == [f"dim {d}" for d in dims]
+        for line, d in zip(ax.lines, dims, strict=True):
+            np.testing.assert_allclose(line.get_ydata(), table[:, d], atol=1e-12)
+    assert "sin" in upper.get_title() and "cos" in lower.get_title()
+    default = dimension_waveforms("sinusoidal", split=True)  # both features of four pairs
+    assert [len(ax.lines) for ax in default.axes if ax.lines] == [4, 4]
+
+
+def test_token_scale_and_the_tutorials_52_degrees() -> None:
+    """Seed 003, section 10: e = 0.5·N(0, I) of width 128 plus the sinusoidal row 0 (norm 8).
+    The tutorial printed 52.12° for its draw; seed 0 gives 52°, and over draws the angle
+    centres on arctan(|PE[0]| / (0.5·sqrt(128))) = 54.7°."""
+    pe = subject("sinusoidal", dim=128)
+    stats = contamination_stats(pe, 1, seed=0, token_scale=0.5)
+    assert round(float(stats["angle"][0])) == 52
+    np.testing.assert_allclose(stats["position"][0], 8.0, atol=1e-12)
+    unit = contamination_stats(pe, 1, seed=0)
+    np.testing.assert_allclose(stats["token"], 0.5 * unit["token"], rtol=1e-12)
+    angles = [contamination_stats(pe, 1, seed=s, token_scale=0.5)["angle"][0] for s in range(300)]
+    expected = math.degrees(math.atan(8.0 / (0.5 * math.sqrt(128))))
+    assert abs(float(np.median(angles)) - expected) < 0.5
+    assert np.percentile(angles, 10) < 52.12 < np.percentile(angles, 90)
+    with pytest.raises(ValueError, match="token_scale must be a finite number > 0"):
+        contamination_stats(pe, 4, token_scale=0.0)
+
+
+def test_per_dimension_contamination_bars() -> None:
+    """Bars of e, PE[p] and e + PE[p] over the first dimensions, the angle in the title: the e of
+    ``contamination_stats`` for the same seed and scale."""
+    pe = subject("sinusoidal", dim=128)
+    ax = contamination_dims(pe, position=3, n_dims=12, token_scale=0.5, seed=2).axes[0]
+    token, table_row, mixed = ([b.get_height() for b in c] for c in ax.containers)
+    expected_row = ref_absolute.sinusoidal(4, 128)[3, :12]
+    np.testing.assert_allclose(table_row, expected_row, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(mixed), np.asarray(token) + expected_row, atol=1e-12)
+    stats = contamination_stats(pe, 4, seed=2, token_scale=0.5)
+    assert f"{stats['angle'][3]:.1f}°" in ax.get_title()
+    e_norm = float(stats["token"][0])
+    assert np.linalg.norm(token) <= e_norm  # the first 12 of its 128 features
+    with pytest.raises(ValueError, match="n_dims - 1 must lie in"):
+        contamination_dims(pe, n_dims=129)
+
+
+def test_causal_bias_is_drawn_with_its_mask() -> None:
+    """ALiBi's -m·(i - j) is positive for keys after the query, which causal attention never
+    sees: they are masked (drawn grey), the colour scale spans the visible entries, and none of
+    them is a reward. Encoder forms (bidirectional T5, symmetric ALiBi) show every pair."""
+    fig = bias_heatmaps("alibi", n_positions=10)
+    future = np.triu(np.ones((10, 10), dtype=bool), k=1)
+    pos = np.arange(10)
+    expected = np.asarray(ref_bias.alibi(pos, pos, ref_bias.alibi_slopes(N_HEADS), False))[0]
+    images = [ax.images[0] for ax in fig.axes if ax.images]
+    for h, image in enumerate(images):
+        shown = image.get_array()
+        assert np.array_equal(np.ma.getmaskarray(shown), future)
+        np.testing.assert_allclose(shown[~future], expected[h][~future], atol=1e-6)
+        assert (shown[~future] <= 0).all()
+        assert image.get_clim()[1] == pytest.approx(np.abs(expected[:, ~future]).max(), rel=1e-6)
+    assert fig.get_suptitle().startswith("alibi: score bias per head (causal")
+    for name, config in (("t5", {"bidirectional": True}), ("alibi", {"symmetric": True})):
+        open_fig = bias_heatmaps(subject(name, **config), n_positions=6)
+        shown = next(ax.images[0] for ax in open_fig.axes if ax.images).get_array()
+        assert not np.ma.getmaskarray(shown).any(), name
+    forced = bias_heatmaps("alibi", n_positions=6, causal=False)
+    shown = next(ax.images[0] for ax in forced.axes if ax.images).get_array()
+    assert not np.ma.getmaskarray(shown).any()

@@ -13,7 +13,7 @@ from .attention import (
     attention_heatmap,
     model_attention,
 )
-from .bias import bias_heatmaps, bias_matrix
+from .bias import bias_heatmaps, bias_matrix, in_encoder_form
 from .extension import alibi_slopes, extension_scales, frequency_scales
 from .kinds import PLOTS, PlotKind, plot_kinds_for
 from .rotary import (
@@ -26,11 +26,13 @@ from .rotary import (
 )
 from .tables import (
     contamination,
+    contamination_dims,
     contamination_stats,
     cosine_similarity,
     dimension_waveforms,
     dot_vs_distance,
     encoding_heatmap,
+    feature_roles,
     position_features,
     similarity_matrix,
 )
@@ -47,13 +49,16 @@ __all__ = [
     "bias_heatmaps",
     "bias_matrix",
     "contamination",
+    "contamination_dims",
     "contamination_stats",
     "cosine_similarity",
     "dimension_waveforms",
     "dot_vs_distance",
     "encoding_heatmap",
     "extension_scales",
+    "feature_roles",
     "frequency_scales",
+    "in_encoder_form",
     "inv_freq_of",
     "model_attention",
     "plot_kinds_for",

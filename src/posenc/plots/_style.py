@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 import matplotlib as mpl
+import numpy as np
 from cycler import cycler
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -45,6 +46,8 @@ STYLE: dict[str, Any] = {
 LINESTYLES = ("-", "--", "-.", ":")
 #: Colormaps: signed values diverge around 0, magnitudes are sequential.
 DIVERGING, SEQUENTIAL = "RdBu_r", "viridis"
+#: Colour of masked entries (a causal mask's keys after the query).
+MASKED = "#d9d9d9"
 
 
 def styled(fn: Callable[P, R]) -> Callable[P, R]:
@@ -74,10 +77,18 @@ def root_figure(ax: Axes) -> Figure:
     return fig
 
 
+def peak(data: Any) -> float:
+    """The largest |value| of an array, or of a list of arrays (of any shapes), masked entries
+    ignored; 0 when nothing is visible."""
+    parts = data if isinstance(data, list | tuple) else [data]
+    visible = [np.ma.abs(np.ma.asarray(d)).max() for d in parts if np.ma.count(d)]
+    return max((float(v) for v in visible), default=0.0)
+
+
 def _colour_scale(data: Any, signed: bool, kwargs: dict[str, Any]) -> dict[str, Any]:
     """imshow keywords: signed data gets a symmetric diverging scale, the rest sequential."""
     if signed:
-        vmax = float(abs(data).max()) or 1.0
+        vmax = peak(data) or 1.0
         kwargs = {"vmin": -vmax, "vmax": vmax, **kwargs}
     return {"interpolation": "nearest", "cmap": DIVERGING if signed else SEQUENTIAL, **kwargs}
 

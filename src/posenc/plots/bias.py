@@ -1,18 +1,20 @@
-"""Pictures of score biases: the (Tq, Tk) bias of each head (ALiBi, T5, Kerple, FIRE)."""
+"""Pictures of score biases: the (Tq, Tk) bias of each head (ALiBi, T5, Kerple, FIRE), with
+the causal mask where the encoding is used causally."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import matplotlib as mpl
 import numpy as np
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from .._validate import check_positive_int
+from .._validate import check_bool, check_positive_int
 from ..analysis.subjects import evaluating, has_bias, resolve
 from ..encodings.base import PositionalEncoding
-from ._style import root_figure, shared_scale, styled, unsupported
+from ._style import DIVERGING, MASKED, root_figure, shared_scale, styled, unsupported
 
 
 def bias_matrix(pe: PositionalEncoding | str, n_positions: int = 32) -> np.ndarray:
@@ -30,14 +32,30 @@ def bias_matrix(pe: PositionalEncoding | str, n_positions: int = 32) -> np.ndarr
     return bias[0].double().numpy()  # (H, T, T)
 
 
+def in_encoder_form(pe: PositionalEncoding) -> bool:
+    """The encoding's bidirectional form: symmetric ALiBi, bidirectional T5 buckets."""
+    return bool(getattr(pe, "symmetric", False) or getattr(pe, "bidirectional", False))
+
+
 @styled
 def bias_heatmaps(
-    pe: PositionalEncoding | str, *, n_positions: int = 32, axes: Sequence[Axes] | None = None
+    pe: PositionalEncoding | str,
+    *,
+    n_positions: int = 32,
+    causal: bool | None = None,
+    axes: Sequence[Axes] | None = None,
 ) -> Figure:
-    """One heatmap per head of bias[h, i, j] (query i down, key j across), shared colour scale."""
+    """One heatmap per head of bias[h, i, j] (query i down, key j across), shared colour scale.
+
+    ``causal``: keys after the query (j > i) are drawn as masked (grey), as causal attention
+    never sees them: there ALiBi's -m·(i - j) would read as a reward. Default: causal unless
+    the encoding is in its encoder form (symmetric ALiBi, bidirectional T5).
+    """
     pe = resolve(pe)
     bias = bias_matrix(pe, n_positions)
-    H = bias.shape[0]
+    causal = not in_encoder_form(pe) if causal is None else causal
+    check_bool(causal, "causal")
+    H, T = bias.shape[0], bias.shape[1]
     if axes is None:
         fig = Figure(figsize=(2.6 * H + 1.0, 2.8), layout="constrained")
         axes = list(fig.subplots(1, H, squeeze=False)[0])
@@ -46,6 +64,10 @@ def bias_heatmaps(
     fig = root_figure(axes[0])
     for h, ax in enumerate(axes):
         ax.set(title=f"head {h}", xlabel="key position j", ylabel="" if h else "query position i")
-    shared_scale(axes, bias, label="bias added to logits")
-    fig.suptitle(f"{pe.name}: score bias per head")
+    future = np.triu(np.ones((T, T), dtype=bool), k=1)  # (T, T) key after the query
+    shown = np.ma.masked_array(bias, np.broadcast_to(future, bias.shape)) if causal else bias
+    cmap = mpl.colormaps[DIVERGING].with_extremes(bad=MASKED)
+    shared_scale(axes, shown, label="bias added to logits", cmap=cmap)
+    note = " (causal: grey keys after the query are masked)" if causal else ""
+    fig.suptitle(f"{pe.name}: score bias per head{note}")
     return fig

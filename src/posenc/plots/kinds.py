@@ -72,6 +72,7 @@ PLOTS: dict[str, PlotKind] = {
         PlotKind("waveforms", tables.dimension_waveforms, _features),
         PlotKind("dot-distance", tables.dot_vs_distance, is_additive),
         PlotKind("contamination", tables.contamination, is_additive),
+        PlotKind("contamination-dims", tables.contamination_dims, is_additive),
         PlotKind("wavelengths", rotary.wavelengths, _has_frequencies, multi=True),
         PlotKind("shift-matrix", rotary.shift_matrix_blocks, sinusoid_like),
         PlotKind("rotation", rotary.rotation_pair, is_rotary),
