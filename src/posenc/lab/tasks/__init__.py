@@ -7,14 +7,33 @@ from typing import Any
 from .base import EOS, FIRST, MARK, SEP, Batch, Task
 from .classify import Ascending, Offset
 from .lm import CharLM
+from .seq2seq import CopyOffset, Translate
 from .sequence import Addition, Copy, CopyRep, Induction, Parity, Reverse, SeqTask, Sort
 
+#: The sequence-to-sequence tasks of ``seq2seq``: sweeps name them; the presets' decoder set
+#: (``DECODER_TASKS``) leaves them out.
+SEQ2SEQ_TASKS = ("copy_offset", "translate")
 TASKS: dict[str, type[Task]] = {
     t.name: t
-    for t in (Ascending, Offset, CopyRep, Copy, Reverse, Sort, Addition, Parity, Induction, CharLM)
+    for t in (
+        Ascending,
+        Offset,
+        CopyRep,
+        Copy,
+        Reverse,
+        Sort,
+        Addition,
+        Parity,
+        Induction,
+        CharLM,
+        CopyOffset,
+        Translate,
+    )
 }
-#: The prompt-answer tasks (``kind == "decoder"``), in ``TASKS`` order.
-DECODER_TASKS = tuple(name for name, t in TASKS.items() if t.kind == "decoder")
+#: The prompt-answer tasks (``kind == "decoder"``) but the seq2seq ones, in ``TASKS`` order.
+DECODER_TASKS = tuple(
+    name for name, t in TASKS.items() if t.kind == "decoder" and name not in SEQ2SEQ_TASKS
+)
 
 
 def task_names() -> list[str]:
@@ -38,6 +57,7 @@ __all__ = [
     "FIRST",
     "MARK",
     "SEP",
+    "SEQ2SEQ_TASKS",
     "TASKS",
     "Batch",
     "SeqTask",
