@@ -199,7 +199,8 @@ class TinyTransformer(nn.Module):
                 )
             pos, start = positions_from_padding(padding_mask), padding_mask.sum(-1)
         cache = self.new_cache()
-        first = self(prompt, pos, padding_mask=padding_mask, cache=cache)[:, -1]  # (B, V)
+        prefill = self.features(prompt, pos, padding_mask=padding_mask, cache=cache)  # (B, P, C)
+        first = self.head(prefill[:, -1])  # (B, V): the last prompt token's logits only
 
         def step(tokens: Tensor, positions: Tensor) -> Tensor:
             return self(tokens, positions, cache=cache)[:, -1]  # (B, V)
