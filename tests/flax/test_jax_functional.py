@@ -50,6 +50,7 @@ def _shaw_index(a: Callable[[Any], Any]) -> Any:
 # name -> f(a, xp): ``a`` moves a NumPy array to the backend, ``xp`` is its namespace.
 CASES: dict[str, Callable[[Callable[[Any], Any], Any], Any]] = {
     "rope_inv_freq": lambda a, xp: PF.rope_inv_freq(D, base=500.0, xp=xp),
+    "inv_freq_series": lambda a, xp: PF.inv_freq_series(7, base=500.0, xp=xp),
     "wavelengths": lambda a, xp: PF.wavelengths(a(INV)),
     "angles": lambda a, xp: PF.angles(a(BQ_POS), a(INV)),
     "rope_cos_sin": lambda a, xp: PF.rope_cos_sin(a(Q_POS), a(INV)),
@@ -65,6 +66,7 @@ CASES: dict[str, Callable[[Callable[[Any], Any], Any], Any]] = {
     ),
     "sinusoidal_table_n": lambda a, xp: PF.sinusoidal_table(Tk, C, base=100.0, xp=xp),
     "sinusoidal_table_pos": lambda a, xp: PF.sinusoidal_table(a(BQ_POS), C, base=100.0),
+    "sinusoidal_table_odd": lambda a, xp: PF.sinusoidal_table(a(BQ_POS), 7, base=100.0),
     "relative_offsets": lambda a, xp: PF.relative_offsets(a(BQ_POS), a(K_POS)),
     "alibi_slopes": lambda a, xp: PF.alibi_slopes(6, xp=xp),
     "alibi_bias": lambda a, xp: PF.alibi_bias(a(BQ_POS), a(K_POS), a(SLOPES)),
