@@ -189,9 +189,17 @@ def new_context(
 ) -> PositionContext:
     """``pe.prepare`` for T new tokens at ``pos`` (T,) | (B, T) (default: after the cache's
     entries), validated to int64 once, and every key: the cached ones, then these."""
+    start = 0 if cache is None else len(cache)
+    # default positions after keys at 0..start-1: offsets are known without reading a value
+    known = pos is None and (cache is None or start == 0 or cache.consecutive)
+    if cache is not None:
+        cache.consecutive = known
     if pos is None:
-        pos = default_positions(T, offset=0 if cache is None else len(cache), device=device)
+        pos = default_positions(T, offset=start, device=device)
     pos = check_positions(pos, "pos")  # int64 once: every hook sees this one tensor
     check_positions_match(pos, B, T, "pos")
     k_pos = pos if cache is None else cache.key_positions(batch_positions(pos, B))
-    return pe.prepare(pos, k_pos)
+    ctx = pe.prepare(pos, k_pos)
+    if known and T:
+        ctx.offset_bounds = (1 - T, start + T - 1)  # q in start..start+T-1, keys in 0..start+T-1
+    return ctx

@@ -32,6 +32,9 @@ class KVCache:
     def __init__(self) -> None:
         self.length = 0
         self._store: CachedKeys | None = None
+        #: True while every key was appended at posenc's default positions 0, 1, ... (kept by
+        #: the models' ``new_context``): their offsets are then known without a host read.
+        self.consecutive = True
 
     def __len__(self) -> int:
         return self.length

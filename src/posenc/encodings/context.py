@@ -25,7 +25,13 @@ T = TypeVar("T")
 class PositionContext:
     """Positions of one forward, q_pos (T,) | (B, T) and k_pos (L,) | (B, L) int64, validated
     by whoever built the context (``PositionalEncoding.prepare``), and the work derived from
-    them that every layer of the forward shares (``shared``)."""
+    them that every layer of the forward shares (``shared``).
+
+    ``offset_bounds``: (lo, hi), host-known bounds of every offset q_pos - k_pos, or None. Set
+    by a caller that made the positions itself (the models' default positions), so that work
+    sized by the offsets' range (Transformer-XL's rows) reads no position value on the host."""
+
+    offset_bounds: tuple[int, int] | None = None
 
     def __init__(self, q_pos: Tensor, k_pos: Tensor | None = None) -> None:
         self.q_pos = q_pos
