@@ -174,3 +174,22 @@ def test_flex_bias_matches_explicit_scores(name: str, causal: bool) -> None:
     assert len(grads["flex"]) == len(grads["blocks"])
     for gf, gb in zip(grads["flex"], grads["blocks"], strict=True):
         torch.testing.assert_close(gf, gb, rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("name", ["alibi", "t5", "kerple"])
+def test_flex_reads_no_position_on_the_host(name: str) -> None:
+    """With the models' default positions the offsets' range is known on the host: the compiled
+    FlexAttention call synchronises nothing once compiled."""
+    model = posenc.TinyTransformer(vocab_size=V_SIZE, pe=name, d_model=64, n_heads=4, n_layers=2)
+    for block in model.blocks:
+        block.attn.bias_backend = "flex"
+    model = model.to(CUDA).eval()
+    idx = _idx(128).to(CUDA)
+    with torch.no_grad():
+        model(idx)
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            model(idx)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
