@@ -114,7 +114,7 @@ def offset_table(pe: PositionalEncoding, lo: int, hi: int, n_heads: int) -> Tens
     q_at = max(hi, 0)
     device = pe_device(pe)
     keys = q_at - torch.arange(lo, hi + 1, device=device)  # positions q_at - o >= 0
-    query = torch.tensor([q_at], device=device)
+    query = torch.full((1,), q_at, device=device)  # (no host-to-device copy: no sync)
     bias = pe.bias(query, keys, ctx=PositionContext(query, keys))  # (1, H|1, 1, n), made here
     if bias is None:
         raise ValueError(f"{pe.name!r} has no score bias to fuse")

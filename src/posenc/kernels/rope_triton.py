@@ -20,7 +20,10 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-ROWS = 4  # rows per program
+#: Rows per program. Measured on an H100 (``benchmarks/gpu_study.py``,
+#: ``benchmarks/results/gpu-study-h100.json``; GPU time by CUDA-graph replay): 16 rows (4 warps)
+#: reached the copy floor where 4 rows took up to 2.6x longer (bf16, 64-wide heads).
+ROWS = 16
 
 
 @triton.jit
