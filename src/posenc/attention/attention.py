@@ -123,7 +123,11 @@ class Attention(nn.Module):
             check_context(ctx, pos, T, offset + T)
         pos = ctx.q_pos
         q, k, v = self._project(x)  # (B, H, T, D), (B, Hkv, T, D) x2
-        rerotate = cache is not None and self.pe.kv_policy == "rerotate"
+        if cache is not None and cache.streams:
+            check_streamable(self.pe)
+        # unrotated keys in the cache, all rotated at their current positions: dynamic
+        # frequencies, or a streaming cache's positions (they move as entries are evicted)
+        rerotate = cache is not None and (self.pe.kv_policy == "rerotate" or cache.streams)
         if not rerotate:
             q, k = self.pe.rotate(q, k, pos, pos, ctx=ctx)
         new = CachedKeys(
@@ -189,9 +193,15 @@ def new_context(
 ) -> PositionContext:
     """``pe.prepare`` for T new tokens at ``pos`` (T,) | (B, T) (default: after the cache's
     entries), validated to int64 once, and every key: the cached ones, then these."""
+    if pos is not None and cache is not None and cache.streams:
+        raise ValueError(
+            "a KVCache(window=...) assigns positions inside the cache; call without pos"
+        )
     start = 0 if cache is None else len(cache)
     # default positions after keys at 0..start-1: offsets are known without reading a value
-    known = pos is None and (cache is None or start == 0 or cache.consecutive)
+    # (a streaming cache re-assigns its keys' positions: not known here)
+    streams = cache is not None and cache.streams
+    known = pos is None and not streams and (cache is None or start == 0 or cache.consecutive)
     if cache is not None:
         cache.consecutive = known
     if pos is None:
@@ -203,3 +213,26 @@ def new_context(
     if known and T:
         ctx.offset_bounds = (1 - T, start + T - 1)  # q in start..start+T-1, keys in 0..start+T-1
     return ctx
+
+
+def check_streamable(pe: PositionalEncoding) -> None:
+    """Raise unless ``pe``'s positions can be re-assigned inside a streaming cache: rotary
+    encodings (keys re-rotated at their cache positions) and score biases of positions (ALiBi,
+    T5, Kerple, FIRE) can; positions added to token embeddings are baked into the cached
+    keys, and relative logit/value terms are not supported.
+
+    Raises: ValueError naming the encoding and what it does that streaming cannot re-assign.
+    """
+    caps = pe.capabilities
+    problem = (
+        "adds positions to the token embeddings, where a cache cannot re-assign them"
+        if caps.embeds
+        else "rewrites logits or values with relative terms, which streaming does not support"
+        if caps.relative_terms
+        else ""
+    )
+    if problem:
+        raise ValueError(
+            f"KVCache(window=...) re-assigns positions inside the cache; encoding {pe.name!r} "
+            f"{problem}. Streaming supports rotary encodings and position score biases"
+        )

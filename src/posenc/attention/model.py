@@ -102,9 +102,10 @@ class TinyTransformer(nn.Module):
             if id(m) not in owned_by_pe:
                 _init_weights(m)
 
-    def new_cache(self) -> list[KVCache]:
-        """One empty KV cache per layer, for incremental decoding."""
-        return [KVCache() for _ in self.blocks]
+    def new_cache(self, *, window: int | None = None, sinks: int = 0) -> list[KVCache]:
+        """One empty KV cache per layer, for incremental decoding; with ``window`` (and
+        ``sinks``) a streaming cache (``KVCache``: attention sinks, StreamingLLM)."""
+        return [KVCache(window=window, sinks=sinks) for _ in self.blocks]
 
     def features(
         self,
