@@ -2,7 +2,7 @@
 and the layers below it, never a layer above (read with ``ast``: every import statement,
 including those inside functions and under ``TYPE_CHECKING``).
 
-From the top: cli -> the ``posenc`` facade -> lab, bench -> report -> plots -> analysis ->
+From the top: cli -> the ``posenc`` facade -> eval -> lab, bench -> report -> plots -> analysis ->
 attention, flax -> encodings (with the registry) -> extension, kernels -> functional -> the
 private helpers. So functional never imports kernels, encodings, attention or the lab; kernels
 import functional, never the reverse; encodings never import attention, the lab or cli; the
@@ -23,6 +23,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS: list[tuple[str, ...]] = [
     ("cli",),
     ("posenc",),  # the facade (posenc/__init__.py): the lazy public API over everything below
+    ("eval",),  # evaluates transformers models, posenc models and lab checkpoints
     ("lab", "bench"),
     ("report",),
     ("plots",),

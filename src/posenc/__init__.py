@@ -3,7 +3,7 @@
 Public API (imported lazily, so ``posenc --help`` does not load torch):
 ``names()``, ``build(name, **config)``, ``info(name)``, ``build_for_model``,
 ``PositionalEncoding``, ``Attention``, ``KVCache``, ``TinyTransformer``; submodules
-``functional``, ``extension``, ``analysis``, ``plots``, ``lab``.
+``functional``, ``extension``, ``analysis``, ``plots``, ``lab``, ``eval``.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ _SUBMODULES = (
     "analysis",
     "plots",
     "lab",
+    "eval",
 )
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "build_for_model",
     "decode_positions",
     "encodings",
+    "eval",
     "extension",
     "functional",
     "info",
@@ -68,6 +70,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from . import analysis, attention, encodings, extension, functional, lab, plots, registry
+    from . import eval as eval
     from .attention import (
         Attention,
         KVCache,
