@@ -3,7 +3,8 @@
 Public API (imported lazily, so ``posenc --help`` does not load torch):
 ``names()``, ``build(name, **config)``, ``info(name)``, ``build_for_model``,
 ``PositionalEncoding``, ``Attention``, ``KVCache``, ``TinyTransformer``; submodules
-``functional``, ``extension``, ``analysis``, ``plots``, ``lab``, ``eval``.
+``functional``, ``extension``, ``analysis``, ``plots``, ``lab``, ``eval``, ``hf`` (patch a
+transformers model), ``convert`` (checkpoint layouts).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ _LAZY = {
     "decode_positions": "posenc.attention",
     "rope_from_hf": "posenc.encodings.hf",
     "rope_to_hf": "posenc.encodings.hf",
+    "attention_from_hf": "posenc.encodings.hf_attention",
 }
 _SUBMODULES = (
     "functional",
@@ -39,6 +41,8 @@ _SUBMODULES = (
     "plots",
     "lab",
     "eval",
+    "hf",
+    "convert",
 )
 
 __all__ = [
@@ -49,13 +53,16 @@ __all__ = [
     "__version__",
     "analysis",
     "attention",
+    "attention_from_hf",
     "build",
     "build_for_model",
+    "convert",
     "decode_positions",
     "encodings",
     "eval",
     "extension",
     "functional",
+    "hf",
     "info",
     "lab",
     "names",
@@ -69,7 +76,18 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from . import analysis, attention, encodings, extension, functional, lab, plots, registry
+    from . import (
+        analysis,
+        attention,
+        convert,
+        encodings,
+        extension,
+        functional,
+        hf,
+        lab,
+        plots,
+        registry,
+    )
     from . import eval as eval
     from .attention import (
         Attention,
@@ -81,6 +99,7 @@ if TYPE_CHECKING:
     )
     from .encodings.base import PositionalEncoding
     from .encodings.hf import rope_from_hf, rope_to_hf
+    from .encodings.hf_attention import attention_from_hf
     from .registry import build, build_for_model, info, names, register
 
 

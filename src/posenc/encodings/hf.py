@@ -8,6 +8,9 @@ embedding + ``apply_rotary_pos_emb``. Both schemas are read: the older top-level
 ``original_max_position_embeddings`` wins, as for Phi-3), dynamic NTK's original length is
 ``max_position_embeddings``, and LongRoPE's missing ``factor`` is their ratio. (It builds
 ``RoPE`` modules, so it lives with the encodings: ``posenc.extension`` stays below them.)
+What a config says about attention outside the rotation (DeepSeek's ``mscale_all_dim``, Llama 4's
+no-position layers, query temperatures) is read by ``posenc.encodings.hf_attention``. Nothing is
+dropped silently: multi-axis RoPE (Qwen2-VL's M-RoPE) is refused, naming the key.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ..extension.config import NTKScaling
+from ..extension.config import NTKScaling, ScalingConfig
 from ..functional import Layout
 from .configs import KVPolicy
 from .rotary import RoPE
@@ -51,6 +54,17 @@ _SUPPORTED = frozenset({"linear", "dynamic", "yarn", "longrope", "llama3"})
 _TYPE_ALIASES = {"su": "longrope"}  # Phi-3's early name
 #: Keys of a rope dict that describe the plain rotation rather than its scaling.
 _ROPE_KEYS = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
+#: Keys of a rope dict that act on attention, not on the rotation (``hf_attention`` reads them):
+#: Ministral 3's query temperature and its copy of the model's length.
+ATTENTION_KEYS = ("llama_4_scaling_beta", "max_position_embeddings")
+#: Keys and model types of multi-axis RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL: their text models
+#: use M-RoPE even when the config omits ``mrope_section``), whose positions are 3-D.
+_MULTI_AXIS_KEYS = ("mrope_section", "mrope_interleaved")
+_MULTI_AXIS_MODEL_TYPES = frozenset(
+    f"{family}{suffix}"
+    for family in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
+    for suffix in ("", "_text")
+)
 #: Keys that size the attention heads; a config without any is a wrapper (``text_config``).
 _SIZE_KEYS = ("qk_rope_head_dim", "head_dim", "hidden_size", "n_embd", "d_model")
 
@@ -90,8 +104,11 @@ def _head_dim(cfg: Mapping[str, Any]) -> int:
     return int(width) // int(heads)
 
 
-def _rope_params(cfg: Mapping[str, Any], layer_type: str | None) -> dict[str, Any]:
-    """One flat dict: rope_type, rope_theta, partial_rotary_factor and the scaling keys."""
+def _rope_params(
+    cfg: Mapping[str, Any], layer_type: str | None, scaling: Any = None
+) -> dict[str, Any]:
+    """One flat dict: rope_type, rope_theta, partial_rotary_factor and the scaling keys (those of
+    ``scaling`` instead of the config's when given, see ``_override``)."""
     params = dict(cfg.get("rope_scaling") or cfg.get("rope_parameters") or {})
     nested = sorted(k for k, v in params.items() if isinstance(v, Mapping))
     if not nested and cfg.get("rope_local_base_freq") is not None:
@@ -104,6 +121,9 @@ def _rope_params(cfg: Mapping[str, Any], layer_type: str | None) -> dict[str, An
                 f"got {layer_type!r}"
             )
         params = dict(params[layer_type])
+    _refuse_multi_axis(params, cfg.get("model_type"))
+    if scaling is not None:
+        params = _override(params, scaling, layer_type)
     rope_type = params.pop("rope_type", None) or params.pop("type", None) or "default"
     params.pop("type", None)
     rope_type = _TYPE_ALIASES.get(rope_type, rope_type)
@@ -118,6 +138,42 @@ def _rope_params(cfg: Mapping[str, Any], layer_type: str | None) -> dict[str, An
         partial = _DEFAULT_PARTIAL.get(cfg.get("model_type", ""), 1.0)
     params.setdefault("partial_rotary_factor", partial)
     return params
+
+
+def _refuse_multi_axis(params: Mapping[str, Any], model_type: str | None) -> None:
+    """Raise for multi-axis RoPE (M-RoPE: Qwen2-VL, Qwen2.5-VL, Qwen3-VL), whose positions are
+    (temporal, height, width) triples, so that it is never read as 1-D RoPE."""
+    key = next((k for k in _MULTI_AXIS_KEYS if k in params), None)
+    if key is not None:
+        named = f"rope key {key!r}"
+    elif "mrope" in (params.get("type"), params.get("rope_type")):
+        named = "rope_type 'mrope'"
+    elif model_type in _MULTI_AXIS_MODEL_TYPES:
+        named = f"model_type {model_type!r}"
+    else:
+        return
+    raise ValueError(
+        f"{named} is not supported: multi-axis RoPE (M-RoPE, Qwen2-VL/2.5-VL/3-VL) rotates "
+        "sections of each head by temporal, height and width positions, and posenc reads 1-D "
+        "positions only"
+    )
+
+
+def _override(params: Mapping[str, Any], scaling: Any, layer_type: str | None) -> dict[str, Any]:
+    """``params`` with its scaling replaced by ``scaling`` (a dict or a ScalingConfig), keeping
+    rope_theta and partial_rotary_factor: what transformers builds from a config carrying that
+    ``rope_scaling``. With per-layer parameters a flat dict scales the full-attention layers
+    (as Gemma 3's ``rope_scaling`` does); a dict by layer type scales the types it names."""
+    spec = scaling.to_dict() if isinstance(scaling, ScalingConfig) else scaling
+    if not isinstance(spec, Mapping):
+        raise TypeError(f"scaling must be a dict or a ScalingConfig, got {type(spec).__name__}")
+    if layer_type is not None:
+        by_type = any(isinstance(v, Mapping) for v in spec.values())
+        spec = spec.get(layer_type) if by_type else spec if layer_type == "full_attention" else None
+        if spec is None:
+            return dict(params)
+    kept = {k: params[k] for k in ("rope_theta", "partial_rotary_factor") if k in params}
+    return kept | dict(spec)
 
 
 def _local_global(cfg: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
@@ -154,7 +210,7 @@ def _scaling(cfg: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any
     rope_type = params["rope_type"]
     if rope_type == "default":
         return None
-    spec = {k: v for k, v in params.items() if k not in _ROPE_KEYS}
+    spec = {k: v for k, v in params.items() if k not in _ROPE_KEYS + ATTENTION_KEYS}
     max_len = cfg.get("max_position_embeddings")
     if rope_type == "dynamic":
         spec["original_max_position_embeddings"] = max_len  # transformers' dynamic reference
@@ -164,7 +220,7 @@ def _scaling(cfg: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any
         spec["original_max_position_embeddings"] = original
         if rope_type in ("yarn", "longrope") and spec.get("factor") is None and original:
             spec["factor"] = max_len / original if max_len else None
-    if spec.get("original_max_position_embeddings") is None and rope_type != "linear":
+    if spec.get("original_max_position_embeddings") is None and rope_type not in ("linear", "ntk"):
         raise ValueError(
             f"{rope_type!r} scaling needs 'original_max_position_embeddings' (or "
             "'max_position_embeddings') in the config"
@@ -184,6 +240,7 @@ def rope_from_hf(
     layout: Layout | None = None,
     kv_policy: KVPolicy = "reference",
     layer_type: str | None = None,
+    scaling: ScalingConfig | Mapping[str, Any] | None = None,
 ) -> RoPE:
     """The ``rope`` encoding of a Hugging Face model config (``config.json`` dict or object).
 
@@ -195,21 +252,28 @@ def rope_from_hf(
     ``layer_type`` picks one entry of per-layer ``rope_parameters`` (Gemma 3:
     "full_attention" or "sliding_attention"; its older ``rope_local_base_freq`` schema is read
     as transformers reads it). A multimodal config (Llama 4, Gemma 3) is read from its
-    ``text_config``.
-    Raises: ValueError for a rope type posenc lacks (e.g. mrope, proportional) or missing sizes.
+    ``text_config``. ``scaling`` replaces the config's scaling (theta and partial rotary kept):
+    the RoPE of the same model built with that ``rope_scaling`` (per-layer configs: a flat dict
+    scales "full_attention", as Gemma 3 does; ``{layer_type: dict}`` names the types); it may
+    also name posenc's static ``"ntk"``, which transformers lacks.
+    Ministral 3's ``llama_4_scaling_beta`` acts on the queries, not on the rotation:
+    ``hf_attention.attention_from_hf`` reads it, with DeepSeek's softmax ``mscale_all_dim``.
+    Raises: ValueError for a rope type posenc lacks (e.g. proportional), multi-axis M-RoPE
+    (``mrope_section``, type "mrope"), or missing sizes; TypeError for a bad ``scaling``.
     """
     cfg = _as_dict(config)
-    params = _rope_params(cfg, layer_type)
+    params = _rope_params(cfg, layer_type, scaling)
     head_dim = _head_dim(cfg)
     partial = float(params["partial_rotary_factor"])
     if cfg.get("rotary_dim") is not None:  # GPT-J / CodeGen give the rotated width itself
         partial = int(cfg["rotary_dim"]) / head_dim
         if int(head_dim * partial) < int(cfg["rotary_dim"]):  # int() of e.g. 23.999999
             partial = math.nextafter(partial, 2.0)
-    if params["rope_type"] != "default" and params["rope_type"] not in _SUPPORTED:
+    supported = _SUPPORTED | ({"ntk"} if scaling is not None else set())
+    if params["rope_type"] != "default" and params["rope_type"] not in supported:
         raise ValueError(
             f"rope_type {params['rope_type']!r} is not supported; posenc reads 'default' and "
-            f"{sorted(_SUPPORTED)}"
+            f"{sorted(supported)}"
         )
     return RoPE(
         head_dim=head_dim,
