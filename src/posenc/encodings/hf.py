@@ -211,7 +211,7 @@ def _scaling(cfg: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any
     if rope_type == "default":
         return None
     spec = {k: v for k, v in params.items() if k not in _ROPE_KEYS + ATTENTION_KEYS}
-    max_len = cfg.get("max_position_embeddings")
+    max_len = _first(cfg, "max_position_embeddings", "n_positions")  # GPT-J: n_positions
     if rope_type == "dynamic":
         spec["original_max_position_embeddings"] = max_len  # transformers' dynamic reference
     elif rope_type in ("yarn", "longrope", "llama3"):
