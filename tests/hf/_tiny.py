@@ -46,10 +46,17 @@ FAMILIES: dict[str, dict[str, Any]] = {
     "mistral": {},
     "mixtral": {"num_local_experts": 2},
     "qwen2": {},
+    "qwen2_moe": {
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 16,
+        "shared_expert_intermediate_size": 16,
+    },
     "qwen3": {},
     "qwen3_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16},
     "phi": {"partial_rotary_factor": 0.5},
     "phi3": {"original_max_position_embeddings": 32},
+    "phimoe": {"num_local_experts": 4, "num_experts_per_tok": 2},
     "gemma": {},
     "gemma2": {"sliding_window": 4},
     "gemma3_text": {
@@ -64,11 +71,18 @@ FAMILIES: dict[str, dict[str, Any]] = {
     "stablelm": {"partial_rotary_factor": 0.25},
     "cohere": {},
     "cohere2": {},
+    "olmo": {},
     "olmo2": {},
     "starcoder2": {},
     "glm": {},
     "glm4": {},
     "granite": {},
+    "helium": {},
+    "ernie4_5": {},
+    "gpt_oss": {"num_local_experts": 4, "num_experts_per_tok": 2},  # cos/sin of width P
+    "persimmon": {},
+    "smollm3": {},
+    "exaone4": {},
     "ministral3": {  # its defaults at a tiny original length
         "rope_parameters": {
             "rope_type": "yarn",

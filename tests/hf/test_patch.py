@@ -48,14 +48,19 @@ def test_unchanged_settings_keep_the_logits_and_unpatch_restores_exactly(model_t
     assert torch.equal(_logits(model, ids), before)
 
 
+KERNEL_CASES = ["llama", "gpt_neox", "cohere", "glm", "gpt_oss", "deepseek_v2", "deepseek_v3"]
+
+
 @pytest.mark.parametrize(
-    "model_type",
-    ["llama", "gpt_neox", "cohere", "glm", "deepseek_v2", "deepseek_v3", "llama4_text"],
+    ("model_type", "kernel"),
+    [(t, "cpp") for t in [*KERNEL_CASES, "llama4_text"]]
+    + [("llama", "eager"), ("cohere", "eager")],
 )
-def test_cpp_kernel_rotates_inside_the_model(
-    model_type: str, monkeypatch: pytest.MonkeyPatch
+def test_posenc_kernel_rotates_inside_the_model(
+    model_type: str, kernel: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every layout and embedding form reaches posenc's C++ kernel (and never the eager one)."""
+    """Every layout and embedding form reaches the kernel asked for, once per layer with
+    positions (Llama 4's second layer has none), and no other kernel."""
     calls = {"cpp": 0, "eager": 0}
 
     def counting(name: str, fn: Any) -> Any:
@@ -70,13 +75,24 @@ def test_cpp_kernel_rotates_inside_the_model(
     model = _tiny.model(model_type)
     ids = _tiny.tokens()
     before = _logits(model, ids)
-    patch(model, kernel="cpp")
+    patch(model, kernel=kernel)  # type: ignore[arg-type]
     calls.update(cpp=0, eager=0)  # patch checked its rotation once
     torch.testing.assert_close(_logits(model, ids), before, atol=ATOL, rtol=0)
-    layers = model.config.num_hidden_layers
-    if model_type == "llama4_text":
-        layers -= 1  # one no-position layer
-    assert calls == {"cpp": layers, "eager": 0}
+    layers = model.config.num_hidden_layers - (model_type == "llama4_text")
+    assert calls == {"cpp": 0, "eager": 0} | {kernel: layers}
+
+
+def test_bfloat16_model() -> None:
+    """A model cast to bfloat16 (transformers' frequencies rounded to 8 bits with it; posenc
+    keeps float64 ones): patched, its logits stay as close to the float32 model's."""
+    model = _tiny.model("llama")
+    ids = _tiny.tokens()
+    exact = _logits(model, ids)
+    model.to(torch.bfloat16)
+    theirs = (_logits(model, ids).float() - exact).abs().max()
+    patch(model)
+    ours = (_logits(model, ids).float() - exact).abs().max()
+    assert ours <= 1.5 * theirs
 
 
 _LONGROPE = {

@@ -58,11 +58,14 @@ def takes_layer_type(module: nn.Module) -> bool:
 
 def detect_form(original: nn.Module, ropes: dict[str | None, RoPE]) -> Form:
     """The form of ``original``'s output, by comparing it at positions 0..7 with each form of
-    posenc's (unscaled) cos and sin of the same config.
+    posenc's (unscaled) cos and sin of the same config, within the rounding of its frequency
+    buffer (a model cast to bfloat16 rounds transformers' ``inv_freq`` to 8 bits).
 
     Raises: ValueError when none matches (an architecture whose embeddings posenc cannot make).
     """
-    device = next((b.device for b in original.buffers()), torch.device("cpu"))
+    floating = [b for b in original.buffers() if b.is_floating_point()]
+    device = floating[0].device if floating else torch.device("cpu")
+    atol = 1e-5 + 8 * torch.finfo(floating[0].dtype if floating else torch.float32).eps
     pos = torch.arange(8, device=device)[None]  # (1, T)
     x = torch.zeros(1, 8, 1, device=device)
     layer_type = next(iter(ropes))
@@ -70,7 +73,7 @@ def detect_form(original: nn.Module, ropes: dict[str | None, RoPE]) -> Form:
     rope = ropes[layer_type]
     for form in FORMS:
         ours = expand(*rope.cos_sin(pos), form)
-        if _close(ours, theirs):
+        if _close(ours, theirs, atol):
             return form
     raise ValueError(
         f"{type(original).__name__} returns position embeddings in a form posenc does not make "
@@ -79,7 +82,7 @@ def detect_form(original: nn.Module, ropes: dict[str | None, RoPE]) -> Form:
     )
 
 
-def _close(ours: Any, theirs: Any) -> bool:
+def _close(ours: Any, theirs: Any, atol: float) -> bool:
     """Whether two outputs (a tensor or a pair) agree in structure, shape, dtype and values."""
     a = (ours,) if isinstance(ours, Tensor) else tuple(ours)
     b = (theirs,) if isinstance(theirs, Tensor) else theirs
@@ -89,7 +92,7 @@ def _close(ours: Any, theirs: Any) -> bool:
         isinstance(y, Tensor)
         and x.shape == y.shape
         and x.dtype == y.dtype
-        and torch.allclose(x.to(y.device), y, atol=1e-5, rtol=1e-5)
+        and torch.allclose(x.to(y.device), y, atol=atol, rtol=0)
         for x, y in zip(a, b, strict=True)
     )
 
