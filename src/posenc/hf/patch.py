@@ -72,8 +72,10 @@ def patch(
     (Llama 4, Ministral 3) stay its own.
     ``kernel``: the posenc RoPE kernel that rotates q and k ("auto", "eager", "cpp",
     "inductor", "triton"; see ``posenc.kernels.rope``), or None to keep the model's own rotation
-    function and replace only the angles. GPT-J and CodeGen rotate q and k in separate calls and
-    use posenc's eager kernel.
+    function and replace only the angles. GPT-J and CodeGen keep their angles in a fixed table
+    (rebuilt at the model's length times the scaling's factor: static methods only) and rotate
+    q and k in separate calls, by posenc's eager kernel. Before using them, patch compares its
+    embeddings and its rotation with the model's own, and refuses what it cannot reproduce.
 
     Raises: ValueError for a model already patched, one without a rotary embedding posenc can
     replace, or a config ``rope_from_hf`` refuses (each error names why); TypeError for a bad
@@ -170,29 +172,36 @@ def _patch_rotary(
     replacement = RotaryEmbedding(ropes, form).to(_device(original))
     setattr(owner, name, replacement)
     record.modules.append((owner, name, original))
-    config = original.config
-    factor = _logit_factor(config, scaling)
-    rotations: dict[tuple[type, str], rotate.Rotation] = {}
-    layout = next(iter(ropes.values())).layout
-    device = _device(replacement)
-    pos = torch.arange(5, device=device)[None]  # (1, T)
-    sample = replacement(torch.zeros(1, 5, 1, device=device), pos, next(iter(ropes)))
-    for module in owner.modules():
-        names = rotate.rotations_in(module)
-        if not names:
-            continue
-        if factor != 1.0:
+    factor = _logit_factor(original.config, scaling)
+    attentions = [m for m in owner.modules() if rotate.rotations_in(m)]
+    for module in attentions:
+        if factor != 1.0 and all(m is not module for m, _ in record.scalings):
             _rescale(record, module, factor)
-        if kernel is None:
-            continue
+    if kernel is not None:
+        _install_rotations(record, attentions, replacement, kernel)
+
+
+def _install_rotations(
+    record: _Patch, attentions: list[nn.Module], rotary: RotaryEmbedding, kernel: Kernel
+) -> None:
+    """Give each attention module posenc's rotation in place of each rotation function its
+    forward calls, checked once per (class, function) against the original."""
+    device = _device(rotary)
+    pos = torch.arange(5, device=device)[None]  # (1, T)
+    sample = rotary(torch.zeros(1, 5, 1, device=device), pos, rotary.layer_types[0])
+    layout = next(iter(rotary.ropes.values())).layout
+    checked: dict[tuple[type, str], rotate.Rotation] = {}
+    for module in attentions:
+        names = rotate.rotations_in(module)
         for fn in names:
-            if (type(module), fn) not in rotations:
-                original_fn = type(module).forward.__globals__[fn]
-                rotations[type(module), fn] = rotate.verified(
-                    fn, original_fn, sample, form, layout, kernel
+            if (type(module), fn) not in checked:
+                original = type(module).forward.__globals__[fn]
+                checked[type(module), fn] = rotate.verified(
+                    fn, original, sample, rotary.form, str(layout), kernel
                 )
-        rotate.install(module, {fn: rotations[type(module), fn] for fn in names})
-        record.forwards.append(module)
+        rotate.install(module, {fn: checked[type(module), fn] for fn in names})
+        if all(m is not module for m in record.forwards):
+            record.forwards.append(module)
 
 
 def _logit_factor(config: Any, scaling: Any) -> float:
