@@ -186,3 +186,22 @@ def test_scaling_override_equals_the_config_built_with_it() -> None:
         posenc.rope_from_hf(_tiny.config("llama", rope_scaling={"rope_type": "ntk", "factor": 2}))
     with pytest.raises(TypeError, match="scaling must be a dict or a ScalingConfig"):
         posenc.rope_from_hf(_tiny.config("llama"), scaling=[("rope_type", "linear")])
+
+
+def test_scaling_override_values_the_config_overrides_are_refused() -> None:
+    """transformers' dynamic NTK measures from max_position_embeddings and Phi-3's top-level
+    original_max_position_embeddings wins: a scaling asking for another value is an error,
+    not silently replaced."""
+    dynamic = posenc.extension.DynamicNTKScaling(factor=2.0, original_max_position_embeddings=16)
+    with pytest.raises(ValueError, match="'original_max_position_embeddings' = 16 .* sets 64"):
+        posenc.rope_from_hf(_tiny.config("llama"), scaling=dynamic)
+    same = dynamic.to_dict() | {"original_max_position_embeddings": 64}
+    assert posenc.rope_from_hf(_tiny.config("llama"), scaling=same).scaling.factor == 2.0
+    longrope = {
+        "rope_type": "longrope",
+        "short_factor": [1.0] * 8,
+        "long_factor": [2.0] * 8,
+        "original_max_position_embeddings": 16,
+    }
+    with pytest.raises(ValueError, match="a top-level original_max_position_embeddings wins"):
+        posenc.rope_from_hf(_tiny.config("phi3"), scaling=longrope)

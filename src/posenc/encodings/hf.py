@@ -159,21 +159,45 @@ def _refuse_multi_axis(params: Mapping[str, Any], model_type: str | None) -> Non
     )
 
 
-def _override(params: Mapping[str, Any], scaling: Any, layer_type: str | None) -> dict[str, Any]:
-    """``params`` with its scaling replaced by ``scaling`` (a dict or a ScalingConfig), keeping
-    rope_theta and partial_rotary_factor: what transformers builds from a config carrying that
-    ``rope_scaling``. With per-layer parameters a flat dict scales the full-attention layers
-    (as Gemma 3's ``rope_scaling`` does); a dict by layer type scales the types it names."""
+def _selected(scaling: Any, layer_type: str | None) -> dict[str, Any] | None:
+    """The override for one layer type: ``scaling`` (a dict or a ScalingConfig) as a dict; with
+    per-layer parameters a flat dict applies to "full_attention" (as Gemma 3's ``rope_scaling``
+    does) and a dict by layer type to the types it names; None where it does not apply."""
     spec = scaling.to_dict() if isinstance(scaling, ScalingConfig) else scaling
     if not isinstance(spec, Mapping):
         raise TypeError(f"scaling must be a dict or a ScalingConfig, got {type(spec).__name__}")
-    if layer_type is not None:
-        by_type = any(isinstance(v, Mapping) for v in spec.values())
-        spec = spec.get(layer_type) if by_type else spec if layer_type == "full_attention" else None
-        if spec is None:
-            return dict(params)
+    if layer_type is None:
+        return dict(spec)
+    if any(isinstance(v, Mapping) for v in spec.values()):
+        chosen = spec.get(layer_type)
+        return None if chosen is None else dict(chosen)
+    return dict(spec) if layer_type == "full_attention" else None
+
+
+def _override(params: Mapping[str, Any], scaling: Any, layer_type: str | None) -> dict[str, Any]:
+    """``params`` with its scaling replaced by the override (``_selected``), keeping rope_theta
+    and partial_rotary_factor: what transformers builds from a config carrying that
+    ``rope_scaling``."""
+    spec = _selected(scaling, layer_type)
+    if spec is None:
+        return dict(params)
     kept = {k: params[k] for k in ("rope_theta", "partial_rotary_factor") if k in params}
-    return kept | dict(spec)
+    return kept | spec
+
+
+def _check_honoured(asked: Mapping[str, Any], spec: Mapping[str, Any] | None) -> None:
+    """Raise when the config overrides a value the caller's scaling gives (transformers' dynamic
+    NTK measures from ``max_position_embeddings``; Phi-3's top-level
+    ``original_max_position_embeddings`` wins), rather than use another silently."""
+    for key, value in asked.items():
+        if key in _ROPE_KEYS or spec is None or key not in spec or spec[key] == value:
+            continue
+        raise ValueError(
+            f"scaling key {key!r} = {value!r} is not what a transformers model with this config "
+            f"uses: its config sets {spec[key]!r} (dynamic NTK measures from "
+            "max_position_embeddings; a top-level original_max_position_embeddings wins); "
+            "leave the key out or change the config"
+        )
 
 
 def _local_global(cfg: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
@@ -210,7 +234,9 @@ def _scaling(cfg: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any
     rope_type = params["rope_type"]
     if rope_type == "default":
         return None
-    spec = {k: v for k, v in params.items() if k not in _ROPE_KEYS + ATTENTION_KEYS}
+    # Ministral 3's temperature keys (with its copy of the model length) are attention_from_hf's
+    attention = ATTENTION_KEYS if "llama_4_scaling_beta" in params else ()
+    spec = {k: v for k, v in params.items() if k not in _ROPE_KEYS + attention}
     max_len = _first(cfg, "max_position_embeddings", "n_positions")  # GPT-J: n_positions
     if rope_type == "dynamic":
         spec["original_max_position_embeddings"] = max_len  # transformers' dynamic reference
@@ -275,12 +301,16 @@ def rope_from_hf(
             f"rope_type {params['rope_type']!r} is not supported; posenc reads 'default' and "
             f"{sorted(supported)}"
         )
+    spec = _scaling(cfg, params)
+    asked = None if scaling is None else _selected(scaling, layer_type)
+    if asked is not None:
+        _check_honoured(asked, spec)
     return RoPE(
         head_dim=head_dim,
         base=float(params["rope_theta"]),
         layout=_layout(cfg) if layout is None else layout,
         partial=partial,
-        scaling=_scaling(cfg, params),
+        scaling=spec,
         kv_policy=kv_policy,
     )
 
