@@ -193,7 +193,7 @@ def test_scaling_override_values_the_config_overrides_are_refused() -> None:
     original_max_position_embeddings wins: a scaling asking for another value is an error,
     not silently replaced."""
     dynamic = posenc.extension.DynamicNTKScaling(factor=2.0, original_max_position_embeddings=16)
-    with pytest.raises(ValueError, match="'original_max_position_embeddings' = 16 .* sets 64"):
+    with pytest.raises(ValueError, match=r"'original_max_position_embeddings' = 16 .* sets 64"):
         posenc.rope_from_hf(_tiny.config("llama"), scaling=dynamic)
     same = dynamic.to_dict() | {"original_max_position_embeddings": 64}
     assert posenc.rope_from_hf(_tiny.config("llama"), scaling=same).scaling.factor == 2.0
