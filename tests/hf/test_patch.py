@@ -257,3 +257,20 @@ def test_errors_name_the_problem() -> None:
     gpt2 = GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=50))
     with pytest.raises(ValueError, match="no rotary embedding posenc can replace"):
         patch(gpt2)
+
+
+@pytest.mark.parametrize("kernel", ["eager", "cpp"])
+def test_gradients_through_the_patched_model(kernel: str) -> None:
+    """Fine-tuning a patched model (e.g. at an extended length): posenc's kernels give the
+    weights the gradients transformers' rotation gives."""
+    model = _tiny.model("qwen3")
+    ids = _tiny.tokens()
+
+    def grads() -> torch.Tensor:
+        model.zero_grad()
+        model(ids, labels=ids).loss.backward()
+        return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+    theirs = grads()
+    patch(model, kernel=kernel)  # type: ignore[arg-type]
+    torch.testing.assert_close(grads(), theirs, atol=ATOL, rtol=1e-4)

@@ -19,7 +19,15 @@ from torch import Tensor, nn
 
 from ..encodings.rotary import RoPE
 
-__all__ = ["FORMS", "Form", "RotaryEmbedding", "compact", "detect_form", "expand"]
+__all__ = [
+    "FORMS",
+    "Form",
+    "RotaryEmbedding",
+    "compact",
+    "detect_form",
+    "expand",
+    "takes_layer_type",
+]
 
 Form = Literal["cat", "repeat", "compact", "complex"]
 _NO_TYPE = "rope"  # the ModuleDict key of a model without layer types

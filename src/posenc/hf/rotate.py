@@ -24,7 +24,7 @@ from ..kernels.rope import rotate_pair
 from ..kernels.rope_eager import apply_rope
 from .rotary import Form, compact
 
-__all__ = ["ROTATIONS", "install", "rotations_in", "uninstall", "verified"]
+__all__ = ["ROTATIONS", "install", "rotations_in", "single", "uninstall", "verified"]
 
 #: Names of the functions transformers' attention layers rotate q and k with.
 ROTATIONS = ("apply_rotary_pos_emb", "apply_rotary_pos_emb_interleave", "apply_rotary_emb")
