@@ -15,7 +15,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from posenc.attention.hf_sink_cache import SinkCache  # noqa: E402
+from posenc.hf import SinkCache  # noqa: E402
 
 W, S, PROMPT = 5, 2, 3
 NEW = 4 * W  # generate 4x the window
