@@ -81,8 +81,8 @@ def perplexity(
     starts (default: the length, disjoint windows); the same for every length.
     ``buckets``: a count of equal-width position buckets over 0..L-1, or bucket edges
     (increasing, starting at 0; the last bucket ends at L - 1). ``max_windows``: at most this
-    many windows per length (the first ones). ``progress``: a bar on stderr (default: when
-    stderr is a terminal).
+    many windows per length (the first ones). ``progress``: on stderr, a bar on a terminal and
+    a line per window elsewhere (default), or nothing (False).
     Raises: ValueError for a length < 2 or longer than the text, a stride not in 1..L, bad
     buckets; TypeError for float tokens.
     """
