@@ -36,6 +36,8 @@ class Run:
     config: Mapping[str, Any]
     passed_gate: bool | None = None
     checkpoint: str | None = None
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
 
 def primary_metric(task: str) -> str:
@@ -93,6 +95,8 @@ def collect_runs(run_rows: list[dict[str, Any]], rows: list[dict[str, Any]]) -> 
             config=r["config"],
             passed_gate=None if r.get("passed_gate") is None else bool(r["passed_gate"]),
             checkpoint=r.get("checkpoint"),
+            seconds=r.get("seconds", 0.0),
+            cpu_seconds=r.get("cpu_seconds", 0.0),
         )
         for r in run_rows
     ]
@@ -174,11 +178,11 @@ def beyond_score(run: Run, metric: str) -> float | None:
 
 def panels(runs: list[Run], order: list[str] | None = None) -> list[Panel]:
     """A panel per task and resolved settings (equal settings spelled differently share one),
-    encodings in ``order`` (default: as stored), tasks in order of first appearance."""
+    in order of first appearance in ``runs``; encodings in ``order`` (default: as in ``runs``)."""
     from .config import TaskConfig
 
     rank_of = {e: i for i, e in enumerate(order or [])}
-    runs = sorted(runs, key=lambda r: (rank_of.get(r.encoding, len(rank_of)), r.seed))
+    runs = sorted(runs, key=lambda r: rank_of.get(r.encoding, len(rank_of)))  # stable
     groups: dict[tuple[Any, ...], list[Run]] = {}
     built: dict[tuple[Any, ...], Any] = {}
     for r in runs:
