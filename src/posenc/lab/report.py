@@ -82,7 +82,7 @@ def answer_section(groups: list[Panel]) -> Section:
             winners = ", ".join(by_rank.get(1, [])) or "none (too few learned seeds)"
             out = _left_out(p, n, ranks)
             rows.append([p.label, f"{n} ({n / p.train_max:g}x)", winners, ranking, out])
-            classes.append(["", "num", "win", "", "dnl" if out else ""])
+            classes.append(["", "num", "win" if 1 in by_rank else "dnl", "", "dnl" if out else ""])
     note = (
         "Higher is better (loss: lower). Rank = 1 + the number of encodings whose 95% interval "
         "lies entirely on the better side; overlapping intervals tie, so several can share "
