@@ -16,8 +16,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..report.html import (
     FigureBlock,
     Section,
@@ -26,9 +24,10 @@ from ..report.html import (
     inline_code,
     render_page,
 )
+from .attention_maps import attention_sections
 from .config import RunConfig
 from .environment import environment, stored_environments
-from .figures import METRIC_NAMES, attention_figure, curve_figure
+from .figures import METRIC_NAMES, curve_figure
 from .findings import check_findings
 from .results import GATE, Panel, Run, learned, load_runs, panels
 from .stats import MIN_SEEDS
@@ -54,7 +53,7 @@ def write_report(runs: list[RunConfig], out_dir: str | Path, *, title: str = "po
     groups = panels(stored, order)
     sections = [answer_section(groups), findings_section(groups)]
     sections += [_panel_section(p) for p in groups]
-    sections += _attention_sections(runs, stored, order)
+    sections += attention_sections(runs, stored, order)
     sections += [config_section(groups, runs, stored, envs), method_section()]
     failed = sum(not learned(r) for r in stored)
     now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -217,57 +216,6 @@ def _kind(task: str) -> str:
     from .tasks import TASKS
 
     return TASKS[task].kind if task in TASKS else ""
-
-
-def _attention_sections(
-    runs: list[RunConfig], stored: list[Run], order: list[str]
-) -> list[Section]:
-    """Per encoding, the maps of its first run that passed the gate (first task, lowest seed);
-    encodings without one are listed instead."""
-    configs = {r.key(): r for r in runs}
-    sections, without = [], []
-    for enc in order:
-        gated = [
-            r
-            for r in stored
-            if r.encoding == enc and learned(r) and r.checkpoint and Path(r.checkpoint).is_file()
-        ]
-        if gated:
-            first = min(gated, key=lambda r: (order.index(r.encoding), r.seed))
-            sections.append(_attention_section(configs[first.key], first.checkpoint or ""))
-        else:
-            without.append(enc)
-    if without:
-        text = f"No run of {', '.join(without)} passed the gate with a checkpoint: no maps."
-        sections.append(Section("Attention maps not drawn", paragraphs=[text]))
-    return sections
-
-
-def _attention_section(cfg: RunConfig, checkpoint: str) -> Section:
-    import torch
-
-    from .attention_maps import attention_maps, mean_distance
-    from .train import load_model
-
-    model, task = load_model(cfg, checkpoint), cfg.task.build()
-    hi = task.train_len[1]
-    lengths = sorted({hi, min(2 * hi, max(task.eval_lens))})  # the model was built up to these
-    maps, dist = [], []
-    for n in lengths:
-        batch = task.sample(np.random.default_rng([7, n]), 16, n, split="eval")
-        tokens = batch.tokens if task.kind == "classify" else batch.tokens[:, :-1]  # model input
-        probs = attention_maps(model.net, torch.from_numpy(tokens))
-        maps.append([p[0].mean(0).numpy() for p in probs])  # first sample, mean over heads
-        dist.append([mean_distance(p) for p in probs])
-    title = f"{cfg.encoding} on {cfg.task.name} (seed {cfg.seed}, passed the gate)"
-    figure = FigureBlock(
-        figure_to_data_uri(attention_figure(maps, lengths, title)), title, wide=True
-    )
-    table = Table(
-        ["layer", *(f"mean distance at length {n}" for n in lengths)],
-        [[str(i), *(f"{d[i]:.2f}" for d in dist)] for i in range(len(maps[0]))],
-    )
-    return Section(f"Attention: {cfg.encoding}", tables=[table], figures=[figure])
 
 
 def config_section(
