@@ -128,6 +128,7 @@ def test_configuration_table_names_what_ran_and_where(tmp_path: Path) -> None:
     assert settings["task copy (train 1-8)"].startswith(
         "decoder; train lengths 1-8; evaluated at 8, 16, 32"
     )
+    assert settings["task copy (train 1-8): what it is"].startswith("Copy n random symbols")
     assert "d_model=64" in settings["model"] and "steps=600" in settings["training"]
     assert settings["pe_config overrides"] == "none"
     assert settings["run time"] == "6 runs: 9 CPU-seconds, 12 s summed over runs"

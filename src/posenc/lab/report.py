@@ -212,6 +212,14 @@ def _at_train(p: Panel, run: Run) -> str:
     return "–" if value is None else f"{value:.2f} at {p.train_max}"
 
 
+def _task_doc(task: str) -> str:
+    """The first paragraph of the task's docstring (what it asks, the paper and split)."""
+    from .tasks import TASKS
+
+    doc = (TASKS[task].__doc__ or "") if task in TASKS else ""
+    return " ".join(doc.split("\n\n")[0].split()) or "–"
+
+
 def _kind(task: str) -> str:
     from .tasks import TASKS
 
@@ -229,6 +237,7 @@ def config_section(
         chance = "" if p.chance is None else f"; chance {p.chance:.2f}"
         what = f"{_kind(p.task)}; train lengths {p.train_min}-{p.train_max}; evaluated at {lens}"
         rows.append([f"task {p.label}", f"{what}; {p.n_symbols} symbols{chance}"])
+        rows.append([f"task {p.label}: what it is", _task_doc(p.task)])
     rows += [["model", _distinct(runs, lambda r: _kv(asdict(r.model)))]]
     rows += [["training", _distinct(runs, lambda r: _kv(asdict(r.train)))]]
     overrides = {r.encoding: r.pe_config for r in runs if r.pe_config}
