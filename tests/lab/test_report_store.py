@@ -107,7 +107,7 @@ def test_runs_that_did_not_learn_are_greyed_counted_and_never_ranked(tmp_path: P
     assert answer["task"] == ["copy (4 symbols)", "copy (16 symbols)"]
     assert answer["winners"] == ["nope", "none (too few learned seeds)"]
     assert answer["ranking (ties share a rank)"] == ["1. nope · 2. alibi", ""]
-    assert answer["left out"][1] == "nope: did not learn (3 of 3); alibi: did not learn (3 of 3)"
+    assert answer["left out"][1] == "did not learn: nope (0 of 3), alibi (0 of 3)"
     assert answer_classes["left out"] == ["", "dnl"]
     assert "7 did not learn their task" in html  # 6 on 16 symbols, 1 on 4
 

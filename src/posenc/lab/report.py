@@ -97,15 +97,18 @@ def answer_section(groups: list[Panel]) -> Section:
 
 
 def _left_out(panel: Panel, length: int, ranks: dict[str, int]) -> str:
-    parts = []
+    """The encodings not ranked at ``length``: no run learned, or too few seeds did."""
+    none, few = [], []
     for enc in panel.encodings:
         cell = panel.cell(enc, length)
         if enc in ranks or cell.n_total == 0:
             continue
         if cell.n_learned == 0:
-            parts.append(f"{enc}: did not learn ({cell.n_total} of {cell.n_total})")
+            none.append(f"{enc} (0 of {cell.n_total})")
         else:
-            parts.append(f"{enc}: {cell.n_learned} learned seed, {MIN_SEEDS} needed")
+            few.append(f"{enc} ({cell.n_learned} of {cell.n_total})")
+    parts = [f"did not learn: {', '.join(none)}"] if none else []
+    parts += [f"fewer than {MIN_SEEDS} learned seeds: {', '.join(few)}"] if few else []
     return "; ".join(parts)
 
 

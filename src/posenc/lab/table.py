@@ -1,9 +1,10 @@
 """README's lab results as Markdown, generated from a result store (``posenc lab table``).
 
-The same statistics as the lab report (``report.results_table`` and ``findings``), nothing
-from this machine: what ran, where (the environment the sweep recorded in the store), a table
-per task config and the findings' verdicts. ``into`` replaces the block between ``BEGIN`` and
-``END`` in a file, so README's table is never edited by hand.
+The same statistics as the lab report (its answer table, ``report.results_table`` and
+``findings``), nothing from this machine: what ran, where (the environment the sweep recorded
+in the store), the ranking beyond training, a table per task config and the findings'
+verdicts. ``into`` replaces the block between ``BEGIN`` and ``END`` in a file, so README's
+table is never edited by hand.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 from ..report.html import Table
 from .environment import stored_environments
 from .findings import check_findings
-from .report import results_table
+from .report import answer_section, results_table
 from .results import learned, load_runs, panels
 from .store import ResultStore
 
@@ -41,13 +42,16 @@ def results_markdown(store_path: str | Path, *, command: str) -> str:
         "Mean [95% percentile-bootstrap interval] over the seeds that learned; ★ **bold**: the "
         "winners at that length (overlapping intervals tie); *did not learn*: no seed passed.",
     ]
+    lines += ["", *markdown_table(answer_section(groups).tables[0])]
     for p in groups:
         chance = "" if p.chance is None else f", chance {p.chance:.2f}"
         lines += ["", f"**{p.label}** (trained on lengths {p.train_min}-{p.train_max}{chance})"]
         lines += ["", *markdown_table(results_table(p))]
     lines += ["", "Published findings (rules: `posenc.lab.findings`):", ""]
     for f in check_findings(groups):
-        verdicts = "; ".join(f"{v.task}: **{v.verdict}** ({v.numbers})" for v in f.verdicts)
+        verdicts = "; ".join(
+            f"{v.task}: **{v.verdict}**, {v.reason} ({v.numbers})" for v in f.verdicts
+        )
         lines.append(f"- {f.claim} ({f.source}): {verdicts or 'not measured, ' + f.missing}")
     return "\n".join([*lines, END]) + "\n"
 
