@@ -61,3 +61,10 @@ def test_attention_figure_has_integer_ticks_real_lengths_and_a_colour_bar() -> N
     for ax in panels_:
         ticks = ax.get_xticks()
         assert np.allclose(ticks, np.round(ticks)) and ax.get_xlabel() == "key position"
+
+
+def test_a_task_no_run_learned_says_so() -> None:
+    (panel,) = panels(_runs("offset", "nope", [0.1] * 3, 0.2))
+    fig = curve_figure(panel, panel.encodings)
+    assert [t.get_text() for t in fig.axes[0].texts] == ["no run passed the gate"]
+    assert not fig.axes[0].collections  # no band, no curve

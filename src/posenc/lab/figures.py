@@ -54,6 +54,10 @@ def curve_figure(panel: Panel, encodings: Sequence[str]) -> Figure:
         )
         handles.append(line)
         labels.append(enc if learned == total else f"{enc} ({learned} of {total} learned)")
+    if not ax.lines:  # every encoding failed the gate
+        ax.text(
+            0.5, 0.5, "no run passed the gate", transform=ax.transAxes, ha="center", color="0.4"
+        )
     handles.append(ax.axvline(panel.train_max, color="0.35", linestyle="--", linewidth=1))
     labels.append(f"longest training length ({panel.train_max})")
     if panel.chance is not None:
