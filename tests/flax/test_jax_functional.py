@@ -68,8 +68,8 @@ CASES: dict[str, Callable[[Callable[[Any], Any], Any], Any]] = {
     "relative_offsets": lambda a, xp: PF.relative_offsets(a(BQ_POS), a(K_POS)),
     "alibi_slopes": lambda a, xp: PF.alibi_slopes(6, xp=xp),
     "alibi_bias": lambda a, xp: PF.alibi_bias(a(BQ_POS), a(K_POS), a(SLOPES)),
-    "alibi_bias_symmetric": lambda a, xp: PF.alibi_bias(
-        a(Q_POS), a(K_POS), a(SLOPES), symmetric=True
+    "alibi_bias_bidirectional": lambda a, xp: PF.alibi_bias(
+        a(Q_POS), a(K_POS), a(SLOPES), bidirectional=True
     ),
     "t5_bucket_causal": lambda a, xp: PF.t5_relative_bucket(
         a(np.arange(-300, 300)), bidirectional=False, num_buckets=32, max_distance=128

@@ -133,7 +133,7 @@ def test_encoders_get_the_encoder_form_unless_configured() -> None:
     assert enc.net.pe.bidirectional and not dec.net.pe.bidirectional
     t5, _ = build_model(_cfg("t5", "offset", pe_config={"bidirectional": False}))
     assert not t5.net.pe.bidirectional
-    assert not build_model(_cfg("alibi", "offset"))[0].net.pe.symmetric
+    assert build_model(_cfg("alibi", "offset"))[0].net.pe.bidirectional
 
 
 @pytest.mark.parametrize("task", ["copy", "offset", "lm"])

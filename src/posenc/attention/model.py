@@ -42,8 +42,9 @@ class TinyTransformer(nn.Module):
     ``pe`` is a built encoding, or a registered name built for this model's size with
     ``pe_config`` extra keys. The one encoding instance is shared by every layer (its cos/sin
     are computed once per forward). ``causal=True`` is a decoder, ``False`` an encoder, whose
-    encoding by name takes its encoder form unless ``pe_config`` sets it (T5: bidirectional
-    buckets; ``posenc._forms.ENCODER_FORM``).
+    encoding by name takes its encoder form unless ``pe_config`` sets it (``bidirectional``:
+    ALiBi's -m|i - j|, T5's bidirectional buckets, FIRE's ψ(max(L, i, j)) normaliser;
+    ``posenc._forms.ENCODER_FORM``).
     Raises: TypeError/ValueError naming the argument for a size that is not a positive int
     (``d_ff`` None means 4·d_model) or a d_model not divisible by n_heads.
     """

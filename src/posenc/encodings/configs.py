@@ -167,12 +167,12 @@ class ALiBiConfig(EncodingConfig):
 
     name, family = "alibi", "bias"
     n_heads: int
-    symmetric: bool = False
+    bidirectional: bool = False
     slopes: Sequence[float] | None = None
 
     def check(self) -> None:
         check_positive_int(self.n_heads, "n_heads")
-        check_bool(self.symmetric, "symmetric")
+        check_bool(self.bidirectional, "bidirectional")
         if self.slopes is not None:
             if len(self.slopes) != self.n_heads:
                 raise ValueError(
@@ -239,10 +239,12 @@ class FIREConfig(EncodingConfig):
     init_c: float = 0.1
     init_threshold: float = 512.0
     eps: float = 1e-6
+    bidirectional: bool = False
 
     def check(self) -> None:
         check_positive_int(self.n_heads, "n_heads")
         check_positive_int(self.hidden, "hidden")
+        check_bool(self.bidirectional, "bidirectional")
         for what in ("init_c", "init_threshold", "eps"):
             check_positive_float(getattr(self, what), what)
 

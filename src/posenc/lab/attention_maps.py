@@ -87,7 +87,7 @@ def attention_section(cfg: RunConfig, checkpoint: str) -> Section:
         probs = attention_maps(model.net, torch.from_numpy(tokens))
         maps.append([p[0].mean(0).numpy() for p in probs])  # first sample, mean over heads
         dist.append([mean_distance(p) for p in probs])
-    title = f"{cfg.encoding} on {cfg.task.name} (seed {cfg.seed}, passed the gate)"
+    title = f"{cfg.label} on {cfg.task.name} (seed {cfg.seed}, passed the gate)"
     figure = FigureBlock(
         figure_to_data_uri(attention_figure(maps, lengths, title)), title, wide=True
     )
@@ -95,4 +95,4 @@ def attention_section(cfg: RunConfig, checkpoint: str) -> Section:
         ["layer", *(f"mean distance at length {n}" for n in lengths)],
         [[str(i), *(f"{d[i]:.2f}" for d in dist)] for i in range(len(maps[0]))],
     )
-    return Section(f"Attention: {cfg.encoding}", tables=[table], figures=[figure])
+    return Section(f"Attention: {cfg.label}", tables=[table], figures=[figure])

@@ -49,7 +49,7 @@ def write_report(runs: list[RunConfig], out_dir: str | Path, *, title: str = "po
         stored, envs = load_runs(store, keys), stored_environments(store)
     position = {r.key(): i for i, r in enumerate(runs)}
     stored.sort(key=lambda r: position[r.key])  # the sweep's order: tasks, then encodings
-    order = list(dict.fromkeys(r.encoding for r in runs))
+    order = list(dict.fromkeys(r.label for r in runs))  # as the store names them
     groups = panels(stored, order)
     sections = [answer_section(groups), findings_section(groups)]
     sections += [_panel_section(p) for p in groups]
@@ -233,7 +233,7 @@ def config_section(
     groups: list[Panel], runs: list[RunConfig], stored: list[Run], envs: list[dict[str, str]]
 ) -> Section:
     """What was trained and where, as a table."""
-    rows = [["encodings", ", ".join(dict.fromkeys(r.encoding for r in runs))]]
+    rows = [["encodings", ", ".join(dict.fromkeys(r.label for r in runs))]]
     rows.append(["seeds", ", ".join(map(str, sorted({r.seed for r in runs})))])
     for p in groups:
         lens = ", ".join(map(str, p.eval_lens))
@@ -243,7 +243,7 @@ def config_section(
         rows.append([f"task {p.label}: what it is", _task_doc(p.task)])
     rows += [["model", _distinct(runs, lambda r: _kv(asdict(r.model)))]]
     rows += [["training", _distinct(runs, lambda r: _kv(asdict(r.train)))]]
-    overrides = {r.encoding: r.pe_config for r in runs if r.pe_config}
+    overrides = {r.label: r.pe_config for r in runs if r.pe_config}
     rows.append(
         ["pe_config overrides", "; ".join(f"{e}: {_kv(c)}" for e, c in overrides.items()) or "none"]
     )
