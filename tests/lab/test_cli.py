@@ -127,7 +127,7 @@ def test_jax_backend_trains_decoder_tasks_and_refuses_classification(tmp_path: P
     torch_run = runner.invoke(app, base)  # same grid on torch: stored under another key
     assert "(1 run, 0 reused)" in torch_run.output, torch_run.output
 
-    (tmp_path / "cls.toml").write_text(decoder_only.replace('"copy_rep"', '"ascending"'))
+    (tmp_path / "cls.toml").write_text(decoder_only.replace('"copy_rep"', '"ascending_encoder"'))
     cls = runner.invoke(
         app,
         [

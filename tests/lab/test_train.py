@@ -36,8 +36,8 @@ def test_thirty_steps_lower_the_loss(encoding: str) -> None:
     assert last < first - 0.1, f"{encoding}: loss {first:.3f} -> {last:.3f}"
 
 
-@pytest.mark.parametrize("task", ["ascending", "offset", "lm"])
-def test_encoder_classification_and_lm_learn(task: str) -> None:
+@pytest.mark.parametrize("task", ["ascending", "ascending_encoder", "offset", "lm"])
+def test_one_answer_classification_and_lm_learn(task: str) -> None:
     """Held-out loss at the training length drops in 30 steps (batch 32)."""
     cfg = replace(_cfg("rope", task), train=replace(FAST, batch_size=32, eval_samples=64))
     model, t = build_model(cfg)
@@ -128,7 +128,7 @@ def test_cuda_without_a_gpu_is_refused() -> None:
 
 
 def test_encoders_get_the_encoder_form_unless_configured() -> None:
-    enc, _ = build_model(_cfg("t5", "ascending"))
+    enc, _ = build_model(_cfg("t5", "ascending_encoder"))
     dec, _ = build_model(_cfg("t5", "copy"))
     assert enc.net.pe.bidirectional and not dec.net.pe.bidirectional
     t5, _ = build_model(_cfg("t5", "offset", pe_config={"bidirectional": False}))

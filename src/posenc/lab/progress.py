@@ -89,7 +89,7 @@ class SweepProgress:
         eta = (time.perf_counter() - self.start) / done * (self.total - done)
         self._run_ended(
             result.key,
-            f"{run_label(cfg['encoding'], cfg['task']['name'], cfg['pe_config']):<12} "
+            f"{run_label(cfg['encoding'], cfg['task']['name'], cfg.get('pe_config', {})):<12} "
             f"{cfg['task']['name']:<10} seed {cfg['seed']}  "
             f"{result.seconds:5.1f}s ({result.cpu_seconds:.1f}s cpu)  "
             f"{metric.replace('_', ' ')} by length {values}  (eta {eta:.0f}s)",

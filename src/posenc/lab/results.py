@@ -217,16 +217,12 @@ def _tuples(task: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def chance_level(task: Any) -> float | None:
-    """The primary metric of guessing, where it has one: a task's own ``chance`` attribute;
-    else 0.5 for one-bit answers (``ascending*``, ``parity``), 1 / (distances) for ``offset``,
-    ln(vocabulary) (uniform guess) for the LM's loss; None for free-form answers (~0)."""
+    """The primary metric of guessing, where it has one: the task's own ``chance`` (exact
+    match of a guess), else ln(vocabulary) (a uniform guess) for the LM's loss; None for
+    free-form answers (~0)."""
     own = getattr(task, "chance", None)
     if own is not None:
         return float(own)
-    if task.name.startswith("ascending") or task.name == "parity":
-        return 0.5
-    if task.name == "offset":
-        return 1.0 / (task.train_len[1] - 1)
     if task.kind == "lm":
         return math.log(task.vocab_size)
     return None

@@ -134,7 +134,7 @@ class ResultStore:
                 (
                     result.key,
                     sweep,
-                    run_label(cfg["encoding"], cfg["task"]["name"], cfg["pe_config"]),
+                    run_label(cfg["encoding"], cfg["task"]["name"], cfg.get("pe_config", {})),
                     cfg["task"]["name"],
                     cfg["seed"],
                     lo,

@@ -5,13 +5,35 @@ from __future__ import annotations
 from typing import Any
 
 from .base import EOS, FIRST, MARK, SEP, Batch, Task
-from .classify import Ascending, Offset
+from .classify import AscendingEncoder, Offset
 from .lm import CharLM
-from .sequence import Addition, Copy, CopyRep, Induction, Parity, Reverse, SeqTask, Sort
+from .sequence import (
+    Addition,
+    Ascending,
+    Copy,
+    CopyRep,
+    Induction,
+    Parity,
+    Reverse,
+    SeqTask,
+    Sort,
+)
 
 TASKS: dict[str, type[Task]] = {
     t.name: t
-    for t in (Ascending, Offset, CopyRep, Copy, Reverse, Sort, Addition, Parity, Induction, CharLM)
+    for t in (
+        Ascending,
+        AscendingEncoder,
+        Offset,
+        CopyRep,
+        Copy,
+        Reverse,
+        Sort,
+        Addition,
+        Parity,
+        Induction,
+        CharLM,
+    )
 }
 #: The prompt-answer tasks (``kind == "decoder"``), in ``TASKS`` order.
 DECODER_TASKS = tuple(name for name, t in TASKS.items() if t.kind == "decoder")
