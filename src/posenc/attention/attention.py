@@ -101,7 +101,9 @@ class Attention(nn.Module):
         cache: KVCache | None = None,
         ctx: PositionContext | None = None,
     ) -> Tensor:
-        """x (B, T, C) at positions ``pos`` (T,) or (B, T) (default: cache length + 0..T-1).
+        """x (B, T, C) at positions ``pos`` (T,) or (B, T) (default: cache length + 0..T-1), or
+        (T, A) or (B, T, A) for an encoding of A position axes (``pe.capabilities.axes``:
+        images, video, M-RoPE; no default: its positions are given).
 
         ``padding_mask`` (B, T) bool, True for real tokens; ``segment_ids`` (B, T) int, tokens
         attend only within their segment (packed sequences; default one segment, or after
@@ -131,10 +133,13 @@ class Attention(nn.Module):
         if not rerotate:
             q, k = self.pe.rotate(q, k, pos, pos, ctx=ctx)
         new = CachedKeys(
-            k, v, batch_positions(pos, B), *_mask_inputs(B, T, x, padding_mask, segment_ids, cache)
+            k,
+            v,
+            batch_positions(pos, B, ctx.axes),
+            *_mask_inputs(B, T, x, padding_mask, segment_ids, cache),
         )
         keys = new if cache is None else cache.append(new)
-        k_pos = ctx.k_pos  # (T,) | (B, T) or (B, L): equal to keys.pos
+        k_pos = ctx.k_pos  # (T,) | (B, T) or (B, L) (with A axes: (.., A)): equal to keys.pos
         if rerotate:  # the cache holds unrotated keys: rotate all with the current frequencies
             q, k_all = self.pe.rotate(q, keys.k, pos, k_pos, ctx=ctx)  # k_all (B, Hkv, L, D)
             keys = keys._replace(k=k_all)
@@ -192,7 +197,14 @@ def new_context(
     device: torch.device,
 ) -> PositionContext:
     """``pe.prepare`` for T new tokens at ``pos`` (T,) | (B, T) (default: after the cache's
-    entries), validated to int64 once, and every key: the cached ones, then these."""
+    entries), or (T, A) | (B, T, A) for an encoding of A position axes (given: grids have no
+    default), validated to int64 once, and every key: the cached ones, then these."""
+    axes = pe.capabilities.axes
+    if pos is None and axes > 1:
+        raise ValueError(
+            f"pe {pe.name!r} reads {axes} position axes: pass pos of shape (T, {axes}) or "
+            f"(B, T, {axes}) (e.g. posenc.grid_positions(...) for an image or video grid)"
+        )
     if pos is not None and cache is not None and cache.streams:
         raise ValueError(
             "a KVCache(window=...) assigns positions inside the cache; call without pos"
@@ -206,9 +218,9 @@ def new_context(
         cache.consecutive = known
     if pos is None:
         pos = default_positions(T, offset=start, device=device)
-    pos = check_positions(pos, "pos")  # int64 once: every hook sees this one tensor
-    check_positions_match(pos, B, T, "pos")
-    k_pos = pos if cache is None else cache.key_positions(batch_positions(pos, B))
+    pos = check_positions(pos, "pos", axes)  # int64 once: every hook sees this one tensor
+    check_positions_match(pos, B, T, "pos", axes)
+    k_pos = pos if cache is None else cache.key_positions(batch_positions(pos, B, axes))
     ctx = pe.prepare(pos, k_pos)
     if known and T:
         ctx.offset_bounds = (1 - T, start + T - 1)  # q in start..start+T-1, keys in 0..start+T-1

@@ -16,7 +16,7 @@ class CachedKeys(NamedTuple):
 
     k: Tensor  # (B, Hkv, L, D), as the encoding left them (rotated for rotary encodings)
     v: Tensor  # (B, Hkv, L, Dv)
-    pos: Tensor  # (B, L) int64, the position each key was encoded at
+    pos: Tensor  # (B, L) int64, the position each key was encoded at ((B, L, A): A axes)
     valid: Tensor  # (B, L) bool, False for padding
     segment: Tensor  # (B, L) int64, packed-sequence id
 
@@ -73,13 +73,16 @@ class KVCache:
 
     def key_positions(self, pos: Tensor) -> Tensor:
         """(B, L) positions of every key once entries at ``pos`` (B, T) are appended: the
-        cached ones, then ``pos`` (what ``append`` will return as ``pos``). A streaming
-        cache's are its cache positions 0..L-1, (B, L)."""
+        cached ones, then ``pos`` (what ``append`` will return as ``pos``); (B, L, A) for
+        positions of A axes (B, T, A). A streaming cache's are its cache positions 0..L-1, (B, L).
+
+        Raises: ValueError when ``pos`` has other axes than the cached positions."""
         if self.streams:
             B, L = pos.shape[0] if pos.ndim == 2 else 1, len(self) + pos.shape[-1]
             return torch.arange(L, device=pos.device).expand(B, L)
         if self._store is None or self.length == 0:
             return pos
+        _check_axes(self._store.pos, pos)
         return torch.cat([self._store.pos.narrow(1, 0, self.length), pos.to(torch.long)], 1)
 
     def last_segment(self) -> Tensor | None:
@@ -92,10 +95,10 @@ class KVCache:
         """Append T new entries and return views of all L = length + T cached entries.
 
         Raises: ValueError if the new entries disagree on their shapes (keys (B, Hkv, T, D),
-        values (B, Hkv, T, Dv), pos/valid/segment (B, T)), or batch size, key heads or head
-        dims differ from earlier appends, or padding (valid False) in a streaming cache;
-        TypeError for float positions, or if the keys/values dtype differs from earlier appends
-        (the cache would cast them silently).
+        values (B, Hkv, T, Dv), valid/segment (B, T), pos (B, T) or (B, T, A)), or batch size,
+        key heads, head dims or position axes differ from earlier appends, or padding (valid
+        False) in a streaming cache; TypeError for float positions, or if the keys/values dtype
+        differs from earlier appends (the cache would cast them silently).
         """
         _check_entry(new)
         if self.streams:
@@ -106,6 +109,8 @@ class KVCache:
                 )
             self._evict()
         T = new.pos.shape[1]
+        if self._store is not None:
+            _check_axes(self._store.pos, new.pos)
         if self._store is None:
             self._store = _allocate(new, max(T, 16))
         elif _sizes(self._store) != _sizes(new):
@@ -168,9 +173,21 @@ def _sizes(entry: CachedKeys) -> tuple[int, ...]:
     return (*entry.k.shape[:2], entry.k.shape[3], entry.v.shape[3])
 
 
+def _check_axes(cached: Tensor, pos: Tensor) -> None:
+    """Raise ValueError unless positions ``pos`` (B, T[, A]) have the cached ones' axes (a 1-D
+    cache cannot take grid positions, nor the reverse)."""
+    if cached.shape[2:] != pos.shape[2:]:
+        have = f"(B, L, {cached.shape[2]})" if cached.ndim == 3 else "(B, L)"
+        raise ValueError(
+            f"KVCache holds positions {have}; new positions must have the same axes, got "
+            f"{tuple(pos.shape)}"
+        )
+
+
 def _check_entry(new: CachedKeys) -> None:
-    """Raise unless keys (B, Hkv, T, D), values (B, Hkv, T, Dv) and pos/valid/segment (B, T)
-    agree, with integer positions: ``append`` would broadcast or fail inside its copies."""
+    """Raise unless keys (B, Hkv, T, D), values (B, Hkv, T, Dv), valid/segment (B, T) and pos
+    (B, T) or (B, T, A) agree, with integer positions: ``append`` would broadcast or fail
+    inside its copies."""
     k, v = new.k, new.v
     if k.ndim != 4 or v.ndim != 4 or v.shape[:3] != k.shape[:3]:
         raise ValueError(
@@ -179,9 +196,11 @@ def _check_entry(new: CachedKeys) -> None:
         )
     want = (k.shape[0], k.shape[2])
     for name, x in (("pos", new.pos), ("valid", new.valid), ("segment", new.segment)):
-        if tuple(x.shape) != want:
+        grid = name == "pos" and x.ndim == 3  # positions of A axes (B, T, A)
+        if tuple(x.shape[:2] if grid else x.shape) != want:
             raise ValueError(
-                f"KVCache entry {name} must have shape (B, T) = {want}, got {tuple(x.shape)}"
+                f"KVCache entry {name} must have shape (B, T) = {want}"
+                f"{' or (B, T, A)' if name == 'pos' else ''}, got {tuple(x.shape)}"
             )
     if new.pos.dtype.is_floating_point or new.pos.dtype.is_complex:
         raise TypeError(f"KVCache entry pos must be an integer tensor, got {new.pos.dtype}")

@@ -38,6 +38,8 @@ class EncodingConfig:
 
     name: ClassVar[str] = "nope"
     family: ClassVar[str] = "none"
+    #: Position axes A the encoding reads: 1 (sequences), 2 (images), 3 (video, M-RoPE).
+    axes: ClassVar[int] = 1
 
     def __post_init__(self) -> None:
         self.check()
