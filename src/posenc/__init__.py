@@ -2,9 +2,10 @@
 
 Public API (imported lazily, so ``posenc --help`` does not load torch):
 ``names()``, ``build(name, **config)``, ``info(name)``, ``build_for_model``,
-``PositionalEncoding``, ``Attention``, ``KVCache``, ``TinyTransformer``; submodules
-``functional``, ``extension``, ``analysis``, ``plots``, ``lab``, ``eval``, ``hf`` (patch a
-transformers model), ``convert`` (checkpoint layouts).
+``PositionalEncoding``, ``Attention``, ``KVCache``, ``TinyTransformer``, position helpers
+(``grid_positions``, ``mrope_positions``, ...), ``rope_from_hf``; submodules ``functional``,
+``extension``, ``analysis``, ``plots``, ``lab``, ``eval``, ``hf`` (patch a transformers
+model), ``convert`` (checkpoint layouts).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ _LAZY = {
     "positions_from_padding": "posenc.attention",
     "packed_positions": "posenc.attention",
     "decode_positions": "posenc.attention",
+    "grid_positions": "posenc.attention",
+    "mrope_positions": "posenc.attention",
     "rope_from_hf": "posenc.encodings.hf",
     "rope_to_hf": "posenc.encodings.hf",
     "attention_from_hf": "posenc.encodings.hf_attention",
@@ -62,9 +65,11 @@ __all__ = [
     "eval",
     "extension",
     "functional",
+    "grid_positions",
     "hf",
     "info",
     "lab",
+    "mrope_positions",
     "names",
     "packed_positions",
     "plots",
@@ -94,6 +99,8 @@ if TYPE_CHECKING:
         KVCache,
         TinyTransformer,
         decode_positions,
+        grid_positions,
+        mrope_positions,
         packed_positions,
         positions_from_padding,
     )

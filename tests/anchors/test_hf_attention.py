@@ -132,27 +132,24 @@ def test_llama4_config_json_without_defaults() -> None:
 
 
 @pytest.mark.parametrize(
-    ("rope", "key"),
+    ("rope", "sections"),
     [
-        ({"type": "mrope", "mrope_section": [16, 24, 24]}, "rope key 'mrope_section'"),  # 2-VL
-        ({"type": "default", "mrope_section": [16, 24, 24]}, "rope key 'mrope_section'"),  # 2.5
-        ({"rope_type": "default", "mrope_interleaved": True}, "rope key 'mrope_interleaved'"),
-        ({"type": "mrope"}, "rope_type 'mrope'"),
+        ({"type": "mrope", "mrope_section": [2, 3, 3]}, (2, 3, 3)),  # Qwen2-VL's old form
+        ({"type": "default", "mrope_section": [2, 3, 3]}, (2, 3, 3)),  # Qwen2.5-VL
+        ({"rope_type": "default", "mrope_interleaved": True}, None),  # no sections: refused
+        ({"type": "mrope"}, None),
     ],
 )
-def test_multi_axis_rope_is_refused_naming_the_key(rope: dict[str, Any], key: str) -> None:
+def test_multi_axis_rope_is_never_read_as_1d(rope: dict[str, Any], sections: Any) -> None:
+    """M-RoPE keys give the ``mrope`` encoding, or, without the sections it needs, an error
+    naming them: never 1-D RoPE with the key dropped."""
     cfg = {"model_type": "qwen2", "hidden_size": 64, "num_attention_heads": 4, "rope_scaling": rope}
-    with pytest.raises(ValueError, match=f"{key} is not supported: multi-axis RoPE"):
-        posenc.rope_from_hf(cfg)
-
-
-@pytest.mark.parametrize("model_type", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
-def test_multi_axis_models_are_refused_even_without_the_key(model_type: str) -> None:
-    """transformers' Qwen-VL config objects (their text model uses M-RoPE by default)."""
-    from transformers import CONFIG_MAPPING
-
-    with pytest.raises(ValueError, match="multi-axis RoPE"):
-        posenc.rope_from_hf(CONFIG_MAPPING[model_type]())
+    if sections is None:
+        with pytest.raises(ValueError, match="must give mrope_section"):
+            posenc.rope_from_hf(cfg)
+        return
+    pe = posenc.rope_from_hf(cfg)
+    assert pe.name == "mrope" and tuple(pe.mrope_section) == sections
 
 
 def test_scaling_override_equals_the_config_built_with_it() -> None:

@@ -3,7 +3,8 @@
 from .attention import Attention
 from .kv_cache import CachedKeys, KVCache
 from .model import TinyTransformer
-from .positions import decode_positions, packed_positions, positions_from_padding
+from .mrope_positions import mrope_positions
+from .positions import decode_positions, grid_positions, packed_positions, positions_from_padding
 
 __all__ = [
     "Attention",
@@ -11,6 +12,8 @@ __all__ = [
     "KVCache",
     "TinyTransformer",
     "decode_positions",
+    "grid_positions",
+    "mrope_positions",
     "packed_positions",
     "positions_from_padding",
 ]

@@ -22,6 +22,8 @@ from typing import Any
 from ..extension.config import NTKScaling, ScalingConfig
 from ..functional import Layout
 from .configs import KVPolicy
+from .hf_mrope import is_mrope, mrope_from_hf
+from .mrope import MRoPE
 from .rotary import RoPE
 
 __all__ = ["INTERLEAVED_MODEL_TYPES", "rope_from_hf", "rope_to_hf"]
@@ -57,14 +59,6 @@ _ROPE_KEYS = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
 #: Keys of a rope dict that act on attention, not on the rotation (``hf_attention`` reads them):
 #: Ministral 3's query temperature and its copy of the model's length.
 ATTENTION_KEYS = ("llama_4_scaling_beta", "max_position_embeddings")
-#: Keys and model types of multi-axis RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL: their text models
-#: use M-RoPE even when the config omits ``mrope_section``), whose positions are 3-D.
-_MULTI_AXIS_KEYS = ("mrope_section", "mrope_interleaved")
-_MULTI_AXIS_MODEL_TYPES = frozenset(
-    f"{family}{suffix}"
-    for family in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
-    for suffix in ("", "_text")
-)
 #: Keys that size the attention heads; a config without any is a wrapper (``text_config``).
 _SIZE_KEYS = ("qk_rope_head_dim", "head_dim", "hidden_size", "n_embd", "d_model")
 
@@ -121,7 +115,6 @@ def _rope_params(
                 f"got {layer_type!r}"
             )
         params = dict(params[layer_type])
-    _refuse_multi_axis(params, cfg.get("model_type"))
     if scaling is not None:
         params = _override(params, scaling, layer_type)
     rope_type = params.pop("rope_type", None) or params.pop("type", None) or "default"
@@ -138,25 +131,6 @@ def _rope_params(
         partial = _DEFAULT_PARTIAL.get(cfg.get("model_type", ""), 1.0)
     params.setdefault("partial_rotary_factor", partial)
     return params
-
-
-def _refuse_multi_axis(params: Mapping[str, Any], model_type: str | None) -> None:
-    """Raise for multi-axis RoPE (M-RoPE: Qwen2-VL, Qwen2.5-VL, Qwen3-VL), whose positions are
-    (temporal, height, width) triples, so that it is never read as 1-D RoPE."""
-    key = next((k for k in _MULTI_AXIS_KEYS if k in params), None)
-    if key is not None:
-        named = f"rope key {key!r}"
-    elif "mrope" in (params.get("type"), params.get("rope_type")):
-        named = "rope_type 'mrope'"
-    elif model_type in _MULTI_AXIS_MODEL_TYPES:
-        named = f"model_type {model_type!r}"
-    else:
-        return
-    raise ValueError(
-        f"{named} is not supported: multi-axis RoPE (M-RoPE, Qwen2-VL/2.5-VL/3-VL) rotates "
-        "sections of each head by temporal, height and width positions, and posenc reads 1-D "
-        "positions only"
-    )
 
 
 def _selected(scaling: Any, layer_type: str | None) -> dict[str, Any] | None:
@@ -267,8 +241,10 @@ def rope_from_hf(
     kv_policy: KVPolicy = "reference",
     layer_type: str | None = None,
     scaling: ScalingConfig | Mapping[str, Any] | None = None,
-) -> RoPE:
-    """The ``rope`` encoding of a Hugging Face model config (``config.json`` dict or object).
+) -> RoPE | MRoPE:
+    """The ``rope`` encoding of a Hugging Face model config (``config.json`` dict or object);
+    ``mrope`` for Qwen2-VL, Qwen2.5-VL and Qwen3-VL (``hf_mrope``: rotate at their 3-D
+    position ids, ``posenc.mrope_positions``).
 
     ``rotate(q, k, pos, pos)`` equals the model's rotary embedding + ``apply_rotary_pos_emb``
     at ``position_ids = pos`` (dynamic methods at length max(pos) + 1), within transformers' own
@@ -284,12 +260,18 @@ def rope_from_hf(
     also name posenc's static ``"ntk"``, which transformers lacks.
     Ministral 3's ``llama_4_scaling_beta`` acts on the queries, not on the rotation:
     ``hf_attention.attention_from_hf`` reads it, with DeepSeek's softmax ``mscale_all_dim``.
-    Raises: ValueError for a rope type posenc lacks (e.g. proportional), multi-axis M-RoPE
-    (``mrope_section``, type "mrope"), or missing sizes; TypeError for a bad ``scaling``.
+    Raises: ValueError for a rope type posenc lacks (e.g. proportional) or missing sizes;
+    TypeError for a bad ``scaling``.
     """
     cfg = _as_dict(config)
     params = _rope_params(cfg, layer_type, scaling)
     head_dim = _head_dim(cfg)
+    if is_mrope(cfg, params):
+        if kv_policy != "reference":
+            raise ValueError(
+                f"M-RoPE caches rotated keys: kv_policy must be 'reference', got {kv_policy!r}"
+            )
+        return mrope_from_hf(cfg, params, head_dim, layout)
     partial = float(params["partial_rotary_factor"])
     if cfg.get("rotary_dim") is not None:  # GPT-J / CodeGen give the rotated width itself
         partial = int(cfg["rotary_dim"]) / head_dim
