@@ -44,7 +44,7 @@ def position_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-@pytest.mark.parametrize("name", posenc.names())
+@pytest.mark.parametrize("name", posenc.names(axes=1))
 def test_positions_are_checked_once_per_forward(name: str, position_checks: list[int]) -> None:
     """3 layers, a forward and a cached decode step: one check each, at the model."""
     model = _model(name).eval()
@@ -96,7 +96,7 @@ def test_absolute_position_values_are_checked_at_prepare() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", posenc.names())
+@pytest.mark.parametrize("name", posenc.names(axes=1))
 def test_model_compiles_to_one_graph_forward_backward_and_decode(name: str) -> None:
     """torch.compile(fullgraph=True) of a 2-layer model's forward and backward, and of a cached
     decode step: no host read of position values breaks the graph (value checks run in eager

@@ -29,7 +29,7 @@ def _cfg(encoding: str, task: str = "copy", **kw: object) -> RunConfig:
     return RunConfig(encoding=encoding, task=t, model=TINY, train=FAST, **kw)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("encoding", posenc.names())
+@pytest.mark.parametrize("encoding", posenc.names(axes=1))
 def test_thirty_steps_lower_the_loss(encoding: str) -> None:
     curve = train_run(_cfg(encoding)).loss_curve
     first, last = curve[0][1], curve[-1][1]

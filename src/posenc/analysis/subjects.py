@@ -175,6 +175,24 @@ def length_dependent(pe: PositionalEncoding) -> bool:
     return bool(getattr(getattr(pe, "scaling", None), "dynamic", False))
 
 
+def position_axes(pe: PositionalEncoding) -> int:
+    """The position axes A ``pe`` reads (``capabilities.axes``): 1 for sequences."""
+    return int(pe.capabilities.axes)
+
+
+def probe_positions(pe: PositionalEncoding, length: int, *, offset: int = 0) -> Tensor:
+    """Positions of ``length`` tokens for ``pe``: offset..offset + T - 1 for a sequence (T,);
+    for A > 1 axes, the cells of a grid ceil(sqrt(T)) columns wide in raster order, leading
+    axes at 0 ((row, column) or (0, row, column)), every coordinate plus ``offset`` (T, A)."""
+    A = position_axes(pe)
+    t = torch.arange(length)
+    if A == 1:
+        return t + offset
+    width = math.isqrt(max(length - 1, 0)) + 1  # ceil(sqrt(T))
+    lead = torch.zeros(length, A - 2, dtype=torch.long)
+    return torch.cat([lead, (t // width)[:, None], (t % width)[:, None]], dim=1) + offset
+
+
 def is_parameter_free(pe: PositionalEncoding) -> bool:
     return not any(True for _ in pe.parameters())
 

@@ -15,6 +15,7 @@ from .attention import Attention
 from .base import ENCODINGS, PositionalEncoding, PositionContext, build, build_for_model
 from .convert import load_torch_state_dict, to_torch_state_dict
 from .encodings import Learned, NoPE, PoPE, RoPE, Sinusoidal, XPos
+from .grid import Learned2D, MRoPE, RoPE2D, RoPE3D, RoPEMixed, Sincos2D
 from .kv_cache import CachedKeys, KVCache
 from .model import Block, TinyTransformer
 from .randomized import Randomized
@@ -32,13 +33,19 @@ __all__ = [
     "KVCache",
     "Kerple",
     "Learned",
+    "Learned2D",
+    "MRoPE",
     "NoPE",
     "PoPE",
     "PositionContext",
     "PositionalEncoding",
     "Randomized",
     "RoPE",
+    "RoPE2D",
+    "RoPE3D",
+    "RoPEMixed",
     "Shaw",
+    "Sincos2D",
     "Sinusoidal",
     "T5Bias",
     "TinyTransformer",

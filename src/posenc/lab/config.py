@@ -314,7 +314,13 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
             f"config key 'pe_config': unknown positional encoding {unknown[0]!r}; "
             f"choose one of {names()}"
         )
-    encodings = names() if "all" in sweep.encodings else list(sweep.encodings)
+    encodings = names(axes=1) if "all" in sweep.encodings else list(sweep.encodings)
+    grids = [e for e in encodings if e in names() and e not in names(axes=1)]
+    if grids:  # the lab's tasks are sequences: a grid encoding has no positions to read there
+        raise ValueError(
+            f"config key 'encodings': {grids[0]!r} reads grid positions (images, video); the "
+            f"lab's tasks are 1-D sequences: choose among {names(axes=1)}"
+        )
     runs = []
     for i, task in enumerate(sweep.tasks):
         for max_len in sweep.train_max_lens:
