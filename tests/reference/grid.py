@@ -23,9 +23,11 @@ def _rotate_pair(v: np.ndarray, a: int, b: int, angle: float) -> None:
 
 
 def rotate_pairs(x: np.ndarray, angles: np.ndarray, layout: str) -> np.ndarray:
-    """x (..., D) with angles (..., P): pair p is (p, p + P) ("half") or (2p, 2p + 1)."""
+    """x (..., D) with angles broadcastable to (..., P): pair p is (p, p + P) ("half") or
+    (2p, 2p + 1) ("interleaved")."""
     out = np.array(x, dtype=np.float64)
     P = angles.shape[-1]
+    angles = np.broadcast_to(angles, (*out.shape[:-1], P))
     for idx in np.ndindex(*out.shape[:-1]):
         for p in range(P):
             a, b = (p, p + P) if layout == "half" else (2 * p, 2 * p + 1)

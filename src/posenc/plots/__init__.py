@@ -15,6 +15,7 @@ from .attention import (
 )
 from .bias import bias_heatmaps, bias_matrix
 from .extension import alibi_slopes, extension_scales, frequency_scales
+from .grid import grid_similarity, pair_sections, patch_similarity
 from .kinds import PLOTS, PlotKind, plot_kinds_for
 from .rotary import (
     inv_freq_of,
@@ -54,8 +55,11 @@ __all__ = [
     "encoding_heatmap",
     "extension_scales",
     "frequency_scales",
+    "grid_similarity",
     "inv_freq_of",
     "model_attention",
+    "pair_sections",
+    "patch_similarity",
     "plot_kinds_for",
     "position_features",
     "qk_by_distance",
