@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from posenc.analysis import subject
-from posenc.analysis.subjects import HEAD_DIM, N_HEADS, subject_names
+from posenc.analysis.subjects import HEAD_DIM, N_HEADS, is_sequence, subject_names
 from posenc.plots import (
     PLOTS,
     alibi_slopes,
@@ -288,7 +288,11 @@ LEGENDS = {
     "contamination": (["sinusoidal"], {"n_positions": 32}),
     "wavelengths": (["rope", "xpos", "rope:yarn"], {}),
     "qk-distance": (["rope", "xpos", "rope:linear"], {"n_distances": 32}),
-    "attention-decay": (subject_names(), {"n_positions": 8, "lengths": (4, 8)}),
+    "attention-decay": (
+        [n for n in subject_names() if is_sequence(subject(n))],
+        {"n_positions": 8, "lengths": (4, 8)},
+    ),
+    "sections": (["mrope"], {}),
     "extension": ([], {}),
     "alibi-slopes": ([], {}),
 }

@@ -142,7 +142,8 @@ def _row_positions(
         t, h, w = int(grid[0]), int(grid[1]) // merge, int(grid[2]) // merge
         if n != t * h * w:
             raise ValueError(
-                f"a {what} block of {n} tokens (at token {index}) does not match its grid "
+                f"{'an' if kind == IMAGE else 'a'} {what} block of {n} tokens (at token {index}) "
+                f"does not match its grid "
                 f"{tuple(grid.tolist())}: t·(h/{merge})·(w/{merge}) = {t * h * w} tokens"
             )
         frames = torch.arange(t)
