@@ -3,7 +3,7 @@
 from .attention import Attention
 from .kv_cache import CachedKeys, KVCache
 from .model import TinyTransformer
-from .mrope_positions import mrope_positions
+from .multimodal import mrope_positions
 from .positions import decode_positions, grid_positions, packed_positions, positions_from_padding
 
 __all__ = [

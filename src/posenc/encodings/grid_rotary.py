@@ -15,7 +15,7 @@ from ..kernels.rope_tables import RopeTables
 from ..registry import register
 from .base import PositionalEncoding, check_qk
 from .capabilities import Capabilities
-from .configs import AxialRoPEConfig, RoPE3DConfig, RoPEMixedConfig
+from .configs import AxialRoPEConfig, MRoPEConfig, RoPE3DConfig, RoPEMixedConfig
 from .context import Ctx, shared_for
 
 
@@ -26,7 +26,6 @@ class GridRotary(PositionalEncoding):
     "triton", "auto"; learnable angles always run "eager")."""
 
     capabilities = Capabilities(rotates=True)
-    config_class = AxialRoPEConfig
     per_head = False
 
     def __init__(self, *, kernel: Kernel = "eager", **config: Any) -> None:
@@ -93,6 +92,7 @@ class AxialRoPE(GridRotary):
     says which axis and frequency each pair has: ``inv_freq()``, ``pair_axes()``); the
     frequencies ``inv_freq64`` stay float64 under ``model.to(bf16)``."""
 
+    config: AxialRoPEConfig | MRoPEConfig
     keep_dtype_buffers = ("inv_freq64",)
     inv_freq64: Tensor
     axis_of_pair: Tensor

@@ -67,6 +67,8 @@ class GridRotary(PositionalEncoding):
 class AxialRoPE(GridRotary):
     """As torch's ``AxialRoPE``: pair p turns by pos[a(p)]·θ_p, θ float64 NumPy constants."""
 
+    config: configs.AxialRoPEConfig | configs.MRoPEConfig
+
     def setup(self, rngs: nnx.Rngs) -> None:
         self.inv_freq64 = self.config.inv_freq()  # (P,) float64 NumPy
         self.axis_of_pair = np.asarray(self.config.pair_axes())  # (P,)
@@ -155,6 +157,8 @@ class Sincos2D(GridTable):
 class Learned2D(GridTable):
     """As torch's ``Learned2D``, W ``weight`` (rows·columns, C). Under ``jax.jit`` a host check
     raises for a position off the grid (its row is NaN, never a clamped one)."""
+
+    config: configs.Learned2DConfig
 
     def setup(self, rngs: nnx.Rngs) -> None:
         rows, cols = self.config.grid

@@ -90,7 +90,8 @@ def _token_types(
     if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool:
         raise TypeError(f"input_ids must be an integer tensor, got {input_ids.dtype}")
     if types is not None:
-        check_mask_tensor(types, "mm_token_type_ids", "integer", tuple(input_ids.shape))
+        B, T = input_ids.shape
+        check_mask_tensor(types, "mm_token_type_ids", "integer", (B, T))
         return types.long().cpu()
     out = torch.zeros(input_ids.shape, dtype=torch.long)
     for kind, token in ((IMAGE, image_id), (VIDEO, video_id)):
