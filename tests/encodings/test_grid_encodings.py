@@ -192,3 +192,23 @@ def test_rope_mixed_needs_the_queries_heads_on_keys() -> None:
         pe.rotate(q, k, GRID[:3], GRID[:3])
     shared = posenc.build("rope_mixed", head_dim=8, n_heads=1)
     shared.rotate(q, k, GRID[:3], GRID[:3])  # one set of frequencies for every head
+
+
+@pytest.mark.parametrize("name", ["rope_2d", "mrope", "rope_mixed"])
+def test_the_cpp_kernel_rotates_grid_tables_as_the_eager_one(name: str) -> None:
+    """Grid encodings hand their cos/sin ((T, P), (B, 1, T, P) or per head (B, H, T, P)) to the
+    RoPE kernels; the C++ one computes the formula in float32 (bfloat16: one rounding)."""
+    from posenc.kernels import rope_cpp
+
+    if not rope_cpp.KERNEL.available():
+        pytest.skip(rope_cpp.KERNEL.error or "no C++ kernel")
+    heads = {"n_heads": 4} if name == "rope_mixed" else {}
+    eager = posenc.build(name, head_dim=16, **heads)
+    cpp = posenc.build(name, head_dim=16, kernel="cpp", **heads)
+    cpp.load_state_dict(eager.state_dict())
+    pos = torch.randint(0, 50, (2, 10, eager.capabilities.axes))
+    for dtype, atol in ((torch.float32, 1e-6), (torch.bfloat16, 2e-2)):
+        q, k = torch.randn(2, 4, 10, 16, dtype=dtype), torch.randn(2, 4, 10, 16, dtype=dtype)
+        with torch.no_grad():
+            for a, b in zip(eager.rotate(q, k, pos, pos), cpp.rotate(q, k, pos, pos), strict=True):
+                torch.testing.assert_close(b.float(), a.float(), atol=atol, rtol=0)

@@ -125,3 +125,34 @@ def test_grid_formulas_run_on_jax() -> None:
     axes = np.asarray(PF.pair_axes((2, 2)))
     got = PF.axis_angles(jnp.asarray(pos), jnp.asarray(inv), jnp.asarray(axes))
     np.testing.assert_allclose(np.asarray(got), PF.axis_angles(pos, inv, axes), rtol=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "config"), GRIDS, ids=[g[0] for g in GRIDS])
+def test_packed_and_padded_grids_equal_torch(name: str, config: dict) -> None:
+    """Row 0: left padding before a 3x3 image; row 1: two images packed (segments)."""
+    tm, fm = twins(name, config)
+    A = tm.pe.capabilities.axes
+    lead = [1] * (A - 2)
+    image = posenc.grid_positions(*lead, 3, 3).numpy()  # (9, A)
+    pair = np.concatenate([posenc.grid_positions(*lead, 2, 2), posenc.grid_positions(*lead, 1, 3)])
+    pos = np.stack([np.concatenate([np.zeros((2, A), dtype=np.int64), image[:5]]), pair])
+    mask = np.ones((2, 7), dtype=bool)
+    mask[0, :2] = False
+    segments = np.array([[0] * 7, [0] * 4 + [1] * 3])
+    idx = np.random.default_rng(1).integers(0, V, (2, 7))
+    with torch.no_grad():
+        want = tm(
+            torch.from_numpy(idx),
+            torch.from_numpy(pos),
+            padding_mask=torch.from_numpy(mask),
+            segment_ids=torch.from_numpy(segments),
+        )
+    got = forward(
+        fm,
+        jnp.asarray(idx),
+        jnp.asarray(pos),
+        padding_mask=jnp.asarray(mask),
+        segment_ids=jnp.asarray(segments),
+    )
+    np.testing.assert_allclose(np.asarray(got)[mask], want.numpy()[mask], rtol=1e-4, atol=3e-5)
