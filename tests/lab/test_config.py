@@ -106,6 +106,10 @@ def test_bad_configs_name_the_key(data: dict, match: str) -> None:
             {"tasks": ["copy"], "encodings": ["rope"], "pe_config": {"rope": {"bse": 2}}},
             r"'encodings' \(rope\).*unknown config key",
         ),
+        (
+            {"tasks": ["copy"], "encodings": ["rope", "rope_2d"]},
+            r"'encodings': 'rope_2d' reads grid positions .* the lab's tasks are 1-D sequences",
+        ),
     ],
 )
 def test_expand_rejects_what_tasks_and_registry_refuse(data: dict, match: str) -> None:
