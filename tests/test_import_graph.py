@@ -2,11 +2,11 @@
 and the layers below it, never a layer above (read with ``ast``: every import statement,
 including those inside functions and under ``TYPE_CHECKING``).
 
-From the top: cli -> the ``posenc`` facade -> lab, bench -> report -> plots -> analysis ->
-attention, flax -> encodings (with the registry) -> extension, kernels -> functional -> the
-private helpers. So functional never imports kernels, encodings, attention or the lab; kernels
-import functional, never the reverse; encodings never import attention, the lab or cli; the
-lab may import flax, flax never the lab; nothing below cli imports cli.
+From the top: cli -> the ``posenc`` facade -> eval -> lab, bench -> report -> plots -> analysis ->
+attention, flax, hf -> encodings (with the registry) -> extension, kernels -> functional (with
+convert) -> the private helpers. So functional never imports kernels, encodings, attention or
+the lab; kernels import functional, never the reverse; encodings never import attention, the
+lab or cli; the lab may import flax, flax never the lab; nothing below cli imports cli.
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS: list[tuple[str, ...]] = [
     ("cli",),
     ("posenc",),  # the facade (posenc/__init__.py): the lazy public API over everything below
+    ("eval",),  # evaluates transformers models, posenc models and lab checkpoints
     ("lab", "bench"),
     ("report",),
     ("plots",),
     ("analysis",),
-    ("attention", "flax"),  # torch and JAX models: neither imports the other
+    ("attention", "flax", "hf"),  # torch and JAX models, transformers patching: independent
     ("encodings",),
     ("extension", "kernels"),
     ("functional",),
@@ -36,6 +37,7 @@ LAYERS: list[tuple[str, ...]] = [
 #: Top-level modules outside a subpackage, by the group they belong to.
 TOP_LEVEL = {
     "registry": "encodings",  # encodings register themselves; the registry loads them lazily
+    "convert": "functional",  # checkpoint weight layouts: tensor arithmetic only
     "_validate": "helpers",
     "_memo": "helpers",
     "_forms": "helpers",

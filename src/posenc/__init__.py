@@ -2,8 +2,10 @@
 
 Public API (imported lazily, so ``posenc --help`` does not load torch):
 ``names()``, ``build(name, **config)``, ``info(name)``, ``build_for_model``,
-``PositionalEncoding``, ``Attention``, ``KVCache``, ``TinyTransformer``, ``EncoderDecoder``;
-submodules ``functional``, ``extension``, ``analysis``, ``plots``, ``lab``.
+``PositionalEncoding``, ``Attention``, ``KVCache``, ``TinyTransformer``, ``EncoderDecoder``,
+position helpers (``grid_positions``, ``mrope_positions``, ...), ``rope_from_hf``; submodules
+``functional``, ``extension``, ``analysis``, ``plots``, ``lab``, ``eval``, ``hf`` (patch a
+transformers model), ``convert`` (checkpoint layouts).
 """
 
 from __future__ import annotations
@@ -27,8 +29,11 @@ _LAZY = {
     "positions_from_padding": "posenc.attention",
     "packed_positions": "posenc.attention",
     "decode_positions": "posenc.attention",
+    "grid_positions": "posenc.attention",
+    "mrope_positions": "posenc.attention",
     "rope_from_hf": "posenc.encodings.hf",
     "rope_to_hf": "posenc.encodings.hf",
+    "attention_from_hf": "posenc.encodings.hf_attention",
 }
 _SUBMODULES = (
     "functional",
@@ -39,6 +44,9 @@ _SUBMODULES = (
     "analysis",
     "plots",
     "lab",
+    "eval",
+    "hf",
+    "convert",
 )
 
 __all__ = [
@@ -50,14 +58,20 @@ __all__ = [
     "__version__",
     "analysis",
     "attention",
+    "attention_from_hf",
     "build",
     "build_for_model",
+    "convert",
     "decode_positions",
     "encodings",
+    "eval",
     "extension",
     "functional",
+    "grid_positions",
+    "hf",
     "info",
     "lab",
+    "mrope_positions",
     "names",
     "packed_positions",
     "plots",
@@ -69,18 +83,33 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from . import analysis, attention, encodings, extension, functional, lab, plots, registry
+    from . import (
+        analysis,
+        attention,
+        convert,
+        encodings,
+        extension,
+        functional,
+        hf,
+        lab,
+        plots,
+        registry,
+    )
+    from . import eval as eval
     from .attention import (
         Attention,
         EncoderDecoder,
         KVCache,
         TinyTransformer,
         decode_positions,
+        grid_positions,
+        mrope_positions,
         packed_positions,
         positions_from_padding,
     )
     from .encodings.base import PositionalEncoding
     from .encodings.hf import rope_from_hf, rope_to_hf
+    from .encodings.hf_attention import attention_from_hf
     from .registry import build, build_for_model, info, names, register
 
 

@@ -51,20 +51,47 @@ def check_real_floating(x: Any, what: str) -> None:
         raise TypeError(f"{what} must have a real floating dtype, got {x.dtype}")
 
 
-def check_positions(pos: Tensor, what: str = "positions") -> Tensor:
-    """Positions are integer tensors of shape (T,) or (B, T); returns them as int64.
+def check_positions(pos: Tensor, what: str = "positions", axes: int = 1) -> Tensor:
+    """Positions are integer tensors of shape (T,) or (B, T), or with ``axes`` = A > 1 (an
+    encoding of grids: A = 2 for images, 3 for video and M-RoPE) (T, A) or (B, T, A), one
+    coordinate per axis; returns them as int64.
 
     Raises:
         TypeError: not a tensor, or a floating/bool dtype (positions are counted, not measured).
-        ValueError: a rank other than 1 or 2.
+        ValueError: a shape other than these (``position_shape_error``).
     """
     if not isinstance(pos, Tensor):
         raise TypeError(f"{what} must be a torch.Tensor of int64, got {type(pos).__name__}")
     if pos.dtype.is_floating_point or pos.dtype.is_complex or pos.dtype == torch.bool:
         raise TypeError(f"{what} must be an integer tensor (int64), got dtype {pos.dtype}")
-    if pos.ndim not in (1, 2):
-        raise ValueError(f"{what} must have shape (T,) or (B, T), got {tuple(pos.shape)}")
+    check_position_rank(pos, what, axes)
     return pos.long()
+
+
+def check_position_rank(pos: Any, what: str, axes: int) -> None:
+    """Raise ValueError unless ``pos`` (any array) has the shape of positions with ``axes``
+    axes: (T,) | (B, T) for one, (T, A) | (B, T, A) for A > 1."""
+    if axes == 1 and pos.ndim in (1, 2):
+        return
+    if axes > 1 and pos.ndim in (2, 3) and pos.shape[-1] == axes:
+        return
+    if axes == 1:
+        hint = (
+            ": positions with a trailing axis (B, T, A) need an encoding that takes A axes "
+            "(rope_2d, rope_3d, rope_mixed, mrope, sincos_2d, learned_2d)"
+            if pos.ndim == 3
+            else ""
+        )
+        raise ValueError(f"{what} must have shape (T,) or (B, T), got {tuple(pos.shape)}{hint}")
+    raise ValueError(
+        f"{what} must have shape (T, {axes}) or (B, T, {axes}) for an encoding of {axes} "
+        f"position axes (one coordinate per axis), got {tuple(pos.shape)}"
+    )
+
+
+def position_length(pos: Any, axes: int = 1) -> int:
+    """T of positions (T,) | (B, T), or with ``axes`` > 1 (T, A) | (B, T, A) (any array)."""
+    return int(pos.shape[-2] if axes > 1 else pos.shape[-1])
 
 
 def values_checked(t: Tensor) -> bool:
@@ -82,11 +109,15 @@ def check_nonnegative(pos: Tensor, what: str = "positions") -> None:
         raise ValueError(f"{what} must be >= 0 for an absolute encoding, got min {int(pos.min())}")
 
 
-def check_positions_match(pos: Any, batch: int, length: int, what: str) -> None:
-    """``pos`` of shape (T,) or (B, T) must agree with batch ``batch`` and length T (any array)."""
-    if pos.shape[-1] != length or (pos.ndim == 2 and pos.shape[0] not in (1, batch)):
+def check_positions_match(pos: Any, batch: int, length: int, what: str, axes: int = 1) -> None:
+    """``pos`` of shape (T,) or (B, T) (with ``axes`` > 1: (T, A) or (B, T, A)) must agree
+    with batch ``batch`` and length T (any array)."""
+    lead = tuple(pos.shape[:-1] if axes > 1 else pos.shape)  # (T,) | (B, T)
+    if lead[-1] != length or (len(lead) == 2 and lead[0] not in (1, batch)):
+        a = f", {axes}" if axes > 1 else ""
         raise ValueError(
-            f"{what} must have shape ({length},) or ({batch}, {length}), got {tuple(pos.shape)}"
+            f"{what} must have shape ({length}{a or ','}) or ({batch}, {length}{a}), "
+            f"got {tuple(pos.shape)}"
         )
 
 
@@ -143,16 +174,16 @@ def as_4d(bias: Any) -> Any:
     return bias if bias.ndim == 4 else bias[None]
 
 
-def check_qk_agree(q: Any, k: Any, q_pos: Any, k_pos: Any) -> None:
+def check_qk_agree(q: Any, k: Any, q_pos: Any, k_pos: Any, axes: int = 1) -> None:
     """q (B, H, Tq, D) and k (B, Hkv, Tk, D) agree on B and D, and each position array fits its
-    tensor (any array; ranks checked by the caller)."""
+    tensor (any array; ranks checked by the caller; ``axes`` as ``check_positions_match``)."""
     if q.shape[0] != k.shape[0] or q.shape[-1] != k.shape[-1]:
         raise ValueError(
             f"q (B, H, Tq, D) and k (B, Hkv, Tk, D) must agree on B and D, got "
             f"q {tuple(q.shape)} and k {tuple(k.shape)}"
         )
-    check_positions_match(q_pos, q.shape[0], q.shape[2], "q_pos")
-    check_positions_match(k_pos, k.shape[0], k.shape[2], "k_pos")
+    check_positions_match(q_pos, q.shape[0], q.shape[2], "q_pos", axes)
+    check_positions_match(k_pos, k.shape[0], k.shape[2], "k_pos", axes)
 
 
 def check_encoding_heads(pe: Any, n_heads: int, head_dim: int) -> None:
@@ -186,9 +217,11 @@ def check_context(ctx: Any, pos: Any, new: int, keys: int) -> None:
     cache's)."""
     if pos is not None and pos is not ctx.q_pos:
         raise ValueError("pass positions either as pos or in ctx, not both")
-    if ctx.q_pos.shape[-1] != new or ctx.k_pos.shape[-1] != keys:
+    axes = getattr(ctx, "axes", 1)
+    have_q, have_k = position_length(ctx.q_pos, axes), position_length(ctx.k_pos, axes)
+    if have_q != new or have_k != keys:
         raise ValueError(
-            f"ctx holds {ctx.q_pos.shape[-1]} query and {ctx.k_pos.shape[-1]} key positions;"
+            f"ctx holds {have_q} query and {have_k} key positions;"
             f" this call has {new} new tokens and {keys} keys with its cache"
         )
 
@@ -201,15 +234,17 @@ def check_qk(
     head_dim: int,
     *,
     ndim: Callable[[Any, int, str, str], None] = check_ndim,
-    positions: Callable[[Any, str], Any] = check_positions,
+    positions: Callable[[Any, str, int], Any] = check_positions,
+    axes: int = 1,
 ) -> tuple[Any, Any]:
-    """Validate q (B, H, Tq, D), k (B, Hkv, Tk, D) with D = ``head_dim`` and their positions;
-    return the positions as ``positions`` gives them (torch's checks by default; the Flax
-    modules pass their array checks)."""
+    """Validate q (B, H, Tq, D), k (B, Hkv, Tk, D) with D = ``head_dim`` and their positions
+    ((T,) | (B, T), or (T, A) | (B, T, A) for ``axes`` = A > 1); return the positions as
+    ``positions`` gives them (torch's checks by default; the Flax modules pass their array
+    checks)."""
     ndim(q, 4, "q", "(B, H, Tq, D)")
     ndim(k, 4, "k", "(B, Hkv, Tk, D)")
     if q.shape[-1] != head_dim:
         raise ValueError(f"q/k must have head_dim={head_dim} features, got {q.shape[-1]}")
-    q_pos, k_pos = positions(q_pos, "q_pos"), positions(k_pos, "k_pos")
-    check_qk_agree(q, k, q_pos, k_pos)
+    q_pos, k_pos = positions(q_pos, "q_pos", axes), positions(k_pos, "k_pos", axes)
+    check_qk_agree(q, k, q_pos, k_pos, axes)
     return q_pos, k_pos

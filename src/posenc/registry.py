@@ -63,10 +63,11 @@ def _load() -> None:
         importlib.import_module(f"posenc.encodings.{module}")
 
 
-def names() -> list[str]:
-    """Registered encoding names, sorted."""
+def names(*, axes: int | None = None) -> list[str]:
+    """Registered encoding names, sorted; with ``axes``, those reading that many position axes
+    (``capabilities.axes``: 1 for sequences, 2 for images, 3 for video and M-RoPE)."""
     _load()
-    return sorted(_REGISTRY)
+    return sorted(n for n, e in _REGISTRY.items() if axes in (None, e.cls.capabilities.axes))
 
 
 def info(name: str) -> EncodingInfo:

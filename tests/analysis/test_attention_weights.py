@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from posenc.analysis import attention_weights, subject
-from posenc.analysis.subjects import D_MODEL, tiny_attention
+from posenc.analysis.subjects import D_MODEL, probe_positions, tiny_attention
 from posenc.registry import names
 
 
@@ -14,7 +14,7 @@ from posenc.registry import names
 def test_weights_reproduce_the_attention_output(name: str) -> None:
     attn = tiny_attention(subject(name))
     x = torch.randn(2, 10, D_MODEL, dtype=torch.float64)
-    pos = torch.arange(10)
+    pos = probe_positions(attn.pe, 10)  # (T,) | (T, A) for grid encodings
     with torch.no_grad():
         probs = attention_weights(attn, x, pos)  # (B, H, T, T)
         _, _, v = attn._project(x)

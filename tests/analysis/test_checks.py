@@ -143,7 +143,7 @@ def test_every_context_extension_method_has_an_example_subject() -> None:
     ("name", "config"),
     [
         ("t5", {"bidirectional": True}),
-        ("alibi", {"symmetric": True}),
+        ("alibi", {"bidirectional": True}),
         ("kerple", {"variant": "power"}),
         ("rope", {"layout": "interleaved", "partial": 0.5}),
     ],

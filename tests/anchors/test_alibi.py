@@ -1,4 +1,4 @@
-"""ALiBi against BLOOM (transformers) and x-transformers: slopes, rows, symmetric bias."""
+"""ALiBi against BLOOM (transformers) and x-transformers: slopes, rows, bidirectional bias."""
 
 from __future__ import annotations
 
@@ -34,13 +34,13 @@ def test_slopes_and_rows_match_bloom(n_heads: int) -> None:
 
 @pytest.mark.anchor
 @pytest.mark.parametrize("n_heads", [4, 12, 16])
-def test_symmetric_bias_matches_x_transformers(n_heads: int) -> None:
+def test_bidirectional_bias_matches_x_transformers(n_heads: int) -> None:
     xt = pytest.importorskip("x_transformers.x_transformers")
     theirs = xt.AlibiPositionalBias(heads=n_heads)
     q_pos = torch.tensor([[0, 1, 2, 3, 4, 5], [7, 8, 9, 10, 11, 12]])
     k_pos = torch.tensor([[0, 1, 2, 3, 4, 5], [2, 4, 8, 16, 32, 64]])
     expected = theirs.forward_custom_pos(q_pos, k_pos)  # (B, H, Tq, Tk)
-    ours = posenc.build("alibi", n_heads=n_heads, symmetric=True).bias(q_pos, k_pos)
+    ours = posenc.build("alibi", n_heads=n_heads, bidirectional=True).bias(q_pos, k_pos)
     torch.testing.assert_close(ours, expected)
     slopes = torch.tensor(xt.AlibiPositionalBias._get_slopes(n_heads), dtype=torch.float64)
     torch.testing.assert_close(torch.from_numpy(PF.alibi_slopes(n_heads)), slopes)

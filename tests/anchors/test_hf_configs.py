@@ -322,8 +322,10 @@ def test_static_ntk_is_written_as_a_larger_base() -> None:
 
 def test_layout_override_and_errors() -> None:
     assert posenc.rope_from_hf(CONFIGS["plain"], layout="interleaved").layout == "interleaved"
-    with pytest.raises(ValueError, match="rope_type 'mrope' is not supported"):
-        posenc.rope_from_hf(CONFIGS["plain"] | {"rope_scaling": {"type": "mrope"}})
+    mrope = posenc.rope_from_hf(CONFIGS["plain"] | {"rope_scaling": {"type": "mrope"}})
+    assert mrope.name == "mrope"  # M-RoPE (tests/anchors/test_qwen_vl.py)
+    with pytest.raises(ValueError, match="rope_type 'proportional' is not supported"):
+        posenc.rope_from_hf(CONFIGS["plain"] | {"rope_scaling": {"type": "proportional"}})
     with pytest.raises(ValueError, match="'head_dim', or 'hidden_size' and 'num_attention_heads'"):
         posenc.rope_from_hf({"rope_theta": 10000.0})
     with pytest.raises(ValueError, match="needs 'original_max_position_embeddings'"):

@@ -11,7 +11,7 @@ import torch
 import posenc
 from posenc.attention import KVCache, packed_positions, positions_from_padding
 
-ALL = posenc.names()
+ALL = posenc.names(axes=1)  # sequences; grids: test_grid_attention.py
 ORDERED = [n for n in ALL if n != "nope"]
 
 

@@ -9,7 +9,7 @@ import torch
 import posenc
 from posenc.attention import CachedKeys, KVCache, decode_positions
 
-ALL = posenc.names()
+ALL = posenc.names(axes=1)  # sequences; grids: test_grid_attention.py
 
 
 def _model(name: str, n_kv_heads: int | None = None) -> posenc.TinyTransformer:

@@ -11,6 +11,8 @@ import torch
 
 import posenc
 import posenc._validate as V
+from posenc.attention.attention import new_context
+from posenc.attention.kv_cache import CachedKeys, KVCache
 from posenc.encodings.context import PositionContext, shared_for
 
 V_SIZE = 50
@@ -42,7 +44,7 @@ def position_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-@pytest.mark.parametrize("name", posenc.names())
+@pytest.mark.parametrize("name", posenc.names(axes=1))
 def test_positions_are_checked_once_per_forward(name: str, position_checks: list[int]) -> None:
     """3 layers, a forward and a cached decode step: one check each, at the model."""
     model = _model(name).eval()
@@ -94,7 +96,7 @@ def test_absolute_position_values_are_checked_at_prepare() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", posenc.names())
+@pytest.mark.parametrize("name", posenc.names(axes=1))
 def test_model_compiles_to_one_graph_forward_backward_and_decode(name: str) -> None:
     """torch.compile(fullgraph=True) of a 2-layer model's forward and backward, and of a cached
     decode step: no host read of position values breaks the graph (value checks run in eager
@@ -123,3 +125,26 @@ def test_model_compiles_to_one_graph_forward_backward_and_decode(name: str) -> N
         compiled_step = step(idx[:, 8:9])
         reference = model(idx[:, :9])  # (randomized: in evaluation, positions pass through)
     torch.testing.assert_close(compiled_step[:, 0], reference[:, 8], rtol=1e-4, atol=1e-5)
+
+
+def test_default_positions_give_offset_bounds_without_a_host_read() -> None:
+    """The models' default positions (prefill, then decode steps) come with host-known offset
+    bounds equal to the true extremes of q_pos - k_pos; explicit positions come without."""
+    pe = posenc.build("transformer_xl", dim=32, n_heads=4)
+    cache = KVCache()
+    for T in (5, 1, 3):  # prefill, then steps; the keys are appended as a layer would
+        ctx = new_context(pe, None, 2, T, cache, torch.device("cpu"))
+        offsets = ctx.q_pos[..., :, None] - ctx.k_pos[..., None, :]
+        assert ctx.offset_bounds == (int(offsets.min()), int(offsets.max()))
+        q = torch.zeros(2, 4, T, 8)
+        pos = ctx.q_pos.expand(2, T)
+        cache.append(_entry(q, pos))
+    explicit = new_context(pe, torch.arange(7, 10), 2, 3, cache, torch.device("cpu"))
+    assert explicit.offset_bounds is None and not cache.consecutive
+
+
+def _entry(k: torch.Tensor, pos: torch.Tensor) -> CachedKeys:
+    B, T = pos.shape
+    return CachedKeys(
+        k, k, pos, torch.ones(B, T, dtype=torch.bool), torch.zeros(B, T, dtype=torch.long)
+    )

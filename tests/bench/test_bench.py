@@ -52,7 +52,7 @@ def test_bench_quick_writes_json(tmp_path: Path) -> None:
     for case in data["attention"]:
         assert case["x_nope"]["nope"] == pytest.approx(1.0)
     lab_rows = data["lab"]["results"]
-    assert {r["encoding"] for r in lab_rows} == set(posenc.names())
+    assert {r["encoding"] for r in lab_rows} == set(posenc.names(axes=1))
     assert all(r["posenc_tokens_per_s"] > 0 for r in lab_rows)
     _assert_fields_documented(data)
 

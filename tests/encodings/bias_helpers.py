@@ -29,4 +29,5 @@ def fire_reference(pe: torch.nn.Module, q_pos: torch.Tensor, k_pos: torch.Tensor
     return ref.fire(
         q_pos.numpy(), k_pos.numpy(), float(w["c"]), threshold, pe.eps,
         w["mlp_in.weight"], w["mlp_in.bias"], w["mlp_out.weight"], w["mlp_out.bias"],
+        bidirectional=pe.bidirectional,
     )  # fmt: skip

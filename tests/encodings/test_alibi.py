@@ -42,16 +42,16 @@ def test_slopes_for_head_counts_not_a_power_of_two(n_heads: int) -> None:
         np.testing.assert_allclose(PF.alibi_slopes(12)[7:9], [2.0**-8, 2.0**-0.5])
 
 
-@pytest.mark.parametrize("symmetric", [False, True])
-def test_bias_matches_reference(symmetric: bool) -> None:
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_bias_matches_reference(bidirectional: bool) -> None:
     q_pos = np.array([[3, 4, 5, 6], [0, 0, 1, 2]])  # batch rows: offset, left padding
     k_pos = np.array([[0, 1, 2, 3, 4, 5, 6], [0, 0, 0, 0, 0, 1, 2]])
-    expected = ref.alibi(q_pos, k_pos, ref.alibi_slopes(6), symmetric)
-    pe = posenc.build("alibi", n_heads=6, symmetric=symmetric)
+    expected = ref.alibi(q_pos, k_pos, ref.alibi_slopes(6), bidirectional)
+    pe = posenc.build("alibi", n_heads=6, bidirectional=bidirectional)
     got = pe.bias(torch.from_numpy(q_pos), torch.from_numpy(k_pos))
     assert got.shape == (2, 6, 4, 7) and got.dtype == torch.float32
     torch.testing.assert_close(got, torch.from_numpy(expected).float())
-    got64 = PF.alibi_bias(q_pos, k_pos, PF.alibi_slopes(6), symmetric=symmetric)
+    got64 = PF.alibi_bias(q_pos, k_pos, PF.alibi_slopes(6), bidirectional=bidirectional)
     np.testing.assert_allclose(got64, expected, rtol=1e-14, atol=1e-14)
 
 
@@ -67,7 +67,7 @@ def test_bias_at_distance_d_is_minus_slope_times_d() -> None:
 def test_functional_runs_on_array_api_strict() -> None:
     pos = xps.arange(5, dtype=xps.int64)
     slopes = PF.alibi_slopes(4, xp=xps)
-    got = PF.alibi_bias(pos, pos, slopes, symmetric=True)
+    got = PF.alibi_bias(pos, pos, slopes, bidirectional=True)
     expected = ref.alibi(np.arange(5), np.arange(5), ref.alibi_slopes(4), True)[0]
     np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-14)
 
@@ -91,7 +91,7 @@ def test_custom_slopes_and_bias_dtype_under_bf16_and_double() -> None:
         ({"n_heads": 2, "slopes": [0.5, 0.0]}, ValueError, "each ALiBi slope must be .* > 0"),
         ({"n_heads": 2, "slopes": [0.5, -1.0]}, ValueError, "each ALiBi slope must be .* > 0"),
         ({"n_heads": 2, "slopes": [0.5]}, ValueError, "slopes must hold n_heads=2 values, got 1"),
-        ({"n_heads": 2, "symmetric": "yes"}, TypeError, "symmetric must be a bool"),
+        ({"n_heads": 2, "bidirectional": "yes"}, TypeError, "bidirectional must be a bool"),
     ],
 )
 def test_bad_config_raises(config: dict, error: type[Exception], match: str) -> None:

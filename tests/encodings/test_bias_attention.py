@@ -11,8 +11,9 @@ import torch
 import posenc
 
 NAMES = ["alibi", "t5", "kerple", "fire"]
-#: encoder (bidirectional) configuration of each encoding
-ENCODER = {"alibi": {"symmetric": True}, "t5": {"bidirectional": True}, "kerple": {}, "fire": {}}
+#: encoder (bidirectional) configuration of each encoding (Kerple's kernels are of |i - j|)
+ENCODER = {"alibi": {"bidirectional": True}, "t5": {"bidirectional": True}, "kerple": {}}
+ENCODER["fire"] = {"bidirectional": True}
 
 
 def _model(name: str, **kw: Any) -> posenc.TinyTransformer:

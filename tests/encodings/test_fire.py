@@ -14,9 +14,17 @@ from posenc import functional as PF
 from tests.encodings.bias_helpers import BiasCall, fire_reference
 
 
+@pytest.mark.parametrize("bidirectional", [False, True])
 @pytest.mark.parametrize("init_threshold", [512.0, 3.5])
-def test_bias_matches_reference(init_threshold: float) -> None:
-    pe = posenc.build("fire", n_heads=3, hidden=8, init_threshold=init_threshold, init_c=0.3)
+def test_bias_matches_reference(init_threshold: float, bidirectional: bool) -> None:
+    pe = posenc.build(
+        "fire",
+        n_heads=3,
+        hidden=8,
+        init_threshold=init_threshold,
+        init_c=0.3,
+        bidirectional=bidirectional,
+    )
     q_pos = torch.tensor([[5, 6, 7], [0, 1, 2]])
     k_pos = torch.tensor([[0, 1, 2, 3, 5, 6, 7], [0, 0, 0, 0, 0, 1, 2]])
     got = pe.bias(q_pos, k_pos)
@@ -39,6 +47,26 @@ def test_distance_is_progressively_interpolated() -> None:
     assert not torch.equal(x, x.T)  # normalised by the query's position, not symmetric
     np_x = PF.fire_distance(pos.numpy(), pos.numpy(), c.numpy(), L.numpy(), eps=0.0)
     np.testing.assert_allclose(np_x, x.numpy(), rtol=1e-14)
+
+
+def test_bidirectional_distance_is_symmetric_in_unit_range_and_causal_on_past_keys() -> None:
+    """ψ(|i - j|) / ψ(max(L, i, j)): symmetric in i and j, in [0, 1] on every pair (the causal
+    form's normaliser ψ(max(L, i)) puts keys far right of an early query above 1), and the
+    causal form itself on keys j <= i, the pairs a decoder sees."""
+    c, L = torch.tensor(0.1, dtype=torch.float64), torch.tensor(16.0, dtype=torch.float64)
+    pos = torch.arange(200)
+    both = PF.fire_distance(pos, pos, c, L, eps=0.0, bidirectional=True)  # (T, T)
+    causal = PF.fire_distance(pos, pos, c, L, eps=0.0)
+    torch.testing.assert_close(both, both.T, rtol=0, atol=0)
+    assert both.min() >= 0 and both.max() <= 1 + 1e-12
+    assert causal.max() > 1.5  # query 0 against key 199: ψ(199) / ψ(16)
+    past = torch.ones(200, 200, dtype=torch.bool).tril()
+    torch.testing.assert_close(both[past], causal[past], rtol=0, atol=0)
+    psi = lambda v: math.log(0.1 * v + 1)  # noqa: E731
+    torch.testing.assert_close(both[3, 150].item(), psi(147) / psi(150))
+    batch = PF.fire_distance(pos[None, 5:9], pos.expand(2, 200), c, L, bidirectional=True)
+    one = PF.fire_distance(pos[5:9], pos, c, L, bidirectional=True)  # (4, 200)
+    torch.testing.assert_close(batch, one.expand(2, 4, 200))  # batch dims broadcast
 
 
 def test_functional_runs_on_array_api_strict() -> None:
@@ -91,6 +119,7 @@ def test_gradcheck_float64() -> None:
         ({"init_c": 0.0}, ValueError, "init_c must be a finite number > 0, got 0.0"),
         ({"init_threshold": -5.0}, ValueError, "init_threshold must be a finite number > 0"),
         ({"eps": -1e-6}, ValueError, "eps must be a finite number > 0"),
+        ({"bidirectional": 1}, TypeError, "bidirectional must be a bool"),
     ],
 )
 def test_bad_config_raises(config: dict, error: type[Exception], match: str) -> None:

@@ -33,7 +33,7 @@ def test_power_kernel_with_alibi_slopes_and_unit_exponent_is_alibi() -> None:
     pos = torch.arange(20)
     slopes = torch.from_numpy(PF.alibi_slopes(8))
     kerple = PF.kerple_bias(pos, pos, slopes, torch.ones(8, dtype=torch.float64), variant="power")
-    alibi = PF.alibi_bias(pos, pos, slopes, symmetric=True)
+    alibi = PF.alibi_bias(pos, pos, slopes, bidirectional=True)
     torch.testing.assert_close(kerple, alibi)
 
 

@@ -41,7 +41,7 @@ VARIANTS: list[tuple[str, dict[str, Any], bool, int | None]] = [
         None,
     ),  # eager only (dynamic scaling reads concrete positions): marked slow
     ("alibi", {}, True, None),
-    ("alibi", {"symmetric": True}, False, None),
+    ("alibi", {"bidirectional": True}, False, None),
     ("t5", {"bidirectional": True}, False, None),
     ("t5", {}, True, 2),
     ("kerple", {}, True, None),
@@ -328,13 +328,25 @@ def test_dropout_acts_in_training_and_evaluation_equals_torch() -> None:
         pfx.Attention(C, H, pe=pfx.NoPE(), causal=True, dropout=1.0, rngs=nnx.Rngs(0))
 
 
-@pytest.mark.parametrize("name", ["alibi", "t5", "kerple", "fire"])
-def test_bias_hook_with_mixed_position_shapes_equals_torch(name: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "config"),
+    [
+        ("alibi", {}),
+        ("alibi", {"bidirectional": True}),
+        ("t5", {}),
+        ("t5", {"bidirectional": True}),
+        ("kerple", {}),
+        ("fire", {}),
+        ("fire", {"bidirectional": True, "init_threshold": 3.0}),  # normaliser ψ(max(L, i, j))
+    ],
+)
+def test_bias_hook_with_mixed_position_shapes_equals_torch(name: str, config: dict) -> None:
+    """Causal and encoder forms; keys before and after the queries."""
     import posenc
 
     torch.manual_seed(0)
-    tpe = posenc.build(name, n_heads=H)
-    fpe = pfx.build(name, n_heads=H)
+    tpe = posenc.build(name, n_heads=H, **config)
+    fpe = pfx.build(name, n_heads=H, **config)
     pfx.load_torch_state_dict(fpe, tpe.state_dict())
     q_pos, k_pos = np.array([[4, 5, 6], [0, 1, 2]]), np.arange(7)  # (B, Tq), (Tk,)
     with torch.no_grad():

@@ -58,7 +58,7 @@ def test_registry_names_match_torch_and_build_validates_keys() -> None:
         (lambda: pfx.RoPE(head_dim=8, layout="twisted"), ValueError, "layout must be one of"),
         (lambda: pfx.RoPE(head_dim=8, kv_policy="x"), ValueError, "kv_policy must be one of"),
         (lambda: pfx.ALiBi(n_heads=2, slopes=[0.5]), ValueError, "n_heads=2 values, got 1"),
-        (lambda: pfx.ALiBi(n_heads=2, symmetric=1), TypeError, "symmetric must be a bool"),
+        (lambda: pfx.ALiBi(n_heads=2, bidirectional=1), TypeError, "bidirectional must be a bool"),
         (lambda: pfx.T5Bias(n_heads=2, max_distance=4), ValueError, "max_distance must be > 16"),
         (lambda: pfx.Kerple(n_heads=2, variant="exp"), ValueError, "variant must be one of"),
         (lambda: pfx.Kerple(n_heads=2, variant="power", init_r2=3.0), ValueError, r"\(0, 2.0\]"),

@@ -44,8 +44,10 @@ def test_copy_task_trains_and_checkpoint_loads_in_torch(tmp_path: object) -> Non
 
 
 def test_jax_backend_rejects_classification() -> None:
-    with pytest.raises(ValueError, match=r"runs \('decoder', 'lm'\) tasks, got 'ascending'"):
-        build_model(RunConfig(encoding="rope", task=TaskConfig(name="ascending")))
+    with pytest.raises(
+        ValueError, match=r"runs \('decoder', 'lm'\) tasks, got 'ascending_encoder'"
+    ):
+        build_model(RunConfig(encoding="rope", task=TaskConfig(name="ascending_encoder")))
 
 
 def test_two_sweeps_saving_one_flax_checkpoint_at_once_both_succeed(

@@ -38,6 +38,10 @@ TABLE = rng.normal(size=(9, D))  # Shaw rows for max_distance = 4
 PROBS = rng.dirichlet(np.ones(Tk), size=(B, H, Tq))  # (B, H, Tq, Tk)
 ANG = PF.angles(np.arange(Tq), PF.rope_inv_freq(2 * D))  # (Tq, D) phases for PoPE
 LOGITS = np.where(np.tril(np.ones((Tq, Tk)), 2) > 0, rng.normal(size=(B, H, Tq, Tk)), -np.inf)
+GRID_POS = np.stack([np.arange(6) // 3, np.arange(6) % 3], -1)[None] + np.array([[[0]], [[7]]])
+AX_SECTIONS = (2, 3)  # pairs per axis
+AX_INV = PF.axial_inv_freq(AX_SECTIONS, base=100.0)  # (P,)
+MIXED = PF.mixed_inv_freq(8, np.array([0.3, 2.0]), base=10.0)  # (H, 2, P)
 YARN = {"factor": 4.0, "original_max_position_embeddings": 64}
 LONG = {"short_factor": [1.0, 1.5, 2.0, 2.5], "long_factor": [2.0, 3.0, 4.0, 5.0]}
 LLAMA = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
@@ -70,8 +74,8 @@ CASES: dict[str, Callable[[Callable[[Any], Any], Any], Any]] = {
     "relative_offsets": lambda a, xp: PF.relative_offsets(a(BQ_POS), a(K_POS)),
     "alibi_slopes": lambda a, xp: PF.alibi_slopes(6, xp=xp),
     "alibi_bias": lambda a, xp: PF.alibi_bias(a(BQ_POS), a(K_POS), a(SLOPES)),
-    "alibi_bias_symmetric": lambda a, xp: PF.alibi_bias(
-        a(Q_POS), a(K_POS), a(SLOPES), symmetric=True
+    "alibi_bias_bidirectional": lambda a, xp: PF.alibi_bias(
+        a(Q_POS), a(K_POS), a(SLOPES), bidirectional=True
     ),
     "t5_bucket_causal": lambda a, xp: PF.t5_relative_bucket(
         a(np.arange(-300, 300)), bidirectional=False, num_buckets=32, max_distance=128
@@ -115,6 +119,13 @@ CASES: dict[str, Callable[[Callable[[Any], Any], Any], Any]] = {
     "cope_interpolate": lambda a, xp: PF.cope_interpolate(
         PF.cope_positions(a(LOGITS), n_positions=4), a(rng_fixed(5, (B, H, Tq, 4)))
     ),
+    "axial_inv_freq": lambda a, xp: PF.axial_inv_freq(AX_SECTIONS, base=100.0, xp=xp),
+    "axis_angles": lambda a, xp: PF.axis_angles(
+        a(GRID_POS), a(AX_INV), a(np.asarray(PF.pair_axes(AX_SECTIONS)))
+    ),
+    "mixed_inv_freq": lambda a, xp: PF.mixed_inv_freq(8, a(np.array([0.3, 2.0])), base=10.0),
+    "mixed_angles": lambda a, xp: PF.mixed_angles(a(GRID_POS), a(MIXED)),
+    "sincos_2d_table": lambda a, xp: PF.sincos_2d_table(a(GRID_POS), 8, base=100.0),
     "scaling_linear": lambda a, xp: S.linear(a(INV), factor=4.0),
     "scaling_ntk": lambda a, xp: S.ntk(a(INV), factor=4.0),
     "scaling_dynamic": lambda a, xp: S.dynamic(
@@ -208,6 +219,8 @@ def test_every_exported_formula_has_a_case() -> None:
     helpers = {"namespace", "np_xp", "torch_xp", "rotary_dim", "check_t5_buckets", "check_kerple"}
     helpers |= {"widest_float", "widest_int"}
     helpers |= {"xpos_max_position", "check_xpos_range"}  # Python numbers in, no arrays
+    helpers |= {"pair_axes", "check_sections", "check_grid"}  # Python ints in and out
+    helpers |= {"resample_table"}  # torch's F.interpolate, not the array API: equal to timm's
     formulas = {
         n for n in PF.__all__ if n[0].islower() and n not in helpers and callable(getattr(PF, n))
     }

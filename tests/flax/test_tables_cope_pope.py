@@ -111,15 +111,16 @@ def test_build_for_model_rejects_bad_head_split(geometry: dict, match: str) -> N
         pfx.build_for_model("rope", max_len=16, **geometry)
 
 
-def test_flax_encoder_by_name_gets_the_encoder_form_as_torch() -> None:
-    def t5(causal: bool, **config: bool) -> bool:
+@pytest.mark.parametrize("name", ["alibi", "t5", "fire"])
+def test_flax_encoder_by_name_gets_the_encoder_form_as_torch(name: str) -> None:
+    def bidirectional(causal: bool, **config: bool) -> bool:
         model = pfx.TinyTransformer(
-            vocab_size=8, pe="t5", d_model=16, n_heads=2, causal=causal, pe_config=config or None
+            vocab_size=8, pe=name, d_model=16, n_heads=2, causal=causal, pe_config=config or None
         )
         return bool(model.pe.bidirectional)
 
-    assert t5(causal=False) and not t5(causal=True)
-    assert not t5(causal=False, bidirectional=False)
+    assert bidirectional(causal=False) and not bidirectional(causal=True)
+    assert not bidirectional(causal=False, bidirectional=False)
 
 
 def test_odd_width_sinusoidal_equals_torch() -> None:

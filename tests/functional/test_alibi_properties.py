@@ -29,9 +29,11 @@ def slopes(n_heads: int, backend: str) -> np.ndarray:
     return got
 
 
-def bias(q: list[int], k: list[int], m: np.ndarray, backend: str, symmetric: bool) -> np.ndarray:
+def bias(
+    q: list[int], k: list[int], m: np.ndarray, backend: str, bidirectional: bool
+) -> np.ndarray:
     q_pos, k_pos = (to_backend(np.asarray(p, dtype=np.int64), backend) for p in (q, k))
-    out = to_numpy(PF.alibi_bias(q_pos, k_pos, to_backend(m, backend), symmetric=symmetric))
+    out = to_numpy(PF.alibi_bias(q_pos, k_pos, to_backend(m, backend), bidirectional=bidirectional))
     assert out.shape == (len(m), len(q), len(k))
     return out
 
@@ -88,7 +90,7 @@ def test_slopes_are_distinct_and_between_two_to_minus_eight_and_one(
     k=position_lists,
     mid=position_lists,
     shift=st.integers(-POS, POS),
-    symmetric=st.booleans(),
+    bidirectional=st.booleans(),
 )
 def test_bias_is_linear_in_the_offset(
     n_heads: int,
@@ -96,23 +98,23 @@ def test_bias_is_linear_in_the_offset(
     k: list[int],
     mid: list[int],
     shift: int,
-    symmetric: bool,
+    bidirectional: bool,
     backend: str,
 ) -> None:
-    """B[h, i, j] = -m_h·(i - j) (symmetric: -m_h·|i - j|): it depends on i - j alone (shifting
+    """B[h, i, j] = -m_h·(i - j) (bidirectional: -m_h·|i - j|): it depends on i - j alone (shifting
     both positions changes nothing, bit for bit: the offset is the same integer, exact in
     float64 below 2^53), is 0 on the diagonal, and (causal form) is additive along a path,
     B(i, l) + B(l, j) = B(i, j). Each entry is one rounded product: additivity holds to
     EPS·(|B(i,l)| + |B(l,j)| + |B(i,j)|)."""
     m = slopes(n_heads, backend)
-    b = bias(q, k, m, backend, symmetric)
+    b = bias(q, k, m, backend, bidirectional)
     offset = np.subtract.outer(q, k).astype(np.float64)
-    expected = -m[:, None, None] * (np.abs(offset) if symmetric else offset)
+    expected = -m[:, None, None] * (np.abs(offset) if bidirectional else offset)
     np.testing.assert_array_equal(b, expected)  # one product per entry, same as ours
-    moved = bias([p + shift for p in q], [p + shift for p in k], m, backend, symmetric)
+    moved = bias([p + shift for p in q], [p + shift for p in k], m, backend, bidirectional)
     np.testing.assert_array_equal(moved, b)
-    np.testing.assert_array_equal(bias(q, q, m, backend, symmetric).diagonal(0, 1, 2), 0.0)
-    if not symmetric:
+    np.testing.assert_array_equal(bias(q, q, m, backend, bidirectional).diagonal(0, 1, 2), 0.0)
+    if not bidirectional:
         b_il, b_lj = bias(q, mid, m, backend, False), bias(mid, k, m, backend, False)
         for l_idx in range(len(mid)):
             total = b_il[:, :, l_idx, None] + b_lj[:, None, l_idx, :]

@@ -106,5 +106,5 @@ def test_power_kernel_with_unit_exponent_and_alibi_slopes_is_symmetric_alibi(
     m = PF.alibi_slopes(n_heads)
     kerple = bias(q, k, ("power", m, np.ones(n_heads)), backend)
     q_pos, k_pos = (to_backend(np.asarray(x, dtype=np.int64), backend) for x in (q, k))
-    alibi = to_numpy(PF.alibi_bias(q_pos, k_pos, to_backend(m, backend), symmetric=True))
+    alibi = to_numpy(PF.alibi_bias(q_pos, k_pos, to_backend(m, backend), bidirectional=True))
     np.testing.assert_array_equal(kerple, alibi)

@@ -37,8 +37,10 @@ def test_sweep_report_export_and_resume(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "(4 runs, 0 reused)" in result.output and "report:" in result.output
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") >= 2 + 2  # 2 task curves, 2 attention figures
-    assert 'id="results-table"' in html and "learned" in html and "Published findings" in html
+    assert html.count("data:image/png;base64,") >= 2  # 2 task curves (10 steps learn nothing:
+    # no run passes the gate, so no attention maps)
+    assert 'id="answer"' in html and "did not learn" in html and "Published findings" in html
+    assert "No run of nope, learned passed the gate" in html
     assert "http://" not in html and "https://" not in html  # self-contained, no network
 
     again = runner.invoke(app, args)
@@ -125,7 +127,7 @@ def test_jax_backend_trains_decoder_tasks_and_refuses_classification(tmp_path: P
     torch_run = runner.invoke(app, base)  # same grid on torch: stored under another key
     assert "(1 run, 0 reused)" in torch_run.output, torch_run.output
 
-    (tmp_path / "cls.toml").write_text(decoder_only.replace('"copy_rep"', '"ascending"'))
+    (tmp_path / "cls.toml").write_text(decoder_only.replace('"copy_rep"', '"ascending_encoder"'))
     cls = runner.invoke(
         app,
         [

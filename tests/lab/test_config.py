@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,10 @@ def test_bad_configs_name_the_key(data: dict, match: str) -> None:
             {"tasks": ["copy"], "encodings": ["rope"], "pe_config": {"rope": {"bse": 2}}},
             r"'encodings' \(rope\).*unknown config key",
         ),
+        (
+            {"tasks": ["copy"], "encodings": ["rope", "rope_2d"]},
+            r"'encodings': 'rope_2d' reads grid positions .* the lab's tasks are 1-D sequences",
+        ),
     ],
 )
 def test_expand_rejects_what_tasks_and_registry_refuse(data: dict, match: str) -> None:
@@ -145,3 +150,34 @@ def test_quick_preset_covers_the_required_encodings_and_tasks() -> None:
     assert {r.task.name for r in lm} == {"lm"} and "alibi" in {r.encoding for r in lm}
     with pytest.raises(ValueError, match="unknown preset 'fast'; choose one of"):
         preset("fast")
+
+
+def test_an_encoder_keeping_the_causal_form_is_stored_and_reported_as_the_variant(
+    tmp_path: Path,
+) -> None:
+    """ALiBi's one-sided causal bias in an encoder is "alibi (causal form)" in the store, the
+    report and the log, never "alibi"; in a decoder, and in its encoder form, it is "alibi"."""
+    from posenc.lab.executors import LocalExecutor
+    from posenc.lab.report import write_report
+    from posenc.lab.store import ResultStore
+    from posenc.lab.sweep import STORE_NAME, run_sweep
+
+    sweep = parse_sweep(
+        {
+            "encodings": ["alibi"],
+            "tasks": [{"name": "offset", "train_len": [2, 4]}, {"name": "copy_rep"}],
+            "pe_config": {"alibi": {"bidirectional": False}},
+            "model": {"d_model": 16, "n_layers": 1, "n_heads": 2},
+            "train": {"steps": 2, "batch_size": 4, "warmup": 1, "eval_samples": 4},
+        }
+    )
+    runs = expand(sweep)
+    assert sorted(r.label for r in runs) == ["alibi", "alibi (causal form)"]
+    run_sweep(sweep, tmp_path, executor=LocalExecutor(1), live=False)
+    with ResultStore(tmp_path / STORE_NAME) as store:
+        stored = {(r["encoding"], r["task"]) for r in store.runs({r.key() for r in runs})}
+    assert stored == {("alibi (causal form)", "offset"), ("alibi", "copy_rep")}
+    html = write_report(runs, tmp_path).read_text()
+    assert "alibi (causal form)" in html  # (attention maps: only runs that passed the gate)
+    published = replace(runs[0], pe_config={})
+    assert published.label == "alibi"

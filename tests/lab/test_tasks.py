@@ -37,6 +37,16 @@ def test_shapes_and_determinism(name: str) -> None:
         assert 0 <= a.labels.min() and a.labels.max() < task.n_classes
 
 
+@pytest.mark.parametrize("name", task_names())
+def test_every_task_names_its_source_and_chance(name: str) -> None:
+    """The report shows where each task comes from and, where guessing scores, a chance line."""
+    task = make_task(name)
+    assert isinstance(task.source, str) and task.source
+    assert task.chance is None or 0.0 < task.chance < 1.0
+    published = {"copy_rep", "copy", "reverse", "sort", "addition", "parity"}
+    assert ("Kazemnejad et al. 2023" in task.source) == (name in published)
+
+
 def test_default_eval_lengths_are_1_15_2_4_times_train() -> None:
     assert make_task("copy", train_len=(1, 8)).eval_lens == (8, 12, 16, 32)
     assert make_task("lm").eval_lens == (64, 128, 256, 512)
@@ -75,8 +85,50 @@ def test_parity_and_induction_answers() -> None:
     assert values.min() >= FIRST + task.n_symbols  # values and keys use separate ids
 
 
-def test_ascending_labels_match_order() -> None:
+def _ascending(n: int, batch: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Prompts (B, n) and labels (B,) (1 = YES) of the decoder ``ascending``."""
     task = make_task("ascending")
+    b = task.sample(_rng(seed), batch, n)
+    prompt, answer = b.tokens[:, : b.n_prompt - 1], b.tokens[:, b.n_prompt : -1]
+    no, yes = task.answers
+    assert answer.shape == (batch, 1) and set(np.unique(answer)) <= {no, yes}
+    assert prompt.min() >= FIRST and prompt.max() < no  # symbols, never an answer token
+    return prompt, (answer[:, 0] == yes).astype(np.int64)
+
+
+@pytest.mark.parametrize("n", [2, 3, 8, 32])
+def test_ascending_negatives_are_one_adjacent_swap_of_a_sorted_row(n: int) -> None:
+    """YES exactly when the row is non-decreasing; every NO row is a sorted row with one
+    adjacent pair of different symbols swapped (so it is unsorted at exactly that pair)."""
+    prompt, labels = _ascending(n, 400)
+    is_sorted = (np.diff(prompt, axis=1) >= 0).all(axis=1)
+    np.testing.assert_array_equal(is_sorted, labels == 1)
+    for row in prompt[labels == 0]:
+        differ = np.flatnonzero(row != np.sort(row))
+        assert len(differ) == 2 and differ[1] == differ[0] + 1, row
+        swapped = row.copy()
+        swapped[differ] = swapped[differ[::-1]]
+        np.testing.assert_array_equal(swapped, np.sort(row))
+    positions = [np.flatnonzero(np.diff(r) < 0)[0] for r in prompt[labels == 0]]
+    assert set(positions) == set(range(n - 1))  # the swap lands anywhere in the row
+
+
+@pytest.mark.parametrize("batch", [1, 2, 7, 64, 256])
+def test_ascending_classes_are_balanced_in_every_batch(batch: int) -> None:
+    for seed in range(3):
+        _, labels = _ascending(5, batch, seed)
+        assert labels.sum() == (batch + 1) // 2  # one more YES when odd
+
+
+def test_ascending_is_reproducible_by_seed_and_differs_across_seeds() -> None:
+    task = make_task("ascending")
+    a, b, c = (task.sample(_rng(s), 64, 8).tokens for s in (5, 5, 6))
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+def test_ascending_encoder_labels_match_order() -> None:
+    task = make_task("ascending_encoder")
     b = task.sample(_rng(), 256, 6)
     is_sorted = (np.diff(b.tokens, axis=1) > 0).all(axis=1)
     np.testing.assert_array_equal(is_sorted, b.labels == 1)
@@ -106,12 +158,14 @@ def test_lm_windows_are_shifted_text() -> None:
     ("name", "config", "match"),
     [
         ("sort", {"n_symbols": 10}, "length 12 needs 12 distinct tokens but n_symbols is 10"),
-        ("ascending", {"n_symbols": 16, "train_len": (2, 8)}, "n_symbols is 16"),
+        ("ascending_encoder", {"n_symbols": 16, "train_len": (2, 8)}, "n_symbols is 16"),
+        ("ascending", {"n_symbols": 1}, "an unsorted row needs 2 symbols"),
         ("induction", {"n_symbols": 4}, "distinct keys"),
         ("copy", {"train_len": (5, 3)}, "min <= max"),
         ("copy", {"train_len": (0, 3)}, "1 <= min"),
         ("copy", {"train_len": 8}, r"train_len must be \(min, max\) ints"),
         ("ascending", {"train_len": (1, 8)}, "2 <= min"),
+        ("ascending_encoder", {"train_len": (1, 8)}, "2 <= min"),
         ("addition", {"n_symbols": 12}, "base 10"),
         ("parity", {"n_symbols": 3}, "bits"),
         ("lm", {"n_symbols": 5}, "alphabet is fixed"),
@@ -137,3 +191,16 @@ def test_lm_accepts_only_windows_it_can_draw() -> None:
     assert task.sample(_rng(), 2, longest, split="eval").tokens.shape == (2, longest + 1)
     with pytest.raises(ValueError, match="windows must be shorter than the eval split"):
         make_task("lm", eval_lens=(longest + 1,))
+
+
+def test_rope_decoder_learns_ascending_at_its_training_length() -> None:
+    """The decoder formulation with hard negatives is learnable: RoPE answers every held-out
+    row of its training length right after 300 steps (6 symbols, lengths 2..5)."""
+    from posenc.lab.config import RunConfig, TaskConfig, TrainConfig
+    from posenc.lab.train import train_run
+
+    task = TaskConfig(name="ascending", n_symbols=6, train_len=(2, 5), eval_lens=(5,))
+    train = TrainConfig(steps=300, lr=3e-3, eval_samples=128)
+    metrics = train_run(RunConfig(encoding="rope", task=task, train=train)).metrics
+    exact = {n: v for n, name, v in metrics if name == "exact_match"}
+    assert exact[5] >= 0.95, exact  # chance: 0.5

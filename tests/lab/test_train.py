@@ -29,15 +29,15 @@ def _cfg(encoding: str, task: str = "copy", **kw: object) -> RunConfig:
     return RunConfig(encoding=encoding, task=t, model=TINY, train=FAST, **kw)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("encoding", posenc.names())
+@pytest.mark.parametrize("encoding", posenc.names(axes=1))
 def test_thirty_steps_lower_the_loss(encoding: str) -> None:
     curve = train_run(_cfg(encoding)).loss_curve
     first, last = curve[0][1], curve[-1][1]
     assert last < first - 0.1, f"{encoding}: loss {first:.3f} -> {last:.3f}"
 
 
-@pytest.mark.parametrize("task", ["ascending", "offset", "lm"])
-def test_encoder_classification_and_lm_learn(task: str) -> None:
+@pytest.mark.parametrize("task", ["ascending", "ascending_encoder", "offset", "lm"])
+def test_one_answer_classification_and_lm_learn(task: str) -> None:
     """Held-out loss at the training length drops in 30 steps (batch 32)."""
     cfg = replace(_cfg("rope", task), train=replace(FAST, batch_size=32, eval_samples=64))
     model, t = build_model(cfg)
@@ -128,12 +128,12 @@ def test_cuda_without_a_gpu_is_refused() -> None:
 
 
 def test_encoders_get_the_encoder_form_unless_configured() -> None:
-    enc, _ = build_model(_cfg("t5", "ascending"))
+    enc, _ = build_model(_cfg("t5", "ascending_encoder"))
     dec, _ = build_model(_cfg("t5", "copy"))
     assert enc.net.pe.bidirectional and not dec.net.pe.bidirectional
     t5, _ = build_model(_cfg("t5", "offset", pe_config={"bidirectional": False}))
     assert not t5.net.pe.bidirectional
-    assert not build_model(_cfg("alibi", "offset"))[0].net.pe.symmetric
+    assert build_model(_cfg("alibi", "offset"))[0].net.pe.bidirectional
 
 
 @pytest.mark.parametrize("task", ["copy", "offset", "lm"])

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 import posenc
 from posenc import info
 from posenc.analysis import subject
-from posenc.analysis.subjects import HEAD_DIM, N_HEADS, subject_names
+from posenc.analysis.subjects import HEAD_DIM, N_HEADS, is_sequence, subject_names
 from posenc.plots import (
     PLOTS,
     alibi_slopes,
@@ -294,7 +294,11 @@ LEGENDS = {
     "contamination-dims": (["sinusoidal"], {}),
     "wavelengths": (["rope", "xpos", "rope:yarn"], {}),
     "qk-distance": (["rope", "xpos", "rope:linear"], {"n_distances": 32}),
-    "attention-decay": (subject_names(), {"n_positions": 8, "lengths": (4, 8)}),
+    "attention-decay": (
+        [n for n in subject_names() if is_sequence(subject(n))],
+        {"n_positions": 8, "lengths": (4, 8)},
+    ),
+    "sections": (["mrope"], {}),
     "extension": ([], {}),
     "alibi-slopes": ([], {}),
 }

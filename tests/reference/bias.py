@@ -45,11 +45,13 @@ def pairwise(
     return out
 
 
-def alibi(q_pos: np.ndarray, k_pos: np.ndarray, slopes: list[float], symmetric: bool) -> np.ndarray:
-    """-m_h·(i - j), or -m_h·|i - j| for the symmetric (encoder) form."""
+def alibi(
+    q_pos: np.ndarray, k_pos: np.ndarray, slopes: list[float], bidirectional: bool
+) -> np.ndarray:
+    """-m_h·(i - j), or -m_h·|i - j| for the bidirectional (encoder) form."""
 
     def entry(h: int, i: int, j: int) -> float:
-        return -slopes[h] * (abs(i - j) if symmetric else i - j)
+        return -slopes[h] * (abs(i - j) if bidirectional else i - j)
 
     return pairwise(q_pos, k_pos, len(slopes), entry)
 
@@ -126,15 +128,18 @@ def fire(
     b1: np.ndarray,
     w2: np.ndarray,
     b2: np.ndarray,
+    bidirectional: bool = False,
 ) -> np.ndarray:
     """MLP(ψ(i - j) / (ψ(max(L, i)) + eps)), ψ(x) = log(|c x| + 1), MLP: relu(x w1 + b1) w2 + b2
-    with w1 (hidden, 1), w2 (H, hidden) as torch.nn.Linear stores them."""
+    with w1 (hidden, 1), w2 (H, hidden) as torch.nn.Linear stores them. ``bidirectional``:
+    the normaliser is ψ(max(L, i, j)) + eps (posenc's encoder form; the paper's is causal)."""
 
     def psi(x: float) -> float:
         return math.log(abs(c * x) + 1)
 
     def entry(h: int, i: int, j: int) -> float:
-        x = psi(i - j) / (psi(max(threshold, i)) + eps)
+        later = max(i, j) if bidirectional else i
+        x = psi(i - j) / (psi(max(threshold, later)) + eps)
         hidden = [max(0.0, w1[u, 0] * x + b1[u]) for u in range(len(b1))]
         return float(b2[h] + sum(w2[h, u] * hidden[u] for u in range(len(b1))))
 

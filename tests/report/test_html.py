@@ -86,6 +86,17 @@ def test_render_page_rejects_duplicate_ids() -> None:
         render_page("t", [Section("a"), Section("A")])
 
 
+def test_table_cell_classes_are_rendered_and_checked() -> None:
+    table = Table(["a", "b"], [["1", "PASS"], ["2", "3"]], classes=[["win", ""], ["num dnl", ""]])
+    html = render_page("t", [Section("s", tables=[table])])
+    assert '<td class="win">1</td><td>PASS</td>' in html  # classes replace the PASS/FAIL rule
+    assert '<td class="num dnl">2</td>' in html
+    plain = render_page("t", [Section("s", tables=[Table(["a"], [["PASS"]])])])
+    assert '<td class="PASS">PASS</td>' in plain
+    with pytest.raises(ValueError, match="shape of rows"):
+        Table(["a"], [["1"], ["2"]], classes=[["win"]])
+
+
 def test_slug() -> None:
     assert slug("rope:yarn") == "rope-yarn" and slug("<>") == "section"
 

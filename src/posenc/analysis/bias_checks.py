@@ -52,11 +52,11 @@ def alibi_slopes_geometric(pe: PositionalEncoding) -> tuple[float, str]:
 @check("alibi_bias_linear", applies=_alibi, tolerance=1e-6)
 def alibi_bias_linear(pe: PositionalEncoding) -> tuple[float, str]:
     """The bias is the head's slope times the distance: b_h(i, j) = -m_h·(i - j) (|i - j| for
-    the symmetric form), at any absolute position."""
+    the bidirectional form), at any absolute position."""
     q_pos, k_pos = torch.arange(500, 564), torch.arange(0, 564, 7)
     bias = _bias(pe, q_pos, k_pos)  # (H, Tq, Tk)
     offset = PF.relative_offsets(q_pos, k_pos).double()  # (Tq, Tk)
-    if getattr(pe, "symmetric", False):
+    if getattr(pe, "bidirectional", False):
         offset = offset.abs()
     expected = -getattr(pe, "slopes").double()[:, None, None] * offset  # noqa: B009
     err = relative_error(bias, expected)

@@ -12,6 +12,8 @@ from .subjects import (
     is_additive,
     length_dependent,
     model_geometry,
+    position_axes,
+    probe_positions,
     tiny_attention,
     tiny_model,
 )
@@ -28,7 +30,9 @@ def _order_gap(pe: PositionalEncoding) -> tuple[float, str]:
     gen = torch.Generator().manual_seed(0)
     idx = torch.randint(0, VOCAB, (1, 16), generator=gen)  # (B, T)
     perm = torch.randperm(16, generator=gen)
-    gap = float((model.features(idx[:, perm]) - model.features(idx)[:, perm]).abs().max())
+    pos = probe_positions(pe, 16)  # (T,) | (T, A): a 4x4 grid for grid encodings
+    shuffled = model.features(idx[:, perm], pos)
+    gap = float((shuffled - model.features(idx, pos)[:, perm]).abs().max())
     return gap, f"encoder of 16 tokens, one shuffle: max |f(Px) - P f(x)| = {gap:.2e}"
 
 
@@ -59,7 +63,7 @@ def shift_invariant(pe: PositionalEncoding) -> tuple[float, str]:
     attn = tiny_attention(pe)
     C, _ = model_geometry(pe)
     x = torch.randn(2, 12, C, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    pos = torch.arange(12)
+    pos = probe_positions(pe, 12)  # every coordinate shifts for grid encodings
     ref = attn(x, pos)
     errs = [float((attn(x, pos + shift) - ref).abs().max()) for shift in (1, 37, 1000)]
     return max(errs), "shifts 1, 37, 1000 of 12 positions: max |out| change " + ", ".join(
@@ -72,15 +76,16 @@ def kv_cache_decode(pe: PositionalEncoding) -> tuple[float, str]:
     """Decoding token by token through the KV cache gives the full forward's logits."""
     model = tiny_model(pe, causal=True)
     idx = torch.randint(0, VOCAB, (2, 12), generator=torch.Generator().manual_seed(2))
-    full = model(idx)  # (B, T, V)
+    pos = probe_positions(pe, 12)  # (T,) = 0..11 as by default, or (T, A) on a grid
+    full = model(idx, pos)  # (B, T, V)
     cache = model.new_cache()
-    steps = [model(idx[:, :5], cache=cache)]
-    steps += [model(idx[:, t : t + 1], cache=cache) for t in range(5, 12)]
+    steps = [model(idx[:, :5], pos[:5], cache=cache)]
+    steps += [model(idx[:, t : t + 1], pos[t : t + 1], cache=cache) for t in range(5, 12)]
     err = float((torch.cat(steps, dim=1) - full).abs().max())
     return err, f"prefix 5 + 7 single-token steps vs one forward of 12: max |logit diff| {err:.1e}"
 
 
-@check("decode_positions", applies=lambda pe: True, tolerance=0.0)
+@check("decode_positions", applies=lambda pe: position_axes(pe) == 1, tolerance=0.0)
 def decode_position_ids(pe: PositionalEncoding) -> tuple[float, str]:
     """Decoded tokens get positions advancing by one from the prefix length (explicit ids
     equal the cache's defaults)."""

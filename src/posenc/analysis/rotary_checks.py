@@ -1,6 +1,8 @@
 """Checks on rotary encodings (Su et al. 2021, arXiv:2104.09864): rotations preserve norms,
 scores depend on n - m only, the "half" and "interleaved" layouts agree up to a feature
-permutation, and the long-term decay bound falls with distance (sec. 3.4.3)."""
+permutation, and the long-term decay bound falls with distance (sec. 3.4.3). Grid encodings
+(rope_2d, rope_3d, rope_mixed, mrope) are checked at grid positions: their scores depend on
+the offset (Δy, Δx) (or (Δt, Δh, Δw)) only (Heo et al. 2024, arXiv:2403.13298, eq. 13)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from torch import Tensor
 from .. import functional as PF
 from ..encodings.base import PositionalEncoding
 from .result import check, largest_rise, relative_error
-from .subjects import head_shape, is_rotary, length_dependent
+from .subjects import head_shape, is_rotary, length_dependent, position_axes
 
 #: Rotary encodings that rescale on purpose, with the reason (no norm check for them).
 NOT_ORTHOGONAL = {"xpos": "xPos scales q by ζ^m and k by ζ^-n (Sun et al. 2022)"}
@@ -28,8 +30,11 @@ def _qk(pe: PositionalEncoding, T: int, seed: int) -> tuple[Tensor, Tensor]:
     return q, torch.randn(1, H, T, D, generator=gen, dtype=torch.float64)
 
 
-def _positions(T: int, seed: int, high: int = 10_000) -> Tensor:
-    return torch.randint(0, high, (T,), generator=torch.Generator().manual_seed(seed))
+def _positions(pe: PositionalEncoding, T: int, seed: int, high: int = 10_000) -> Tensor:
+    """T random positions in [0, high): (T,), or (T, A) for an encoding of A axes."""
+    A = position_axes(pe)
+    shape = (T,) if A == 1 else (T, A)
+    return torch.randint(0, high, shape, generator=torch.Generator().manual_seed(seed))
 
 
 @check(
@@ -38,14 +43,16 @@ def _positions(T: int, seed: int, high: int = 10_000) -> Tensor:
     tolerance=1e-12,
 )
 def rotation_norm_preserved(pe: PositionalEncoding) -> tuple[float, str]:
-    """A rotation keeps lengths: ||R_m q|| = ||R_0 q|| (= ||q|| for RoPE) at every m."""
+    """A rotation keeps lengths: ||R_m q|| = ||R_0 q|| (= ||q|| for RoPE) at every m (every
+    grid position for grid encodings)."""
     q, k = _qk(pe, 64, 0)
-    pos = _positions(64, 1)
+    pos = _positions(pe, 64, 1)
     rq, rk = pe.rotate(q, k, pos, pos)
     q0, k0 = pe.rotate(q, k, torch.zeros_like(pos), torch.zeros_like(pos))
     rel = torch.cat([rq.norm(dim=-1) / q0.norm(dim=-1), rk.norm(dim=-1) / k0.norm(dim=-1)]) - 1
     err = float(rel.abs().max())
-    return err, f"64 positions < 10^4: max | ||R_m x|| / ||R_0 x|| - 1 | = {err:.1e}"
+    where = "positions" if pos.ndim == 1 else f"grid positions ({pos.shape[1]} axes)"
+    return err, f"64 {where} < 10^4: max | ||R_m x|| / ||R_0 x|| - 1 | = {err:.1e}"
 
 
 @check(
@@ -54,15 +61,17 @@ def rotation_norm_preserved(pe: PositionalEncoding) -> tuple[float, str]:
     tolerance=1e-9,
 )
 def rotary_relative(pe: PositionalEncoding) -> tuple[float, str]:
-    """<R_m q, R_n k> = <q, R_(n-m) k>: the score depends on the offset only."""
+    """<R_m q, R_n k> = <q, R_(n-m) k>: the score depends on the offset only (on a grid, on
+    the offset (Δy, Δx), or (Δt, Δh, Δw), only)."""
     q, k = _qk(pe, 64, 2)
-    m = _positions(64, 3)
-    n = m + _positions(64, 4, high=500)  # n >= m
+    m = _positions(pe, 64, 3)
+    n = m + _positions(pe, 64, 4, high=500)  # n >= m on every axis
     rq, rk = pe.rotate(q, k, m, n)
     q0, rk0 = pe.rotate(q, k, torch.zeros_like(m), n - m)
     lhs, rhs = (rq * rk).sum(-1), (q0 * rk0).sum(-1)  # (1, H, T) pairwise scores
     err = relative_error(lhs, rhs)
-    return err, f"64 pairs, m < 10^4, 0 <= n - m < 500: max relative score diff {err:.1e}"
+    axes = "" if m.ndim == 1 else f" on each of {m.shape[1]} axes"
+    return err, f"64 pairs, m < 10^4, 0 <= n - m < 500{axes}: max relative score diff {err:.1e}"
 
 
 def half_from_interleaved(dim: int) -> Tensor:
@@ -84,7 +93,7 @@ def layouts_agree(pe: PositionalEncoding) -> tuple[float, str]:
     rot = getattr(pe, "rotary_dim", D)
     p = torch.cat([half_from_interleaved(rot), torch.arange(rot, D)])  # (D,)
     q, k = _qk(pe, 32, 5)
-    pos = _positions(32, 6)
+    pos = _positions(pe, 32, 6)
     iq, ik = inter.rotate(q, k, pos, pos)
     hq, hk = half.rotate(q[..., p], k[..., p], pos, pos)
     err = max(float((hq - iq[..., p]).abs().max()), float((hk - ik[..., p]).abs().max()))

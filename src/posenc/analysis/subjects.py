@@ -115,31 +115,39 @@ def overrides(pe: PositionalEncoding, hook: str) -> bool:
 
 
 def is_additive(pe: PositionalEncoding) -> bool:
-    """True when ``embed`` adds something at positions 0..3 (probed, so wrappers such as
-    randomized positions count only when their base encoding adds)."""
+    """True when ``embed`` adds something at four positions (``probe_positions``: 0..3, or
+    the cells of a 2x2 grid; probed, so wrappers such as randomized positions count only when
+    their base encoding adds)."""
     if not overrides(pe, "embed"):
         return False
     zeros = torch.zeros(1, 4, int(geometry_attr(pe, "dim", D_MODEL)), dtype=torch.float64)
     try:
         with torch.no_grad():
-            return bool(pe.embed(zeros, torch.arange(4)).abs().max() > 0)
+            return bool(pe.embed(zeros, probe_positions(pe, 4)).abs().max() > 0)
     except (ValueError, TypeError):
         return False
 
 
 def is_rotary(pe: PositionalEncoding) -> bool:
-    """True when ``rotate`` changes queries or keys at positions 1..4 (probed)."""
+    """True when ``rotate`` changes queries or keys at four positions (1..4, or a 2x2 grid
+    from (1, 1); probed)."""
     if not overrides(pe, "rotate"):
         return False
     H, D = head_shape(pe)  # its own head_dim when built for another geometry
     x = torch.ones(1, H, 4, D, dtype=torch.float64)  # (B, H, T, D)
+    pos = probe_positions(pe, 4, offset=1)
     try:
         with torch.no_grad():
-            q, k = pe.rotate(x, x, torch.arange(1, 5), torch.arange(1, 5))
+            q, k = pe.rotate(x, x, pos, pos)
     except (ValueError, TypeError):
         return False
     reshaped = q.shape != x.shape or k.shape != x.shape  # e.g. PoPE's (magnitude, phase) features
     return reshaped or bool((q - x).abs().max() > 0 or (k - x).abs().max() > 0)
+
+
+def is_sequence(pe: PositionalEncoding) -> bool:
+    """True for an encoding of 1-D positions (not a grid encoding)."""
+    return position_axes(pe) == 1
 
 
 def has_bias(pe: PositionalEncoding) -> bool:
@@ -173,6 +181,24 @@ def length_dependent(pe: PositionalEncoding) -> bool:
     """True for dynamic context extension: frequencies follow the current length max(pos) + 1,
     so scores at one offset differ between lengths (dynamic NTK, LongRoPE)."""
     return bool(getattr(getattr(pe, "scaling", None), "dynamic", False))
+
+
+def position_axes(pe: PositionalEncoding) -> int:
+    """The position axes A ``pe`` reads (``capabilities.axes``): 1 for sequences."""
+    return int(pe.capabilities.axes)
+
+
+def probe_positions(pe: PositionalEncoding, length: int, *, offset: int = 0) -> Tensor:
+    """Positions of ``length`` tokens for ``pe``: offset..offset + T - 1 for a sequence (T,);
+    for A > 1 axes, the cells of a grid ceil(sqrt(T)) columns wide in raster order, leading
+    axes at 0 ((row, column) or (0, row, column)), every coordinate plus ``offset`` (T, A)."""
+    A = position_axes(pe)
+    t = torch.arange(length)
+    if A == 1:
+        return t + offset
+    width = math.isqrt(max(length - 1, 0)) + 1  # ceil(sqrt(T))
+    lead = torch.zeros(length, A - 2, dtype=torch.long)
+    return torch.cat([lead, (t // width)[:, None], (t % width)[:, None]], dim=1) + offset
 
 
 def is_parameter_free(pe: PositionalEncoding) -> bool:

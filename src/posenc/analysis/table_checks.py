@@ -13,17 +13,30 @@ from torch import Tensor
 from .. import functional as PF
 from ..encodings.base import PositionalEncoding
 from .result import check, largest_rise
-from .subjects import D_MODEL, evaluating, geometry_attr, is_additive, is_parameter_free
+from .subjects import (
+    D_MODEL,
+    evaluating,
+    geometry_attr,
+    is_additive,
+    is_parameter_free,
+    is_sequence,
+    probe_positions,
+)
 
 
 def additive_table(pe: PositionalEncoding, n_positions: int = 1024) -> Tensor:
-    """The vectors ``pe.embed`` adds at positions 0..N-1 (capped at ``pe.max_len``), in eval
-    mode (randomized positions sample only in training): (N, C)."""
+    """The vectors ``pe.embed`` adds at positions 0..N-1 (capped at ``pe.max_len``), or for a
+    grid encoding at N cells of a grid in raster order (``probe_positions``; capped at a
+    learned table's cells), in eval mode (randomized positions sample only in training): (N, C)."""
     n = min(n_positions, getattr(pe, "max_len", n_positions))
+    grid = getattr(pe, "grid", None)
+    if grid is not None:  # a learned grid: the square of cells it holds
+        side = min(grid)
+        n = min(n, side * side)
     dim = geometry_attr(pe, "dim", D_MODEL)
     zeros = torch.zeros(1, n, dim, dtype=torch.float64)
     with torch.no_grad(), evaluating(pe):
-        return pe.embed(zeros, torch.arange(n))[0].double()  # (N, C)
+        return pe.embed(zeros, probe_positions(pe, n))[0].double()  # (N, C)
 
 
 def unit_table(pe: PositionalEncoding, n_positions: int = 1024) -> Tensor:
@@ -36,8 +49,8 @@ def _fixed_table(pe: PositionalEncoding) -> bool:
 
 
 def sinusoid_like(pe: PositionalEncoding) -> bool:
-    """A fixed additive table with ``base`` and ``dim``: Vaswani's sinusoids."""
-    return _fixed_table(pe) and hasattr(pe, "base") and hasattr(pe, "dim")
+    """A fixed additive table of 1-D positions with ``base`` and ``dim``: Vaswani's sinusoids."""
+    return _fixed_table(pe) and is_sequence(pe) and hasattr(pe, "base") and hasattr(pe, "dim")
 
 
 @check("table_bounded", applies=_fixed_table, tolerance=1.0 + 1e-12)
@@ -52,7 +65,7 @@ def table_bounded(pe: PositionalEncoding) -> tuple[float, str]:
 @check("table_unique_rows", applies=is_additive, tolerance=1e-3, comparison=">=")
 def table_unique_rows(pe: PositionalEncoding) -> tuple[float, str]:
     """Every position gets its own vector: min ||PE[p] - PE[q]|| over p != q is well above 0
-    (PE before the encoding's ``scale``)."""
+    (PE before the encoding's ``scale``; grid encodings: every cell of a grid)."""
     table = unit_table(pe)
     dist = torch.cdist(table, table)  # (N, N)
     dist.fill_diagonal_(float("inf"))

@@ -6,7 +6,8 @@ from .encoder_decoder import EncoderDecoder
 from .generate import Sampling
 from .kv_cache import CachedKeys, KVCache
 from .model import TinyTransformer
-from .positions import decode_positions, packed_positions, positions_from_padding
+from .multimodal import mrope_positions
+from .positions import decode_positions, grid_positions, packed_positions, positions_from_padding
 
 __all__ = [
     "Attention",
@@ -17,6 +18,8 @@ __all__ = [
     "Sampling",
     "TinyTransformer",
     "decode_positions",
+    "grid_positions",
+    "mrope_positions",
     "packed_positions",
     "positions_from_padding",
 ]

@@ -111,7 +111,9 @@ class Attention(nn.Module):
         cache: KVCache | None = None,
         ctx: PositionContext | None = None,
     ) -> Tensor:
-        """x (B, T, C) at positions ``pos`` (T,) or (B, T) (default: cache length + 0..T-1).
+        """x (B, T, C) at positions ``pos`` (T,) or (B, T) (default: cache length + 0..T-1), or
+        (T, A) or (B, T, A) for an encoding of A position axes (``pe.capabilities.axes``:
+        images, video, M-RoPE; no default: its positions are given).
 
         ``padding_mask`` (B, T) bool, True for real tokens; ``segment_ids`` (B, T) int, tokens
         attend only within their segment (packed sequences; default one segment, or after
@@ -133,14 +135,21 @@ class Attention(nn.Module):
             check_context(ctx, pos, T, offset + T)
         pos = ctx.q_pos
         q, k, v = self._project(x)  # (B, H, T, D), (B, Hkv, T, D) x2
-        rerotate = cache is not None and self.pe.kv_policy == "rerotate"
+        if cache is not None and cache.streams:
+            check_streamable(self.pe)
+        # unrotated keys in the cache, all rotated at their current positions: dynamic
+        # frequencies, or a streaming cache's positions (they move as entries are evicted)
+        rerotate = cache is not None and (self.pe.kv_policy == "rerotate" or cache.streams)
         if not rerotate:
             q, k = self.pe.rotate(q, k, pos, pos, ctx=ctx)
         new = CachedKeys(
-            k, v, batch_positions(pos, B), *_mask_inputs(B, T, x, padding_mask, segment_ids, cache)
+            k,
+            v,
+            batch_positions(pos, B, ctx.axes),
+            *_mask_inputs(B, T, x, padding_mask, segment_ids, cache),
         )
         keys = new if cache is None else cache.append(new)
-        k_pos = ctx.k_pos  # (T,) | (B, T) or (B, L): equal to keys.pos
+        k_pos = ctx.k_pos  # (T,) | (B, T) or (B, L) (with A axes: (.., A)): equal to keys.pos
         if rerotate:  # the cache holds unrotated keys: rotate all with the current frequencies
             q, k_all = self.pe.rotate(q, keys.k, pos, k_pos, ctx=ctx)  # k_all (B, Hkv, L, D)
             keys = keys._replace(k=k_all)
@@ -270,10 +279,54 @@ def new_context(
     device: torch.device,
 ) -> PositionContext:
     """``pe.prepare`` for T new tokens at ``pos`` (T,) | (B, T) (default: after the cache's
-    entries), validated to int64 once, and every key: the cached ones, then these."""
+    entries), or (T, A) | (B, T, A) for an encoding of A position axes (given: grids have no
+    default), validated to int64 once, and every key: the cached ones, then these."""
+    axes = pe.capabilities.axes
+    if pos is None and axes > 1:
+        raise ValueError(
+            f"pe {pe.name!r} reads {axes} position axes: pass pos of shape (T, {axes}) or "
+            f"(B, T, {axes}) (e.g. posenc.grid_positions(...) for an image or video grid)"
+        )
+    if pos is not None and cache is not None and cache.streams:
+        raise ValueError(
+            "a KVCache(window=...) assigns positions inside the cache; call without pos"
+        )
+    start = 0 if cache is None else len(cache)
+    # default positions after keys at 0..start-1: offsets are known without reading a value
+    # (a streaming cache re-assigns its keys' positions: not known here)
+    streams = cache is not None and cache.streams
+    known = pos is None and not streams and (cache is None or start == 0 or cache.consecutive)
+    if cache is not None:
+        cache.consecutive = known
     if pos is None:
-        pos = default_positions(T, offset=0 if cache is None else len(cache), device=device)
-    pos = check_positions(pos, "pos")  # int64 once: every hook sees this one tensor
-    check_positions_match(pos, B, T, "pos")
-    k_pos = pos if cache is None else cache.key_positions(batch_positions(pos, B))
-    return pe.prepare(pos, k_pos)
+        pos = default_positions(T, offset=start, device=device)
+    pos = check_positions(pos, "pos", axes)  # int64 once: every hook sees this one tensor
+    check_positions_match(pos, B, T, "pos", axes)
+    k_pos = pos if cache is None else cache.key_positions(batch_positions(pos, B, axes))
+    ctx = pe.prepare(pos, k_pos)
+    if known and T:
+        ctx.offset_bounds = (1 - T, start + T - 1)  # q in start..start+T-1, keys in 0..start+T-1
+    return ctx
+
+
+def check_streamable(pe: PositionalEncoding) -> None:
+    """Raise unless ``pe``'s positions can be re-assigned inside a streaming cache: rotary
+    encodings (keys re-rotated at their cache positions) and score biases of positions (ALiBi,
+    T5, Kerple, FIRE) can; positions added to token embeddings are baked into the cached
+    keys, and relative logit/value terms are not supported.
+
+    Raises: ValueError naming the encoding and what it does that streaming cannot re-assign.
+    """
+    caps = pe.capabilities
+    problem = (
+        "adds positions to the token embeddings, where a cache cannot re-assign them"
+        if caps.embeds
+        else "rewrites logits or values with relative terms, which streaming does not support"
+        if caps.relative_terms
+        else ""
+    )
+    if problem:
+        raise ValueError(
+            f"KVCache(window=...) re-assigns positions inside the cache; encoding {pe.name!r} "
+            f"{problem}. Streaming supports rotary encodings and position score biases"
+        )

@@ -105,7 +105,9 @@ def _flex_applies(layer: Attention, call: Call) -> bool:
 
 
 def _flex(layer: Attention, call: Call) -> Tensor | None:
-    return flex_bias_attention(*_inputs(layer, call), causal=layer.causal, checked=True)
+    return flex_bias_attention(
+        *_inputs(layer, call), causal=layer.causal, checked=True, bounds=call.ctx.offset_bounds
+    )
 
 
 def _toeplitz_applies(layer: Attention, call: Call) -> bool:

@@ -10,7 +10,9 @@ tile row the bias is a few runs of one multiply-add each over a ψ table. Memory
 
 Used by ``Attention`` (``bias_backend="auto"``, CPU) for inference: float32, or bfloat16 /
 float16 computed in float32 (q, k, v converted first, O(T·D)), consecutive positions, no
-gradients and no dropout. Anything else (float64 among it) returns None (the caller's blocks).
+gradients and no dropout; the bidirectional form (normaliser ψ(max(L, i, j))) where that is
+the query's normaliser, no key past max(L, first query). Anything else (float64 among it)
+returns None (the caller's blocks).
 """
 
 from __future__ import annotations
@@ -79,6 +81,8 @@ def fire_fused_attention(
         return None
     a, b = starts
     T, L = q.shape[2], k.shape[2]
+    if not _query_normalised(pe, a, b, T, L, causal=causal):
+        return None
     shift = a - b  # offset of query row r and key c: shift + r - c
     max_offset = max(abs(shift + T - 1), abs(shift - L + 1))  # largest |i - j|
     psi, norm = pe.distance_terms(torch.arange(a, a + T), max_offset)
@@ -91,3 +95,13 @@ def fire_fused_attention(
                for t in (q, k, v))  # fmt: skip
     out: Tensor = KERNEL.load().fire_attention(q, k, v, *f32, shift, causal, scale)
     return out.to(dtype)
+
+
+def _query_normalised(pe: FIRE, a: int, b: int, T: int, L: int, *, causal: bool) -> bool:
+    """Whether every visible pair's normaliser is the query's, ψ(max(L, i)), as the kernel
+    computes it: always for the causal form; for the bidirectional form's ψ(max(L, i, j)) when
+    no visible key lies after its query (causal, keys b.. not ahead of queries a..) or past
+    max(L, first query)."""
+    if not pe.bidirectional or (causal and b + L - T <= a):
+        return True
+    return b + L - 1 <= max(float(pe.threshold), a)

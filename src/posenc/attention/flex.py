@@ -114,7 +114,7 @@ def offset_table(pe: PositionalEncoding, lo: int, hi: int, n_heads: int) -> Tens
     q_at = max(hi, 0)
     device = pe_device(pe)
     keys = q_at - torch.arange(lo, hi + 1, device=device)  # positions q_at - o >= 0
-    query = torch.tensor([q_at], device=device)
+    query = torch.full((1,), q_at, device=device)  # (no host-to-device copy: no sync)
     bias = pe.bias(query, keys, ctx=PositionContext(query, keys))  # (1, H|1, 1, n), made here
     if bias is None:
         raise ValueError(f"{pe.name!r} has no score bias to fuse")
@@ -141,6 +141,7 @@ def flex_bias_attention(
     causal: bool,
     compiled: bool = True,
     checked: bool = False,
+    bounds: tuple[int, int] | None = None,
 ) -> Tensor | None:
     """softmax(q k^T / sqrt(D) + bias) v with the bias added per score inside the kernel, or
     None when flex does not apply: a CPU tensor with ``compiled`` (``flex_runs_on``), gradients
@@ -150,6 +151,8 @@ def flex_bias_attention(
 
     Shapes: q (B, H, T, D); k, v (B, Hkv, L, D); q_pos (T,) | (B, T); k_pos (L,) | (B, L).
     Causal masking is by index (query i sees keys up to L - T + i), as in ``Attention``.
+    ``bounds``: host-known (lo, hi) bounds of the offsets q_pos - k_pos
+    (``PositionContext.offset_bounds``); without them the extremes are read (a host sync).
 
     Raises:
         TypeError / ValueError: inputs of the wrong kind or shape (``check_attention_inputs``).
@@ -164,7 +167,7 @@ def flex_bias_attention(
         return None
     B, H, T, D = q.shape
     qp, kp = batch_positions(q_pos, B), batch_positions(k_pos, B)  # (B, T), (B, L)
-    lo, hi = int(qp.min() - kp.max()), int(qp.max() - kp.min())
+    lo, hi = bounds if bounds is not None else (int(qp.min() - kp.max()), int(qp.max() - kp.min()))
     table = offset_table(pe, lo, hi, H).to(torch.float32)  # (H, n)
     cpu_grad = any(t.requires_grad and t.device.type == "cpu" for t in (q, k, v))
     if torch.is_grad_enabled() and (table.requires_grad or cpu_grad):

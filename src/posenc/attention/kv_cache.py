@@ -1,4 +1,5 @@
-"""Key/value cache that keeps each key's position (and padding/segment ids) beside it."""
+"""Key/value cache that keeps each key's position (and padding/segment ids) beside it, and its
+streaming form that keeps attention sinks and a window (StreamingLLM)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from .._validate import check_positive_int
+
 
 class CachedKeys(NamedTuple):
     """Everything attention needs about the keys seen so far (L cached entries)."""
 
     k: Tensor  # (B, Hkv, L, D), as the encoding left them (rotated for rotary encodings)
     v: Tensor  # (B, Hkv, L, Dv)
-    pos: Tensor  # (B, L) int64, the position each key was encoded at
+    pos: Tensor  # (B, L) int64, the position each key was encoded at ((B, L, A): A axes)
     valid: Tensor  # (B, L) bool, False for padding
     segment: Tensor  # (B, L) int64, packed-sequence id
 
@@ -27,14 +30,42 @@ class KVCache:
     Storage is preallocated and doubled when full (amortised O(1) appends per token). With
     autograd recording (new keys/values that require grad), each append builds a new store out
     of place (O(L) per append), so gradients flow through cached decoding as through one forward.
+
+    ``KVCache(window=W, sinks=S)`` streams past the window with attention sinks (Xiao et al.
+    2023, StreamingLLM, arXiv:2309.17453): a step of T tokens attends to the cached entries, at
+    most the first S tokens and the W - 1 latest, plus its own T; then the cache keeps those
+    again. Decoding one token at a time, each token sees the first S tokens and the last W
+    (itself included). Positions live inside the cache: the L keys of a step are at 0..L-1 and
+    its tokens at the last T of them, so ``Attention`` caches keys unrotated and rotates them
+    at their cache positions every step (rotary encodings; score biases read the same
+    positions). The stream is one unpadded sequence per row; positions are not passed.
+    Views an append returns are valid until the next append (eviction moves entries).
     """
 
-    def __init__(self) -> None:
-        self.length = 0
+    def __init__(self, *, window: int | None = None, sinks: int = 0) -> None:
+        if window is not None:
+            check_positive_int(window, "window")
+        check_positive_int(sinks, "sinks", minimum=0)
+        if window is None and sinks:
+            raise ValueError(f"sinks={sinks} needs a window: KVCache(window=W, sinks={sinks})")
+        self.window, self.sinks = window, sinks
+        self.length = 0  # entries in the store (before a streaming cache's eviction)
         self._store: CachedKeys | None = None
+        #: True while every key was appended at posenc's default positions 0, 1, ... (kept by
+        #: the models' ``new_context``): their offsets are then known without a host read.
+        self.consecutive = True
+
+    @property
+    def streams(self) -> bool:
+        """Whether this cache keeps sinks and a window (positions assigned inside the cache)."""
+        return self.window is not None
 
     def __len__(self) -> int:
-        return self.length
+        """Entries the next step attends to besides its own: all of them, or for a streaming
+        cache at most S + W - 1 (the first S and the latest W - 1)."""
+        if self.window is None:
+            return self.length
+        return min(self.length, self.sinks + self.window - 1)
 
     @property
     def capacity(self) -> int:
@@ -42,9 +73,16 @@ class KVCache:
 
     def key_positions(self, pos: Tensor) -> Tensor:
         """(B, L) positions of every key once entries at ``pos`` (B, T) are appended: the
-        cached ones, then ``pos`` (what ``append`` will return as ``pos``)."""
+        cached ones, then ``pos`` (what ``append`` will return as ``pos``); (B, L, A) for
+        positions of A axes (B, T, A). A streaming cache's are its cache positions 0..L-1, (B, L).
+
+        Raises: ValueError when ``pos`` has other axes than the cached positions."""
+        if self.streams:
+            B, L = pos.shape[0] if pos.ndim == 2 else 1, len(self) + pos.shape[-1]
+            return torch.arange(L, device=pos.device).expand(B, L)
         if self._store is None or self.length == 0:
             return pos
+        _check_axes(self._store.pos, pos)
         return torch.cat([self._store.pos.narrow(1, 0, self.length), pos.to(torch.long)], 1)
 
     def last_segment(self) -> Tensor | None:
@@ -57,12 +95,22 @@ class KVCache:
         """Append T new entries and return views of all L = length + T cached entries.
 
         Raises: ValueError if the new entries disagree on their shapes (keys (B, Hkv, T, D),
-        values (B, Hkv, T, Dv), pos/valid/segment (B, T)), or batch size, key heads or head
-        dims differ from earlier appends; TypeError for float positions, or if the keys/values
-        dtype differs from earlier appends (the cache would cast them silently).
+        values (B, Hkv, T, Dv), valid/segment (B, T), pos (B, T) or (B, T, A)), or batch size,
+        key heads, head dims or position axes differ from earlier appends, or padding (valid
+        False) in a streaming cache; TypeError for float positions, or if the keys/values dtype
+        differs from earlier appends (the cache would cast them silently).
         """
         _check_entry(new)
+        if self.streams:
+            if not bool(new.valid.all()):
+                raise ValueError(
+                    "KVCache(window=...) streams one unpadded sequence per row; got padding "
+                    "(padding_mask False): the padding would become attention sinks"
+                )
+            self._evict()
         T = new.pos.shape[1]
+        if self._store is not None:
+            _check_axes(self._store.pos, new.pos)
         if self._store is None:
             self._store = _allocate(new, max(T, 16))
         elif _sizes(self._store) != _sizes(new):
@@ -101,15 +149,45 @@ class KVCache:
             *(buf.narrow(dim, 0, end) for buf, dim in zip(self._store, _TIME_DIM, strict=True))
         )
 
+    def _evict(self) -> None:
+        """Keep the first S and the latest W - 1 entries (``len(self)`` of them), renumbered
+        0..len(self)-1: what the next step attends to besides its own tokens."""
+        keep = len(self)
+        if self._store is None or keep == self.length:
+            return
+        S, recent, start = self.sinks, keep - self.sinks, self.length - (keep - self.sinks)
+        fields = zip(self._store, _TIME_DIM, strict=True)
+        if any(t.requires_grad for t in self._store):  # views in earlier graphs: out of place
+            self._store = CachedKeys(
+                *(torch.cat([x.narrow(d, 0, S), x.narrow(d, start, recent)], d) for x, d in fields)
+            )
+        else:  # the latest W - 1 move down behind the sinks (a copy: the ranges may overlap)
+            for x, d in fields:
+                x.narrow(d, S, recent).copy_(x.narrow(d, start, recent).clone())
+        self._store.pos.narrow(1, 0, keep).copy_(torch.arange(keep, device=self._store.pos.device))
+        self.length = keep
+
 
 def _sizes(entry: CachedKeys) -> tuple[int, ...]:
     """(B, Hkv, D, Dv): what every append must share."""
     return (*entry.k.shape[:2], entry.k.shape[3], entry.v.shape[3])
 
 
+def _check_axes(cached: Tensor, pos: Tensor) -> None:
+    """Raise ValueError unless positions ``pos`` (B, T[, A]) have the cached ones' axes (a 1-D
+    cache cannot take grid positions, nor the reverse)."""
+    if cached.shape[2:] != pos.shape[2:]:
+        have = f"(B, L, {cached.shape[2]})" if cached.ndim == 3 else "(B, L)"
+        raise ValueError(
+            f"KVCache holds positions {have}; new positions must have the same axes, got "
+            f"{tuple(pos.shape)}"
+        )
+
+
 def _check_entry(new: CachedKeys) -> None:
-    """Raise unless keys (B, Hkv, T, D), values (B, Hkv, T, Dv) and pos/valid/segment (B, T)
-    agree, with integer positions: ``append`` would broadcast or fail inside its copies."""
+    """Raise unless keys (B, Hkv, T, D), values (B, Hkv, T, Dv), valid/segment (B, T) and pos
+    (B, T) or (B, T, A) agree, with integer positions: ``append`` would broadcast or fail
+    inside its copies."""
     k, v = new.k, new.v
     if k.ndim != 4 or v.ndim != 4 or v.shape[:3] != k.shape[:3]:
         raise ValueError(
@@ -118,9 +196,11 @@ def _check_entry(new: CachedKeys) -> None:
         )
     want = (k.shape[0], k.shape[2])
     for name, x in (("pos", new.pos), ("valid", new.valid), ("segment", new.segment)):
-        if tuple(x.shape) != want:
+        grid = name == "pos" and x.ndim == 3  # positions of A axes (B, T, A)
+        if tuple(x.shape[:2] if grid else x.shape) != want:
             raise ValueError(
-                f"KVCache entry {name} must have shape (B, T) = {want}, got {tuple(x.shape)}"
+                f"KVCache entry {name} must have shape (B, T) = {want}"
+                f"{' or (B, T, A)' if name == 'pos' else ''}, got {tuple(x.shape)}"
             )
     if new.pos.dtype.is_floating_point or new.pos.dtype.is_complex:
         raise TypeError(f"KVCache entry pos must be an integer tensor, got {new.pos.dtype}")

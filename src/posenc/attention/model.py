@@ -49,8 +49,9 @@ class TinyTransformer(nn.Module):
     ``pe`` is a built encoding, or a registered name built for this model's size with
     ``pe_config`` extra keys. The one encoding instance is shared by every layer (its cos/sin
     are computed once per forward). ``causal=True`` is a decoder, ``False`` an encoder, whose
-    encoding by name takes its encoder form unless ``pe_config`` sets it (T5: bidirectional
-    buckets; ``posenc._forms.ENCODER_FORM``).
+    encoding by name takes its encoder form unless ``pe_config`` sets it (``bidirectional``:
+    ALiBi's -m|i - j|, T5's bidirectional buckets, FIRE's ψ(max(L, i, j)) normaliser;
+    ``posenc._forms.ENCODER_FORM``).
     Raises: TypeError/ValueError naming the argument for a size that is not a positive int
     (``d_ff`` None means 4·d_model) or a d_model not divisible by n_heads.
     """
@@ -106,9 +107,10 @@ class TinyTransformer(nn.Module):
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         init_weights(self, pe)
 
-    def new_cache(self) -> list[KVCache]:
-        """One empty KV cache per layer, for incremental decoding."""
-        return [KVCache() for _ in self.blocks]
+    def new_cache(self, *, window: int | None = None, sinks: int = 0) -> list[KVCache]:
+        """One empty KV cache per layer, for incremental decoding; with ``window`` (and
+        ``sinks``) a streaming cache (``KVCache``: attention sinks, StreamingLLM)."""
+        return [KVCache(window=window, sinks=sinks) for _ in self.blocks]
 
     def features(
         self,

@@ -1,6 +1,8 @@
-"""Position ids for the layouts attention meets: padding, packing, decoding."""
+"""Position ids for the layouts attention meets: padding, packing, decoding, grids."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -43,3 +45,30 @@ def decode_positions(prefix_len: int, n_new: int, *, device: torch.device | None
     check_positive_int(prefix_len, "prefix_len", minimum=0)
     check_positive_int(n_new, "n_new", minimum=0)
     return torch.arange(prefix_len, prefix_len + n_new, dtype=torch.long, device=device)
+
+
+def grid_positions(
+    *sizes: int, offset: int | Sequence[int] = 0, device: torch.device | None = None
+) -> Tensor:
+    """Positions of the cells of a grid of ``sizes`` (rows, columns) for an image or (frames,
+    rows, columns) for a video, in raster order (the last axis fastest), each axis starting
+    at ``offset`` (one int, or one per axis): what the grid encodings (rope_2d, rope_3d,
+    mrope, sincos_2d, ...) read. Example: grid_positions(2, 3) -> [[0, 0], [0, 1], [0, 2],
+    [1, 0], [1, 1], [1, 2]].
+
+    Shapes: returns (N, A) int64, N = Π sizes, A = len(sizes).
+    Raises: TypeError/ValueError for no sizes, a size that is not an int >= 1, or offsets
+    that do not give one int per axis.
+    """
+    if not sizes:
+        raise ValueError("grid_positions needs the size of at least one axis")
+    for n in sizes:
+        check_positive_int(n, "each grid size")
+    offsets = (offset,) * len(sizes) if isinstance(offset, int) else tuple(offset)
+    if len(offsets) != len(sizes) or not all(isinstance(o, int) for o in offsets):
+        raise ValueError(f"offset must be an int or one int per axis {sizes}, got {offset!r}")
+    axes = [
+        torch.arange(o, o + n, dtype=torch.long, device=device)
+        for o, n in zip(offsets, sizes, strict=True)
+    ]
+    return torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).reshape(-1, len(sizes))

@@ -103,7 +103,7 @@ def run(
     """Every encoding but NoPE itself, forward and forward+backward, on ``device``;
     ``progress(case, done, total)`` after each finished case."""
     shape = QUICK_SHAPE if quick else SHAPE
-    names = [n for n in registry.names() if n != "nope"]
+    names = [n for n in registry.names(axes=1) if n != "nope"]  # 1-D sequences
     if quick:
         names = names[:3]
     specs = [(name, backward) for name in names for backward in (False, True)]

@@ -115,7 +115,7 @@ def run(
         specs = [
             (name, batch, length)
             for batch, length in (QUICK_SHAPES if quick else SHAPES)
-            for name in (encodings or names())
+            for name in (encodings or names(axes=1))
         ]
         rounds, steps = (1, 2) if quick else (5, 10)
         rows = each(specs, lambda s: measure(*s, rounds=rounds, steps=steps), progress)

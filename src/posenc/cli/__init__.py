@@ -8,6 +8,7 @@ from ._errors import PosencGroup
 from .bench import bench
 from .check import check
 from .demo import demo
+from .eval import app as eval_app
 from .lab import app as lab_app
 from .listing import list_encodings
 from .plot import plot
@@ -27,6 +28,7 @@ app.command("plot")(plot)
 app.command("report")(report)
 app.command("bench")(bench)
 app.add_typer(lab_app, name="lab")
+app.add_typer(eval_app, name="eval")
 
 
 def main() -> None:

@@ -103,6 +103,31 @@ def export(
             typer.echo(f"wrote {_guard(lambda: store.export_parquet(parquet))} rows to {parquet}")
 
 
+@app.command("table")
+def table(
+    out: Out = Path("posenc-results"),
+    into: Annotated[
+        Path | None,
+        typer.Option("--into", help="Replace the generated block in this file (e.g. README.md)."),
+    ] = None,
+) -> None:
+    """Print the results of OUT (a folder or its results.sqlite) as Markdown tables: per task
+    mean [95% interval] over learned seeds, winners, findings, and the CPU the runs ran on."""
+    from ..lab.sweep import STORE_NAME
+    from ..lab.table import results_markdown, write_into
+
+    path = out / STORE_NAME if out.is_dir() else out
+    if not path.is_file():
+        raise typer.BadParameter(f"no result store at {path}", param_hint="--out")
+    command = f"posenc lab table --out {out}" + (f" --into {into}" if into else "")
+    block = _guard(lambda: results_markdown(path, command=command))
+    if into is None:
+        typer.echo(block, nl=False)
+        return
+    _guard(lambda: write_into(into, block))
+    typer.echo(f"wrote the results of {path} into {into}")
+
+
 def _sets(sets: list[str] | None, device: str | None, backend: str | None) -> list[str]:
     extra = [f"device={device}"] if device else []
     return [*(sets or []), *extra, *([f"backend={backend}"] if backend else [])]
@@ -146,6 +171,7 @@ def _run(
     gpus_per_run: float,
 ) -> None:
     from ..lab.config import expand
+    from ..lab.environment import record_environment
     from ..lab.executors import make_executor
     from ..lab.progress import plural
     from ..lab.report import write_report
@@ -161,6 +187,9 @@ def _run(
     try:  # the report too under the lock: a second sweep on OUT waits for both
         with sweep_lock(out):
             outcome = run_sweep(sweep, out, executor=ex, lock=False)
+            if outcome.ran:  # the report and `lab table` name the CPU the runs came from
+                with ResultStore(out / STORE_NAME) as store:
+                    record_environment(store)
             report = write_report(outcome.runs, out, title=f"posenc lab: {sweep.name}")
     except KeyboardInterrupt:
         typer.echo(

@@ -12,7 +12,9 @@ An attention layer calls the hooks in this order (see ``posenc.attention.Attenti
 5. ``relative_values(probs, q_pos, k_pos)`` adds a term to the attention output (Shaw values).
 
 Hooks 4-5 force the explicit attention path. Positions are always explicit int64 tensors of
-shape (T,) or (B, T), so KV-cache decoding, offsets, left padding and packing are right.
+shape (T,) or (B, T), so KV-cache decoding, offsets, left padding and packing are right; an
+encoding of grids (``capabilities.axes`` = A > 1: images, video, M-RoPE) takes (T, A) or
+(B, T, A), one coordinate per axis, and refuses 1-D positions (and a 1-D one refuses these).
 
 A subclass declares its ``config_class`` (``posenc.encodings.configs``, shared with
 ``posenc.flax``): the constructor takes that config's fields as keywords (plus any torch-only
@@ -74,6 +76,8 @@ class PositionalEncoding(nn.Module):
         super().__init_subclass__(**kwargs)
         if "capabilities" not in cls.__dict__:
             cls.capabilities = _widened(cls.capabilities, cls.__dict__)
+        if cls.capabilities.axes != cls.config_class.axes:  # the config says how many axes
+            cls.capabilities = replace(cls.capabilities, axes=cls.config_class.axes)
         if "config_attributes" not in cls.__dict__:
             cls.config_attributes = _config_attributes(cls)
         cls.__signature__ = _signature(cls)  # type: ignore[attr-defined]
@@ -84,9 +88,10 @@ class PositionalEncoding(nn.Module):
 
     def prepare(self, q_pos: Tensor, k_pos: Tensor | None = None) -> PositionContext:
         """The context of one forward: this forward's positions q_pos (T,) | (B, T) and every
-        key's k_pos (L,) | (B, L) (default q_pos), int64 and already validated. Work shared by
-        the layers is done through it on first need (``PositionContext.shared``)."""
-        return PositionContext(q_pos, k_pos)
+        key's k_pos (L,) | (B, L) (default q_pos; with A > 1 axes (T, A) | (B, T, A)), int64
+        and already validated. Work shared by the layers is done through it on first need
+        (``PositionContext.shared``)."""
+        return PositionContext(q_pos, k_pos, axes=self.capabilities.axes)
 
     def embed(self, x: Tensor, pos: Tensor, *, ctx: Ctx = None) -> Tensor:
         """Add position information to token embeddings. x (B, T, C), pos (B, T) or (T,)."""
@@ -203,19 +208,30 @@ def _widened(caps: Capabilities, own: Any) -> Capabilities:
 
 
 def check_qk(
-    q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, head_dim: int, scores: Tensor | None = None
+    q: Tensor,
+    k: Tensor,
+    q_pos: Tensor,
+    k_pos: Tensor,
+    head_dim: int,
+    scores: Tensor | None = None,
+    *,
+    axes: int = 1,
 ) -> tuple[Tensor, Tensor]:
-    """Validate q (B, H, Tq, D), k (B, Hkv, Tk, D) with D = ``head_dim``, their positions and the
-    logits ``scores`` (B, H, Tq, Tk) if given; return int64 positions. Hooks call it without a
-    context only: whoever built a context checked its inputs."""
-    q_pos, k_pos = check_qk_inputs(q, k, q_pos, k_pos, head_dim)
+    """Validate q (B, H, Tq, D), k (B, Hkv, Tk, D) with D = ``head_dim``, their positions (with
+    ``axes`` coordinates each) and the logits ``scores`` (B, H, Tq, Tk) if given; return int64
+    positions. Hooks call it without a context only: whoever built a context checked its
+    inputs."""
+    q_pos, k_pos = check_qk_inputs(q, k, q_pos, k_pos, head_dim, axes=axes)
     if scores is not None:
         check_scores(scores, q, k)
     return q_pos, k_pos
 
 
-def batch_positions(pos: Tensor, batch: int) -> Tensor:
-    """Positions (T,) or (1|B, T) as (B, T) (a view, no copy)."""
+def batch_positions(pos: Tensor, batch: int, axes: int = 1) -> Tensor:
+    """Positions (T,) or (1|B, T) as (B, T); with ``axes`` A > 1, (T, A) or (1|B, T, A) as
+    (B, T, A) (a view, no copy)."""
+    if axes > 1:
+        return pos.expand(batch, *pos.shape[-2:])
     return pos.expand(batch, pos.shape[-1]) if pos.ndim == 1 or pos.shape[0] == 1 else pos
 
 

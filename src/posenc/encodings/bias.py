@@ -53,7 +53,9 @@ class ALiBi(PositionalEncoding):
     """Attention with linear biases (Press et al. 2022): logits_ij - m_h·(i - j), no embedding.
 
     Slopes m_h = 2^(-8h/H) (``PF.alibi_slopes``, the official rule for H not a power of two) or
-    custom positive ``slopes``. ``symmetric=True`` is the encoder form -m_h·|i - j|. The
+    custom positive ``slopes``. ``bidirectional=True`` is the encoder form -m_h·|i - j| (as
+    bidirectional ALiBi models use it); the default causal form in an encoder would add
+    +m_h·j per row, a bias toward later keys. The
     float64 ``slopes64`` stay out of ``model.to(bf16)``; ``slopes`` follows the module dtype
     and sets the bias dtype: float32, or float64 after ``.double()``.
     """
@@ -84,7 +86,7 @@ class ALiBi(PositionalEncoding):
     def bias(self, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None) -> Tensor:
         q_pos, k_pos = bias_positions(q_pos, k_pos, ctx)
         slopes = self.slopes64.to(work_dtype(self.slopes))
-        return as_4d(PF.alibi_bias(q_pos, k_pos, slopes, symmetric=self.symmetric))
+        return as_4d(PF.alibi_bias(q_pos, k_pos, slopes, bidirectional=self.bidirectional))
 
 
 @register("t5", family="bias", paper="Raffel et al., arXiv:1910.10683", year=2020)
@@ -180,6 +182,8 @@ class FIRE(PositionalEncoding):
     """Functional interpolation for relative positions (Li et al. 2023):
 
     b_h(i, j) = f_θ(ψ(i - j) / ψ(max(L, i)))_h,  ψ(x) = log(c·|x| + 1),
+    ``bidirectional=True`` (the encoder form; the paper defines only the causal one):
+    f_θ(ψ(|i - j|) / ψ(max(L, i, j)))_h, equal on keys j <= i, symmetric, every input in [0, 1].
     f_θ an MLP 1 -> ``hidden`` (ReLU) -> H (``mlp_in``, ``mlp_out``). As in the paper's
     pseudocode: c learned (init ``init_c`` = 0.1), L = |s·``init_threshold``| with s learned
     (init 1, so L starts at 512), eps = 1e-6 added to the normaliser, PyTorch's default Linear
@@ -216,7 +220,9 @@ class FIRE(PositionalEncoding):
         q_pos, k_pos = bias_positions(q_pos, k_pos, ctx)
         with _exact(self.c):  # float32 or wider under autocast too
             c, threshold = self._c_threshold()
-            x = PF.fire_distance(q_pos, k_pos, c, threshold, eps=self.eps)  # (..., Tq, Tk)
+            x = PF.fire_distance(
+                q_pos, k_pos, c, threshold, eps=self.eps, bidirectional=self.bidirectional
+            )  # (..., Tq, Tk)
             out = PF.fire_mlp(x, *self.mlp_pieces())  # (H, ..., Tq, Tk)
         return as_4d(out.movedim(0, -3))  # (B|1, H, Tq, Tk)
 

@@ -20,7 +20,9 @@ class Capabilities:
     ``relative_terms``: rewrites logits or values (``relative_logits``/``relative_values``:
     Shaw, Transformer-XL, CoPE), so attention needs the weights (explicit path). ``fused``: the
     name of a fused attention kernel computing this encoding's attention whole
-    (``posenc.attention.backends.FUSED``), or None.
+    (``posenc.attention.backends.FUSED``), or None. ``axes``: the position axes A it reads:
+    1 for sequences (positions (T,) | (B, T)), 2 for images (row, column), 3 for video and
+    M-RoPE (t, h, w), whose positions are (T, A) | (B, T, A) (its config's ``axes``).
     """
 
     embeds: bool = False
@@ -28,6 +30,7 @@ class Capabilities:
     bias: BiasKind = "none"
     relative_terms: bool = False
     fused: str | None = None
+    axes: int = 1
 
     @property
     def only_rotates(self) -> bool:

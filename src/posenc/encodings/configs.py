@@ -39,6 +39,8 @@ class EncodingConfig:
 
     name: ClassVar[str] = "nope"
     family: ClassVar[str] = "none"
+    #: Position axes A the encoding reads: 1 (sequences), 2 (images), 3 (video, M-RoPE).
+    axes: ClassVar[int] = 1
 
     def __post_init__(self) -> None:
         self.check()
@@ -136,6 +138,141 @@ class RoPEConfig(RotaryConfig):
 
 
 @dataclass(frozen=True, kw_only=True)
+class AxialRoPEConfig(EncodingConfig):
+    """RoPE over grid positions of ``axes`` axes: each axis turns its own block of
+    ``sections`` pairs by its own RoPE series (default: the P = head_dim/2 pairs split as
+    evenly as they go, the P mod A extra pairs to the last axes). Stored as a tuple."""
+
+    name, family = "rope_2d", "rotary"
+    axes = 2
+    head_dim: int
+    base: float = 100.0
+    layout: Layout = "half"
+    sections: Sequence[int] | None = None
+
+    def check(self) -> None:
+        check_even(self.head_dim, "head_dim")
+        check_positive_float(self.base, "base")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
+        P, A = self.head_dim // 2, self.axes
+        if P < A:
+            raise ValueError(
+                f"head_dim must give a pair per axis (>= {2 * A}), got {self.head_dim}"
+            )
+        even = tuple(P // A + (a >= A - P % A) for a in range(A))
+        sections = PF.check_sections(even if self.sections is None else self.sections, P)
+        if len(sections) != A:
+            raise ValueError(f"sections must give pairs for {A} axes, got {sections}")
+        object.__setattr__(self, "sections", sections)
+
+    def inv_freq(self, xp: Any = None) -> Any:
+        """θ (P,) float64 in ``xp``: each axis's own RoPE series over its section."""
+        return PF.axial_inv_freq(self.sections or (), base=self.base, xp=xp)
+
+    def pair_axes(self) -> tuple[int, ...]:
+        """The axis whose coordinate turns each pair, (P,)."""
+        return PF.pair_axes(self.sections or ())
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoPE3DConfig(AxialRoPEConfig):
+    name = "rope_3d"
+    axes = 3
+    base: float = 10000.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class MRoPEConfig(EncodingConfig):
+    """M-RoPE: the 1-D series θ_p = base^(-2p/D) over every pair, contiguous ``mrope_section``
+    pairs for (t, h, w) (Qwen2-VL, Qwen2.5-VL) or, ``interleaved``, spread over the spectrum
+    (Qwen3-VL). ``mrope_section`` None is stored as Qwen2-VL's (16, 24, 24) of 64 pairs (or
+    Qwen3-VL's (24, 20, 20) when interleaved) scaled to head_dim/2 pairs."""
+
+    name, family = "mrope", "rotary"
+    axes = 3
+    head_dim: int
+    base: float = 10000.0
+    mrope_section: Sequence[int] | None = None
+    interleaved: bool = False
+    layout: Layout = "half"
+
+    def check(self) -> None:
+        check_even(self.head_dim, "head_dim")
+        check_positive_float(self.base, "base")
+        check_bool(self.interleaved, "interleaved")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
+        P = self.head_dim // 2
+        if P < 3:
+            raise ValueError(f"mrope needs head_dim >= 6 (a pair per axis), got {self.head_dim}")
+        section = self.mrope_section
+        if section is None:
+            h = 5 * P // 16 if self.interleaved else (P - P // 4 + 1) // 2
+            section = (P - 2 * h, h, h) if self.interleaved else (P // 4, h, P - P // 4 - h)
+        section = PF.check_sections(section, P)
+        if len(section) != 3:
+            raise ValueError(f"mrope_section must give pairs for (t, h, w), got {section}")
+        PF.pair_axes(section, interleaved=self.interleaved)  # interleaved sections must fit
+        object.__setattr__(self, "mrope_section", section)
+
+    def inv_freq(self, xp: Any = None) -> Any:
+        """θ_p = base^(-2p/D) (P,) float64 in ``xp``: RoPE's own series."""
+        return PF.rope_inv_freq(self.head_dim, base=self.base, xp=xp)
+
+    def pair_axes(self) -> tuple[int, ...]:
+        """The axis (0 = t, 1 = h, 2 = w) whose coordinate turns each pair, (P,)."""
+        return PF.pair_axes(self.mrope_section or (), interleaved=self.interleaved)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoPEMixedConfig(EncodingConfig):
+    name, family = "rope_mixed", "rotary"
+    axes = 2
+    head_dim: int
+    n_heads: int
+    base: float = 10.0
+    layout: Layout = "half"
+
+    def check(self) -> None:
+        check_positive_int(self.head_dim, "head_dim")
+        if self.head_dim % 4:
+            raise ValueError(f"rope_mixed needs head_dim divisible by 4, got {self.head_dim}")
+        check_positive_int(self.n_heads, "n_heads")
+        check_positive_float(self.base, "base")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sincos2DConfig(EncodingConfig):
+    name, family = "sincos_2d", "additive"
+    axes = 2
+    dim: int
+    base: float = 10000.0
+
+    def check(self) -> None:
+        check_positive_int(self.dim, "dim")
+        if self.dim % 4:
+            raise ValueError(f"sincos_2d needs dim divisible by 4, got {self.dim}")
+        check_positive_float(self.base, "base")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Learned2DConfig(EncodingConfig):
+    """``grid`` (rows, columns) is stored as a tuple of ints."""
+
+    name, family = "learned_2d", "additive"
+    axes = 2
+    dim: int
+    grid: Sequence[int] = (16, 16)
+
+    def check(self) -> None:
+        check_positive_int(self.dim, "dim")
+        object.__setattr__(self, "grid", PF.check_grid(self.grid, "grid"))
+
+
+@dataclass(frozen=True, kw_only=True)
 class XPosConfig(RotaryConfig):
     name, family = "xpos", "rotary"
     scale_base: float = 512.0
@@ -168,12 +305,12 @@ class ALiBiConfig(EncodingConfig):
 
     name, family = "alibi", "bias"
     n_heads: int
-    symmetric: bool = False
+    bidirectional: bool = False
     slopes: Sequence[float] | None = None
 
     def check(self) -> None:
         check_positive_int(self.n_heads, "n_heads")
-        check_bool(self.symmetric, "symmetric")
+        check_bool(self.bidirectional, "bidirectional")
         if self.slopes is not None:
             if len(self.slopes) != self.n_heads:
                 raise ValueError(
@@ -240,10 +377,12 @@ class FIREConfig(EncodingConfig):
     init_c: float = 0.1
     init_threshold: float = 512.0
     eps: float = 1e-6
+    bidirectional: bool = False
 
     def check(self) -> None:
         check_positive_int(self.n_heads, "n_heads")
         check_positive_int(self.hidden, "hidden")
+        check_bool(self.bidirectional, "bidirectional")
         for what in ("init_c", "init_threshold", "eps"):
             check_positive_float(getattr(self, what), what)
 
@@ -329,6 +468,12 @@ CONFIGS: dict[str, type[EncodingConfig]] = {
         SinusoidalConfig,
         LearnedConfig,
         RoPEConfig,
+        AxialRoPEConfig,
+        RoPE3DConfig,
+        MRoPEConfig,
+        RoPEMixedConfig,
+        Sincos2DConfig,
+        Learned2DConfig,
         XPosConfig,
         PoPEConfig,
         ALiBiConfig,

@@ -23,13 +23,21 @@ T = TypeVar("T")
 
 
 class PositionContext:
-    """Positions of one forward, q_pos (T,) | (B, T) and k_pos (L,) | (B, L) int64, validated
-    by whoever built the context (``PositionalEncoding.prepare``), and the work derived from
-    them that every layer of the forward shares (``shared``)."""
+    """Positions of one forward, q_pos (T,) | (B, T) and k_pos (L,) | (B, L) int64 (with
+    ``axes`` A > 1: (T, A) | (B, T, A) and (L, A) | (B, L, A)), validated by whoever built the
+    context (``PositionalEncoding.prepare``), and the work derived from them that every layer
+    of the forward shares (``shared``).
 
-    def __init__(self, q_pos: Tensor, k_pos: Tensor | None = None) -> None:
+    ``offset_bounds``: (lo, hi), host-known bounds of every offset q_pos - k_pos, or None. Set
+    by a caller that made the positions itself (the models' default positions), so that work
+    sized by the offsets' range (Transformer-XL's rows) reads no position value on the host."""
+
+    offset_bounds: tuple[int, int] | None = None
+
+    def __init__(self, q_pos: Tensor, k_pos: Tensor | None = None, *, axes: int = 1) -> None:
         self.q_pos = q_pos
         self.k_pos = q_pos if k_pos is None else k_pos
+        self.axes = axes
         self._shared: dict[Hashable, Any] = {}
 
     def role(self, pos: Tensor) -> str | None:

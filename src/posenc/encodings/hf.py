@@ -8,6 +8,9 @@ embedding + ``apply_rotary_pos_emb``. Both schemas are read: the older top-level
 ``original_max_position_embeddings`` wins, as for Phi-3), dynamic NTK's original length is
 ``max_position_embeddings``, and LongRoPE's missing ``factor`` is their ratio. (It builds
 ``RoPE`` modules, so it lives with the encodings: ``posenc.extension`` stays below them.)
+What a config says about attention outside the rotation (DeepSeek's ``mscale_all_dim``, Llama 4's
+no-position layers, query temperatures) is read by ``posenc.encodings.hf_attention``. Nothing is
+dropped silently: multi-axis RoPE (Qwen2-VL's M-RoPE) is refused, naming the key.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ..extension.config import NTKScaling
+from ..extension.config import NTKScaling, ScalingConfig
 from ..functional import Layout
 from .configs import KVPolicy
+from .hf_mrope import is_mrope, mrope_from_hf
+from .mrope import MRoPE
 from .rotary import RoPE
 
 __all__ = ["INTERLEAVED_MODEL_TYPES", "rope_from_hf", "rope_to_hf"]
@@ -51,6 +56,9 @@ _SUPPORTED = frozenset({"linear", "dynamic", "yarn", "longrope", "llama3"})
 _TYPE_ALIASES = {"su": "longrope"}  # Phi-3's early name
 #: Keys of a rope dict that describe the plain rotation rather than its scaling.
 _ROPE_KEYS = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
+#: Keys of a rope dict that act on attention, not on the rotation (``hf_attention`` reads them):
+#: Ministral 3's query temperature and its copy of the model's length.
+ATTENTION_KEYS = ("llama_4_scaling_beta", "max_position_embeddings")
 #: Keys that size the attention heads; a config without any is a wrapper (``text_config``).
 _SIZE_KEYS = ("qk_rope_head_dim", "head_dim", "hidden_size", "n_embd", "d_model")
 
@@ -90,8 +98,11 @@ def _head_dim(cfg: Mapping[str, Any]) -> int:
     return int(width) // int(heads)
 
 
-def _rope_params(cfg: Mapping[str, Any], layer_type: str | None) -> dict[str, Any]:
-    """One flat dict: rope_type, rope_theta, partial_rotary_factor and the scaling keys."""
+def _rope_params(
+    cfg: Mapping[str, Any], layer_type: str | None, scaling: Any = None
+) -> dict[str, Any]:
+    """One flat dict: rope_type, rope_theta, partial_rotary_factor and the scaling keys (those of
+    ``scaling`` instead of the config's when given, see ``_override``)."""
     params = dict(cfg.get("rope_scaling") or cfg.get("rope_parameters") or {})
     nested = sorted(k for k, v in params.items() if isinstance(v, Mapping))
     if not nested and cfg.get("rope_local_base_freq") is not None:
@@ -104,6 +115,8 @@ def _rope_params(cfg: Mapping[str, Any], layer_type: str | None) -> dict[str, An
                 f"got {layer_type!r}"
             )
         params = dict(params[layer_type])
+    if scaling is not None:
+        params = _override(params, scaling, layer_type)
     rope_type = params.pop("rope_type", None) or params.pop("type", None) or "default"
     params.pop("type", None)
     rope_type = _TYPE_ALIASES.get(rope_type, rope_type)
@@ -118,6 +131,47 @@ def _rope_params(cfg: Mapping[str, Any], layer_type: str | None) -> dict[str, An
         partial = _DEFAULT_PARTIAL.get(cfg.get("model_type", ""), 1.0)
     params.setdefault("partial_rotary_factor", partial)
     return params
+
+
+def _selected(scaling: Any, layer_type: str | None) -> dict[str, Any] | None:
+    """The override for one layer type: ``scaling`` (a dict or a ScalingConfig) as a dict; with
+    per-layer parameters a flat dict applies to "full_attention" (as Gemma 3's ``rope_scaling``
+    does) and a dict by layer type to the types it names; None where it does not apply."""
+    spec = scaling.to_dict() if isinstance(scaling, ScalingConfig) else scaling
+    if not isinstance(spec, Mapping):
+        raise TypeError(f"scaling must be a dict or a ScalingConfig, got {type(spec).__name__}")
+    if layer_type is None:
+        return dict(spec)
+    if any(isinstance(v, Mapping) for v in spec.values()):
+        chosen = spec.get(layer_type)
+        return None if chosen is None else dict(chosen)
+    return dict(spec) if layer_type == "full_attention" else None
+
+
+def _override(params: Mapping[str, Any], scaling: Any, layer_type: str | None) -> dict[str, Any]:
+    """``params`` with its scaling replaced by the override (``_selected``), keeping rope_theta
+    and partial_rotary_factor: what transformers builds from a config carrying that
+    ``rope_scaling``."""
+    spec = _selected(scaling, layer_type)
+    if spec is None:
+        return dict(params)
+    kept = {k: params[k] for k in ("rope_theta", "partial_rotary_factor") if k in params}
+    return kept | spec
+
+
+def _check_honoured(asked: Mapping[str, Any], spec: Mapping[str, Any] | None) -> None:
+    """Raise when the config overrides a value the caller's scaling gives (transformers' dynamic
+    NTK measures from ``max_position_embeddings``; Phi-3's top-level
+    ``original_max_position_embeddings`` wins), rather than use another silently."""
+    for key, value in asked.items():
+        if key in _ROPE_KEYS or spec is None or key not in spec or spec[key] == value:
+            continue
+        raise ValueError(
+            f"scaling key {key!r} = {value!r} is not what a transformers model with this config "
+            f"uses: its config sets {spec[key]!r} (dynamic NTK measures from "
+            "max_position_embeddings; a top-level original_max_position_embeddings wins); "
+            "leave the key out or change the config"
+        )
 
 
 def _local_global(cfg: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
@@ -154,8 +208,10 @@ def _scaling(cfg: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any
     rope_type = params["rope_type"]
     if rope_type == "default":
         return None
-    spec = {k: v for k, v in params.items() if k not in _ROPE_KEYS}
-    max_len = cfg.get("max_position_embeddings")
+    # Ministral 3's temperature keys (with its copy of the model length) are attention_from_hf's
+    attention = ATTENTION_KEYS if "llama_4_scaling_beta" in params else ()
+    spec = {k: v for k, v in params.items() if k not in _ROPE_KEYS + attention}
+    max_len = _first(cfg, "max_position_embeddings", "n_positions")  # GPT-J: n_positions
     if rope_type == "dynamic":
         spec["original_max_position_embeddings"] = max_len  # transformers' dynamic reference
     elif rope_type in ("yarn", "longrope", "llama3"):
@@ -164,7 +220,7 @@ def _scaling(cfg: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any
         spec["original_max_position_embeddings"] = original
         if rope_type in ("yarn", "longrope") and spec.get("factor") is None and original:
             spec["factor"] = max_len / original if max_len else None
-    if spec.get("original_max_position_embeddings") is None and rope_type != "linear":
+    if spec.get("original_max_position_embeddings") is None and rope_type not in ("linear", "ntk"):
         raise ValueError(
             f"{rope_type!r} scaling needs 'original_max_position_embeddings' (or "
             "'max_position_embeddings') in the config"
@@ -184,8 +240,11 @@ def rope_from_hf(
     layout: Layout | None = None,
     kv_policy: KVPolicy = "reference",
     layer_type: str | None = None,
-) -> RoPE:
-    """The ``rope`` encoding of a Hugging Face model config (``config.json`` dict or object).
+    scaling: ScalingConfig | Mapping[str, Any] | None = None,
+) -> RoPE | MRoPE:
+    """The ``rope`` encoding of a Hugging Face model config (``config.json`` dict or object);
+    ``mrope`` for Qwen2-VL, Qwen2.5-VL and Qwen3-VL (``hf_mrope``: rotate at their 3-D
+    position ids, ``posenc.mrope_positions``).
 
     ``rotate(q, k, pos, pos)`` equals the model's rotary embedding + ``apply_rotary_pos_emb``
     at ``position_ids = pos`` (dynamic methods at length max(pos) + 1), within transformers' own
@@ -195,28 +254,45 @@ def rope_from_hf(
     ``layer_type`` picks one entry of per-layer ``rope_parameters`` (Gemma 3:
     "full_attention" or "sliding_attention"; its older ``rope_local_base_freq`` schema is read
     as transformers reads it). A multimodal config (Llama 4, Gemma 3) is read from its
-    ``text_config``.
-    Raises: ValueError for a rope type posenc lacks (e.g. mrope, proportional) or missing sizes.
+    ``text_config``. ``scaling`` replaces the config's scaling (theta and partial rotary kept):
+    the RoPE of the same model built with that ``rope_scaling`` (per-layer configs: a flat dict
+    scales "full_attention", as Gemma 3 does; ``{layer_type: dict}`` names the types); it may
+    also name posenc's static ``"ntk"``, which transformers lacks.
+    Ministral 3's ``llama_4_scaling_beta`` acts on the queries, not on the rotation:
+    ``hf_attention.attention_from_hf`` reads it, with DeepSeek's softmax ``mscale_all_dim``.
+    Raises: ValueError for a rope type posenc lacks (e.g. proportional) or missing sizes;
+    TypeError for a bad ``scaling``.
     """
     cfg = _as_dict(config)
-    params = _rope_params(cfg, layer_type)
+    params = _rope_params(cfg, layer_type, scaling)
     head_dim = _head_dim(cfg)
+    if is_mrope(cfg, params):
+        if kv_policy != "reference":
+            raise ValueError(
+                f"M-RoPE caches rotated keys: kv_policy must be 'reference', got {kv_policy!r}"
+            )
+        return mrope_from_hf(cfg, params, head_dim, layout)
     partial = float(params["partial_rotary_factor"])
     if cfg.get("rotary_dim") is not None:  # GPT-J / CodeGen give the rotated width itself
         partial = int(cfg["rotary_dim"]) / head_dim
         if int(head_dim * partial) < int(cfg["rotary_dim"]):  # int() of e.g. 23.999999
             partial = math.nextafter(partial, 2.0)
-    if params["rope_type"] != "default" and params["rope_type"] not in _SUPPORTED:
+    supported = _SUPPORTED | ({"ntk"} if scaling is not None else set())
+    if params["rope_type"] != "default" and params["rope_type"] not in supported:
         raise ValueError(
             f"rope_type {params['rope_type']!r} is not supported; posenc reads 'default' and "
-            f"{sorted(_SUPPORTED)}"
+            f"{sorted(supported)}"
         )
+    spec = _scaling(cfg, params)
+    asked = None if scaling is None else _selected(scaling, layer_type)
+    if asked is not None:
+        _check_honoured(asked, spec)
     return RoPE(
         head_dim=head_dim,
         base=float(params["rope_theta"]),
         layout=_layout(cfg) if layout is None else layout,
         partial=partial,
-        scaling=_scaling(cfg, params),
+        scaling=spec,
         kv_policy=kv_policy,
     )
 

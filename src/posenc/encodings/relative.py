@@ -124,9 +124,12 @@ class TransformerXL(PositionalEncoding):
         """(lo, W_R R) for every offset lo..hi that the context's positions meet, (H, R, D):
         computed once per forward and sliced by every layer and query block (each would
         otherwise redo a (R, C) x (C, H·D) product). The range is taken per row: rows at
-        far-apart positions span only their own offsets. One host read of the extremes."""
+        far-apart positions span only their own offsets. The range is the context's
+        ``offset_bounds`` when its maker knows them, else one host read of the extremes."""
         q_pos, k_pos = ctx.q_pos, ctx.k_pos
-        if q_pos.numel() and k_pos.numel():  # (T,) | (B, T) -> () | (B,) per-row extremes
+        if ctx.offset_bounds is not None and q_pos.numel() and k_pos.numel():
+            lo, hi = ctx.offset_bounds
+        elif q_pos.numel() and k_pos.numel():  # (T,) | (B, T) -> () | (B,) per-row extremes
             ends = torch.stack(
                 [(q_pos.amin(-1) - k_pos.amax(-1)).min(), (q_pos.amax(-1) - k_pos.amin(-1)).max()]
             )

@@ -22,7 +22,17 @@ from array_api_compat import device as array_device
 
 from ..functional._xp import clip, namespace
 
-__all__ = ["METHODS", "Scaled", "dynamic", "linear", "llama3", "longrope", "ntk", "yarn"]
+__all__ = [
+    "METHODS",
+    "Scaled",
+    "dynamic",
+    "linear",
+    "llama3",
+    "longrope",
+    "ntk",
+    "yarn",
+    "yarn_mscale",
+]
 
 
 # Checks shared with the configs (``config.py``): each raises naming the key.
@@ -143,7 +153,7 @@ def dynamic(
     return ntk(inv_freq, factor=factor * T / L - (factor - 1))
 
 
-def _yarn_mscale(factor: float, mscale: float = 1.0) -> float:
+def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
     """YaRN attention temperature √(1/t) = 0.1·m·ln(s) + 1 for s > 1 (Peng et al. 2023, eq. 22)."""
     return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
 
@@ -211,9 +221,9 @@ def yarn(
     scaled = (inv_freq / factor) * (1.0 - keep) + inv_freq * keep
     if attention_factor is None:
         if mscale and mscale_all_dim:
-            attention_factor = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim)
+            attention_factor = yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim)
         else:
-            attention_factor = _yarn_mscale(factor)
+            attention_factor = yarn_mscale(factor)
     return Scaled(scaled, float(attention_factor))
 
 

@@ -17,6 +17,7 @@ from .base import ENCODINGS, PositionalEncoding, PositionContext, build, build_f
 from .convert import load_torch_state_dict, to_torch_state_dict
 from .encoder_decoder import DecoderBlock, EncoderDecoder
 from .encodings import Learned, NoPE, PoPE, RoPE, Sinusoidal, XPos
+from .grid import Learned2D, MRoPE, RoPE2D, RoPE3D, RoPEMixed, Sincos2D
 from .kv_cache import CachedKeys, KVCache
 from .model import Block, TinyTransformer
 from .randomized import Randomized
@@ -36,6 +37,8 @@ __all__ = [
     "KVCache",
     "Kerple",
     "Learned",
+    "Learned2D",
+    "MRoPE",
     "Memory",
     "NoPE",
     "PoPE",
@@ -43,7 +46,11 @@ __all__ = [
     "PositionalEncoding",
     "Randomized",
     "RoPE",
+    "RoPE2D",
+    "RoPE3D",
+    "RoPEMixed",
     "Shaw",
+    "Sincos2D",
     "Sinusoidal",
     "T5Bias",
     "TinyTransformer",

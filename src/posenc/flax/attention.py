@@ -66,7 +66,8 @@ class Attention(nnx.Module):
         **masks: Array | None,
     ) -> Array:
         """As torch's ``forward``: x (B, T, C) at positions (T,) or (B, T) (default: cache
-        length + 0..T-1), or those of ``ctx``, the forward's context -> (B, T, C). ``masks``:
+        length + 0..T-1; (T, A) or (B, T, A) for an encoding of A axes, given), or those of
+        ``ctx``, the forward's context -> (B, T, C). ``masks``:
         ``padding_mask`` (B, T) bool, ``segment_ids`` (B, T) integer, as torch's."""
         check_ndim(x, 3, "x", "(B, T, C)")
         B, T, C = x.shape
@@ -81,7 +82,8 @@ class Attention(nnx.Module):
         rerotate = cache is not None and self.pe.kv_policy == "rerotate"
         if not rerotate:
             q, k = self.pe.rotate(q, k, ctx.q_pos, ctx.q_pos, ctx=ctx)
-        new = CachedKeys(k, v, batch_positions(ctx.q_pos, B), *mask_inputs(B, T, cache, **masks))
+        pos_b = batch_positions(ctx.q_pos, B, ctx.axes)  # (B, T) | (B, T, A)
+        new = CachedKeys(k, v, pos_b, *mask_inputs(B, T, cache, **masks))
         keys = new if cache is None else cache.append(new)
         if rerotate:  # the cache holds unrotated keys: rotate all with the current frequencies
             q, k_all = self.pe.rotate(q, keys.k, ctx.q_pos, ctx.k_pos, ctx=ctx)
@@ -171,13 +173,21 @@ class Attention(nnx.Module):
 def context(
     pe: PositionalEncoding, B: int, T: int, pos: Any, cache: KVCache | None
 ) -> PositionContext:
-    """The context of T new tokens at ``pos`` (default: after the cache's entries; checked
-    once): ``pe.prepare`` of them and of every key's position with the cache."""
+    """The context of T new tokens at ``pos`` (default: after the cache's entries; given for
+    an encoding of A > 1 axes; checked once): ``pe.prepare`` of them and of every key's
+    position with the cache."""
+    axes = pe.axes
+    if pos is None and axes > 1:
+        raise ValueError(
+            f"pe {pe.name!r} reads {axes} position axes: pass pos of shape (T, {axes}) or "
+            f"(B, T, {axes}) (e.g. posenc.grid_positions(...) for an image or video grid)"
+        )
     if pos is None:
         pos = (0 if cache is None else cache.offset()) + jnp.arange(T)
-    pos = check_positions(pos, "pos")  # one JAX array for every hook (NumPy, unsigned: once)
-    check_positions_match(pos, B, T, "pos")
-    return pe.prepare(pos, pos if cache is None else cache.key_positions(batch_positions(pos, B)))
+    pos = check_positions(pos, "pos", axes)  # one JAX array for every hook (NumPy: once)
+    check_positions_match(pos, B, T, "pos", axes)
+    keys = pos if cache is None else cache.key_positions(batch_positions(pos, B, axes))
+    return pe.prepare(pos, keys)
 
 
 def mask_inputs(

@@ -1,7 +1,8 @@
 """The Flax encoding interface: torch's hooks (``posenc.encodings.base``), position context,
 registry and input checks. An encoding takes its ``posenc.encodings.configs`` arguments (read
 back as attributes: ``pe.head_dim``) and ``rngs``; positions are integer arrays (T,) or (B, T)
-(int64 with ``jax_enable_x64``, else int32)."""
+(int64 with ``jax_enable_x64``, else int32), or (T, A) | (B, T, A) for an encoding of A position
+axes (``pe.axes``: images, video, M-RoPE)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import numpy as np
 from flax import nnx
 from flax.nnx.tracers import TraceState
 
-from .._validate import check_head_split
+from .._validate import check_head_split, check_position_rank
 from .._validate import check_qk as shared_check_qk
 from ..encodings.configs import EncodingConfig
 from ..functional._xp import widest_int
@@ -34,8 +35,9 @@ class PositionContext:
     the trace the context was made in: one closed over by a transform reads what it holds but
     computes anything new afresh (no tracer leaks out)."""
 
-    def __init__(self, q_pos: Array, k_pos: Array | None = None) -> None:
+    def __init__(self, q_pos: Array, k_pos: Array | None = None, *, axes: int = 1) -> None:
         self.q_pos, self.k_pos = q_pos, q_pos if k_pos is None else k_pos
+        self.axes = axes
         self.values: dict[Hashable, Any] = {}
         self.trace = TraceState()
 
@@ -51,14 +53,14 @@ class PositionContext:
             self.values[key] = value
         return value
 
-    def tree_flatten(self) -> tuple[tuple[Any, ...], tuple[Hashable, ...]]:
+    def tree_flatten(self) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         k_pos = None if self.k_pos is self.q_pos else self.k_pos
-        return (self.q_pos, k_pos, *self.values.values()), tuple(self.values)
+        return (self.q_pos, k_pos, *self.values.values()), (self.axes, *self.values)
 
     @classmethod
-    def tree_unflatten(cls, keys: tuple[Hashable, ...], leaves: Any) -> PositionContext:
-        ctx = cls(leaves[0], leaves[1])
-        ctx.values.update(zip(keys, leaves[2:], strict=True))
+    def tree_unflatten(cls, aux: tuple[Any, ...], leaves: Any) -> PositionContext:
+        ctx = cls(leaves[0], leaves[1], axes=aux[0])
+        ctx.values.update(zip(aux[1:], leaves[2:], strict=True))
         return ctx
 
 
@@ -92,6 +94,11 @@ class PositionalEncoding(nnx.Module):
         return getattr(config, name)
 
     @property
+    def axes(self) -> int:
+        """Position axes A the encoding reads (its config's; torch's ``capabilities.axes``)."""
+        return self.config_class.axes
+
+    @property
     def kv_policy(self) -> str:
         """As torch's: "reference" caches keys rotated; "rerotate" rotates them at each step."""
         return str(getattr(self.config, "kv_policy", "reference"))
@@ -103,7 +110,7 @@ class PositionalEncoding(nnx.Module):
 
     def prepare(self, q_pos: Array, k_pos: Array | None = None) -> PositionContext:
         """As torch's: the context of one forward, positions already checked."""
-        return PositionContext(q_pos, k_pos)
+        return PositionContext(q_pos, k_pos, axes=self.axes)
 
     def embed(self, x: Array, pos: Array, *, ctx: Ctx = None) -> Array:
         return x
@@ -173,18 +180,18 @@ def build_for_model(
     return build(name, rngs=rngs, **({k: v for k, v in shared.items() if k in accepted} | config))
 
 
-def check_positions(pos: Any, what: str = "positions") -> Array:
-    """Integer array (T,) or (B, T) (NumPy or JAX) -> JAX array (unsigned ones as the widest
-    signed int, as torch's int64: differences would wrap, 0 - 1 = 255).
+def check_positions(pos: Any, what: str = "positions", axes: int = 1) -> Array:
+    """Integer array (T,) or (B, T) (with ``axes`` A > 1: (T, A) or (B, T, A)), NumPy or JAX
+    -> JAX array (unsigned ones as the widest signed int, as torch's int64: differences would
+    wrap, 0 - 1 = 255).
 
-    Raises: TypeError for a non-array or a float/bool dtype; ValueError for another rank.
+    Raises: TypeError for a non-array or a float/bool dtype; ValueError for another shape.
     """
     if not hasattr(pos, "dtype") or not hasattr(pos, "shape"):
         raise TypeError(f"{what} must be an integer array, got {type(pos).__name__}")
     if not jnp.issubdtype(pos.dtype, jnp.integer):
         raise TypeError(f"{what} must be an integer array, got dtype {pos.dtype}")
-    if pos.ndim not in (1, 2):
-        raise ValueError(f"{what} must have shape (T,) or (B, T), got {tuple(pos.shape)}")
+    check_position_rank(pos, what, axes)
     unsigned = jnp.issubdtype(pos.dtype, jnp.unsignedinteger)
     return jnp.asarray(pos).astype(widest_int(jnp)) if unsigned else jnp.asarray(pos)
 
@@ -197,9 +204,13 @@ def check_ndim(x: Any, ndim: int, what: str, layout: str) -> None:
         raise ValueError(f"{what} must have shape {layout}, got {tuple(x.shape)}")
 
 
-def check_qk(q: Array, k: Array, q_pos: Any, k_pos: Any, head_dim: int) -> tuple[Array, Array]:
+def check_qk(
+    q: Array, k: Array, q_pos: Any, k_pos: Any, head_dim: int, *, axes: int = 1
+) -> tuple[Array, Array]:
     """As torch's ``check_qk`` (``posenc._validate``), with array checks: positions as arrays."""
-    return shared_check_qk(q, k, q_pos, k_pos, head_dim, ndim=check_ndim, positions=check_positions)
+    return shared_check_qk(
+        q, k, q_pos, k_pos, head_dim, ndim=check_ndim, positions=check_positions, axes=axes
+    )
 
 
 def is_concrete(x: Array) -> bool:
@@ -222,6 +233,7 @@ def on_host_if(fails: Array, check: Callable[..., None], *args: Any) -> None:
     jax.lax.cond(fails, lambda: jax.debug.callback(check, *args), lambda: None)
 
 
-def batch_positions(pos: Array, batch: int) -> Array:
-    """Positions (T,) or (1|B, T) as (B, T)."""
-    return jnp.broadcast_to(pos, (batch, pos.shape[-1]))
+def batch_positions(pos: Array, batch: int, axes: int = 1) -> Array:
+    """Positions (T,) or (1|B, T) as (B, T); with ``axes`` A > 1, (T, A) or (1|B, T, A) as
+    (B, T, A)."""
+    return jnp.broadcast_to(pos, (batch, *pos.shape[-2 if axes > 1 else -1 :]))

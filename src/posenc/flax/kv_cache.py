@@ -22,7 +22,7 @@ class CachedKeys(NamedTuple):
 
     k: Array  # (B, Hkv, L, D), as the encoding left them
     v: Array  # (B, Hkv, L, D)
-    pos: Array  # (B, L) integer positions
+    pos: Array  # (B, L) integer positions ((B, L, A): A position axes)
     valid: Array  # (B, L) bool, False for padding (and unwritten preallocated slots)
     segment: Array  # (B, L) integer packed-sequence id
 
@@ -68,8 +68,11 @@ class KVCache(nnx.Module):
 
     def key_positions(self, pos: Array) -> Array:
         """(B, L) positions of every key once entries at ``pos`` (B, T) are appended (what
-        ``append`` will return as ``pos``; L the capacity when preallocated)."""
+        ``append`` will return as ``pos``; L the capacity when preallocated); (B, L, A) for
+        positions of A axes. Raises: ValueError for other axes than the cached positions'."""
         store = self.store.get_value()
+        if store is not None:
+            _check_axes(store.pos, pos)
         return self._joined(None if store is None else store.pos, pos, 1, self.offset())
 
     def last_segment(self) -> Array | None:
@@ -91,6 +94,8 @@ class KVCache(nnx.Module):
         the length is traced, the compiled step fails with that message when it runs).
         """
         old = self.store.get_value()
+        if old is not None:
+            _check_axes(old.pos, new.pos)
         if old is not None and _bhd(old) != _bhd(new):
             raise ValueError(
                 f"KVCache holds keys (B, Hkv, L, D) = {tuple(old.k.shape)}; new keys must match "
@@ -108,6 +113,16 @@ class KVCache(nnx.Module):
         keys = CachedKeys(*(self._joined(o, n, axis, start) for o, n, axis in pairs))
         self.store.set_value(keys)
         return keys
+
+
+def _check_axes(cached: Array, pos: Array) -> None:
+    """As torch's: positions (B, T[, A]) must have the cached ones' axes."""
+    if cached.shape[2:] != pos.shape[2:]:
+        have = f"(B, L, {cached.shape[2]})" if cached.ndim == 3 else "(B, L)"
+        raise ValueError(
+            f"KVCache holds positions {have}; new positions must have the same axes, got "
+            f"{tuple(pos.shape)}"
+        )
 
 
 def _bhd(keys: CachedKeys) -> tuple[int, ...]:

@@ -63,7 +63,7 @@ class ALiBi(Bias):
 
     def formula(self, q_pos: Array, k_pos: Array) -> Array:
         slopes = jnp.asarray(self.slopes)
-        return PF.alibi_bias(q_pos, k_pos, slopes, symmetric=self.symmetric)
+        return PF.alibi_bias(q_pos, k_pos, slopes, bidirectional=self.bidirectional)
 
 
 @register(configs.T5Config)
@@ -147,7 +147,9 @@ class FIRE(Bias):
     def formula(self, q_pos: Array, k_pos: Array) -> Array:
         dtype = work_dtype(self.c[...], self.mlp_in.kernel[...])
         c, threshold = self.c[...].astype(dtype), self.threshold.astype(dtype)
-        x = PF.fire_distance(q_pos, k_pos, c, threshold, eps=self.eps)  # (..., Tq, Tk)
+        x = PF.fire_distance(
+            q_pos, k_pos, c, threshold, eps=self.eps, bidirectional=self.bidirectional
+        )
         b_in, b_out = self.mlp_in.bias, self.mlp_out.bias
         assert b_in is not None and b_out is not None  # _torch_linear gives both a bias
         w1, b1 = self.mlp_in.kernel[0].astype(dtype), b_in[...].astype(dtype)  # (hidden,)

@@ -21,13 +21,23 @@ from .kerple import (
 )
 from .pope import pope_polar, softplus
 from .relative import relative_offsets
+from .resample import RESAMPLE_MODES, ResampleMode, check_grid, resample_table
 from .rotary import LAYOUTS, Layout, apply_rope, apply_rope_pair, rope_cos_sin, rotary_dim
+from .rotary_nd import (
+    axial_inv_freq,
+    axis_angles,
+    check_sections,
+    mixed_angles,
+    mixed_inv_freq,
+    pair_axes,
+)
 from .shaw import (
     gather_relative,
     relative_key_logits,
     relative_value_output,
     shaw_relative_index,
 )
+from .sincos_2d import sincos_2d_table
 from .sinusoidal import sinusoidal_table
 from .t5 import check_t5_buckets, t5_relative_bucket
 from .transformer_xl import transformer_xl_position_rows, transformer_xl_terms
@@ -36,14 +46,20 @@ from .xpos import check_xpos_range, xpos_max_position, xpos_scale
 __all__ = [
     "KERPLE_VARIANTS",
     "LAYOUTS",
+    "RESAMPLE_MODES",
     "KerpleVariant",
     "Layout",
+    "ResampleMode",
     "alibi_bias",
     "alibi_slopes",
     "angles",
     "apply_rope",
     "apply_rope_pair",
+    "axial_inv_freq",
+    "axis_angles",
+    "check_grid",
     "check_kerple",
+    "check_sections",
     "check_t5_buckets",
     "check_xpos_range",
     "cope_interpolate",
@@ -58,16 +74,21 @@ __all__ = [
     "kerple_bias",
     "kerple_log",
     "kerple_power",
+    "mixed_angles",
+    "mixed_inv_freq",
     "namespace",
     "np_xp",
+    "pair_axes",
     "pope_polar",
     "relative_key_logits",
     "relative_offsets",
     "relative_value_output",
+    "resample_table",
     "rope_cos_sin",
     "rope_inv_freq",
     "rotary_dim",
     "shaw_relative_index",
+    "sincos_2d_table",
     "sinusoidal_table",
     "softplus",
     "t5_relative_bucket",

@@ -29,17 +29,19 @@ def alibi_slopes(n_heads: int, *, xp: ModuleType | None = None, device: Any = No
     return 2.0 ** -xp.concat([main, extra])  # (H,)
 
 
-def alibi_bias(q_pos: Any, k_pos: Any, slopes: Any, *, symmetric: bool = False) -> Any:
+def alibi_bias(q_pos: Any, k_pos: Any, slopes: Any, *, bidirectional: bool = False) -> Any:
     """Linear distance penalty -m_h·(i - j) for query position i and key position j.
 
     The causal form keeps the sign (on future keys, masked by attention, it is positive and
     finite; each row equals BLOOM's m_h·j up to a per-row constant, which softmax ignores).
-    ``symmetric=True`` is the encoder form -m_h·|i - j| (x-transformers' ALiBi).
+    In an encoder the sign would make it a bias toward later keys (+m_h·j per row), so
+    ``bidirectional=True`` is the encoder form -m_h·|i - j|, as bidirectional ALiBi models
+    use it (MosaicBERT, x-transformers' ``AlibiPositionalBias``); on keys j <= i both agree.
     The result has ``slopes``' dtype (int offsets are exact in float32 below 2^24).
     Shapes: q_pos (..., Tq), k_pos (..., Tk) integer, slopes (H,) -> (..., H, Tq, Tk).
     """
     xp = namespace(q_pos, k_pos, slopes)
     offsets = xp.astype(relative_offsets(q_pos, k_pos), slopes.dtype)  # (..., Tq, Tk)
-    if symmetric:
+    if bidirectional:
         offsets = xp.abs(offsets)
     return -slopes[:, None, None] * offsets[..., None, :, :]  # (..., H, Tq, Tk)

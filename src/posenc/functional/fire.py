@@ -18,20 +18,37 @@ def fire_psi(x: Any, c: Any) -> Any:
     return xp.log1p(xp.abs(c * x))
 
 
-def fire_distance(q_pos: Any, k_pos: Any, c: Any, threshold: Any, *, eps: float = 1e-6) -> Any:
+def fire_distance(
+    q_pos: Any,
+    k_pos: Any,
+    c: Any,
+    threshold: Any,
+    *,
+    eps: float = 1e-6,
+    bidirectional: bool = False,
+) -> Any:
     """Progressively interpolated distance ψ(i - j) / (ψ(max(L, i)) + eps), FIRE's MLP input.
 
     i is the query's position, j the key's, L the learnable ``threshold``: queries before L
     share the normaliser ψ(L), later ones map all their keys into [0, 1] (Li et al. 2023,
-    progressive interpolation, as in the paper's appendix pseudocode).
+    progressive interpolation, as in the paper's appendix pseudocode). The paper defines it for
+    causal attention (j <= i). ``bidirectional=True`` is posenc's encoder form
+    ψ(|i - j|) / (ψ(max(L, i, j)) + eps): the same on every pair a decoder sees, symmetric in
+    i and j, and in [0, 1] on every pair (the causal normaliser puts a key far right of an early
+    query above 1 once positions pass L).
     ``c`` and ``threshold`` are 0-d float arrays (the arithmetic runs in their dtype).
-    Shapes: q_pos (..., Tq), k_pos (..., Tk) integer -> (..., Tq, Tk) in [0, 1] for |i - j| <= i.
+    Shapes: q_pos (..., Tq), k_pos (..., Tk) integer -> (..., Tq, Tk) in [0, 1] for |i - j| <= i
+    (bidirectional: every pair).
     """
     xp = namespace(q_pos, k_pos, c, threshold)
     dtype = xp.result_type(c.dtype, threshold.dtype)
-    offsets = xp.astype(relative_offsets(q_pos, k_pos), dtype)  # (..., Tq, Tk)
-    normaliser = fire_normaliser(q_pos, c, threshold, eps=eps)  # (..., Tq)
-    return fire_psi(offsets, c) / normaliser[..., :, None]
+    relative = relative_offsets(q_pos, k_pos)  # (..., Tq, Tk) integer
+    if bidirectional:  # max(i, j) = i - min(i - j, 0)
+        later = q_pos[..., :, None] - xp.minimum(relative, xp.zeros_like(relative))
+        normaliser = fire_normaliser(later, c, threshold, eps=eps)  # (..., Tq, Tk)
+    else:
+        normaliser = fire_normaliser(q_pos, c, threshold, eps=eps)[..., :, None]  # (..., Tq, 1)
+    return fire_psi(xp.astype(relative, dtype), c) / normaliser
 
 
 def fire_normaliser(q_pos: Any, c: Any, threshold: Any, *, eps: float = 1e-6) -> Any:

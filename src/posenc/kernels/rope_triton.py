@@ -20,7 +20,10 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-ROWS = 4  # rows per program
+#: Rows per program. Measured on an H100 (``benchmarks/gpu_study.py``,
+#: ``benchmarks/results/gpu-study-h100.json``; GPU time by CUDA-graph replay): 16 rows (4 warps)
+#: reached the copy floor where 4 rows took up to 2.6x longer (bf16, 64-wide heads).
+ROWS = 16
 
 
 @triton.jit
@@ -166,9 +169,13 @@ def launch(
     *,
     backward: bool = False,
     inplace: bool = False,
+    rows: int = ROWS,
+    num_warps: int = 4,
 ) -> list[Tensor]:
     """Rotate x_q and x_k (each (..., T, D)) by their (cos, sin) (..., T, P) in one launch
-    (or a single x); returns the outputs (the inputs themselves when ``inplace``)."""
+    (or a single x); returns the outputs (the inputs themselves when ``inplace``). ``rows``
+    (a power of two) rows per program and ``num_warps``: launch shape (the GPU study's knobs,
+    ``benchmarks/gpu_study.py``)."""
     if len(xs) not in (1, 2) or len(tables) != len(xs):
         raise ValueError(f"one or two tensors with their tables expected, got {len(xs)}")
     outs = list(xs) if inplace else [torch.empty_like(x) for x in xs]
@@ -180,7 +187,7 @@ def launch(
     P, D = cq.shape[-1], q.shape[-1]
     rows_q = q4[..., 0].numel()  # (B, H, T) rows
     rows_k = k4[..., 0].numel() if rest else 0  # a single x: no k programs
-    n_q, n_k = triton.cdiv(rows_q, ROWS), triton.cdiv(rows_k, ROWS)
+    n_q, n_k = triton.cdiv(rows_q, rows), triton.cdiv(rows_k, rows)
     if n_q + n_k == 0:
         return outs
     _rope_pair_kernel[(n_q + n_k,)](
@@ -189,7 +196,7 @@ def launch(
         *q4.stride()[:3], *oq4.stride()[:3], *cq4.stride()[:3],
         *k4.stride()[:3], *ok4.stride()[:3], *ck4.stride()[:3],
         P=P, D=D, BLOCK_P=triton.next_power_of_2(P),
-        BLOCK_TAIL=triton.next_power_of_2(max(D - 2 * P, 1)), ROWS=ROWS,
+        BLOCK_TAIL=triton.next_power_of_2(max(D - 2 * P, 1)), ROWS=rows, num_warps=num_warps,
         INTERLEAVED=layout == "interleaved", BACKWARD=backward,
         COPY_TAIL=D > 2 * P and not inplace,
     )  # fmt: skip

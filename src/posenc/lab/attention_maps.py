@@ -1,4 +1,5 @@
-"""Attention weights of every layer of a trained model, and the mean attention distance.
+"""Attention weights of every layer of a trained model, the mean attention distance, and the
+lab report's attention sections (only of runs that passed the competence gate).
 
 Each layer's weights are recomputed from its input (captured by a forward pre-hook) with
 ``posenc.analysis.attention_weights``, which calls the encoding's hooks in ``Attention``'s
@@ -7,13 +8,19 @@ order. Mean attention distance: sum_j p_ij |i - j|, averaged over queries, heads
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from ..analysis.subjects import attention_weights
 from ..attention import Attention, TinyTransformer
+from ..report.html import FigureBlock, Section, Table, figure_to_data_uri
+from .config import RunConfig
+from .figures import attention_figure
+from .results import Run, learned
 
 
 @torch.no_grad()
@@ -41,3 +48,51 @@ def mean_distance(probs: Tensor) -> float:
     idx = torch.arange(T, device=probs.device, dtype=probs.dtype)
     dist = (idx[:, None] - idx[None, :]).abs()  # (T, T)
     return float((probs * dist).sum(-1).mean())
+
+
+def attention_sections(runs: list[RunConfig], stored: list[Run], order: list[str]) -> list[Section]:
+    """Per encoding, the maps of its first run that passed the gate (first task, lowest seed);
+    encodings without one are listed instead."""
+    configs = {r.key(): r for r in runs}
+    sections, without = [], []
+    for enc in order:
+        gated = [
+            r
+            for r in stored
+            if r.encoding == enc and learned(r) and r.checkpoint and Path(r.checkpoint).is_file()
+        ]
+        if gated:
+            first = min(gated, key=lambda r: r.seed)  # the first task's, among equal seeds
+            sections.append(attention_section(configs[first.key], first.checkpoint or ""))
+        else:
+            without.append(enc)
+    if without:
+        text = f"No run of {', '.join(without)} passed the gate with a checkpoint: no maps."
+        sections.append(Section("Attention maps not drawn", paragraphs=[text]))
+    return sections
+
+
+def attention_section(cfg: RunConfig, checkpoint: str) -> Section:
+    """Maps of the first evaluation sample at the training length and at 2x (within the
+    evaluated lengths), and the mean distance per layer."""
+    from .train import load_model
+
+    model, task = load_model(cfg, checkpoint), cfg.task.build()
+    hi = task.train_len[1]
+    lengths = sorted({hi, min(2 * hi, max(task.eval_lens))})  # the model was built up to these
+    maps, dist = [], []
+    for n in lengths:
+        batch = task.sample(np.random.default_rng([7, n]), 16, n, split="eval")
+        tokens = batch.tokens if task.kind == "classify" else batch.tokens[:, :-1]  # model input
+        probs = attention_maps(model.net, torch.from_numpy(tokens))
+        maps.append([p[0].mean(0).numpy() for p in probs])  # first sample, mean over heads
+        dist.append([mean_distance(p) for p in probs])
+    title = f"{cfg.label} on {cfg.task.name} (seed {cfg.seed}, passed the gate)"
+    figure = FigureBlock(
+        figure_to_data_uri(attention_figure(maps, lengths, title)), title, wide=True
+    )
+    table = Table(
+        ["layer", *(f"mean distance at length {n}" for n in lengths)],
+        [[str(i), *(f"{d[i]:.2f}" for d in dist)] for i in range(len(maps[0]))],
+    )
+    return Section(f"Attention: {cfg.label}", tables=[table], figures=[figure])

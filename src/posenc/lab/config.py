@@ -117,6 +117,11 @@ class RunConfig:
     def __post_init__(self) -> None:
         _check_backend(self.backend)
 
+    @property
+    def label(self) -> str:
+        """The encoding as results name it (``run_label``)."""
+        return run_label(self.encoding, self.task.name, self.pe_config)
+
     def key(self) -> str:
         """Hex digest of the canonical JSON of everything but ``device`` (and ``backend`` when
         it is the default torch, so torch keys are unchanged)."""
@@ -126,6 +131,16 @@ class RunConfig:
             data.pop("backend")
         blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def run_label(encoding: str, task: str, pe_config: dict[str, Any]) -> str:
+    """``encoding``, or ``"alibi (causal form)"`` where an encoder (a classification task)
+    keeps the encoding's causal form through ``pe_config`` (``posenc._forms.form_label``)."""
+    from .._forms import form_label
+    from .tasks import TASKS
+
+    encoder = task in TASKS and TASKS[task].kind == "classify"
+    return form_label(encoding, pe_config, causal=not encoder)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -299,7 +314,13 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
             f"config key 'pe_config': unknown positional encoding {unknown[0]!r}; "
             f"choose one of {names()}"
         )
-    encodings = names() if "all" in sweep.encodings else list(sweep.encodings)
+    encodings = names(axes=1) if "all" in sweep.encodings else list(sweep.encodings)
+    grids = [e for e in encodings if e in names() and e not in names(axes=1)]
+    if grids:  # the lab's tasks are sequences: a grid encoding has no positions to read there
+        raise ValueError(
+            f"config key 'encodings': {grids[0]!r} reads grid positions (images, video); the "
+            f"lab's tasks are 1-D sequences: choose among {names(axes=1)}"
+        )
     runs = []
     for i, task in enumerate(sweep.tasks):
         for max_len in sweep.train_max_lens:

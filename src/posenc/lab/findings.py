@@ -1,140 +1,260 @@
-"""Check a sweep's results against published findings on length generalisation.
+"""Published findings on length generalisation, each checked per task by a rule fixed before
+looking at the numbers. Never best-of-group: every member of a group is compared with every
+member of the other, or the same seeds are paired.
 
-Each finding is tested on the measured exact match, averaged over seeds, at evaluation
-lengths beyond the longest training length ("beyond" = mean over those lengths):
+Common ground. Only runs that learned their task count (``results.learned``). A run's score
+beyond training is the mean of its primary metric over its evaluated lengths past its longest
+training length. An encoding's score on a task: the mean over its learned seeds with the
+bootstrap 95% interval of ``posenc.lab.stats``. An encoding with fewer than ``MIN_SEEDS``
+learned seeds is left out of the comparison and named. A group left empty, or too few paired
+seeds, makes the verdict inconclusive. "a above b": the intervals are separated
+(``Interval.above``). Verdicts per task: reproduced, not reproduced, inconclusive.
 
-1. Learned absolute positions do not extrapolate on copy/sort (Kazemnejad et al. 2023,
-   arXiv:2305.19466; Ruoss et al. 2023): learned stays <= 0.1 beyond training.
-2. NoPE and relative/bias encodings extrapolate further than absolute ones in decoders
-   (Kazemnejad et al. 2023): the best of nope/alibi/t5/kerple/fire beats the best of
-   sinusoidal/learned beyond training on decoder tasks.
-3. Randomized positions help extrapolation (Ruoss et al. 2023, arXiv:2305.16843): a
-   ``randomized*`` encoding beats ``rope`` beyond training, on average over tasks.
-4. ALiBi's language-model loss stays flat past the training length while sinusoidal and
-   RoPE rise (Press et al. 2022, arXiv:2108.12409): on ``lm``, loss in the last position
-   bucket / loss in the first is <= 1.1 for alibi and below that of sinusoidal and rope.
+1. Learned absolute positions do not extrapolate (Kazemnejad et al. 2023, arXiv:2305.19466;
+   Ruoss et al. 2023). Scope: decoder tasks with free-form answers (no chance level). Rule:
+   reproduced if learned's interval beyond training ends at or below ``FLOOR`` (0.10), not
+   reproduced if it starts above, inconclusive if it contains it.
+2. In decoders NoPE and T5 generalise further than ALiBi, RoPE and absolute positions on copy
+   tasks (Kazemnejad et al. 2023). Scope: ``copy``, ``copy_rep``. Rule: every member of
+   {nope, t5} against every member of {alibi, rope, sinusoidal, learned} that ran: reproduced
+   if each pair is separated in the claimed direction, not reproduced if any pair is separated
+   the other way, inconclusive otherwise.
+3. Randomized positions improve length generalisation (Ruoss et al. 2023, arXiv:2305.16843).
+   Scope: every non-LM task. Rule, per randomized encoding R and its base X (``pe_config``
+   ``base_encoding``, default rope): the interval of the paired difference R - X over the seeds
+   where both learned; reproduced if it lies above 0, not reproduced if below 0, inconclusive
+   if it contains 0.
+4. ALiBi's language-model loss stays flat past the training length while sinusoidal and RoPE
+   rise (Press et al. 2022, arXiv:2108.12409). Scope: ``lm``. A run's rise: loss in its last
+   position bucket / loss in its first (which ends at the training length). Rule: reproduced
+   if ALiBi's rise interval ends at or below ``FLAT`` (1.10) and lies below sinusoidal's and
+   RoPE's (those that ran), not reproduced if it starts above 1.10 or one of theirs lies below
+   it, inconclusive otherwise.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
-from statistics import mean
-from typing import Any
+from typing import Literal
 
-from .tasks import DECODER_TASKS
+from .results import Panel, Run, beyond_score
+from .stats import MIN_SEEDS, Interval, bootstrap_interval, compare, paired_difference
+from .tasks import TASKS
 
-ABSOLUTE = ("sinusoidal", "learned")
-RELATIVE = ("nope", "alibi", "t5", "kerple", "fire")
+Verdict = Literal["reproduced", "not reproduced", "inconclusive"]
+FLOOR = 0.10
+FLAT = 1.10
+COPY_TASKS = ("copy", "copy_rep")
+AHEAD, BEHIND = ("nope", "t5"), ("alibi", "rope", "sinusoidal", "learned")
+
+
+@dataclass(frozen=True)
+class TaskVerdict:
+    """A finding's verdict on one task config, with the numbers and the reason behind it."""
+
+    task: str
+    verdict: Verdict
+    numbers: str
+    reason: str
 
 
 @dataclass(frozen=True)
 class Finding:
     claim: str
     source: str
-    status: str  # "reproduced", "not reproduced", "not measured"
-    evidence: str
+    rule: str
+    verdicts: tuple[TaskVerdict, ...]
+    missing: str  # what a sweep needs to measure it, shown when there is no verdict
 
 
-def _mean_exact(rows: list[dict[str, Any]], beyond: bool) -> dict[tuple[str, str], float]:
-    """(encoding, task) -> exact match averaged over seeds and lengths > train_max (``beyond``)
-    or at the longest training length."""
-    acc: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for r in rows:
-        at = r["length"] > r["train_max"] if beyond else r["length"] == r["train_max"]
-        if r["metric"] == "exact_match" and at:
-            acc[r["encoding"], r["task"]].append(r["value"])
-    return {k: mean(v) for k, v in acc.items()}
+@dataclass(frozen=True)
+class Score:
+    """An encoding's per-seed scores on one panel (learned runs only) and their interval."""
+
+    encoding: str
+    seeds: dict[int, float]
+    n_total: int
+    interval: Interval | None
+
+    @property
+    def comparable(self) -> bool:
+        return self.interval is not None and self.interval.comparable
+
+    def text(self) -> str:
+        iv = self.interval
+        value = iv.text() if iv is not None else "did not learn"
+        return f"{self.encoding} {value} ({len(self.seeds)} of {self.n_total} learned)"
 
 
-def check_findings(rows: list[dict[str, Any]]) -> list[Finding]:
-    """The four findings, each with the numbers behind its verdict."""
-    beyond = _mean_exact(rows, beyond=True)
-    return [
-        _learned(beyond, _mean_exact(rows, beyond=False)),
-        _relative(beyond),
-        _randomized(beyond),
-        _alibi_lm(rows),
+def score(panel: Panel, encoding: str, fn: Callable[[Run], float | None]) -> Score:
+    """``encoding``'s scores ``fn(run)`` on ``panel`` over its learned seeds."""
+    seeds = panel.seed_scores(encoding, fn)
+    iv = bootstrap_interval(list(seeds.values())) if seeds else None
+    return Score(encoding, seeds, len(panel.of(encoding)), iv)
+
+
+def check_findings(panels: list[Panel]) -> list[Finding]:
+    """The four findings, each with a verdict per task config it applies to."""
+    return [_learned_absolute(panels), _kazemnejad(panels), _randomized(panels), _press(panels)]
+
+
+def _beyond(panel: Panel) -> Callable[[Run], float | None]:
+    return lambda r: beyond_score(r, panel.metric)
+
+
+def _learned_absolute(panels: list[Panel]) -> Finding:
+    scope = [
+        p
+        for p in panels
+        if _decoder(p) and p.chance is None and "learned" in p.encodings and p.beyond
     ]
+    verdicts = []
+    for p in scope:
+        s = score(p, "learned", _beyond(p))
+        v, why = _floor_verdict(s)
+        verdicts.append(TaskVerdict(p.label, v, s.text(), why))
+    return Finding(
+        "Learned absolute positions do not extrapolate",
+        "Kazemnejad et al. 2023; Ruoss et al. 2023",
+        f"learned's mean exact match beyond training: interval <= {FLOOR:.2f} (decoder tasks "
+        "with free-form answers)",
+        tuple(verdicts),
+        "needs learned on a decoder task with free-form answers (copy_rep, copy, sort, ...)",
+    )
 
 
-def _learned(
-    beyond: dict[tuple[str, str], float], at_train: dict[tuple[str, str], float]
-) -> Finding:
-    """Only tasks learned at the training length (>= 0.5) count: failing everywhere says
-    nothing about extrapolation."""
-    claim = "Learned absolute positions do not extrapolate on copy/sort"
-    src = "Kazemnejad et al. 2023; Ruoss et al. 2023"
-    cells = {
-        t: v
-        for (e, t), v in beyond.items()
-        if e == "learned" and t.startswith(("copy", "sort")) and at_train.get((e, t), 0) >= 0.5
-    }
-    if not cells:
-        return Finding(claim, src, "not measured", "no learned run that solved copy/sort in range")
-    ok = all(v <= 0.1 for v in cells.values())
-    beyond_at = ", ".join(f"learned on {t}: {v:.2f}" for t, v in sorted(cells.items()))
-    learned_at = ", ".join(f"{at_train['learned', t]:.2f}" for t in sorted(cells))
-    return Finding(claim, src, _status(ok), f"{beyond_at} (at the training length: {learned_at})")
+def _floor_verdict(s: Score) -> tuple[Verdict, str]:
+    iv = s.interval
+    if iv is None or not s.comparable:
+        return "inconclusive", f"{len(s.seeds)} learned seeds, {MIN_SEEDS} needed"
+    if iv.hi <= FLOOR:
+        return "reproduced", f"interval ends at or below {FLOOR:.2f}"
+    if iv.lo > FLOOR:
+        return "not reproduced", f"interval starts above {FLOOR:.2f}"
+    return "inconclusive", f"interval contains {FLOOR:.2f}"
 
 
-def _relative(beyond: dict[tuple[str, str], float]) -> Finding:
-    claim = "NoPE and relative/bias encodings extrapolate further than absolute ones (decoder)"
-    src = "Kazemnejad et al. 2023"
-    tasks = sorted({t for _, t in beyond if t in DECODER_TASKS})
-    parts, wins = [], 0
-    for t in tasks:
-        rel = {e: beyond[e, t] for e in RELATIVE if (e, t) in beyond}
-        ab = {e: beyond[e, t] for e in ABSOLUTE if (e, t) in beyond}
-        if rel and ab:
-            best_rel, best_abs = max(rel, key=rel.__getitem__), max(ab, key=ab.__getitem__)
-            wins += rel[best_rel] > ab[best_abs]
-            parts.append(f"{t}: {best_rel} {rel[best_rel]:.2f} vs {best_abs} {ab[best_abs]:.2f}")
-    if not parts:
-        return Finding(
-            claim, src, "not measured", "needs relative and absolute runs on a decoder task"
-        )
-    return Finding(claim, src, _status(wins == len(parts)), "; ".join(parts))
+def _kazemnejad(panels: list[Panel]) -> Finding:
+    verdicts = []
+    for p in panels:
+        a = [score(p, e, _beyond(p)) for e in AHEAD if e in p.encodings]
+        b = [score(p, e, _beyond(p)) for e in BEHIND if e in p.encodings]
+        if p.task in COPY_TASKS and p.beyond and a and b:
+            v, why = group_verdict(a, b, higher_is_better=True)
+            numbers = "; ".join(s.text() for s in a) + " vs " + "; ".join(s.text() for s in b)
+            verdicts.append(TaskVerdict(p.label, v, numbers, why))
+    return Finding(
+        "Decoders: NoPE and T5 generalise further than ALiBi, RoPE and absolute positions",
+        "Kazemnejad et al. 2023",
+        "every member of {nope, t5} above every member of {alibi, rope, sinusoidal, learned} "
+        "(mean exact match beyond training, intervals separated), per copy task",
+        tuple(verdicts),
+        "needs nope or t5 and one of alibi/rope/sinusoidal/learned on copy or copy_rep",
+    )
 
 
-def _randomized(beyond: dict[tuple[str, str], float]) -> Finding:
-    claim = "Randomized positions help extrapolation (vs RoPE)"
-    src = "Ruoss et al. 2023"
-    rand = sorted({e for e, _ in beyond if e.startswith("randomized")})
-    tasks = sorted({t for e, t in beyond if e == "rope"})
-    pairs = [(beyond[e, t], beyond["rope", t]) for e in rand for t in tasks if (e, t) in beyond]
-    if not pairs:
-        return Finding(claim, src, "not measured", "needs randomized and rope runs on one task")
-    r, base = mean(p[0] for p in pairs), mean(p[1] for p in pairs)
-    evidence = f"{', '.join(rand)} {r:.2f} vs rope {base:.2f} (mean beyond training)"
-    return Finding(claim, src, _status(r > base), evidence)
+def _randomized(panels: list[Panel]) -> Finding:
+    verdicts = []
+    for p in panels:
+        for enc in (e for e in p.encodings if e.startswith("randomized")):
+            base = _base_encoding(p, enc)
+            if p.metric == "loss" or base not in p.encodings or not p.beyond:
+                continue
+            r, x = score(p, enc, _beyond(p)), score(p, base, _beyond(p))
+            diff = paired_difference(r.seeds, x.seeds)
+            v, why = _paired_verdict(diff)
+            numbers = f"{r.text()} vs {x.text()}; paired {enc} - {base}: "
+            numbers += "no common seeds" if diff is None else diff.text()
+            verdicts.append(TaskVerdict(f"{p.label}: {enc} vs {base}", v, numbers, why))
+    return Finding(
+        "Randomized positions improve length generalisation",
+        "Ruoss et al. 2023",
+        "paired difference randomized X - X over seeds where both learned (mean exact match "
+        "beyond training): interval above 0, per task",
+        tuple(verdicts),
+        "needs a randomized encoding and its base encoding on one task",
+    )
 
 
-def _alibi_lm(rows: list[dict[str, Any]]) -> Finding:
-    claim = "ALiBi's LM loss stays flat past the training length; sinusoidal and RoPE rise"
-    src = "Press et al. 2022"
-    rise = lm_loss_rise(rows)
-    others = {e: v for e, v in rise.items() if e in ("sinusoidal", "rope")}
-    if "alibi" not in rise or not others:
-        return Finding(claim, src, "not measured", "needs lm runs of alibi and sinusoidal/rope")
-    ok = rise["alibi"] <= 1.1 and all(rise["alibi"] < v for v in others.values())
-    evidence = ", ".join(f"{e} x{v:.2f}" for e, v in sorted(rise.items()))
-    return Finding(claim, src, _status(ok), f"loss at the longest / first bucket: {evidence}")
+def _press(panels: list[Panel]) -> Finding:
+    verdicts = []
+    for p in (p for p in panels if p.task == "lm" and "alibi" in p.encodings):
+        alibi = score(p, "alibi", loss_rise)
+        others = [score(p, e, loss_rise) for e in ("sinusoidal", "rope") if e in p.encodings]
+        v, why = _press_verdict(alibi, others)
+        numbers = "; ".join(s.text() for s in (alibi, *others))
+        verdicts.append(TaskVerdict(p.label, v, f"loss rise (last / first bucket): {numbers}", why))
+    return Finding(
+        "ALiBi's LM loss stays flat past the training length; sinusoidal and RoPE rise",
+        "Press et al. 2022",
+        f"per run, loss in the last / the first position bucket; alibi's interval <= x{FLAT:.2f} "
+        "and below sinusoidal's and rope's",
+        tuple(verdicts),
+        "needs lm runs of alibi and sinusoidal or rope (posenc lab --preset lm)",
+    )
 
 
-def lm_loss_rise(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """encoding -> mean over runs (seeds, training lengths) of (lm loss in the last position
-    bucket / in the first); each ratio is taken within one run."""
-    loss: dict[tuple[Any, ...], dict[int, float]] = defaultdict(dict)
-    for r in rows:
-        if r["task"] == "lm" and r["metric"] == "loss":  # one run: its key, else these fields
-            run = (r["encoding"], r["seed"], r["train_max"], r.get("run_key"))
-            loss[run][r["length"]] = r["value"]
-    ratios: dict[str, list[float]] = defaultdict(list)
-    for (enc, *_), by_len in loss.items():
-        ratios[enc].append(by_len[max(by_len)] / by_len[min(by_len)])
-    return {e: mean(v) for e, v in ratios.items()}
+def _press_verdict(alibi: Score, others: list[Score]) -> tuple[Verdict, str]:
+    iv = alibi.interval
+    if iv is not None and alibi.comparable and iv.lo > FLAT:
+        return "not reproduced", f"alibi's rise starts above x{FLAT:.2f}"
+    if not others:
+        return "inconclusive", "no sinusoidal or rope run to compare with"
+    v, why = group_verdict([alibi], others, higher_is_better=False)
+    if v == "reproduced" and iv is not None and iv.hi > FLAT:
+        return "inconclusive", f"alibi's rise interval reaches above x{FLAT:.2f}"
+    return v, why
 
 
-def _status(ok: bool) -> str:
-    return "reproduced" if ok else "not reproduced"
+def loss_rise(run: Run) -> float | None:
+    """Loss in the run's last position bucket over the loss in its first (None: no loss)."""
+    by_len = {n: v for (m, n), v in run.metrics.items() if m == "loss"}
+    return by_len[max(by_len)] / by_len[min(by_len)] if by_len else None
+
+
+def group_verdict(a: list[Score], b: list[Score], *, higher_is_better: bool) -> tuple[Verdict, str]:
+    """Every comparable member of ``a`` against every comparable member of ``b`` (the claim:
+    a is better); members with too few learned seeds are left out and named."""
+    out = [s.encoding for s in (*a, *b) if not s.comparable]
+    note = f"; left out (< {MIN_SEEDS} learned seeds): {', '.join(out)}" if out else ""
+    a_ok, b_ok = [s for s in a if s.comparable], [s for s in b if s.comparable]
+    if not a_ok or not b_ok:
+        return "inconclusive", f"a group has no member with {MIN_SEEDS} learned seeds{note}"
+    pairs = [(x, y, _cmp(x, y, higher_is_better)) for x in a_ok for y in b_ok]
+    against = [f"{y.encoding} ahead of {x.encoding}" for x, y, c in pairs if c < 0]
+    if against:
+        return "not reproduced", ", ".join(against) + note
+    tied = [f"{x.encoding} ~ {y.encoding}" for x, y, c in pairs if c == 0]
+    if tied:
+        return "inconclusive", "intervals overlap: " + ", ".join(tied) + note
+    return "reproduced", f"all {len(pairs)} pairs separated" + note
+
+
+def _cmp(x: Score, y: Score, higher_is_better: bool) -> int:
+    """``stats.compare`` of two comparable scores (0 if either has no interval)."""
+    if x.interval is None or y.interval is None:
+        return 0
+    return compare(x.interval, y.interval, higher_is_better=higher_is_better)
+
+
+def _paired_verdict(diff: Interval | None) -> tuple[Verdict, str]:
+    if diff is None or not diff.comparable:
+        n = 0 if diff is None else diff.n
+        return "inconclusive", f"{n} paired seeds, {MIN_SEEDS} needed"
+    zero = Interval(0.0, 0.0, 0.0, 1)
+    if diff.above(zero):
+        return "reproduced", "the paired difference's interval lies above 0"
+    if zero.above(diff):
+        return "not reproduced", "the paired difference's interval lies below 0"
+    return "inconclusive", "the paired difference's interval contains 0"
+
+
+def _base_encoding(panel: Panel, encoding: str) -> str:
+    """What a randomized encoding draws positions for: its ``base_encoding`` (default rope)."""
+    cfg = next(r.config for r in panel.of(encoding))
+    return str(cfg.get("pe_config", {}).get("base_encoding", "rope"))
+
+
+def _decoder(panel: Panel) -> bool:
+    return panel.task in TASKS and TASKS[panel.task].kind == "decoder"

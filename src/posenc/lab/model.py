@@ -22,7 +22,9 @@ class LabModel(nn.Module):
     ``max_len`` covers the longest evaluation sample, so tables such as learned positions
     exist there (untrained past the training length, which is the point of the test).
     Encoders get the encoder form of an encoding unless ``pe_config`` says otherwise, as
-    ``TinyTransformer`` gives it (``posenc._forms.ENCODER_FORM``: T5's bidirectional buckets).
+    ``TinyTransformer`` gives it (``posenc._forms.ENCODER_FORM``: ALiBi's -m|i - j|, T5's
+    bidirectional buckets, FIRE's ψ(max(L, i, j))); a run that keeps the causal form is
+    labelled so (``RunConfig.label``).
     """
 
     def __init__(

@@ -6,6 +6,7 @@ import sys
 import time
 from typing import Any
 
+from .config import run_label
 from .executors import RunFailure
 from .train import RunResult
 
@@ -77,9 +78,7 @@ class SweepProgress:
 
     def run_failed(self, failure: RunFailure) -> None:
         c = failure.config
-        self._run_ended(
-            c.key(), f"FAILED {c.encoding} {c.task.name} seed {c.seed}: {failure.error}"
-        )
+        self._run_ended(c.key(), f"FAILED {c.label} {c.task.name} seed {c.seed}: {failure.error}")
 
     def run_done(self, result: RunResult) -> None:
         cfg = result.config
@@ -90,7 +89,8 @@ class SweepProgress:
         eta = (time.perf_counter() - self.start) / done * (self.total - done)
         self._run_ended(
             result.key,
-            f"{cfg['encoding']:<12} {cfg['task']['name']:<10} seed {cfg['seed']}  "
+            f"{run_label(cfg['encoding'], cfg['task']['name'], cfg.get('pe_config', {})):<12} "
+            f"{cfg['task']['name']:<10} seed {cfg['seed']}  "
             f"{result.seconds:5.1f}s ({result.cpu_seconds:.1f}s cpu)  "
             f"{metric.replace('_', ' ')} by length {values}  (eta {eta:.0f}s)",
         )

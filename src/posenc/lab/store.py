@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .config import TaskConfig
+from .config import TaskConfig, run_label
 from .train import RunResult
 
 SCHEMA_VERSION = 1
@@ -134,7 +134,7 @@ class ResultStore:
                 (
                     result.key,
                     sweep,
-                    cfg["encoding"],
+                    run_label(cfg["encoding"], cfg["task"]["name"], cfg.get("pe_config", {})),
                     cfg["task"]["name"],
                     cfg["seed"],
                     lo,

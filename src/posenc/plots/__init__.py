@@ -15,6 +15,7 @@ from .attention import (
 )
 from .bias import bias_heatmaps, bias_matrix, in_encoder_form
 from .extension import alibi_slopes, extension_scales, frequency_scales
+from .grid import grid_similarity, pair_sections, patch_similarity
 from .kinds import PLOTS, PlotKind, plot_kinds_for
 from .rotary import (
     inv_freq_of,
@@ -58,9 +59,12 @@ __all__ = [
     "extension_scales",
     "feature_roles",
     "frequency_scales",
+    "grid_similarity",
     "in_encoder_form",
     "inv_freq_of",
     "model_attention",
+    "pair_sections",
+    "patch_similarity",
     "plot_kinds_for",
     "position_features",
     "qk_by_distance",

@@ -11,7 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from .._validate import check_positive_int
-from ..analysis.subjects import VOCAB, attention_weights, resolve, tiny_model
+from ..analysis.subjects import VOCAB, attention_weights, probe_positions, resolve, tiny_model
 from ..encodings.base import PositionalEncoding
 from ._style import (
     check_index,
@@ -36,13 +36,15 @@ def model_attention(
     """First-layer attention weights (H, T, T) of a seeded float64 TinyTransformer (weights
     drawn at a scale where attention is not uniform). ``same_token``: every position holds one
     token, so the pattern is the encoding's alone (NoPE is uniform over the visible keys);
-    otherwise random tokens."""
+    otherwise random tokens. Grid encodings read the tokens as the cells of a grid in raster
+    order (``probe_positions``)."""
     check_positive_int(n_positions, "n_positions")
-    model = tiny_model(resolve(pe), causal=causal, seed=seed)
+    pe = resolve(pe)
+    model = tiny_model(pe, causal=causal, seed=seed)
     gen = torch.Generator().manual_seed(seed)
     idx = torch.randint(0, VOCAB, (1, 1 if same_token else n_positions), generator=gen)
     idx = idx.expand(1, n_positions)  # (B, T)
-    pos = torch.arange(n_positions)
+    pos = probe_positions(pe, n_positions)  # (T,) | (T, A)
     block: Any = model.blocks[0]
     with torch.no_grad():
         x = model.pe.embed(model.tok(idx), pos)  # (B, T, C)

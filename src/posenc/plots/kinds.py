@@ -9,13 +9,15 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from ..analysis.subjects import has_bias, is_additive, is_rotary, resolve
+from ..analysis.subjects import has_bias, is_additive, is_rotary, is_sequence, resolve
 from ..analysis.table_checks import sinusoid_like
 from ..encodings.base import PositionalEncoding
-from . import attention, bias, extension, rotary, tables
+from . import attention, bias, extension, grid, rotary, tables
 
 
 def _has_frequencies(pe: PositionalEncoding) -> bool:
+    if not is_sequence(pe):
+        return False
     try:
         rotary.inv_freq_of(pe)
     except ValueError:
@@ -24,7 +26,16 @@ def _has_frequencies(pe: PositionalEncoding) -> bool:
 
 
 def _features(pe: PositionalEncoding) -> bool:
-    return is_additive(pe) or is_rotary(pe)
+    """Per-position pictures of 1-D encodings (grids: ``grid-similarity``)."""
+    return is_sequence(pe) and (is_additive(pe) or is_rotary(pe))
+
+
+def _sequence_additive(pe: PositionalEncoding) -> bool:
+    return is_sequence(pe) and is_additive(pe)
+
+
+def _sequence_rotary(pe: PositionalEncoding) -> bool:
+    return is_sequence(pe) and is_rotary(pe)
 
 
 @dataclass(frozen=True)
@@ -70,16 +81,18 @@ PLOTS: dict[str, PlotKind] = {
         PlotKind("heatmap", tables.encoding_heatmap, _features),
         PlotKind("similarity", tables.similarity_matrix, _features),
         PlotKind("waveforms", tables.dimension_waveforms, _features),
-        PlotKind("dot-distance", tables.dot_vs_distance, is_additive),
-        PlotKind("contamination", tables.contamination, is_additive),
-        PlotKind("contamination-dims", tables.contamination_dims, is_additive),
+        PlotKind("dot-distance", tables.dot_vs_distance, _sequence_additive),
+        PlotKind("contamination", tables.contamination, _sequence_additive),
+        PlotKind("contamination-dims", tables.contamination_dims, _sequence_additive),
         PlotKind("wavelengths", rotary.wavelengths, _has_frequencies, multi=True),
         PlotKind("shift-matrix", rotary.shift_matrix_blocks, sinusoid_like),
-        PlotKind("rotation", rotary.rotation_pair, is_rotary),
-        PlotKind("qk-distance", rotary.qk_vs_distance, is_rotary, multi=True),
+        PlotKind("rotation", rotary.rotation_pair, _sequence_rotary),
+        PlotKind("qk-distance", rotary.qk_vs_distance, _sequence_rotary, multi=True),
+        PlotKind("grid-similarity", grid.grid_similarity, grid.is_grid, multi=True),
+        PlotKind("sections", grid.pair_sections, grid.has_pair_axes),
         PlotKind("bias", bias.bias_heatmaps, has_bias),
         PlotKind("attention", attention.attention_heatmap, lambda pe: True),
-        PlotKind("attention-decay", attention.attention_decay, lambda pe: True, multi=True),
+        PlotKind("attention-decay", attention.attention_decay, is_sequence, multi=True),
         PlotKind("extension", extension.extension_scales, None, argument="methods"),
         PlotKind("alibi-slopes", extension.alibi_slopes, None, argument="head_counts"),
     )

@@ -207,7 +207,7 @@ def comparison_section(
 ) -> Section:
     """Across encodings: a check matrix (PASS/FAIL/-), attention maps and overlays."""
     figures = [_figure(attention_grid(encodings), GRID_CAPTION, fmt, wide=True)]
-    for kind in (PLOTS["wavelengths"], PLOTS["qk-distance"]):
+    for kind in (PLOTS["wavelengths"], PLOTS["qk-distance"], PLOTS["grid-similarity"]):
         pes = [p for p in encodings if kind.applies is not None and kind.applies(p)]
         if pes:
             figures.append(_draw(kind, fmt, pes))

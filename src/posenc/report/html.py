@@ -41,11 +41,30 @@ def inline_code(text: str) -> Markup:
 
 @dataclass
 class Table:
-    """Rows of cells (text). Cells equal to PASS/FAIL get coloured."""
+    """Rows of cells (text). Cells equal to PASS/FAIL get coloured. ``classes``, if given, has
+    the shape of ``rows``: each cell's CSS classes ("" for none), e.g. "win" (bold, a winner),
+    "dnl" (greyed: did not learn), "reproduced", "not-reproduced", "inconclusive"."""
 
     columns: list[str]
     rows: list[list[str]]
     caption: str = ""
+    classes: list[list[str]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.classes is not None and [len(r) for r in self.classes] != [
+            len(r) for r in self.rows
+        ]:
+            raise ValueError(
+                f"classes must have the shape of rows, got {[len(r) for r in self.classes]} "
+                f"for rows of {[len(r) for r in self.rows]}"
+            )
+
+    def cell_class(self, i: int, j: int) -> str:
+        """CSS classes of cell (i, j): its ``classes`` entry, else PASS/FAIL for those cells."""
+        if self.classes is not None:
+            return self.classes[i][j]
+        cell = self.rows[i][j]
+        return cell if cell in ("PASS", "FAIL") else ""
 
 
 @dataclass

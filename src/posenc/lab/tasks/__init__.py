@@ -5,10 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from .base import EOS, FIRST, MARK, SEP, Batch, Task
-from .classify import Ascending, Offset
+from .classify import AscendingEncoder, Offset
 from .lm import CharLM
 from .seq2seq import CopyOffset, Translate
-from .sequence import Addition, Copy, CopyRep, Induction, Parity, Reverse, SeqTask, Sort
+from .sequence import (
+    Addition,
+    Ascending,
+    Copy,
+    CopyRep,
+    Induction,
+    Parity,
+    Reverse,
+    SeqTask,
+    Sort,
+)
 
 #: The sequence-to-sequence tasks of ``seq2seq``: sweeps name them; the presets' decoder set
 #: (``DECODER_TASKS``) leaves them out.
@@ -17,6 +27,7 @@ TASKS: dict[str, type[Task]] = {
     t.name: t
     for t in (
         Ascending,
+        AscendingEncoder,
         Offset,
         CopyRep,
         Copy,

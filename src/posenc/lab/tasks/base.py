@@ -44,6 +44,8 @@ class Task(ABC):
 
     name: ClassVar[str]
     kind: ClassVar[Kind] = "decoder"
+    #: The paper and split the task follows, or what it is when it follows none.
+    source: ClassVar[str]
     min_len: ClassVar[int] = 1
     default_symbols: ClassVar[int] = 10
     eval_factors: ClassVar[tuple[float, ...]] = EVAL_FACTORS
@@ -90,6 +92,12 @@ class Task(ABC):
     def n_classes(self) -> int:
         """Output classes of a classification task (0 for generative tasks)."""
         return 0
+
+    @property
+    def chance(self) -> float | None:
+        """Exact match of a model that knows the answer format and guesses uniformly among few
+        answers (None where guessing is hopeless: answers of many tokens, LM loss)."""
+        return None
 
     @property
     def max_seq_len(self) -> int:

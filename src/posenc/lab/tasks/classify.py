@@ -1,4 +1,5 @@
-"""Classification tasks for an encoder (bidirectional attention, mean-pooled features)."""
+"""Classification tasks for an encoder (bidirectional attention, mean-pooled features): posenc's
+own, kept beside the decoder tasks of the literature (``sequence``)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,22 @@ import numpy as np
 from .base import FIRST, MARK, Batch, Split, Task, distinct_symbols
 
 
-class Ascending(Task):
-    """Are n distinct symbols in ascending order? Label 1 rows are sorted; label 0 rows are a
-    shuffle of them (one adjacent swap when the shuffle happens to be sorted). The two classes
-    hold the same set of symbols, so only order tells them apart: without positions (NoPE in
-    an encoder) the task is at chance.
+class AscendingEncoder(Task):
+    """Are n distinct symbols in ascending order? The encoder form of ``ascending``, posenc's
+    earlier default: an encoder with mean pooling, easy negatives. Label 1 rows are sorted;
+    label 0 rows are a random shuffle of them (one adjacent swap when the shuffle happens to be
+    sorted); labels drawn independently. The two classes hold the same set of symbols, so only
+    order tells them apart: without positions (NoPE in an encoder) the task is at chance. A
+    symmetric bias (ALiBi, Kerple, FIRE in their encoder forms) gives a row and its reverse the
+    same mean-pooled features: it tells monotone rows from shuffled ones, never ascending from
+    descending (which random shuffles rarely draw).
 
     n=4:  s1 s3 s5 s8 -> 1;   s5 s1 s8 s3 -> 0
     """
 
-    name = "ascending"
+    name = "ascending_encoder"
     kind = "classify"
+    source = "posenc's own (no published split); the decoder form is 'ascending'"
     min_len = 2
     default_symbols = 64
     distinct = "length {n} needs {n} distinct tokens"
@@ -25,6 +31,10 @@ class Ascending(Task):
     @property
     def n_classes(self) -> int:
         return 2
+
+    @property
+    def chance(self) -> float:
+        return 0.5
 
     def _sample(self, rng: np.random.Generator, batch: int, n: int, split: Split) -> Batch:
         x = np.sort(distinct_symbols(rng, batch, n, self.n_symbols), axis=1)  # (B, n)
@@ -57,11 +67,18 @@ class Offset(Task):
 
     name = "offset"
     kind = "classify"
+    source = "posenc's own (no published split)"
     min_len = 2
 
     @property
     def n_classes(self) -> int:
         return self.train_len[1]
+
+    @property
+    def chance(self) -> float:
+        """1 / (max train length - 1): the distances asked at lengths from the longest
+        training length on (shorter inputs ask fewer)."""
+        return 1.0 / max(self.train_len[1] - 1, 1)
 
     def _sample(self, rng: np.random.Generator, batch: int, n: int, split: Split) -> Batch:
         x = rng.integers(FIRST, FIRST + self.n_symbols, size=(batch, n))

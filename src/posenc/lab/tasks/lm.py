@@ -40,6 +40,10 @@ class CharLM(Task):
 
     name = "lm"
     kind = "lm"
+    source = (
+        "Press et al. 2022 (arXiv:2108.12409): loss by position past the training length; "
+        "character LM on Python's pydoc topics, not their WikiText-103 split"
+    )
     default_symbols = len(ALPHABET) + 1
     fixed_symbols = "the alphabet is fixed"
     eval_factors = (1.0, 2.0, 4.0, 8.0)

@@ -3,6 +3,8 @@
 A sample is ``prompt SEP answer EOS``; the loss and the metrics cover ``answer EOS`` only (the
 prompt is masked out, as in Kazemnejad et al. 2023, arXiv:2305.19466). Exact match needs every
 answer token *and* the EOS in the right place, so a model that cannot count stops wrong.
+Each task's ``source`` names the paper and split it follows; the lengths are the lab's own
+(trained on 1..8, evaluated up to 4x), not the split's.
 """
 
 from __future__ import annotations
@@ -35,14 +37,19 @@ class SeqTask(Task):
         return Batch(tokens, n_prompt=prompt.shape[1] + 1)
 
 
+KAZEMNEJAD = "Kazemnejad et al. 2023 (arXiv:2305.19466)"
+
+
 class CopyRep(SeqTask):
-    """Copy a run of one repeated symbol (Kazemnejad et al.'s "rsc" split): the answer is the
-    prompt, so the only skill is stopping after exactly n symbols.
+    """Copy a run of one repeated symbol: Kazemnejad et al. 2023's "Copy (Repeat)", split
+    ``s2s_copy/rsc_tr20_ts40`` (without its "Copy:" instruction). The answer is the prompt, so
+    the only skill is stopping after exactly n symbols.
 
     n=4:  s7 s7 s7 s7 SEP | s7 s7 s7 s7 EOS
     """
 
     name = "copy_rep"
+    source = f"{KAZEMNEJAD}, Copy (Repeat): s2s_copy split rsc_tr20_ts40"
 
     def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> Pair:
         sym = rng.integers(FIRST, FIRST + self.n_symbols, size=(batch, 1))
@@ -51,12 +58,14 @@ class CopyRep(SeqTask):
 
 
 class Copy(SeqTask):
-    """Copy n random symbols (drawn with replacement).
+    """Copy n random symbols (drawn with replacement): Kazemnejad et al. 2023's "Copy", split
+    ``s2s_copy/cmc_tr20_ts40``.
 
     n=4:  s2 s9 s2 s5 SEP | s2 s9 s2 s5 EOS
     """
 
     name = "copy"
+    source = f"{KAZEMNEJAD}, Copy: s2s_copy split cmc_tr20_ts40"
 
     def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> Pair:
         x = rng.integers(FIRST, FIRST + self.n_symbols, size=(batch, n))
@@ -64,12 +73,14 @@ class Copy(SeqTask):
 
 
 class Reverse(SeqTask):
-    """Write n random symbols in reverse order.
+    """Write n random symbols in reverse order: Kazemnejad et al. 2023's "Reverse", split
+    ``s2s_reverse/mc_tr20_ts40``.
 
     n=4:  s2 s9 s2 s5 SEP | s5 s2 s9 s2 EOS
     """
 
     name = "reverse"
+    source = f"{KAZEMNEJAD}, Reverse: s2s_reverse split mc_tr20_ts40"
 
     def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> Pair:
         x = rng.integers(FIRST, FIRST + self.n_symbols, size=(batch, n))
@@ -77,12 +88,14 @@ class Reverse(SeqTask):
 
 
 class Sort(SeqTask):
-    """Sort n distinct symbols in ascending order (needs n <= n_symbols).
+    """Sort n distinct symbols in ascending order (needs n <= n_symbols): Kazemnejad et al.
+    2023's "Sort (Single Token)", split ``s2s_sort/len_sngd_tr8_ts16`` (symbols distinct here).
 
     n=4:  s8 s1 s5 s3 SEP | s1 s3 s5 s8 EOS
     """
 
     name = "sort"
+    source = f"{KAZEMNEJAD}, Sort (Single Token): s2s_sort split len_sngd_tr8_ts16"
     default_symbols = 64
     distinct = "length {n} needs {n} distinct tokens"
 
@@ -91,14 +104,72 @@ class Sort(SeqTask):
         return x, np.sort(x, axis=1)
 
 
+class Ascending(SeqTask):
+    """Are n symbols in ascending (non-decreasing) order? A causal decoder reads them and
+    answers one token, YES or NO, after SEP. Negatives are hard: a sorted row with one adjacent
+    pair of different symbols swapped (chosen uniformly), so a single local comparison decides
+    and the whole row must be checked; each batch holds the two classes in equal numbers (one
+    more YES when odd). Symbols repeat (10 by default, as digits): an order over 10 symbols is
+    learned in hundreds of steps, one over 64 distinct symbols takes thousands.
+    posenc's own task (no published split); the one-token decoder formulation is that of
+    sortedness probes such as ARENA's "Sorted List" problem (2023). The encoder form with easy
+    negatives is ``ascending_encoder``.
+
+    n=4:  s1 s3 s3 s8 SEP | YES EOS;   s1 s3 s8 s3 SEP | NO EOS
+    """
+
+    name = "ascending"
+    source = "posenc's own (no published split): decoder, one answer token, one adjacent swap"
+    min_len = 2
+
+    @property
+    def vocab_size(self) -> int:
+        return FIRST + self.n_symbols + 2  # symbols, NO, YES
+
+    @property
+    def answers(self) -> tuple[int, int]:
+        """Token ids of the answers (NO, YES), after the symbols."""
+        return FIRST + self.n_symbols, FIRST + self.n_symbols + 1
+
+    @property
+    def chance(self) -> float:
+        return 0.5
+
+    def check_length(self, n: int) -> None:
+        super().check_length(n)
+        if self.n_symbols < 2:
+            raise ValueError(f"{self.name}: an unsorted row needs 2 symbols, got n_symbols = 1")
+
+    def seq_len(self, n: int) -> int:
+        return n + 3  # n symbols, SEP, the answer, EOS
+
+    def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> Pair:
+        labels = rng.permutation(np.arange(1, batch + 1) % 2)  # balanced: 1 = sorted
+        x = self._sorted_rows(rng, batch, n)  # (B, n)
+        neg = np.flatnonzero(labels == 0)
+        while len(flat := neg[(np.diff(x[neg], axis=1) == 0).all(axis=1)]):
+            x[flat] = self._sorted_rows(rng, len(flat), n)  # one symbol only: nothing to swap
+        ascents = np.diff(x[neg], axis=1) > 0  # (B_neg, n - 1): pairs that a swap unsorts
+        at = np.where(ascents, rng.random(ascents.shape), -1.0).argmax(axis=1)  # uniform
+        x[neg, at], x[neg, at + 1] = x[neg, at + 1], x[neg, at].copy()
+        return x, (self.answers[0] + labels)[:, None]  # (B, n), (B, 1)
+
+    def _sorted_rows(self, rng: np.random.Generator, batch: int, n: int) -> np.ndarray:
+        """(batch, n) sorted rows of symbols drawn with replacement."""
+        return np.sort(rng.integers(FIRST, FIRST + self.n_symbols, size=(batch, n)), axis=1)
+
+
 class Addition(SeqTask):
     """Add two n-digit numbers written least-significant digit first; the answer has n + 1
-    digits, also reversed (the carry runs left to right, as generation does).
+    digits, also reversed (the carry runs left to right, as generation does). The task of
+    Kazemnejad et al. 2023's "Addition", split ``s2s_addition/len_tr8_ts16``, without a
+    scratchpad; the reversed digits are posenc's.
 
     n=3, 572 + 465 = 1037:  d2 d7 d5 + d5 d6 d4 SEP | d7 d3 d0 d1 EOS
     """
 
     name = "addition"
+    source = f"{KAZEMNEJAD}, Addition: s2s_addition split len_tr8_ts16 (digits reversed here)"
     default_symbols = 10
     fixed_symbols = "digits are base 10"
     plus: ClassVar[int] = FIRST + 10
@@ -124,14 +195,20 @@ def _digits_value(d: np.ndarray) -> list[int]:
 
 
 class Parity(SeqTask):
-    """Is the number of ones in n bits odd? The answer is one bit.
+    """Is the number of ones in n bits odd? The answer is one bit: Kazemnejad et al. 2023's
+    "Parity", split ``s2s_parity/len_tr8_ts16``, without a scratchpad.
 
     n=5:  b1 b0 b1 b1 b0 SEP | b1 EOS
     """
 
     name = "parity"
+    source = f"{KAZEMNEJAD}, Parity: s2s_parity split len_tr8_ts16"
     default_symbols = 2
     fixed_symbols = "inputs are bits"
+
+    @property
+    def chance(self) -> float:
+        return 0.5
 
     def seq_len(self, n: int) -> int:
         return n + 3  # n bits, SEP, one bit, EOS
@@ -144,17 +221,24 @@ class Parity(SeqTask):
 class Induction(SeqTask):
     """Associative recall: n key-value pairs with distinct keys, then a query key; answer its
     value. Keys are symbols 0..n_symbols-1, values the next n_symbols ids (needs n <= n_symbols).
+    The associative recall task of Ba et al. 2016 (arXiv:1610.06258) and Fu et al. 2023 (H3,
+    arXiv:2212.14052), one query; no length-generalisation split of theirs.
 
     n=3:  k4 v1 k0 v7 k2 v1 k0 SEP | v7 EOS
     """
 
     name = "induction"
+    source = "associative recall (Ba et al. 2016; Fu et al. 2023), one query; posenc's lengths"
     default_symbols = 64
     distinct = "{n} pairs need {n} distinct keys"
 
     @property
     def vocab_size(self) -> int:
         return FIRST + 2 * self.n_symbols
+
+    @property
+    def chance(self) -> float:
+        return 1.0 / self.n_symbols  # values drawn uniformly
 
     def seq_len(self, n: int) -> int:
         return 2 * n + 4  # 2n + 1 prompt, SEP, one value, EOS

@@ -1,0 +1,195 @@
+"""RoPE on grids: positions (T, A) | (B, T, A) of A axes (image rows and columns, video frames)
+turn each rotary pair by an angle built from the coordinates, then the RoPE kernels rotate."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from .. import functional as PF
+from ..kernels.rope import Kernel, check_kernel, rotate_pair
+from ..kernels.rope_tables import RopeTables
+from ..registry import register
+from .base import PositionalEncoding, check_qk
+from .capabilities import Capabilities
+from .configs import AxialRoPEConfig, MRoPEConfig, RoPE3DConfig, RoPEMixedConfig
+from .context import Ctx, shared_for
+
+
+class GridRotary(PositionalEncoding):
+    """Base of the grid RoPEs: ``angles(pos)`` (..., T, P) per pair, or (..., H, T, P) per
+    head (``per_head``), in float64; cos/sin made once per forward through the context and
+    handed to the RoPE ``kernel`` (``posenc.kernels.rope``: "eager", "cpp", "inductor",
+    "triton", "auto"; learnable angles always run "eager")."""
+
+    capabilities = Capabilities(rotates=True)
+    per_head = False
+
+    def __init__(self, *, kernel: Kernel = "eager", **config: Any) -> None:
+        super().__init__(**config)
+        self.kernel: Kernel = check_kernel(kernel)
+
+    def angles(self, pos: Tensor) -> Tensor:
+        """Angles of every pair at positions (..., T, A): (..., T, P), or (..., H, T, P)."""
+        raise NotImplementedError
+
+    def cos_sin(self, pos: Tensor, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
+        """cos, sin of ``angles(pos)`` in ``dtype``, from float64 angles."""
+        ang = self.angles(pos)
+        return torch.cos(ang).to(dtype), torch.sin(ang).to(dtype)
+
+    def _tables(self, x: Tensor, pos: Tensor, ctx: Ctx = None) -> RopeTables:
+        """cos, sin broadcastable to x (B, H, T, D): (T, P) or (B, 1, T, P) per pair, (H, T, P)
+        or (B, H, T, P) per head; made once per forward for the context's positions."""
+        dtype = torch.promote_types(x.dtype, torch.float32)
+
+        def make() -> RopeTables:
+            cos, sin = self.cos_sin(pos, dtype)
+            if not self.per_head and cos.ndim == 3:  # (B, T, P) -> (B, 1, T, P)
+                cos, sin = cos[:, None], sin[:, None]
+            return RopeTables(cos, sin)
+
+        return shared_for(ctx, pos, (self.name, self, dtype), make)
+
+    def rotate(
+        self,
+        q: Tensor,
+        k: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        *,
+        ctx: Ctx = None,
+        inplace: bool = False,
+    ) -> tuple[Tensor, Tensor]:
+        """R(q_pos) q, R(k_pos) k for q (B, H, Tq, D), k (B, Hkv, Tk, D) at positions
+        (T, A) | (B, T, A); ``inplace=True`` (inference) overwrites q and k. Inputs are checked
+        unless a context comes with them."""
+        if ctx is None:
+            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim, axes=self.config.axes)
+        tq, tk = self._tables(q, q_pos, ctx), self._tables(k, k_pos, ctx)
+        return rotate_pair(
+            q,
+            k,
+            tq.cos,
+            tq.sin,
+            tk.cos,
+            tk.sin,
+            layout=self.layout,
+            inplace=inplace,
+            kernel=self.kernel,
+            prepared=(tq, tk),
+        )
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, kernel={self.kernel!r}"
+
+
+class AxialRoPE(GridRotary):
+    """Axial RoPE: pair p turns by its axis's coordinate, pos[a(p)]·θ_p (``config_class``
+    says which axis and frequency each pair has: ``inv_freq()``, ``pair_axes()``); the
+    frequencies ``inv_freq64`` stay float64 under ``model.to(bf16)``."""
+
+    config: AxialRoPEConfig | MRoPEConfig
+    keep_dtype_buffers = ("inv_freq64",)
+    inv_freq64: Tensor
+    axis_of_pair: Tensor
+
+    def __init__(self, *, kernel: Kernel = "eager", **config: Any) -> None:
+        super().__init__(kernel=kernel, **config)
+        self.register_fixed_buffers()  # inv_freq64 (P,) float64, axis_of_pair (P,) int64
+
+    def fixed_buffers(self) -> dict[str, Tensor]:
+        return {
+            "inv_freq64": self.config.inv_freq(PF.torch_xp),
+            "axis_of_pair": torch.tensor(self.config.pair_axes(), dtype=torch.long),
+        }
+
+    def angles(self, pos: Tensor) -> Tensor:
+        return PF.axis_angles(pos, self.inv_freq64, self.axis_of_pair)  # (..., T, P)
+
+
+@register("rope_2d", family="rotary", paper="Heo et al., arXiv:2403.13298", year=2024)
+class RoPE2D(AxialRoPE):
+    """Axial 2-D RoPE for images (Heo et al. 2024, "Rotary Position Embedding for Vision
+    Transformer", eq. 12): at grid position (y, x) (row, column) the first half of the pairs
+    turns by y·θ_j, the second by x·θ_j, θ_j = base^(-4j/D), j < D/4, so
+
+        <R(y, x) q, R(y', x') k> depends on (y' - y, x' - x) only.
+
+    ``base`` 100 as in the paper's ViTs; ``sections`` (pairs per axis) splits the pairs
+    otherwise, each axis with its own series base^(-2j/(2 s_a)); ``layout`` "half" or
+    "interleaved" (the paper's complex pairs; rotary-embedding-torch's axial frequencies).
+    A grid larger than in training needs nothing more: positions past it are rotations too.
+    """
+
+    config_class = AxialRoPEConfig
+    config: AxialRoPEConfig
+
+
+@register("rope_3d", family="rotary", paper="Heo et al., arXiv:2403.13298 (3 axes)", year=2024)
+class RoPE3D(AxialRoPE):
+    """Axial RoPE for video, positions (t, h, w): ``sections`` (default a third each) of the
+    pairs turn by the frame, the row and the column, each axis with its own RoPE series
+    base^(-2j/(2 s_a)) (axial RoPE of Heo et al. 2024 on three axes, as video diffusion
+    transformers use it). Scores depend on (Δt, Δh, Δw) only.
+    """
+
+    config_class = RoPE3DConfig
+    config: RoPE3DConfig
+
+
+@register("rope_mixed", family="rotary", paper="Heo et al., arXiv:2403.13298", year=2024)
+class RoPEMixed(GridRotary):
+    """RoPE-Mixed (Heo et al. 2024, eq. 14): learned frequencies per head mixing both axes,
+
+        angle_h,p(y, x) = y·F[h, 0, p] + x·F[h, 1, p],
+
+    so each pair turns along a learned direction of the grid and scores still depend on
+    (y' - y, x' - x) only. ``freqs`` F (H, 2, P) starts as the paper's ``init_2d_freqs``: per
+    head a random phase φ_h ~ U(0, 2π), half the pairs along φ_h and half along φ_h + π/2,
+    magnitudes base^(-4j/D) (``base`` 10 as in the paper). One instance shares F between the
+    layers it serves (the paper learns F per layer: give each layer its own encoding).
+    Per-head frequencies need keys with the queries' heads (no grouped-query attention), or
+    ``n_heads=1`` (one F for every head).
+    """
+
+    config_class = RoPEMixedConfig
+    config: RoPEMixedConfig
+    per_head = True
+
+    def __init__(self, *, kernel: Kernel = "eager", **config: Any) -> None:
+        super().__init__(kernel=kernel, **config)
+        self.freqs = nn.Parameter(torch.empty(self.n_heads, 2, self.head_dim // 2))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """F from phases φ_h ~ U(0, 2π) drawn from torch's generator."""
+        with torch.no_grad():
+            phases = torch.rand(self.n_heads, dtype=torch.float64, device=self.freqs.device)
+            init = PF.mixed_inv_freq(self.head_dim, 2 * math.pi * phases, base=self.base)
+            self.freqs.copy_(init)
+
+    def angles(self, pos: Tensor) -> Tensor:
+        return PF.mixed_angles(pos, self.freqs)  # (..., H, T, P), float64
+
+    def rotate(
+        self,
+        q: Tensor,
+        k: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        *,
+        ctx: Ctx = None,
+        inplace: bool = False,
+    ) -> tuple[Tensor, Tensor]:
+        for name, x in (("q", q), ("k", k)):
+            if self.n_heads != 1 and x.ndim == 4 and x.shape[1] != self.n_heads:
+                raise ValueError(
+                    f"rope_mixed has frequencies for n_heads={self.n_heads}; {name} has "
+                    f"{x.shape[1]} heads (per-head frequencies need keys with the queries' "
+                    "heads, no grouped-query attention; or build it with n_heads=1)"
+                )
+        return super().rotate(q, k, q_pos, k_pos, ctx=ctx, inplace=inplace)

@@ -1,0 +1,120 @@
+"""Additive position tables on image grids: a vector per (row, column) added to each patch."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from .. import functional as PF
+from .._validate import (
+    check_ndim,
+    check_positions,
+    check_positions_match,
+    check_real_floating,
+    values_checked,
+)
+from ..registry import register
+from .base import PositionalEncoding
+from .capabilities import Capabilities
+from .configs import Learned2DConfig, Sincos2DConfig
+from .context import Ctx, PositionContext
+
+
+def _check_embed_inputs(x: Tensor, pos: Tensor, dim: int) -> Tensor:
+    """x (B, T, C) with C = ``dim``, positions (T, 2) | (B, T, 2) -> int64 positions."""
+    check_ndim(x, 3, "x", "(B, T, C)")
+    check_real_floating(x, "x")
+    if x.shape[-1] != dim:
+        raise ValueError(f"x must have C = dim = {dim} features, got {x.shape[-1]}")
+    pos = check_positions(pos, "pos", axes=2)
+    check_positions_match(pos, x.shape[0], x.shape[1], "pos", axes=2)
+    return pos
+
+
+@register("sincos_2d", family="additive", paper="He et al., arXiv:2111.06377", year=2022)
+class Sincos2D(PositionalEncoding):
+    """MAE's fixed 2-D sin-cos table added to patch embeddings (He et al. 2022, released code
+    ``get_2d_sincos_pos_embed``): at grid position (y, x) (row, column),
+
+        PE = [sin(x ω), cos(x ω), sin(y ω), cos(y ω)],  ω_i = base^(-i/(C/4)), i < C/4,
+
+    the column first as in MAE. Computed in float64 for the positions given (any grid size,
+    so a larger grid needs no resampling) and cast to x's dtype; positions (T, 2) | (B, T, 2).
+    """
+
+    capabilities = Capabilities(embeds=True)
+    config_class = Sincos2DConfig
+
+    def table(self, pos: Tensor) -> Tensor:
+        """PE rows for positions (..., 2) -> (..., C), float64."""
+        return PF.sincos_2d_table(pos, self.dim, base=self.base)
+
+    def embed(self, x: Tensor, pos: Tensor, *, ctx: Ctx = None) -> Tensor:
+        pos = pos if ctx is not None else _check_embed_inputs(x, pos, self.dim)
+        return x + self.table(pos).to(x.dtype)  # (B, T, C)
+
+
+@register("learned_2d", family="additive", paper="Dosovitskiy et al., arXiv:2010.11929", year=2021)
+class Learned2D(PositionalEncoding):
+    """A learned table over a grid of ``grid`` = (rows, columns) patches, as ViT's position
+    embedding (Dosovitskiy et al. 2021): x + W[y·columns + x] at grid position (y, x), W
+    (rows·columns, C) initialised N(0, 0.02²), rows in raster order. ``resample_(new_grid)``
+    interpolates W to another grid (bicubic with antialias, as timm's
+    ``resample_abs_pos_embed``: ``posenc.functional.resample_table``); positions outside the
+    grid raise.
+    """
+
+    capabilities = Capabilities(embeds=True)
+    config_class = Learned2DConfig
+    config: Learned2DConfig
+
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
+        rows, cols = self.config.grid
+        self.weight = nn.Parameter(torch.empty(rows * cols, self.dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.weight, std=0.02)
+
+    def prepare(self, q_pos: Tensor, k_pos: Tensor | None = None) -> PositionContext:
+        self._check_range(q_pos)  # once per forward (keys were queries once)
+        return super().prepare(q_pos, k_pos)
+
+    def embed(self, x: Tensor, pos: Tensor, *, ctx: Ctx = None) -> Tensor:
+        if ctx is None:
+            pos = self._check_range(_check_embed_inputs(x, pos, self.dim))
+        rows = pos[..., 0] * self.config.grid[1] + pos[..., 1]  # (T,) | (B, T) raster index
+        return x + self.weight[rows].to(x.dtype)  # (B, T, C)
+
+    def resample_(
+        self, grid: Sequence[int], *, mode: PF.ResampleMode = "bicubic", antialias: bool = True
+    ) -> Learned2D:
+        """Interpolate W in place to ``grid`` (rows, columns) (``resample_table``); returns
+        self. The parameter is replaced: rebuild an optimizer that held the old one."""
+        new = PF.check_grid(grid, "grid")
+        with torch.no_grad():
+            table = PF.resample_table(
+                self.weight, self.config.grid, new, mode=mode, antialias=antialias
+            )
+        self.weight = nn.Parameter(table, requires_grad=self.weight.requires_grad)
+        self.config = replace(self.config, grid=new)
+        self.__dict__["grid"] = new
+        return self
+
+    def _check_range(self, pos: Tensor) -> Tensor:
+        """pos, after checking every position lies on the grid (where ``values_checked``)."""
+        rows, cols = self.config.grid
+        if pos.numel() and values_checked(pos):
+            y, x = pos[..., 0], pos[..., 1]
+            if int(y.min()) < 0 or int(x.min()) < 0 or int(y.max()) >= rows or int(x.max()) >= cols:
+                raise ValueError(
+                    f"grid positions (row, column) must lie in 0..{rows - 1} x 0..{cols - 1} "
+                    f"(grid={self.config.grid}), got rows {int(y.min())}..{int(y.max())} and "
+                    f"columns {int(x.min())}..{int(x.max())}: resample_ the table to a larger grid"
+                )
+        return pos

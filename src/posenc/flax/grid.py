@@ -1,0 +1,203 @@
+"""Flax grid encodings: torch's rope_2d, rope_3d, mrope, rope_mixed, sincos_2d and learned_2d
+(``posenc.encodings.grid_rotary``, ``mrope``, ``grid_tables``): same arguments, parameters and
+hooks, positions (T, A) | (B, T, A)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from .. import functional as PF
+from .._validate import check_positions_match, check_real_floating
+from ..encodings import configs
+from .base import (
+    Ctx,
+    PositionalEncoding,
+    PositionContext,
+    bounds,
+    check_ndim,
+    check_positions,
+    check_qk,
+    on_host_if,
+    register,
+    shared_for,
+)
+
+Array = jax.Array
+
+
+class GridRotary(PositionalEncoding):
+    """As torch's ``GridRotary``: ``angles(pos)`` (..., T, P) per pair or (..., H, T, P) per
+    head, cos/sin once per forward through the context, rotated by ``PF.apply_rope``."""
+
+    per_head = False
+
+    def angles(self, pos: Array) -> Array:
+        raise NotImplementedError
+
+    def rotate_one(self, x: Array, pos: Array, ctx: Ctx = None) -> Array:
+        """Rotate x (B, H, T, D) at positions (T, A) or (B, T, A)."""
+        work = jnp.promote_types(x.dtype, jnp.float32)
+
+        def tables() -> tuple[Array, Array]:
+            ang = self.angles(pos)
+            cos, sin = jnp.cos(ang).astype(work), jnp.sin(ang).astype(work)
+            if not self.per_head and cos.ndim == 3:  # (B, T, P) -> (B, 1, T, P)
+                return cos[:, None], sin[:, None]
+            return cos, sin
+
+        cos, sin = shared_for(ctx, pos, (self.name, work), tables)
+        return PF.apply_rope(x, cos, sin, layout=self.layout)
+
+    def rotate(
+        self, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
+    ) -> tuple[Array, Array]:
+        if ctx is None:
+            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim, axes=self.axes)
+        return self.rotate_one(q, q_pos, ctx), self.rotate_one(k, k_pos, ctx)
+
+
+class AxialRoPE(GridRotary):
+    """As torch's ``AxialRoPE``: pair p turns by pos[a(p)]·θ_p, θ float64 NumPy constants."""
+
+    config: configs.AxialRoPEConfig | configs.MRoPEConfig
+
+    def setup(self, rngs: nnx.Rngs) -> None:
+        self.inv_freq64 = self.config.inv_freq()  # (P,) float64 NumPy
+        self.axis_of_pair = np.asarray(self.config.pair_axes())  # (P,)
+
+    def angles(self, pos: Array) -> Array:
+        axes = jnp.asarray(self.axis_of_pair)
+        return PF.axis_angles(pos, jnp.asarray(self.inv_freq64), axes)  # (..., T, P)
+
+
+@register(configs.AxialRoPEConfig)
+class RoPE2D(AxialRoPE):
+    """As torch's ``RoPE2D``."""
+
+
+@register(configs.RoPE3DConfig)
+class RoPE3D(AxialRoPE):
+    """As torch's ``RoPE3D``."""
+
+
+@register(configs.MRoPEConfig)
+class MRoPE(AxialRoPE):
+    """As torch's ``MRoPE``."""
+
+
+@register(configs.RoPEMixedConfig)
+class RoPEMixed(GridRotary):
+    """As torch's ``RoPEMixed``: ``freqs`` (H, 2, P) from phases φ_h ~ U(0, 2π) (``rngs``)."""
+
+    per_head = True
+
+    def setup(self, rngs: nnx.Rngs) -> None:
+        phases = 2 * math.pi * jax.random.uniform(rngs.params(), (self.n_heads,))
+        init = PF.mixed_inv_freq(self.head_dim, phases, base=self.base)
+        self.freqs = nnx.Param(jnp.asarray(init, dtype=jnp.float32))
+
+    def angles(self, pos: Array) -> Array:
+        return PF.mixed_angles(pos, self.freqs[...])  # (..., H, T, P)
+
+    def rotate(
+        self, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
+    ) -> tuple[Array, Array]:
+        for name, x in (("q", q), ("k", k)):
+            if self.n_heads != 1 and x.ndim == 4 and x.shape[1] != self.n_heads:
+                raise ValueError(
+                    f"rope_mixed has frequencies for n_heads={self.n_heads}; {name} has "
+                    f"{x.shape[1]} heads (no grouped-query attention; or n_heads=1)"
+                )
+        return super().rotate(q, k, q_pos, k_pos, ctx=ctx)
+
+
+class GridTable(PositionalEncoding):
+    """An additive table on grid positions (T, 2) | (B, T, 2): ``embed`` checks its inputs
+    unless a context (``prepare``, which checks the positions' values once) comes with them."""
+
+    def prepare(self, q_pos: Array, k_pos: Array | None = None) -> PositionContext:
+        self.check_values(q_pos)
+        return super().prepare(q_pos, k_pos)
+
+    def check_values(self, pos: Array) -> None:
+        """Raise for positions the table has no row for (default: none)."""
+
+    def embed(self, x: Array, pos: Array, *, ctx: Ctx = None) -> Array:
+        if ctx is None:
+            check_ndim(x, 3, "x", "(B, T, C)")
+            check_real_floating(x, "x")
+            if x.shape[-1] != self.dim:
+                raise ValueError(f"x must have C = dim = {self.dim} features, got {x.shape[-1]}")
+            pos = check_positions(pos, "pos", axes=2)
+            check_positions_match(pos, x.shape[0], x.shape[1], "pos", axes=2)
+            self.check_values(pos)
+        return x + self.rows(pos).astype(x.dtype)  # (B, T, C)
+
+    def rows(self, pos: Array) -> Array:
+        raise NotImplementedError
+
+
+@register(configs.Sincos2DConfig)
+class Sincos2D(GridTable):
+    """As torch's ``Sincos2D``."""
+
+    def rows(self, pos: Array) -> Array:
+        return PF.sincos_2d_table(pos, self.dim, base=self.base)
+
+
+@register(configs.Learned2DConfig)
+class Learned2D(GridTable):
+    """As torch's ``Learned2D``, W ``weight`` (rows·columns, C). Under ``jax.jit`` a host check
+    raises for a position off the grid (its row is NaN, never a clamped one)."""
+
+    config: configs.Learned2DConfig
+
+    def setup(self, rngs: nnx.Rngs) -> None:
+        rows, cols = self.config.grid
+        self.weight = nnx.Param(0.02 * jax.random.normal(rngs.params(), (rows * cols, self.dim)))
+
+    def check_values(self, pos: Array) -> None:
+        rows, cols = self.config.grid
+        if (b := bounds(pos[..., 0])) is not None and (c := bounds(pos[..., 1])) is not None:
+            _check_on_grid(b[0], b[1], c[0], c[1], rows, cols)
+        elif pos.size:  # traced: a host check that runs only when a position is off the grid
+            y, x = pos[..., 0], pos[..., 1]
+            off = (y.min() < 0) | (x.min() < 0) | (y.max() >= rows) | (x.max() >= cols)
+            on_host_if(off, _check_on_grid, y.min(), y.max(), x.min(), x.max(), rows, cols)
+
+    def rows(self, pos: Array) -> Array:
+        rows, cols = self.config.grid
+        y, x = pos[..., 0], pos[..., 1]
+        on_grid = (y >= 0) & (y < rows) & (x >= 0) & (x < cols)
+        index = jnp.where(on_grid, y * cols + x, rows * cols)  # off the grid: NaN row
+        return jnp.take(self.weight[...], index, axis=0, mode="fill", fill_value=jnp.nan)
+
+    def resample_(
+        self, grid: Sequence[int], *, mode: PF.ResampleMode = "bicubic", antialias: bool = True
+    ) -> Learned2D:
+        """As torch's: W interpolated in place to ``grid`` (``PF.resample_table``)."""
+        new = PF.check_grid(grid, "grid")
+        table = PF.resample_table(
+            np.asarray(self.weight[...]), self.config.grid, new, mode=mode, antialias=antialias
+        )
+        self.weight = nnx.Param(jnp.asarray(table, dtype=self.weight[...].dtype))
+        self.config = replace(self.config, grid=new)
+        return self
+
+
+def _check_on_grid(y_min: Any, y_max: Any, x_min: Any, x_max: Any, rows: int, cols: int) -> None:
+    y_min, y_max, x_min, x_max = (int(v) for v in (y_min, y_max, x_min, x_max))
+    if y_min < 0 or x_min < 0 or y_max >= rows or x_max >= cols:
+        raise ValueError(
+            f"grid positions (row, column) must lie in 0..{rows - 1} x 0..{cols - 1} "
+            f"(grid={(rows, cols)}), got rows {y_min}..{y_max} and columns {x_min}..{x_max}: "
+            "resample_ the table to a larger grid"
+        )

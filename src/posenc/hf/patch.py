@@ -1,0 +1,260 @@
+"""``patch(model)``: posenc's RoPE inside a loaded transformers model; ``unpatch`` undoes it.
+
+What is replaced, per instance (the modeling modules and other models stay untouched):
+
+1. each rotary embedding module (``*RotaryEmbedding`` with a config, ``forward(x,
+   position_ids[, layer_type])``) by a ``RotaryEmbedding`` built from ``rope_from_hf`` of its
+   own config: the same form of cos and sin, from float64 angles, with ``scaling`` if given;
+2. in the attention modules under the same parent, the function that rotates q and k by
+   posenc's ``kernel`` (``rotate.verified``), unless ``kernel=None``;
+3. under a new ``scaling``, the softmax scale of attention modules whose architecture ties it
+   to YaRN's ``mscale_all_dim`` (DeepSeek-V2/V3: ``attention_from_hf``);
+4. GPT-J and CodeGen, which have no rotary module: each attention's sin/cos table.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..encodings.hf import rope_from_hf
+from ..encodings.hf_attention import MSCALE_SOFTMAX_MODEL_TYPES, attention_from_hf
+from ..encodings.rotary import RoPE
+from ..extension.config import ScalingConfig
+from ..kernels.rope import Kernel, check_kernel
+from . import rotate
+from .rotary import RotaryEmbedding, detect_form, takes_layer_type
+
+__all__ = ["is_patched", "patch", "unpatch"]
+
+_RECORD = "_posenc_patch"
+#: Architectures whose attention layers hold their own sin/cos table (``embed_positions``).
+_TABLE_MODEL_TYPES = frozenset({"gptj", "codegen"})
+
+
+@dataclass
+class _Patch:
+    """What ``patch`` changed, for ``unpatch``: replaced submodules (parent, name, original),
+    modules given their own forward, replaced tables (module, original) and softmax scales."""
+
+    modules: list[tuple[nn.Module, str, nn.Module]] = field(default_factory=list)
+    forwards: list[nn.Module] = field(default_factory=list)
+    buffers: list[tuple[nn.Module, Tensor]] = field(default_factory=list)
+    scalings: list[tuple[nn.Module, float]] = field(default_factory=list)
+
+
+def is_patched(model: nn.Module) -> bool:
+    """Whether ``patch`` was applied to ``model`` (and not undone)."""
+    return getattr(model, _RECORD, None) is not None
+
+
+def patch(
+    model: nn.Module,
+    *,
+    scaling: ScalingConfig | Mapping[str, Any] | None = None,
+    kernel: Kernel | None = "auto",
+) -> nn.Module:
+    """Replace the rotary position handling of a loaded transformers model with posenc's, in
+    place; returns the model.
+
+    Unchanged settings give the model's logits within transformers' float32 rounding of the
+    angles pos·θ (posenc's are float64), in forward, ``generate()`` and with left padding.
+    ``scaling`` (a ``rope_scaling`` dict such as ``{"rope_type": "yarn", "factor": 4.0,
+    "original_max_position_embeddings": 4096}``, or a ScalingConfig) applies a context-extension
+    method at inference: the logits of the same model built with that ``rope_scaling`` (as in
+    ``rope_from_hf``: theta and partial rotary kept; per-layer models scale their
+    "full_attention" layers). Query temperatures a model reads from its config at each forward
+    (Llama 4, Ministral 3) stay its own.
+    ``kernel``: the posenc RoPE kernel that rotates q and k ("auto", "eager", "cpp",
+    "inductor", "triton"; see ``posenc.kernels.rope``), or None to keep the model's own rotation
+    function and replace only the angles. GPT-J and CodeGen keep their angles in a fixed table
+    (rebuilt at the model's length times the scaling's factor: static methods only) and rotate
+    q and k in separate calls, by posenc's eager kernel. Before using them, patch compares its
+    embeddings and its rotation with the model's own, and refuses what it cannot reproduce.
+
+    Raises: ValueError for a model already patched, one without a rotary embedding posenc can
+    replace, or a config ``rope_from_hf`` refuses (each error names why); TypeError for a bad
+    ``scaling``; RuntimeError for a kernel that cannot run here.
+    """
+    if is_patched(model):
+        raise ValueError("model is already patched by posenc.hf.patch; call unpatch(model) first")
+    if kernel is not None:
+        check_kernel(kernel)
+    record = _Patch()
+    try:
+        for owner, name, original in _rotaries(model):
+            _patch_rotary(record, owner, name, original, scaling, kernel)
+        for module in _table_attentions(model):
+            _patch_table(record, model.config, module, scaling, kernel)
+    except BaseException:
+        _undo(record)
+        raise
+    if not record.modules and not record.buffers:
+        raise ValueError(
+            f"{type(model).__name__} has no rotary embedding posenc can replace (a module "
+            "'*RotaryEmbedding' with a config and forward(x, position_ids), or GPT-J's "
+            "per-layer table)"
+        )
+    setattr(model, _RECORD, record)
+    return model
+
+
+def unpatch(model: nn.Module) -> nn.Module:
+    """Undo ``patch``: the original modules, forwards and softmax scales, exactly; returns the
+    model. Raises: ValueError for a model ``patch`` did not change."""
+    record = getattr(model, _RECORD, None)
+    if record is None:
+        raise ValueError("model is not patched by posenc.hf.patch")
+    _undo(record)
+    delattr(model, _RECORD)
+    return model
+
+
+def _undo(record: _Patch) -> None:
+    for owner, name, original in reversed(record.modules):
+        current = getattr(owner, name)
+        device = next((b.device for b in current.buffers()), None)
+        setattr(owner, name, original if device is None else original.to(device))
+    for module in record.forwards:
+        rotate.uninstall(module)
+    for module, table in record.buffers:
+        module.register_buffer("embed_positions", table.to(_device(module)), persistent=False)
+    for module, scale in record.scalings:
+        setattr(module, "scaling", scale)  # noqa: B010 (an attribute of transformers' module)
+
+
+def _rotaries(model: nn.Module) -> Iterator[tuple[nn.Module, str, nn.Module]]:
+    """(parent, attribute, module) of each text rotary embedding: a ``*RotaryEmbedding`` with a
+    ``config`` whose forward takes ``position_ids`` (vision towers' rotaries take none)."""
+    for path, module in list(model.named_modules()):
+        if not type(module).__name__.endswith("RotaryEmbedding") or isinstance(
+            module, RotaryEmbedding
+        ):
+            continue
+        if getattr(module, "config", None) is None:
+            continue
+        if "position_ids" not in inspect.signature(module.forward).parameters:
+            continue
+        parent, _, name = path.rpartition(".")
+        yield model.get_submodule(parent), name, module
+
+
+def _ropes(original: nn.Module, scaling: Any) -> dict[str | None, RoPE]:
+    """posenc RoPE per layer type (None without types) for a rotary module's config."""
+    config: Any = original.config
+    if not takes_layer_type(original):
+        return {None: rope_from_hf(config, scaling=scaling)}
+    layer_types = getattr(original, "layer_types", None) or sorted(set(config.layer_types))
+    return {t: rope_from_hf(config, layer_type=t, scaling=scaling) for t in layer_types}
+
+
+def _device(module: nn.Module) -> torch.device:
+    return next((b.device for b in module.buffers()), torch.device("cpu"))
+
+
+def _patch_rotary(
+    record: _Patch,
+    owner: nn.Module,
+    name: str,
+    original: nn.Module,
+    scaling: Any,
+    kernel: Kernel | None,
+) -> None:
+    """Replace one rotary module; then the rotation and softmax scale of the attention
+    modules under ``owner`` (the model that hands its embeddings to its layers)."""
+    form = detect_form(original, _ropes(original, None))
+    ropes = _ropes(original, scaling)
+    replacement = RotaryEmbedding(ropes, form).to(_device(original))
+    setattr(owner, name, replacement)
+    record.modules.append((owner, name, original))
+    factor = _logit_factor(original.config, scaling)
+    attentions = [m for m in owner.modules() if rotate.rotations_in(m)]
+    for module in attentions:
+        if factor != 1.0 and all(m is not module for m, _ in record.scalings):
+            _rescale(record, module, factor)
+    if kernel is not None:
+        _install_rotations(record, attentions, replacement, kernel)
+
+
+def _install_rotations(
+    record: _Patch, attentions: list[nn.Module], rotary: RotaryEmbedding, kernel: Kernel
+) -> None:
+    """Give each attention module posenc's rotation in place of each rotation function its
+    forward calls, checked once per (class, function) against the original."""
+    device = _device(rotary)
+    pos = torch.arange(5, device=device)[None]  # (1, T)
+    sample = rotary(torch.zeros(1, 5, 1, device=device), pos, rotary.layer_types[0])
+    layout = next(iter(rotary.ropes.values())).layout
+    checked: dict[tuple[type, str], rotate.Rotation] = {}
+    for module in attentions:
+        names = rotate.rotations_in(module)
+        for fn in names:
+            if (type(module), fn) not in checked:
+                original = type(module).forward.__globals__[fn]
+                checked[type(module), fn] = rotate.verified(
+                    fn, original, sample, rotary.form, str(layout), kernel
+                )
+        rotate.install(module, {fn: checked[type(module), fn] for fn in names})
+        if all(m is not module for m in record.forwards):
+            record.forwards.append(module)
+
+
+def _logit_factor(config: Any, scaling: Any) -> float:
+    """new / old softmax-scale factor under ``scaling`` (1.0 without one or for models whose
+    softmax scale does not follow the rope parameters)."""
+    if scaling is None or getattr(config, "model_type", None) not in MSCALE_SOFTMAX_MODEL_TYPES:
+        return 1.0
+    old = attention_from_hf(config).logit_scale
+    return attention_from_hf(config, scaling=scaling).logit_scale / old
+
+
+def _rescale(record: _Patch, module: nn.Module, factor: float) -> None:
+    scale = getattr(module, "scaling", None)
+    if not isinstance(scale, float):
+        raise ValueError(
+            f"{type(module).__name__} has no float 'scaling' to multiply by the new softmax "
+            f"factor {factor} (mscale_all_dim)"
+        )
+    record.scalings.append((module, scale))
+    setattr(module, "scaling", scale * factor)  # noqa: B010
+
+
+def _table_attentions(model: nn.Module) -> Iterator[nn.Module]:
+    """GPT-J / CodeGen attention modules: each holds a [sin | cos] table ``embed_positions``."""
+    if getattr(getattr(model, "config", None), "model_type", None) not in _TABLE_MODEL_TYPES:
+        return
+    for module in model.modules():
+        if isinstance(module._buffers.get("embed_positions"), Tensor):
+            yield module
+
+
+def _patch_table(
+    record: _Patch, config: Any, module: nn.Module, scaling: Any, kernel: Kernel | None
+) -> None:
+    """GPT-J / CodeGen: the [sin | cos] table (L, 2P) from posenc's float64 angles, L the
+    model's length (times the scaling's factor), and posenc's rotation.
+
+    Raises: ValueError for a dynamic method (a fixed table has one length's frequencies).
+    """
+    rope = rope_from_hf(config, scaling=scaling)
+    if rope.dynamic:
+        raise ValueError(
+            f"{config.model_type} looks its angles up in a fixed table: dynamic scaling "
+            f"({rope.scaling.method}) needs the current length; give a static method (linear, "
+            "ntk, yarn, llama3)"
+        )
+    old: Any = module._buffers["embed_positions"]  # (L, 2P)
+    factor = getattr(rope.scaling, "factor", 1.0)
+    cos, sin = rope.cos_sin(torch.arange(int(old.shape[0] * factor)))  # (L', P)
+    table = torch.cat([sin, cos], dim=-1).to(old.device, old.dtype)
+    record.buffers.append((module, old))
+    module.register_buffer("embed_positions", table, persistent=False)
+    if kernel is not None:
+        original = type(module).forward.__globals__["apply_rotary_pos_emb"]
+        rotate.install(module, {"apply_rotary_pos_emb": rotate.single(original)})
+        record.forwards.append(module)

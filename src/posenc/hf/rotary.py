@@ -1,0 +1,147 @@
+"""A transformers rotary embedding rebuilt on posenc: the same position embeddings, from
+float64 angles and any posenc context-extension method.
+
+A transformers model computes its position embeddings once per forward
+(``model.rotary_emb(x, position_ids)``) and hands them to every layer. Their form depends on
+the architecture (``Form``): cos and sin of width 2P as ``cat(c, c)`` (Llama and most) or
+``repeat_interleave(c, 2)`` (Cohere), of width P (GPT-OSS), or complex ``c + i·s`` (DeepSeek-V2,
+Llama 4). ``RotaryEmbedding`` returns the form of the module it replaces, found by comparing
+with it (``detect_form``), so the model's layers read it unchanged.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+
+from ..encodings.rotary import RoPE
+
+__all__ = [
+    "FORMS",
+    "Form",
+    "RotaryEmbedding",
+    "compact",
+    "detect_form",
+    "expand",
+    "takes_layer_type",
+]
+
+Form = Literal["cat", "repeat", "compact", "complex"]
+_NO_TYPE = "rope"  # the ModuleDict key of a model without layer types
+FORMS: tuple[Form, ...] = ("cat", "repeat", "compact", "complex")
+
+
+def expand(cos: Tensor, sin: Tensor, form: Form) -> Any:
+    """posenc's cos, sin (..., P) in a transformers form: a (cos, sin) pair of width 2P
+    ("cat", "repeat") or P ("compact"), or one complex tensor (..., P) ("complex")."""
+    if form == "cat":
+        return torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)
+    if form == "repeat":
+        return cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)
+    if form == "complex":
+        return torch.complex(cos, sin)
+    return cos, sin
+
+
+def compact(embeddings: Any, form: Form) -> tuple[Tensor, Tensor]:
+    """The inverse of ``expand``: cos, sin (..., P) (views) from a transformers form."""
+    if form == "complex":
+        return embeddings.real, embeddings.imag
+    cos, sin = embeddings
+    if form == "cat":
+        P = cos.shape[-1] // 2
+        return cos[..., :P], sin[..., :P]
+    if form == "repeat":
+        return cos[..., ::2], sin[..., ::2]
+    return cos, sin
+
+
+def takes_layer_type(module: nn.Module) -> bool:
+    """Whether a rotary module's forward takes a ``layer_type`` (Gemma 3: one per type)."""
+    return "layer_type" in inspect.signature(module.forward).parameters
+
+
+def detect_form(original: nn.Module, ropes: dict[str | None, RoPE]) -> Form:
+    """The form of ``original``'s output, by comparing it at positions 0..7 with each form of
+    posenc's (unscaled) cos and sin of the same config, within the rounding of its frequency
+    buffer (a model cast to bfloat16 rounds transformers' ``inv_freq`` to 8 bits).
+
+    Raises: ValueError when none matches (an architecture whose embeddings posenc cannot make).
+    """
+    floating = [b for b in original.buffers() if b.is_floating_point()]
+    device = floating[0].device if floating else torch.device("cpu")
+    atol = 1e-5 + 8 * torch.finfo(floating[0].dtype if floating else torch.float32).eps
+    pos = torch.arange(8, device=device)[None]  # (1, T)
+    x = torch.zeros(1, 8, 1, device=device)
+    layer_type = next(iter(ropes))
+    theirs = original(x, pos) if layer_type is None else original(x, pos, layer_type)
+    rope = ropes[layer_type]
+    for form in FORMS:
+        ours = expand(*rope.cos_sin(pos), form)
+        if _close(ours, theirs, atol):
+            return form
+    raise ValueError(
+        f"{type(original).__name__} returns position embeddings in a form posenc does not make "
+        f"({_describe(theirs)}); posenc makes {list(FORMS)} from config head_dim "
+        f"{rope.head_dim}, rotary_dim {rope.rotary_dim}"
+    )
+
+
+def _close(ours: Any, theirs: Any, atol: float) -> bool:
+    """Whether two outputs (a tensor or a pair) agree in structure, shape, dtype and values."""
+    a = (ours,) if isinstance(ours, Tensor) else tuple(ours)
+    b = (theirs,) if isinstance(theirs, Tensor) else theirs
+    if not isinstance(b, tuple | list) or len(a) != len(b):
+        return False
+    return all(
+        isinstance(y, Tensor)
+        and x.shape == y.shape
+        and x.dtype == y.dtype
+        and torch.allclose(x.to(y.device), y, atol=atol, rtol=0)
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+def _describe(out: Any) -> str:
+    items = (out,) if isinstance(out, Tensor) else out
+    return ", ".join(
+        f"{tuple(t.shape)} {t.dtype}" if isinstance(t, Tensor) else type(t).__name__ for t in items
+    )
+
+
+class RotaryEmbedding(nn.Module):
+    """Drop-in for a transformers ``*RotaryEmbedding``: ``forward(x, position_ids[,
+    layer_type])`` returns the replaced module's form of cos and sin, computed by posenc RoPE
+    modules (one per layer type; key "" without types) from float64 angles, times their
+    attention scaling, in x's dtype (complex64 for "complex", as transformers).
+
+    Dynamic methods (dynamic NTK, LongRoPE's short/long switch) follow each call's length
+    max(position_ids) + 1, as transformers' ``dynamic_rope_update`` does while lengths grow.
+    Shapes: x (B, T, C) (only its dtype is read); position_ids (B, T) -> (B, T, 2P) each, or
+    (B, T, P).
+    """
+
+    def __init__(self, ropes: dict[str | None, RoPE], form: Form) -> None:
+        super().__init__()
+        self.layer_types = tuple(ropes)
+        self.ropes = nn.ModuleDict({_NO_TYPE if t is None else t: r for t, r in ropes.items()})
+        self.form: Form = form
+
+    @torch.no_grad()
+    def forward(self, x: Tensor, position_ids: Tensor, layer_type: str | None = None) -> Any:
+        if layer_type not in self.layer_types:
+            raise ValueError(
+                f"layer_type must be one of {list(self.layer_types)} for this rotary embedding, "
+                f"got {layer_type!r}"
+            )
+        key = _NO_TYPE if layer_type is None else layer_type
+        dtype = torch.float32 if self.form == "complex" else x.dtype
+        rope: Any = self.ropes[key]
+        cos, sin = rope.cos_sin(position_ids, dtype)  # (B, T, P)
+        return expand(cos, sin, self.form)
+
+    def extra_repr(self) -> str:
+        return f"form={self.form!r}"

@@ -1,0 +1,170 @@
+"""posenc's RoPE kernels inside a transformers attention layer.
+
+A transformers attention module rotates q and k by calling a function of its modeling module
+from its forward: ``apply_rotary_pos_emb(q, k, cos, sin)`` in most models,
+``apply_rotary_pos_emb_interleave`` in DeepSeek-V3 (pairs read interleaved, stored as halves),
+``apply_rotary_emb(q, k, freqs_cis)`` with complex embeddings in DeepSeek-V2 and Llama 4
+(q as (B, T, H, D) there). ``install`` gives one attention module its own copy of its forward
+whose globals name posenc's rotation instead: other instances and the modeling module are
+untouched, and ``uninstall`` deletes the copy. The rotation is chosen by ``verified``: the
+variant (pair layout; where the heads sit) that equals the function it replaces on random
+inputs, or a ValueError.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..kernels.rope import rotate_pair
+from ..kernels.rope_eager import apply_rope
+from .rotary import Form, compact
+
+__all__ = ["ROTATIONS", "install", "rotations_in", "single", "uninstall", "verified"]
+
+#: Names of the functions transformers' attention layers rotate q and k with.
+ROTATIONS = ("apply_rotary_pos_emb", "apply_rotary_pos_emb_interleave", "apply_rotary_emb")
+Rotation = Callable[..., Any]
+
+
+def rotations_in(module: nn.Module) -> list[str]:
+    """The rotation functions ``module``'s forward calls (by name, from its modeling module)."""
+    forward = type(module).forward
+    code, namespace = getattr(forward, "__code__", None), getattr(forward, "__globals__", {})
+    if code is None:
+        return []
+    return [n for n in ROTATIONS if n in code.co_names and callable(namespace.get(n))]
+
+
+def _pair(form: Form, layout: str, kernel: str) -> Rotation:
+    """``apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)`` by posenc's kernel."""
+
+    def apply_rotary_pos_emb(
+        q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, unsqueeze_dim: int = 1
+    ) -> tuple[Tensor, Tensor]:
+        c, s = compact((cos, sin), form)  # (B, T, P)
+        c, s = c.unsqueeze(unsqueeze_dim), s.unsqueeze(unsqueeze_dim)  # (B, 1, T, P)
+        return rotate_pair(q, k, c, s, c, s, layout=layout, kernel=kernel)
+
+    return apply_rotary_pos_emb
+
+
+def _deinterleaving(form: Form, kernel: str) -> Rotation:
+    """DeepSeek-V3's ``apply_rotary_pos_emb_interleave``: pairs (2i, 2i + 1) rotated and stored
+    as halves, i.e. the features de-interleaved, then rotated in the half layout."""
+
+    def apply_rotary_pos_emb_interleave(
+        q: Tensor,
+        k: Tensor,
+        cos: Tensor,
+        sin: Tensor,
+        position_ids: Tensor | None = None,
+        unsqueeze_dim: int = 1,
+    ) -> tuple[Tensor, Tensor]:
+        c, s = compact((cos, sin), form)
+        c, s = c.unsqueeze(unsqueeze_dim), s.unsqueeze(unsqueeze_dim)
+        q, k = (x.unflatten(-1, (-1, 2)).transpose(-1, -2).flatten(-2) for x in (q, k))
+        return rotate_pair(q, k, c, s, c, s, layout="half", kernel=kernel)
+
+    return apply_rotary_pos_emb_interleave
+
+
+def _complex(layout: str, kernel: str, heads_dim: int) -> Rotation:
+    """``apply_rotary_emb(xq, xk, freqs_cis)``: complex c + i·s (B, T, P), heads of q and k at
+    dimension ``heads_dim`` (1: (B, H, T, D); 2: (B, T, H, D))."""
+
+    def apply_rotary_emb(xq: Tensor, xk: Tensor, freqs_cis: Tensor) -> tuple[Tensor, Tensor]:
+        c, s = compact(freqs_cis.to(xq.device), "complex")
+        c, s = c.unsqueeze(heads_dim), s.unsqueeze(heads_dim)
+        return rotate_pair(xq, xk, c, s, c, s, layout=layout, kernel=kernel)
+
+    return apply_rotary_emb
+
+
+def _candidates(name: str, form: Form, layout: str, kernel: str) -> Iterator[tuple[Rotation, int]]:
+    """posenc rotations that may stand for ``name``, each with where its heads sit (the layout
+    ``layout`` first)."""
+    layouts = (layout, "interleaved" if layout == "half" else "half")
+    if name == "apply_rotary_pos_emb_interleave":
+        yield _deinterleaving(form, kernel), 1
+    elif name == "apply_rotary_emb":
+        for heads_dim in (1, 2):
+            for lay in layouts:
+                yield _complex(lay, kernel, heads_dim), heads_dim
+    else:
+        for lay in layouts:
+            yield _pair(form, lay, kernel), 1
+
+
+def verified(
+    name: str, original: Rotation, embeddings: Any, form: Form, layout: str, kernel: str
+) -> Rotation:
+    """The posenc rotation equal to ``original`` (transformers' function ``name``) on random q
+    and k with ``embeddings`` (the form's output for positions (1, T)).
+
+    Raises: ValueError when no variant equals it (a rotation posenc does not know).
+    """
+    cos = compact(embeddings, form)[0]  # (1, T, P)
+    T, D = cos.shape[-2], 2 * cos.shape[-1]
+    g = torch.Generator().manual_seed(0)
+    for ours, heads_dim in _candidates(name, form, layout, kernel):
+        shape_q = (1, 2, T, D) if heads_dim == 1 else (1, T, 2, D)
+        shape_k = (1, 1, T, D) if heads_dim == 1 else (1, T, 1, D)
+        q = torch.randn(shape_q, generator=g).to(cos.device)
+        k = torch.randn(shape_k, generator=g).to(cos.device)
+        args = (embeddings,) if form == "complex" else tuple(embeddings)
+        try:
+            theirs = original(q, k, *args)
+        except RuntimeError:  # shapes of the other convention
+            continue
+        mine = ours(q, k, *args)
+        if all(
+            torch.allclose(a, b, atol=1e-5, rtol=1e-5) for a, b in zip(mine, theirs, strict=True)
+        ):
+            return ours
+    raise ValueError(
+        f"{name} of {getattr(original, '__module__', '?')} rotates q and k in a way posenc's "
+        f"kernels do not reproduce (tried layouts half and interleaved); patch with kernel=None "
+        "to keep the model's own rotation"
+    )
+
+
+def single(original: Rotation) -> Rotation:
+    """GPT-J / CodeGen's ``apply_rotary_pos_emb(x, sin, cos)`` (x (B, T, H, D); sin, cos
+    (B, T, P), pairs interleaved) by posenc's eager kernel: those models rotate q and k in
+    separate calls, which the fused kernels cannot pair."""
+
+    def apply_rotary_pos_emb(x: Tensor, sin: Tensor, cos: Tensor) -> Tensor:
+        return apply_rope(x, cos[:, :, None, :], sin[:, :, None, :], layout="interleaved")
+
+    g = torch.Generator().manual_seed(0)
+    x, angles = torch.randn(1, 5, 2, 8, generator=g), torch.randn(1, 5, 4, generator=g)
+    sin, cos = angles.sin(), angles.cos()
+    if not torch.allclose(apply_rotary_pos_emb(x, sin, cos), original(x, sin, cos), atol=1e-5):
+        raise ValueError(
+            f"apply_rotary_pos_emb of {original.__module__} is not GPT-J's rotation; patch with "
+            "kernel=None to keep it"
+        )
+    return apply_rotary_pos_emb
+
+
+def install(module: nn.Module, replacements: dict[str, Rotation]) -> None:
+    """Give ``module`` its own forward: its class's, reading ``replacements`` (name ->
+    function) in place of its modeling module's functions of those names."""
+    forward = type(module).forward
+    namespace = {**forward.__globals__, **replacements}
+    copy = types.FunctionType(
+        forward.__code__, namespace, forward.__name__, forward.__defaults__, forward.__closure__
+    )
+    copy.__kwdefaults__ = forward.__kwdefaults__
+    copy.__qualname__, copy.__doc__ = forward.__qualname__, forward.__doc__
+    module.forward = types.MethodType(copy, module)
+
+
+def uninstall(module: nn.Module) -> None:
+    """Remove the forward ``install`` gave ``module`` (its class's applies again)."""
+    module.__dict__.pop("forward", None)
