@@ -226,6 +226,21 @@ def check_context(ctx: Any, pos: Any, new: int, keys: int) -> None:
         )
 
 
+def check_cross_context(ctx: Any, pos: Any, new: int, memory_pos: Any) -> None:
+    """A position context handed to a cross-attention call (torch or Flax): positions not
+    given twice, ``new`` query positions of one axis and as many key positions as the memory
+    holds, ``memory_pos`` (B, S) or (B, S, A) (an encoder of A axes)."""
+    if pos is not None and pos is not ctx.q_pos:
+        raise ValueError("pass positions either as pos or in ctx, not both")
+    key_axes = memory_pos.shape[-1] if memory_pos.ndim == 3 else 1
+    have_q, have_k = position_length(ctx.q_pos, 1), position_length(ctx.k_pos, key_axes)
+    if have_q != new or have_k != memory_pos.shape[1]:
+        raise ValueError(
+            f"ctx holds {have_q} query and {have_k} key positions; this cross-attention call "
+            f"has {new} queries and a memory of {memory_pos.shape[1]} keys"
+        )
+
+
 def check_qk(
     q: Any,
     k: Any,

@@ -15,7 +15,7 @@ from posenc.attention import Attention, EncoderDecoder, Memory
 from posenc.encodings.nope import NoPE
 from tests.reference.rotary import rope as rope_reference
 
-ALL = posenc.names()
+ALL = posenc.names(axes=1)  # sequence encodings (grid encoders: test_grid_encoder)
 SV, TV = 11, 13  # source and target vocabularies
 
 
@@ -230,3 +230,31 @@ def test_bad_inputs_are_named() -> None:
     with pytest.raises(ValueError, match="memory must have C"):
         m.decoder[0].cross_attn.project_memory(torch.randn(2, 4, 8), torch.arange(4))
     assert isinstance(memory[0], Memory)
+
+
+@pytest.mark.parametrize("grid", ["rope_2d", "sincos_2d"])
+def test_grid_encoder_with_a_sequence_decoder(grid: str) -> None:
+    """An image encoder (2-D positions, (S, 2)) under a text decoder, as in captioning: the
+    memory keeps the grid positions, cached decoding equals the full forward, and another grid
+    layout changes the encoder states (the encoding is in use)."""
+    size = {"dim": 16, "n_heads": 4, "max_len": 32}
+    pe = (posenc.build_for_model(grid, **size), posenc.build_for_model("rope", **size))
+    torch.manual_seed(0)
+    m = EncoderDecoder(src_vocab_size=SV, tgt_vocab_size=TV, pe=pe, d_model=16).double().eval()
+    src, tgt = tokens(2, 6, SV, 8), tokens(2, 4, TV, 9)
+    grid_pos = posenc.grid_positions(2, 3)  # (6, 2)
+    with torch.no_grad():
+        memory = m.memory(src, grid_pos)
+        assert memory[0].keys.pos.shape == (2, 6, 2)
+        full = m.decode(tgt, memory)
+        cache = m.new_cache()
+        steps = [m.decode(tgt[:, t : t + 1], memory, cache=cache) for t in range(4)]
+        torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-10, atol=1e-10)
+        transposed = grid_pos[:, [1, 0]]  # the same cells on a 3 x 2 grid: other offsets
+        assert not torch.allclose(m.encode(src, grid_pos), m.encode(src, transposed))
+    with pytest.raises(ValueError, match="pass pos of shape"):
+        m.memory(src)  # a grid has no default positions
+    with pytest.raises(ValueError, match="the decoder needs a sequence encoding"):
+        EncoderDecoder(src_vocab_size=SV, tgt_vocab_size=TV, pe=(pe[1], pe[0]), d_model=16)
+    with pytest.raises(ValueError, match="cross_rotation needs a sequence encoding"):
+        EncoderDecoder(src_vocab_size=SV, tgt_vocab_size=TV, pe=pe, d_model=16, cross_rotation=True)

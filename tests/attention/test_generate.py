@@ -15,7 +15,7 @@ from posenc.attention import EncoderDecoder, Sampling, TinyTransformer, position
 from posenc.attention.generate import PROGRESS_MIN_TOKENS
 from tests.reference import sampling as ref
 
-ALL = posenc.names()
+ALL = posenc.names(axes=1)  # sequence encodings
 V = 13
 SAMPLED = {"temperature": 0.9, "top_k": 8, "top_p": 0.9}
 

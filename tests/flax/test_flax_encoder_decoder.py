@@ -22,7 +22,7 @@ import posenc.flax as pfx  # noqa: E402
 SV, TV = 11, 13
 SLOW = pytest.mark.slow
 #: (encoding, cross_rotation): every encoding, and RoPE rotating cross-attention too.
-VARIANTS = [(n, False) for n in posenc.names()] + [("rope", True)]
+VARIANTS = [(n, False) for n in posenc.names(axes=1)] + [("rope", True)]
 #: Run by default: one per hook kind (bias in its encoder form, relative terms, rotation of
 #: self- and cross-attention); the others with -m slow.
 FAST = {("t5", False), ("shaw", False), ("rope", True)}
@@ -106,3 +106,6 @@ def test_each_encoding_sits_where_torch_puts_it() -> None:
         pfx.EncoderDecoder(pe="alibi", cross_rotation=True, **small)
     with pytest.raises(TypeError, match="pair"):
         pfx.EncoderDecoder(pe=(shared,), **small)
+    grid = pfx.build_for_model("rope_2d", dim=8, n_heads=2, max_len=16)
+    with pytest.raises(ValueError, match="the decoder needs a sequence encoding"):
+        pfx.EncoderDecoder(pe=(shared, grid), **small)

@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from .._validate import (
     check_context,
+    check_cross_context,
     check_encoding_heads,
     check_mask_tensor,
     check_ndim,
@@ -162,26 +163,28 @@ class Attention(nn.Module):
         return self.proj(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
 
     def project_memory(
-        self, memory: Tensor, pos: Tensor, padding_mask: Tensor | None = None
+        self, memory: Tensor, pos: Tensor, padding_mask: Tensor | None = None, *, axes: int = 1
     ) -> Memory:
         """Cross-attention keys and values of an encoder output ``memory`` (B, S, C), projected
         once per source by the key/value rows of ``qkv`` (the query rows project the decoder's
-        states in ``cross``), at source positions ``pos`` (S,) | (B, S); ``padding_mask``
-        (B, S) bool, True for real tokens. Keys are kept unrotated: ``cross`` rotates them
-        (only when its encoding rotates) together with the queries."""
+        states in ``cross``), at source positions ``pos`` (S,) | (B, S) (an encoder of
+        ``axes`` A > 1 position axes: (S, A) | (B, S, A)); ``padding_mask`` (B, S) bool, True
+        for real tokens. Keys are kept unrotated: ``cross`` rotates them (only when its
+        encoding rotates) together with the queries."""
         check_ndim(memory, 3, "memory", "(B, S, C)")
         B, S, C = memory.shape
         if self.d_model != C:
             raise ValueError(f"memory must have C = d_model = {self.d_model} features, got {C}")
-        pos = check_positions(pos, "memory pos")
-        check_positions_match(pos, B, S, "memory pos")
+        pos = check_positions(pos, "memory pos", axes)
+        check_positions_match(pos, B, S, "memory pos", axes)
         D, Hkv = self.head_dim, self.n_kv_heads
         bias = None if self.qkv.bias is None else self.qkv.bias[C:]
         k, v = F.linear(memory, self.qkv.weight[C:], bias).split([Hkv * D, Hkv * D], dim=-1)
         k = k.view(B, S, Hkv, D).transpose(1, 2)  # (B, Hkv, S, D)
         v = v.view(B, S, Hkv, D).transpose(1, 2)  # (B, Hkv, S, D)
         valid, segment = _mask_inputs(B, S, memory, padding_mask, None)
-        return Memory(CachedKeys(k, v, batch_positions(pos, B), valid, segment), padding_mask)
+        keys = CachedKeys(k, v, batch_positions(pos, B, axes), valid, segment)
+        return Memory(keys, padding_mask)
 
     def cross(
         self,
@@ -219,7 +222,7 @@ class Attention(nn.Module):
             check_positions_match(pos, B, T, "pos")
             ctx = self.pe.prepare(pos, keys.pos)
         else:
-            check_context(ctx, pos, T, keys.k.shape[2])
+            check_cross_context(ctx, pos, T, keys.pos)
         C, D = self.d_model, self.head_dim
         bias = None if self.qkv.bias is None else self.qkv.bias[:C]
         q = F.linear(x, self.qkv.weight[:C], bias).view(B, T, self.n_heads, D).transpose(1, 2)

@@ -72,8 +72,10 @@ class EncoderDecoder(nn.Module):
     ``pe_config``; one built encoding shared by both stacks as it is; or a pair (the encoder's,
     the decoder's). ``share_embeddings``: one token table for source and target (one
     vocabulary). The other arguments as ``TinyTransformer``'s (``EncoderDecoderConfig``).
-    Positions are explicit, default 0, 1, ... (the decoder's after its cache); padding masks
-    (B, S) / (B, T) bool, True for real tokens.
+    Positions are explicit, default 0, 1, ... (the decoder's after its cache); an encoder of
+    image or video grids (a pair with a 2-D/3-D encoding first) takes ``src_pos`` (S, A) or
+    (B, S, A), the decoder a sequence encoding. Padding masks (B, S) / (B, T) bool, True for
+    real tokens.
 
     Raises: TypeError/ValueError naming the argument (``EncoderDecoderConfig``), or for
     ``cross_rotation`` with an encoding that does more than rotate.
@@ -114,6 +116,7 @@ class EncoderDecoder(nn.Module):
         )
         self.config = c
         self.encoder_pe, self.decoder_pe = _encodings(pe, pe_config, c)
+        c.check_axes(*(_axes_and_name(p) for p in (self.encoder_pe, self.decoder_pe)))
         self.cross_pe = _cross_encoding(self.decoder_pe, c)
         self.src_tok = nn.Embedding(c.src_vocab_size, d_model)
         self.tgt_tok = self.src_tok if share_embeddings else nn.Embedding(tgt_vocab_size, d_model)
@@ -164,7 +167,10 @@ class EncoderDecoder(nn.Module):
         states = self.encode(src, src_pos, src_padding_mask=src_padding_mask)  # (B, S, C)
         pos = default_positions(src.shape[1], device=src.device) if src_pos is None else src_pos
         blocks = cast(Sequence[DecoderBlock], self.decoder)
-        return [b.cross_attn.project_memory(states, pos, src_padding_mask) for b in blocks]
+        axes = self.encoder_pe.capabilities.axes
+        return [
+            b.cross_attn.project_memory(states, pos, src_padding_mask, axes=axes) for b in blocks
+        ]
 
     def decode(
         self,
@@ -310,6 +316,10 @@ def _encodings(
             f"decoder's) of them, got {type(pe).__name__}"
         )
     return pair
+
+
+def _axes_and_name(pe: PositionalEncoding) -> tuple[int, str]:
+    return pe.capabilities.axes, pe.name or type(pe).__name__
 
 
 def _cross_encoding(decoder_pe: PositionalEncoding, c: EncoderDecoderConfig) -> PositionalEncoding:

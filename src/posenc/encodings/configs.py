@@ -585,6 +585,19 @@ class EncoderDecoderConfig:
         self.attention(causal=True)  # the checks of each layer's attention
         object.__setattr__(self, "d_ff", self.d_ff or 4 * self.d_model)
 
+    def check_axes(self, encoder: tuple[int, str], decoder: tuple[int, str]) -> None:
+        """Raise ValueError unless the decoder's encoding reads one position axis (token
+        positions), and the encoder's too with ``cross_rotation`` (one position per query and
+        key); ``encoder``/``decoder``: (axes, name). An encoder of image or video grids
+        (A > 1 axes) serves otherwise."""
+        for role, (axes, name) in (("decoder", decoder), ("encoder", encoder)):
+            if axes != 1 and (role == "decoder" or self.cross_rotation):
+                why = "cross_rotation needs" if role == "encoder" else "the decoder needs"
+                raise ValueError(
+                    f"{why} a sequence encoding (one position axis), got {role} encoding "
+                    f"{name!r} of {axes} axes"
+                )
+
     def check_cross_rotation(self, capabilities: Capabilities, name: str) -> None:
         """Raise ValueError for ``cross_rotation`` with an encoding (``name``) that does more
         than rotate: biases, relative terms and tables have no cross-attention form."""

@@ -11,7 +11,12 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from .._validate import check_context, check_encoding_heads, check_positions_match
+from .._validate import (
+    check_context,
+    check_cross_context,
+    check_encoding_heads,
+    check_positions_match,
+)
 from ..encodings.configs import AttentionConfig
 from ..functional.masks import allowed_keys
 from .base import (
@@ -94,20 +99,24 @@ class Attention(nnx.Module):
         out = self._attend(q, keys, ctx, allowed)  # (B, H, T, D)
         return self.proj(jnp.swapaxes(out, 1, 2).reshape(B, T, C))  # (B, T, C)
 
-    def project_memory(self, memory: Array, pos: Any, padding_mask: Array | None = None) -> Memory:
+    def project_memory(
+        self, memory: Array, pos: Any, padding_mask: Array | None = None, *, axes: int = 1
+    ) -> Memory:
         """As torch's: keys and values (B, Hkv, S, D) of an encoder output ``memory`` (B, S, C)
-        by the key/value columns of ``qkv``, at source positions ``pos`` (S,) | (B, S)."""
+        by the key/value columns of ``qkv``, at source positions ``pos`` (S,) | (B, S) (an
+        encoder of ``axes`` A > 1: (S, A) | (B, S, A))."""
         check_ndim(memory, 3, "memory", "(B, S, C)")
         B, S, C = memory.shape
         if C != self.d_model:
             raise ValueError(f"memory must have C = d_model = {self.d_model} features, got {C}")
-        pos = check_positions(pos, "memory pos")
-        check_positions_match(pos, B, S, "memory pos")
+        pos = check_positions(pos, "memory pos", axes)
+        check_positions_match(pos, B, S, "memory pos", axes)
         D, Hkv = self.head_dim, self.n_kv_heads
         k, v = jnp.split(self._rows(memory, C, None), 2, axis=-1)  # (B, S, Hkv·D) x2
         k, v = (y.reshape(B, S, Hkv, D).swapaxes(1, 2) for y in (k, v))  # (B, Hkv, S, D)
         valid, segment = mask_inputs(B, S, padding_mask=padding_mask)
-        return Memory(CachedKeys(k, v, batch_positions(pos, B), valid, segment), padding_mask)
+        keys = CachedKeys(k, v, batch_positions(pos, B, axes), valid, segment)
+        return Memory(keys, padding_mask)
 
     def cross(self, x: Array, memory: Memory, pos: Any = None, *, ctx: Ctx = None) -> Array:
         """As torch's ``cross``: decoder states x (B, T, C) at ``pos`` (default 0..T-1) over
@@ -131,7 +140,7 @@ class Attention(nnx.Module):
             check_positions_match(pos, B, T, "pos")
             ctx = self.pe.prepare(pos, keys.pos)
         else:
-            check_context(ctx, pos, T, keys.k.shape[2])
+            check_cross_context(ctx, pos, T, keys.pos)
         q = self._rows(x, 0, C).reshape(B, T, self.n_heads, self.head_dim).swapaxes(1, 2)
         q, k = self.pe.rotate(q, keys.k, ctx.q_pos, ctx.k_pos, ctx=ctx)  # (B, H|Hkv, T|S, D)
         q_segment = jnp.zeros((B, T), dtype=keys.segment.dtype)

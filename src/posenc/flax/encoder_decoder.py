@@ -71,6 +71,7 @@ class EncoderDecoder(nnx.Module):
         self.encoder_pe, self.decoder_pe = _encodings(pe, pe_config, c, rngs)
         from ..registry import info
 
+        c.check_axes(*((p.axes, p.name) for p in (self.encoder_pe, self.decoder_pe)))
         c.check_cross_rotation(info(self.decoder_pe.name).cls.capabilities, self.decoder_pe.name)
         self.cross_pe = self.decoder_pe if c.cross_rotation else NoPE()
         self.config = c
@@ -141,7 +142,11 @@ class EncoderDecoder(nnx.Module):
         and values."""
         states = self.encode(src, src_pos, src_padding_mask=src_padding_mask)
         pos = jnp.arange(src.shape[1]) if src_pos is None else src_pos
-        return [b.cross_attn.project_memory(states, pos, src_padding_mask) for b in self.decoder]
+        axes = self.encoder_pe.axes
+        return [
+            b.cross_attn.project_memory(states, pos, src_padding_mask, axes=axes)
+            for b in self.decoder
+        ]
 
     def decode(
         self,
