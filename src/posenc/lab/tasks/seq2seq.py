@@ -23,6 +23,7 @@ class CopyOffset(SeqTask):
     """
 
     name = "copy_offset"
+    source = "posenc's own (no published split): copy with a cyclic offset of 2"
     offset: ClassVar[int] = 2
 
     def prompt_answer(self, rng: np.random.Generator, batch: int, n: int) -> Pair:
@@ -42,6 +43,7 @@ class Translate(SeqTask):
     """
 
     name = "translate"
+    source = "posenc's own (no published split): SVO to SOV clauses through a fixed lexicon"
     default_symbols = 8
     #: The lexicon: source noun (verb) i translates to target noun (verb) LEXICON[i] (a fixed
     #: permutation of each word class, the same for every run).
