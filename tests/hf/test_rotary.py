@@ -81,7 +81,7 @@ def test_patch_refuses_m_rope() -> None:
     from posenc.hf.patch import _one_axis
 
     mrope = posenc.build("mrope", head_dim=16)
-    with pytest.raises(ValueError, match="patch replaces 1-D RoPE.*'qwen2_vl'"):
+    with pytest.raises(ValueError, match=r"patch replaces 1-D RoPE.*'qwen2_vl'"):
         _one_axis(mrope, SimpleNamespace(model_type="qwen2_vl"))
     rope = posenc.build("rope", head_dim=16)
     assert _one_axis(rope, SimpleNamespace(model_type="llama")) is rope
