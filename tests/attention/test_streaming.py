@@ -18,7 +18,7 @@ from tests.reference.rotary import rope_vector
 
 W, S = 6, 2
 STEPS = 4 * W  # decode 4x the window
-STREAMABLE = [n for n in posenc.names() if n not in {"cope", "learned", "randomized", "shaw"}]
+STREAMABLE = [n for n in posenc.names(axes=1) if n not in {"cope", "learned", "randomized", "shaw"}]
 STREAMABLE = [n for n in STREAMABLE if n not in {"sinusoidal", "transformer_xl"}]
 
 
@@ -152,6 +152,7 @@ def test_streaming_under_autograd_equals_inference() -> None:
         ("learned", "adds positions to the token embeddings"),
         ("shaw", "relative terms"),
         ("transformer_xl", "relative terms"),
+        ("rope_2d", "2 position axes"),
     ],
 )
 def test_encodings_streaming_cannot_reassign_are_refused(encoding: str, match: str) -> None:

@@ -47,7 +47,7 @@ def _idx(T: int = 12) -> torch.Tensor:
     return torch.randint(0, V_SIZE, (2, T), generator=torch.Generator().manual_seed(1))
 
 
-@pytest.mark.parametrize("name", posenc.names())
+@pytest.mark.parametrize("name", posenc.names(axes=1))
 def test_forward_and_decode_match_cpu(name: str) -> None:
     """The same weights give the same logits on CUDA as on CPU, full and cached."""
     cpu = _model(name)
@@ -63,7 +63,7 @@ def test_forward_and_decode_match_cpu(name: str) -> None:
     torch.testing.assert_close(torch.cat(steps, 1).cpu(), want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("name", posenc.names())
+@pytest.mark.parametrize("name", posenc.names(axes=1))
 def test_no_host_sync_on_the_forward_path(name: str) -> None:
     """No value of a device tensor is read on the host in a forward or a cached decode step
     (``torch.cuda.set_sync_debug_mode("error")`` raises at the first synchronising call)."""
@@ -82,7 +82,7 @@ def test_no_host_sync_on_the_forward_path(name: str) -> None:
             torch.cuda.set_sync_debug_mode("default")
 
 
-@pytest.mark.parametrize("name", [n for n in posenc.names() if n != "randomized"])
+@pytest.mark.parametrize("name", [n for n in posenc.names(axes=1) if n != "randomized"])
 def test_no_host_sync_in_training_step(name: str) -> None:
     """Forward and backward in training mode (randomized draws its positions on the host by
     design, one read per forward, and is left out)."""

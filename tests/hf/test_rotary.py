@@ -71,3 +71,17 @@ def test_verified_picks_the_matching_layout_and_refuses_other_rotations() -> Non
 
     with pytest.raises(ValueError, match="patch with kernel=None to keep the model's own"):
         rotate.verified("apply_rotary_pos_emb", scaled, embeddings, "cat", "half", "eager")
+
+
+def test_patch_refuses_m_rope() -> None:
+    """rope_from_hf reads Qwen-VL configs as M-RoPE (3-D position ids); patch replaces 1-D
+    RoPE only and says so."""
+    from types import SimpleNamespace
+
+    from posenc.hf.patch import _one_axis
+
+    mrope = posenc.build("mrope", head_dim=16)
+    with pytest.raises(ValueError, match=r"patch replaces 1-D RoPE.*'qwen2_vl'"):
+        _one_axis(mrope, SimpleNamespace(model_type="qwen2_vl"))
+    rope = posenc.build("rope", head_dim=16)
+    assert _one_axis(rope, SimpleNamespace(model_type="llama")) is rope

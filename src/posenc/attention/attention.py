@@ -322,7 +322,9 @@ def check_streamable(pe: PositionalEncoding) -> None:
     """
     caps = pe.capabilities
     problem = (
-        "adds positions to the token embeddings, where a cache cannot re-assign them"
+        f"reads {caps.axes} position axes; a stream's positions are 1-D"
+        if caps.axes > 1
+        else "adds positions to the token embeddings, where a cache cannot re-assign them"
         if caps.embeds
         else "rewrites logits or values with relative terms, which streaming does not support"
         if caps.relative_terms

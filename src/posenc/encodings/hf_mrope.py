@@ -50,11 +50,6 @@ def mrope_from_hf(
         )
     if float(params.get("partial_rotary_factor", 1.0)) != 1.0:
         raise ValueError("partial_rotary_factor with M-RoPE is not supported")
-    if not (params.get("mrope_section") or sections):
-        raise ValueError(
-            f"an M-RoPE config of model_type {cfg.get('model_type')!r} must give "
-            "mrope_section (how the rotary pairs split among time, height and width)"
-        )
     return MRoPE(
         head_dim=head_dim,
         base=float(params["rope_theta"]),

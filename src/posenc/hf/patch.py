@@ -148,9 +148,24 @@ def _ropes(original: nn.Module, scaling: Any) -> dict[str | None, RoPE]:
     """posenc RoPE per layer type (None without types) for a rotary module's config."""
     config: Any = original.config
     if not takes_layer_type(original):
-        return {None: rope_from_hf(config, scaling=scaling)}
+        return {None: _one_axis(rope_from_hf(config, scaling=scaling), config)}
     layer_types = getattr(original, "layer_types", None) or sorted(set(config.layer_types))
-    return {t: rope_from_hf(config, layer_type=t, scaling=scaling) for t in layer_types}
+    return {
+        t: _one_axis(rope_from_hf(config, layer_type=t, scaling=scaling), config)
+        for t in layer_types
+    }
+
+
+def _one_axis(pe: Any, config: Any) -> RoPE:
+    """``pe`` when it rotates by 1-D positions; M-RoPE (Qwen-VL, 3-D position ids) is read by
+    ``rope_from_hf`` but not patched."""
+    if not isinstance(pe, RoPE):
+        raise ValueError(
+            f"patch replaces 1-D RoPE; model_type {getattr(config, 'model_type', None)!r} uses "
+            f"{pe.name!r} (3-D position ids): build it with posenc.rope_from_hf and "
+            "posenc.mrope_positions instead"
+        )
+    return pe
 
 
 def _device(module: nn.Module) -> torch.device:

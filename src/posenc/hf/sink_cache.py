@@ -178,6 +178,8 @@ def _shiftable_rope(config: Any) -> RoPE:
         rope = rope_from_hf(config)
     except ValueError as err:  # per-layer RoPE (Gemma 2/3) or a rope type posenc lacks
         raise ValueError(f"SinkCache needs one RoPE for every layer: {err}") from None
+    if not isinstance(rope, RoPE):
+        raise ValueError(f"SinkCache needs 1-D RoPE; model_type {config.model_type!r} uses M-RoPE")
     if rope.dynamic:
         raise ValueError(
             f"SinkCache needs fixed RoPE frequencies; rope_type "
