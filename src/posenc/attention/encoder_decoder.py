@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._forms import encoder_form
-from .._validate import check_mask_tensor, check_ndim, check_positive_int
+from .._validate import check_mask_tensor, check_positive_int
 from ..encodings.base import PositionalEncoding, default_positions
 from ..encodings.configs import EncoderDecoderConfig
 from ..encodings.context import PositionContext
@@ -57,9 +57,10 @@ class EncoderDecoder(nn.Module):
     Each encoding is placed as its paper does:
 
     - score biases and relative terms (T5, ALiBi, Kerple, FIRE, Shaw, Transformer-XL, CoPE) in
-      self-attention only, the encoder's in its encoder form (T5: bidirectional buckets, Raffel
-      et al. 2020; ``posenc._forms.ENCODER_FORM``), the decoder's causal (T5: unidirectional
-      buckets); cross-attention gets no position term (T5 has none);
+      self-attention only, the encoder's in its encoder form (``posenc._forms.ENCODER_FORM``:
+      T5's bidirectional buckets, Raffel et al. 2020; ALiBi's -m|i - j|; FIRE's symmetric
+      normaliser), the decoder's causal (T5: unidirectional buckets); cross-attention gets no
+      position term (T5 has none);
     - additive tables (sinusoidal, learned) added to the source and to the target embeddings
       (Vaswani et al. 2017), each stack its own table where it is learned;
     - rotations (RoPE, xPos, PoPE) in self-attention. ``cross_rotation=True`` also rotates
@@ -77,8 +78,9 @@ class EncoderDecoder(nn.Module):
     (B, S, A), the decoder a sequence encoding. Padding masks (B, S) / (B, T) bool, True for
     real tokens.
 
-    Raises: TypeError/ValueError naming the argument (``EncoderDecoderConfig``), or for
-    ``cross_rotation`` with an encoding that does more than rotate.
+    Raises: TypeError/ValueError naming the argument (``EncoderDecoderConfig``), for
+    ``cross_rotation`` with an encoding that does more than rotate, or a decoder encoding of
+    more than one position axis.
     """
 
     def __init__(
@@ -150,7 +152,7 @@ class EncoderDecoder(nn.Module):
     ) -> Tensor:
         """Encoder states (B, S, C) of source tokens ``src`` (B, S) at ``src_pos`` (S,) or
         (B, S) (default 0..S-1)."""
-        _check_tokens(src, "src")
+        check_token_ids(src, "src")
         B, S = src.shape
         ctx = new_context(self.encoder_pe, src_pos, B, S, None, src.device)  # once, every layer
         x = self.encoder_pe.embed(self.src_tok(src), ctx.q_pos, ctx=ctx)  # (B, S, C)
@@ -184,7 +186,7 @@ class EncoderDecoder(nn.Module):
         """Logits (B, T, V) of target tokens ``tgt`` (B, T) at ``tgt_pos`` (T,) or (B, T)
         (default: after the cache's entries) over ``memory`` (``memory(src)``); ``cache`` the
         decoder's self-attention caches (``new_cache``)."""
-        _check_tokens(tgt, "tgt")
+        check_token_ids(tgt, "tgt")
         n = len(self.decoder)
         if len(memory) != n:
             raise ValueError(
@@ -281,12 +283,6 @@ class EncoderDecoder(nn.Module):
             generator=generator,
             progress=progress,
         )
-
-
-def _check_tokens(idx: Tensor, what: str) -> None:
-    check_ndim(idx, 2, what, "(B, T)")
-    if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
-        raise TypeError(f"{what} must be an integer tensor of token ids, got {idx.dtype}")
 
 
 def _encodings(
