@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import sqlite3
 from pathlib import Path
 
@@ -21,7 +22,9 @@ def _result(key: str, enc: str = "rope", seed: int = 0) -> RunResult:
         "task": {"name": "copy", "train_len": [1, 8], "eval_lens": None, "n_symbols": None},
     }
     metrics = [(n, m, 0.5 + 0.01 * n) for n in (8, 16) for m in ("exact_match", "loss")]
-    return RunResult(key, cfg, metrics, [(0, 2.5), (10, 1.0)], 1.5, 1.2, None)
+    return RunResult(
+        key, cfg, metrics, [(0, 2.5), (10, 1.0)], 1.5, 1.2, None, 40, 0.996, passed_gate=True
+    )
 
 
 def test_schema_wal_and_version(tmp_path: Path) -> None:
@@ -56,7 +59,10 @@ def test_add_is_idempotent_and_rows_join_runs(tmp_path: Path) -> None:
             ("alibi", 1, 8),
         }
         assert [r["key"] for r in store.runs(["b"])] == ["b"]
-        assert store.runs(["a"])[0]["final_loss"] == 1.0
+        run = store.runs(["a"])[0]
+        assert run["final_loss"] == 1.0
+        assert (run["steps_trained"], run["gate_metric"], run["passed_gate"]) == (40, 0.996, 1)
+        assert {(r["passed_gate"], r["gate_metric"]) for r in rows} == {(1, 0.996)}
 
 
 def test_csv_export_round_trip(tmp_path: Path) -> None:
@@ -129,3 +135,76 @@ def test_read_only_open_refuses_what_is_not_a_store(tmp_path: Path) -> None:
         conn.execute("CREATE TABLE t (x)")
     with pytest.raises(ValueError, match="not a posenc result store"):
         ResultStore(tmp_path / "other.sqlite", readonly=True)
+
+
+_V1_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (
+    key TEXT PRIMARY KEY, sweep TEXT NOT NULL, encoding TEXT NOT NULL, task TEXT NOT NULL,
+    seed INTEGER NOT NULL, train_min INTEGER NOT NULL, train_max INTEGER NOT NULL,
+    config TEXT NOT NULL, seconds REAL NOT NULL, cpu_seconds REAL NOT NULL, final_loss REAL,
+    checkpoint TEXT, finished_at TEXT NOT NULL);
+CREATE TABLE metrics (
+    run_key TEXT NOT NULL REFERENCES runs(key), length INTEGER NOT NULL, name TEXT NOT NULL,
+    value REAL NOT NULL, PRIMARY KEY (run_key, length, name));
+CREATE TABLE curves (
+    run_key TEXT NOT NULL REFERENCES runs(key), step INTEGER NOT NULL, loss REAL NOT NULL,
+    PRIMARY KEY (run_key, step));
+INSERT INTO meta VALUES ('schema_version', '1');
+"""
+
+
+def _v1_store(path: Path) -> None:
+    """A store as posenc's schema version 1 wrote it: a run that learned copy at its training
+    length 8 (1.00), one that did not (0.50), and an lm run (no gate)."""
+    with sqlite3.connect(path) as conn:
+        conn.executescript(_V1_SCHEMA)
+        for key, task, exact in (("good", "copy", 1.0), ("bad", "copy", 0.5), ("lm", "lm", 0.4)):
+            config = json.dumps({"encoding": "rope", "train": {"steps": 600}})
+            hi = 64 if task == "lm" else 8
+            row = (key, "s", "rope", task, 0, 1, hi, config, 1.0, 1.0, 0.1, None, "t")
+            conn.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
+            name = "token_acc" if task == "lm" else "exact_match"
+            conn.execute("INSERT INTO metrics VALUES (?,?,?,?)", (key, hi, name, exact))
+            conn.execute("INSERT INTO metrics VALUES (?,?,?,?)", (key, 2 * hi, name, 0.0))
+
+
+V1_GATES = {"good": (600, 1.0, 1), "bad": (600, 0.5, 0), "lm": (600, 0.4, 1)}
+
+
+def test_a_version_1_store_is_migrated_when_opened_for_writing(tmp_path: Path) -> None:
+    _v1_store(tmp_path / "r.sqlite")
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        gates = {
+            r["key"]: (r["steps_trained"], r["gate_metric"], r["passed_gate"]) for r in store.runs()
+        }
+        assert gates == V1_GATES
+        assert {(r["run_key"], r["passed_gate"]) for r in store.rows()} == {
+            ("good", 1),
+            ("bad", 0),
+            ("lm", 1),
+        }
+        assert store.add(_result("new"), sweep="s")  # and takes version-2 runs
+        assert store.runs(["new"])[0]["passed_gate"] == 1
+    with sqlite3.connect(tmp_path / "r.sqlite") as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
+            str(SCHEMA_VERSION),
+        )
+    with ResultStore(tmp_path / "r.sqlite") as store:  # opened again: nothing to migrate
+        assert len(store.runs()) == 4
+
+
+def test_a_version_1_store_reads_with_gates_when_read_only(tmp_path: Path) -> None:
+    _v1_store(tmp_path / "r.sqlite")
+    with ResultStore(tmp_path / "r.sqlite", readonly=True) as store:
+        gates = {
+            r["key"]: (r["steps_trained"], r["gate_metric"], r["passed_gate"]) for r in store.runs()
+        }
+        assert gates == V1_GATES
+        assert {r["run_key"]: r["gate_metric"] for r in store.rows()} == {
+            k: g[1] for k, g in V1_GATES.items()
+        }
+    with sqlite3.connect(tmp_path / "r.sqlite") as conn:  # left as it was
+        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
+            "1",
+        )

@@ -61,7 +61,11 @@ class ModelConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    """AdamW with linear warm-up then cosine decay to 10% of ``lr``; gradient clipping."""
+    """AdamW with linear warm-up then cosine decay (over ``steps``) to 10% of ``lr``; gradient
+    clipping. The competence gate: every ``gate_every`` steps (and at the last) the model is
+    scored on ``gate_samples`` held-out samples spread over the training lengths; a run stops
+    as soon as the score (exact match, or accuracy) reaches ``gate``, so ``steps`` is a budget.
+    ``gate = 0`` turns the gate off: the whole budget is trained and every run passes."""
 
     __pydantic_config__ = _FORBID
     steps: int = 600
@@ -71,9 +75,23 @@ class TrainConfig:
     warmup: int = 50
     grad_clip: float = 1.0
     eval_samples: int = 256
+    gate: float = 0.99
+    gate_every: int = 50
+    gate_samples: int = 256
 
     def __post_init__(self) -> None:
-        _positive(self, "steps", "batch_size", "lr", "grad_clip", "eval_samples")
+        _positive(
+            self,
+            "steps",
+            "batch_size",
+            "lr",
+            "grad_clip",
+            "eval_samples",
+            "gate_every",
+            "gate_samples",
+        )
+        if isinstance(self.gate, bool) or not 0.0 <= self.gate <= 1.0:
+            raise ValueError(f"gate must be a score in [0, 1], got {self.gate!r}")
         for n in ("lr", "weight_decay"):  # inf trains to NaN (grad_clip = inf: no clipping)
             if not math.isfinite(getattr(self, n)):
                 raise ValueError(f"{n} must be finite, got {getattr(self, n)}")

@@ -1,7 +1,8 @@
-"""Metrics per evaluation length: exact match and token accuracy of greedy answers, loss.
+"""Metrics per evaluation length: exact match and token accuracy of greedy answers, loss;
+and the competence gate's score on held-out samples at the training lengths.
 
 Every run of a task is evaluated on the same samples: the evaluation generator is seeded by
-the length alone (``EVAL_SEED``), never by the training seed.
+the length alone (``EVAL_SEED``; the gate's by ``GATE_SEED``), never by the training seed.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ from .model import LabModel, greedy_decode, targets
 from .tasks import Batch, Task
 
 EVAL_SEED = 20230531
+GATE_SEED = 20240229
+#: Task kinds the competence gate applies to. A character LM has no score that reaches a
+#: threshold like 0.99: it trains its whole budget and passes.
+GATED_KINDS = ("decoder", "classify")
 #: (length, metric name, value) rows, the unit the result store keeps.
 Metric = tuple[int, str, float]
 #: Samples per forward pass: bounds memory (LM windows of 512 tokens) whatever ``n_samples``.
@@ -99,3 +104,36 @@ def _lm_buckets(model: LabModel, task: Task, n_samples: int, device: torch.devic
         losses.append(F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none"))
         hits.append((logits.argmax(-1) == tokens[:, 1:]).float())
     return bucket_rows(torch.cat(losses), torch.cat(hits), task.train_len[1])  # (B, n) each
+
+
+def gate_batches(task: Task, n_samples: int) -> list[Batch]:
+    """The gate's held-out samples: ``n_samples`` spread evenly over every training length
+    (at least one each), the same for every run and check of ``task``."""
+    lo, hi = task.train_len
+    per = -(-n_samples // (hi - lo + 1))  # ceil
+    rng = np.random.default_rng
+    return [task.sample(rng([GATE_SEED, n]), per, n, split="eval") for n in range(lo, hi + 1)]
+
+
+@torch.no_grad()
+def gate_score(model: LabModel, batches: list[Batch], device: torch.device) -> float:
+    """The fraction of ``batches``' samples solved: exact match of the answer span (decoder
+    tasks), accuracy (classification), next-token accuracy (LM). One forward per batch:
+    greedy decoding follows the teacher-forced prefix up to its first wrong token, so the
+    teacher-forced argmax solves a sample exactly when greedy decoding does."""
+    was_training = model.training
+    model.eval()
+    hits = []
+    for batch in batches:
+        tokens = torch.from_numpy(batch.tokens).to(device)  # (B, T)
+        if model.head is not None:
+            labels = torch.from_numpy(np.asarray(batch.labels)).to(device)
+            hits.append(model(tokens).argmax(-1) == labels)  # (B,)
+            continue
+        pred = model(tokens[:, :-1]).argmax(-1)  # (B, T-1)
+        if batch.n_prompt:  # answer span: predictions from position n_prompt - 1 on
+            hits.append((pred[:, batch.n_prompt - 1 :] == tokens[:, batch.n_prompt :]).all(1))
+        else:
+            hits.append((pred == tokens[:, 1:]).flatten())
+    model.train(was_training)
+    return float(torch.cat(hits).float().mean())

@@ -3,6 +3,14 @@
 A run is written whole (its row, metrics and loss curve) in one transaction, so a sweep killed
 at any moment leaves only complete runs; ``finished_keys()`` is what a resumed sweep skips.
 Metrics are long rows (run, length, name, value): exact_match, token_acc, loss per length.
+Each run also keeps its competence gate (``passed_gate`` 0/1, ``gate_metric``, the held-out
+score at the training lengths, and ``steps_trained``): a run that did not pass never learned
+its task, and comparisons of extrapolation leave it out.
+
+Schema version 2 added the gate's columns. A version-1 store is migrated when opened for
+writing, and read as if migrated when opened read-only: its runs get ``steps_trained`` = the
+configured steps, ``gate_metric`` = the evaluation's exact match at the longest training length
+(token accuracy for ``lm``) and ``passed_gate`` = that metric >= 0.99 (``lm``: 1).
 """
 
 from __future__ import annotations
@@ -19,14 +27,17 @@ from typing import Any
 from .config import TaskConfig, run_label
 from .train import RunResult
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: The gate a version-1 store's runs are judged by (they were trained without one).
+V1_GATE = 0.99
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
     key TEXT PRIMARY KEY, sweep TEXT NOT NULL, encoding TEXT NOT NULL, task TEXT NOT NULL,
     seed INTEGER NOT NULL, train_min INTEGER NOT NULL, train_max INTEGER NOT NULL,
     config TEXT NOT NULL, seconds REAL NOT NULL, cpu_seconds REAL NOT NULL, final_loss REAL,
-    checkpoint TEXT, finished_at TEXT NOT NULL);
+    checkpoint TEXT, finished_at TEXT NOT NULL, steps_trained INTEGER, gate_metric REAL,
+    passed_gate INTEGER);
 CREATE TABLE IF NOT EXISTS metrics (
     run_key TEXT NOT NULL REFERENCES runs(key), length INTEGER NOT NULL, name TEXT NOT NULL,
     value REAL NOT NULL, PRIMARY KEY (run_key, length, name));
@@ -34,6 +45,8 @@ CREATE TABLE IF NOT EXISTS curves (
     run_key TEXT NOT NULL REFERENCES runs(key), step INTEGER NOT NULL, loss REAL NOT NULL,
     PRIMARY KEY (run_key, step));
 """
+#: The gate's columns of ``runs`` (added by schema version 2).
+GATE_COLUMNS = ("steps_trained", "gate_metric", "passed_gate")
 #: Columns of ``rows()`` and of the CSV/Parquet export, in order.
 COLUMNS = (
     "run_key",
@@ -42,9 +55,30 @@ COLUMNS = (
     "seed",
     "train_min",
     "train_max",
+    "passed_gate",
+    "gate_metric",
     "length",
     "metric",
     "value",
+)
+
+
+#: Columns of the ``runs`` table, in order.
+RUN_COLUMNS = (
+    "key",
+    "sweep",
+    "encoding",
+    "task",
+    "seed",
+    "train_min",
+    "train_max",
+    "config",
+    "seconds",
+    "cpu_seconds",
+    "final_loss",
+    "checkpoint",
+    "finished_at",
+    *GATE_COLUMNS,
 )
 
 
@@ -98,10 +132,32 @@ class ResultStore:
                     (str(SCHEMA_VERSION),),
                 )
         found = self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if int(found[0]) != SCHEMA_VERSION:
+        version = int(found[0])
+        #: version-1 runs' gate columns, derived (a read-only store cannot be migrated)
+        self._derived: dict[str, tuple[int, float | None, int]] | None = None
+        if version == 1 and readonly:
+            self._derived = _v1_gate_columns(self.conn)
+        elif version == 1:
+            self._migrate_v1()
+        elif version != SCHEMA_VERSION:
             raise ValueError(
                 f"{self.path}: result store schema version {found[0]}, this posenc reads "
-                f"version {SCHEMA_VERSION}; export it with the posenc that wrote it"
+                f"versions 1 to {SCHEMA_VERSION}; export it with the posenc that wrote it"
+            )
+
+    def _migrate_v1(self) -> None:
+        """Add the gate's columns to a version-1 store and fill them (module docstring)."""
+        with self.conn:  # one transaction: migrated whole or not at all
+            have = {r[1] for r in self.conn.execute("PRAGMA table_info(runs)")}
+            for name, kind in zip(GATE_COLUMNS, ("INTEGER", "REAL", "INTEGER"), strict=True):
+                if name not in have:
+                    self.conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+            self.conn.executemany(
+                "UPDATE runs SET steps_trained=?, gate_metric=?, passed_gate=? WHERE key=?",
+                [(*cols, key) for key, cols in _v1_gate_columns(self.conn).items()],
+            )
+            self.conn.execute(
+                "UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),)
             )
 
     def __enter__(self) -> ResultStore:
@@ -128,9 +184,11 @@ class ResultStore:
             raise ValueError(f"NaN {', '.join(nan[:3])} (diverged?); run not stored")
         lo, hi = TaskConfig(**cfg["task"]).build().train_len  # the task's defaults resolved
         final = result.loss_curve[-1][1] if result.loss_curve else None
+        gate = None if math.isnan(result.gate_metric) else result.gate_metric
         with self.conn:  # one transaction: all of the run or none of it
             cur = self.conn.execute(
-                "INSERT OR IGNORE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT OR IGNORE INTO runs ({', '.join(RUN_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
                 (
                     result.key,
                     sweep,
@@ -145,6 +203,9 @@ class ResultStore:
                     final,
                     result.checkpoint,
                     time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    result.steps_trained,
+                    gate,
+                    int(result.passed_gate),
                 ),
             )
             if cur.rowcount == 0:
@@ -160,26 +221,40 @@ class ResultStore:
         return True
 
     def runs(self, keys: Iterable[str] | None = None) -> list[dict[str, Any]]:
-        """Run rows (config parsed back to a dict), optionally only ``keys``."""
+        """Run rows (config parsed back to a dict), optionally only ``keys``; each with
+        ``passed_gate`` (0/1), ``gate_metric`` and ``steps_trained``."""
         wanted = None if keys is None else set(keys)
-        cur = self.conn.execute("SELECT * FROM runs ORDER BY encoding, task, seed, train_max")
-        names = [d[0] for d in cur.description]
-        rows = (dict(zip(names, r, strict=True)) for r in cur)
+        columns = [c for c in RUN_COLUMNS if self._derived is None or c not in GATE_COLUMNS]
+        cur = self.conn.execute(
+            f"SELECT {', '.join(columns)} FROM runs ORDER BY encoding, task, seed, train_max"
+        )
+        rows = (dict(zip(columns, r, strict=True)) for r in cur)
         return [
-            r | {"config": json.loads(r["config"])}
+            r | self._gate(r["key"]) | {"config": json.loads(r["config"])}
             for r in rows
             if wanted is None or r["key"] in wanted
         ]
 
+    def _gate(self, key: str) -> dict[str, Any]:
+        """A version-1 run's derived gate columns (read-only store); {} when stored."""
+        if self._derived is None:
+            return {}
+        return dict(zip(GATE_COLUMNS, self._derived[key], strict=True))
+
     def rows(self, keys: Iterable[str] | None = None) -> list[dict[str, Any]]:
-        """Long metric rows with their run's encoding, task, seed and training lengths."""
+        """Long metric rows with their run's encoding, task, seed, training lengths and gate."""
+        gate = "NULL, NULL" if self._derived is not None else "r.passed_gate, r.gate_metric"
         cur = self.conn.execute(
-            "SELECT m.run_key, r.encoding, r.task, r.seed, r.train_min, r.train_max, m.length, "
-            "m.name, m.value FROM metrics m JOIN runs r ON r.key = m.run_key "
+            f"SELECT m.run_key, r.encoding, r.task, r.seed, r.train_min, r.train_max, {gate}, "
+            "m.length, m.name, m.value FROM metrics m JOIN runs r ON r.key = m.run_key "
             "ORDER BY r.encoding, r.task, r.seed, r.train_max, m.length, m.name"
         )
         wanted = None if keys is None else set(keys)
-        return [dict(zip(COLUMNS, r, strict=True)) for r in cur if wanted is None or r[0] in wanted]
+        rows = [dict(zip(COLUMNS, r, strict=True)) for r in cur if wanted is None or r[0] in wanted]
+        for row in rows if self._derived is not None else ():
+            derived = self._gate(row["run_key"])
+            row["passed_gate"], row["gate_metric"] = derived["passed_gate"], derived["gate_metric"]
+        return rows
 
     def export_csv(self, path: str | Path) -> int:
         """Write ``rows()`` as CSV; returns the number of rows."""
@@ -199,9 +274,27 @@ class ResultStore:
             raise ImportError(
                 "Parquet export needs pyarrow: pip install 'posenc[parquet]'"
             ) from None
-        ints = ("seed", "train_min", "train_max", "length")
+        ints = ("seed", "train_min", "train_max", "passed_gate", "length")
         types = {c: pa.int64() if c in ints else pa.string() for c in COLUMNS}
-        schema = pa.schema(list((types | {"value": pa.float64()}).items()))
+        schema = pa.schema(
+            list((types | {"gate_metric": pa.float64(), "value": pa.float64()}).items())
+        )
         rows = self.rows()
         pq.write_table(pa.Table.from_pylist(rows, schema=schema), str(path))
         return len(rows)
+
+
+def _v1_gate_columns(conn: sqlite3.Connection) -> dict[str, tuple[int, float | None, int]]:
+    """(steps_trained, gate_metric, passed_gate) of each run of a version-1 store: its
+    configured steps, the evaluation's exact match at its longest training length (token
+    accuracy for ``lm``, which has no gate and passes) and whether that reaches ``V1_GATE``."""
+    metric = {(key, n, name): v for key, n, name, v in conn.execute("SELECT * FROM metrics")}
+    out = {}
+    for key, task, train_max, config in conn.execute(
+        "SELECT key, task, train_max, config FROM runs"
+    ):
+        lm = task == "lm"
+        value = metric.get((key, train_max, "token_acc" if lm else "exact_match"))
+        passed = lm or (value is not None and value >= V1_GATE)
+        out[key] = (json.loads(config).get("train", {}).get("steps"), value, int(passed))
+    return out

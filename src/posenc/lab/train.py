@@ -1,4 +1,6 @@
-"""Train one run: AdamW, warm-up + cosine schedule, gradient clipping, fixed seeds.
+"""Train one run: AdamW, warm-up + cosine schedule, gradient clipping, fixed seeds, and the
+competence gate: a run trains until it solves held-out samples at its training lengths
+(``TrainConfig.gate``, checked every ``gate_every`` steps) or its step budget ends.
 
 On CPU a run is deterministic: the same ``RunConfig`` gives the same weights and metrics
 (one torch thread per worker process, numpy and torch generators seeded from ``seed``).
@@ -10,7 +12,7 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,15 +20,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from .config import RunConfig
-from .evaluate import Metric, evaluate
+from .config import RunConfig, TrainConfig
+from .evaluate import GATED_KINDS, Metric, evaluate, gate_batches, gate_score
 from .model import LabModel
 from .tasks import Batch, Task
 
 
 @dataclass(frozen=True)
 class RunResult:
-    """What a finished run hands to the store (plain data: it crosses process boundaries)."""
+    """What a finished run hands to the store (plain data: it crosses process boundaries).
+
+    ``gate_metric`` is the gate's last score (held-out, at the training lengths),
+    ``passed_gate`` whether it reached ``train.gate`` (always, for tasks without a gate),
+    ``steps_trained`` the steps taken (the budget, or fewer when the gate stopped the run)."""
 
     key: str
     config: dict
@@ -35,6 +41,9 @@ class RunResult:
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     checkpoint: str | None = None
+    steps_trained: int = 0
+    gate_metric: float = math.nan
+    passed_gate: bool = False
 
 
 def lr_factor(step: int, *, warmup: int, steps: int, floor: float = 0.1) -> float:
@@ -83,11 +92,60 @@ def train_run(
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {cfg.device!r} requested but torch.cuda.is_available() is False")
     model, task = build_model(cfg)
-    curve = loss_curve(fit(model.to(device), task, cfg, device, on_step))
+    trained = fit(model.to(device), task, cfg, device, on_step)
     metrics = evaluate(model, task, n_samples=cfg.train.eval_samples, device=device)
     path = _save(model, checkpoint_dir, cfg.key())
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    return RunResult(cfg.key(), asdict(cfg), metrics, curve, seconds, cpu, path)
+    return RunResult(
+        cfg.key(),
+        asdict(cfg),
+        metrics,
+        loss_curve(trained.losses),
+        seconds,
+        cpu,
+        path,
+        steps_trained=len(trained.losses),
+        gate_metric=trained.gate_metric,
+        passed_gate=trained.passed_gate,
+    )
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """The loss of every step taken, the gate's last score and whether it passed."""
+
+    losses: list[float]
+    gate_metric: float
+    passed_gate: bool
+
+
+class Gate:
+    """The competence gate of one run (``TrainConfig.gate``): ``due(step)`` after every
+    ``gate_every`` steps and the last, ``passed(score)`` when the score reaches the gate.
+    Tasks outside ``GATED_KINDS`` (and ``gate = 0``) are scored at the last step only and
+    always pass."""
+
+    def __init__(self, task: Task, train: TrainConfig) -> None:
+        self.batches = gate_batches(task, train.gate_samples)
+        self.active = task.kind in GATED_KINDS and train.gate > 0
+        self.threshold, self.every, self.steps = train.gate, train.gate_every, train.steps
+
+    def due(self, step: int) -> bool:
+        """Score after step ``step`` (0-based)?"""
+        return step + 1 == self.steps or (self.active and (step + 1) % self.every == 0)
+
+    def passed(self, score: float) -> bool:
+        return not self.active or score >= self.threshold
+
+    def score(self, model: LabModel, device: torch.device) -> float:
+        return gate_score(model, self.batches, device)
+
+
+def optimizer(params: Iterable[torch.nn.Parameter], t: TrainConfig) -> torch.optim.AdamW:
+    """AdamW (betas 0.9, 0.98), fused: one kernel for every parameter (CPU and CUDA)."""
+    return torch.optim.AdamW(
+        params, lr=t.lr, weight_decay=t.weight_decay, betas=(0.9, 0.98), fused=True
+    )
 
 
 def fit(
@@ -96,28 +154,28 @@ def fit(
     cfg: RunConfig,
     device: torch.device,
     on_step: Callable[[int, float], None] | None = None,
-) -> list[float]:
-    """``cfg.train.steps`` AdamW steps on ``train_batches``; returns the loss of every step."""
+) -> Fitted:
+    """AdamW steps on ``train_batches`` until the gate passes or ``cfg.train.steps`` are done."""
     t = cfg.train
     model.train()
-    opt = torch.optim.AdamW(
-        model.parameters(), lr=t.lr, weight_decay=t.weight_decay, betas=(0.9, 0.98)
-    )
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: lr_factor(s, warmup=t.warmup, steps=t.steps)
-    )
-    next_batch, losses = train_batches(task, cfg), []
+    opt, gate = optimizer(model.parameters(), t), Gate(task, t)
+    next_batch, losses, score = train_batches(task, cfg), [], math.nan
     for step in range(t.steps):
+        for group in opt.param_groups:
+            group["lr"] = t.lr * lr_factor(step, warmup=t.warmup, steps=t.steps)
         loss = model.loss(next_batch(), device)
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip, foreach=True)
         opt.step()
-        sched.step()
         losses.append(loss.item())
         if on_step is not None:
             on_step(step, losses[-1])
-    return losses
+        if gate.due(step):
+            score = gate.score(model, device)
+            if gate.passed(score):
+                break
+    return Fitted(losses, score, gate.passed(score))
 
 
 def _save(model: LabModel, directory: str | Path | None, key: str) -> str | None:
