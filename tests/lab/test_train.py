@@ -16,7 +16,7 @@ import torch
 import posenc
 from posenc.lab.attention_maps import attention_maps, mean_distance
 from posenc.lab.config import ModelConfig, RunConfig, TaskConfig, TrainConfig
-from posenc.lab.evaluate import evaluate
+from posenc.lab.evaluate import _generate, evaluate
 from posenc.lab.model import greedy_decode
 from posenc.lab.train import build_model, load_model, lr_factor, train_run
 
@@ -160,7 +160,12 @@ def test_greedy_exact_match_equals_teacher_forced_all_correct(tmp_path: Path) ->
     answer = tokens[:, batch.n_prompt :]
     exact = (greedy == answer).all(1)
     torch.testing.assert_close(exact, (forced == answer).all(1))
-    assert exact.any()
+    assert exact.any() and not exact.all()
+    # so evaluation decodes only the samples teacher forcing gets wrong, with the same result
+    with torch.no_grad():
+        scored = _generate(model, batch, torch.device("cpu"))
+    torch.testing.assert_close(scored["exact_match"], exact.float())
+    torch.testing.assert_close(scored["token_acc"], (greedy == answer).float().mean(1))
 
 
 def test_two_sweeps_saving_one_checkpoint_at_once_both_succeed(
@@ -185,3 +190,43 @@ def test_two_sweeps_saving_one_checkpoint_at_once_both_succeed(
     assert path == str(tmp_path / f"{cfg.key()}.pt")
     assert [p.name for p in tmp_path.iterdir()] == [f"{cfg.key()}.pt"]
     assert load_model(cfg, path) is not None
+
+
+def _gated(gate: float, steps: int, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[float]]:
+    """A run of copy_rep under ``gate`` (checked every 10 steps) and the scores it saw."""
+    from posenc.lab import train
+
+    scores: list[float] = []
+    score = train.gate_score
+
+    def logged(*args: Any) -> float:
+        scores.append(score(*args))
+        return scores[-1]
+
+    monkeypatch.setattr(train, "gate_score", logged)
+    t = replace(FAST, steps=steps, gate=gate, gate_every=10, gate_samples=64)
+    return train_run(replace(_cfg("nope", "copy_rep"), train=t)), scores
+
+
+def test_the_gate_stops_a_run_at_the_first_check_it_passes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    result, scores = _gated(0.9, 400, monkeypatch)
+    assert result.passed_gate and result.gate_metric == scores[-1] >= 0.9
+    assert all(s < 0.9 for s in scores[:-1])  # it went on while it did not pass
+    assert result.steps_trained == 10 * len(scores) < 400
+    assert result.loss_curve[-1][0] == result.steps_trained - 1
+
+
+def test_a_run_that_misses_the_gate_trains_its_budget_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    result, scores = _gated(1.0, 25, monkeypatch)
+    assert len(scores) == 3  # after steps 10, 20 and the last, 25
+    assert not result.passed_gate and result.gate_metric == scores[-1] < 1.0
+    assert result.steps_trained == 25
+
+
+def test_gate_off_trains_the_budget_and_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    result, scores = _gated(0.0, 25, monkeypatch)
+    assert len(scores) == 1 and result.passed_gate and result.steps_trained == 25
