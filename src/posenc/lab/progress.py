@@ -91,6 +91,14 @@ class SweepProgress:
             result.key,
             f"{run_label(cfg['encoding'], cfg['task']['name'], cfg.get('pe_config', {})):<12} "
             f"{cfg['task']['name']:<10} seed {cfg['seed']}  "
-            f"{result.seconds:5.1f}s ({result.cpu_seconds:.1f}s cpu)  "
+            f"{result.seconds:5.1f}s ({result.cpu_seconds:.1f}s cpu)  {gate_text(result)}  "
             f"{metric.replace('_', ' ')} by length {values}  (eta {eta:.0f}s)",
         )
+
+
+def gate_text(result: RunResult) -> str:
+    """``gate 0.996 in 1300 steps``, or ``DID NOT LEARN: gate 0.830 after 3000 steps``."""
+    text = f"gate {result.gate_metric:.3f} {{}} {result.steps_trained} steps"
+    if result.passed_gate:
+        return text.format("in")
+    return "DID NOT LEARN: " + text.format("after")
