@@ -89,6 +89,19 @@ def test_overrides_set_nested_keys_with_parsed_values(tmp_path: Path) -> None:
         ({"tasks": ["copy"], "device": "tpu"}, "device must be 'cpu' or 'cuda"),
         ({"tasks": ["copy"], "colour": 1}, r"^lab config: colour: unknown key$"),
         ({"tasks": ["copy"], "seeds": [0, -1]}, r"seeds must be >= 0, got \(0, -1\)"),
+        ({"tasks": ["copy"], "train": {"gate": 1.5}}, r"train\.gate must be a score in \[0, 1\]"),
+        (
+            {"tasks": ["copy"], "task_train": {"copy": {"stepz": 3}}},
+            r"^lab config: task_train\.copy\.stepz: unknown key$",
+        ),
+        (
+            {"tasks": ["copy"], "task_train": {"copy": {"steps": -3}}},
+            r"^lab config: task_train\.copy\.steps must be > 0, got -3$",
+        ),
+        (
+            {"tasks": ["copy"], "task_train": {"sort": {"steps": 3}}},
+            r"^lab config: task_train\.sort: not a task of this sweep \['copy'\]$",
+        ),
     ],
 )
 def test_bad_configs_name_the_key(data: dict, match: str) -> None:
@@ -181,3 +194,16 @@ def test_an_encoder_keeping_the_causal_form_is_stored_and_reported_as_the_varian
     assert "alibi (causal form)" in html  # (attention maps: only runs that passed the gate)
     published = replace(runs[0], pe_config={})
     assert published.label == "alibi"
+
+
+def test_task_train_sets_one_task_s_training_over_train() -> None:
+    sweep = parse_sweep(
+        {
+            "encodings": ["rope"],
+            "tasks": ["sort", "copy"],
+            "train": {"steps": 100, "lr": 1e-3},
+            "task_train": {"sort": {"steps": 3000}},
+        }
+    )
+    got = {(r.task.name, r.train.steps, r.train.lr) for r in expand(sweep)}
+    assert got == {("sort", 3000, 1e-3), ("copy", 100, 1e-3)}

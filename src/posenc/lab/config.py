@@ -163,7 +163,11 @@ def run_label(encoding: str, task: str, pe_config: dict[str, Any]) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class SweepConfig:
-    """A grid: every encoding x task x seed x longest training length (None: the task's own)."""
+    """A grid: every encoding x task x seed x longest training length (None: the task's own).
+
+    ``pe_config`` holds extra constructor keys per encoding; ``task_train`` training settings
+    per task name over ``train`` (``{sort = {steps = 3000}}``: sort's runs get a budget of
+    their own)."""
 
     __pydantic_config__ = _FORBID
     name: str = "sweep"
@@ -174,6 +178,7 @@ class SweepConfig:
     pe_config: dict[str, dict[str, Any]] = field(default_factory=dict)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    task_train: dict[str, dict[str, Any]] = field(default_factory=dict)
     device: str = "cpu"
     backend: str = "torch"
 
@@ -181,11 +186,28 @@ class SweepConfig:
         for what in ("encodings", "tasks", "seeds", "train_max_lens"):
             if not getattr(self, what):
                 raise ValueError(f"{what} must not be empty")
+        names = [t.name for t in self.tasks]
+        for name in self.task_train:
+            if name not in names:  # a misspelt name would leave its task on ``train``
+                raise ValueError(f"task_train.{name}: not a task of this sweep {names}")
+            self.train_for(name)
         if any(s < 0 for s in self.seeds):  # numpy's generators take no negative seed
             raise ValueError(f"seeds must be >= 0, got {self.seeds}")
         _check_backend(self.backend)
         if self.device != "cpu" and not self.device.startswith("cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {self.device!r}")
+
+    def train_for(self, task: str) -> TrainConfig:
+        """``train`` with task ``task``'s ``task_train`` settings over it. Raises ValueError
+        naming ``task_train.<task>.<key>`` for a setting that is unknown or invalid."""
+        override = self.task_train.get(task)
+        if not override:
+            return self.train
+        try:
+            return TypeAdapter(TrainConfig).validate_python(asdict(self.train) | override)
+        except ValidationError as err:
+            problems = [describe_problem(dict(e), _dotted(e["loc"])) for e in err.errors()]
+            raise ValueError("; ".join(f"task_train.{task}.{p}" for p in problems)) from None
 
 
 def parse_sweep(data: dict[str, Any]) -> SweepConfig:
@@ -352,7 +374,7 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
                     seed=s,
                     pe_config=sweep.pe_config.get(enc, {}),
                     model=sweep.model,
-                    train=sweep.train,
+                    train=sweep.train_for(t.name),
                     device=sweep.device,
                     backend=sweep.backend,
                 )
