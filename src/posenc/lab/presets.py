@@ -1,7 +1,8 @@
-"""Built-in sweeps. ``quick``: the encodings and tasks that separate at laptop scale, in
-minutes; ``full``: every registered encoding on every task, 3 seeds; ``lm``: character LM
-loss by position up to 8x the training length. Encodings registered
-later join automatically (``quick`` takes those of ``QUICK_ENCODINGS`` that exist)."""
+"""Built-in sweeps. ``quick``: the encodings and tasks that separate at laptop scale, 3
+seeds, in minutes; ``full``: every registered encoding on every task, 5 seeds; ``lm``:
+character LM loss by position up to 8x the training length. Every run trains to the
+competence gate or its step budget. Encodings registered later join automatically
+(``quick`` takes those of ``QUICK_ENCODINGS`` that exist)."""
 
 from __future__ import annotations
 
@@ -31,17 +32,22 @@ PRESETS = ("quick", "full", "lm")
 PE_CONFIG: dict[str, dict[str, Any]] = {"sinusoidal": {"scale": 0.02}}
 
 
+#: Step budgets per task: a run stops at the competence gate (``TrainConfig.gate``) long
+#: before its budget when it learns; the budget bounds the runs that do not.
+QUICK_STEPS = {"copy_rep": 1000, "sort": 2000, "ascending": 2000}
+
+
 def preset_data(name: str) -> dict[str, Any]:
     """The preset as a plain mapping (what a config file would hold)."""
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose one of {list(PRESETS)}")
     encodings, tasks, seeds, steps, eval_samples = {
-        "quick": (quick_encodings(), QUICK_TASKS, [0, 1], 600, 256),
-        "full": (["all"], FULL_TASKS, [0, 1, 2], 2000, 512),
+        "quick": (quick_encodings(), QUICK_TASKS, [0, 1, 2], 2000, 256),
+        "full": (["all"], FULL_TASKS, [0, 1, 2, 3, 4], 3000, 512),
         # the ALiBi paper's curve: loss by position up to 8x the training length
         "lm": (["nope", "sinusoidal", "rope", "alibi"], ("lm",), [0], 600, 128),
     }[name]
-    return {
+    data = {
         "name": name,
         "encodings": encodings,
         "tasks": list(tasks),
@@ -49,6 +55,9 @@ def preset_data(name: str) -> dict[str, Any]:
         "pe_config": PE_CONFIG,
         "train": {"steps": steps, "lr": 3e-3, "eval_samples": eval_samples},
     }
+    if name == "quick":
+        data["task_train"] = {task: {"steps": n} for task, n in QUICK_STEPS.items()}
+    return data
 
 
 def preset(name: str) -> SweepConfig:

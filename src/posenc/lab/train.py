@@ -158,7 +158,8 @@ def fit(
     """AdamW steps on ``train_batches`` until the gate passes or ``cfg.train.steps`` are done."""
     t = cfg.train
     model.train()
-    opt, gate = optimizer(model.parameters(), t), Gate(task, t)
+    params = list(model.parameters())  # walked once, not at every step's clipping
+    opt, gate = optimizer(params, t), Gate(task, t)
     next_batch, losses, score = train_batches(task, cfg), [], math.nan
     for step in range(t.steps):
         for group in opt.param_groups:
@@ -166,7 +167,7 @@ def fit(
         loss = model.loss(next_batch(), device)
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip, foreach=True)
+        torch.nn.utils.clip_grad_norm_(params, t.grad_clip, foreach=True)
         opt.step()
         losses.append(loss.item())
         if on_step is not None:
