@@ -54,6 +54,9 @@ def test_bench_quick_writes_json(tmp_path: Path) -> None:
     lab_rows = data["lab"]["results"]
     assert {r["encoding"] for r in lab_rows} == set(posenc.names(axes=1))
     assert all(r["posenc_tokens_per_s"] > 0 for r in lab_rows)
+    (trainers,) = data["lab"]["trainers"]  # --quick: nope, one_by_one and batched
+    assert trainers["encoding"] == "nope" and trainers["one_by_one"]["x_one_by_one"] == 1.0
+    assert trainers["batched"]["runs_per_cpu_minute"] > 0
     _assert_fields_documented(data)
 
 
@@ -66,6 +69,9 @@ def _assert_fields_documented(data: dict[str, Any]) -> None:
         k for c in cases for t in c["us"].values() for k in t
     }
     fields |= {k for r in data["lab"]["results"] for k in r}
+    trainers = data["lab"]["trainers"]
+    fields |= {k for r in trainers for k in r}
+    fields |= {k for r in trainers for v in r.values() if isinstance(v, dict) for k in v}
     assert not {f for f in fields if f"`{f}`" not in doc}
 
 

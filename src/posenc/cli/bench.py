@@ -88,6 +88,8 @@ def bench(
             with record.suite(name.value, label, rows=name == Suite.lab) as progress:
                 result[name.value] = run(progress)
             console.print(table(result[name.value]))
+            if name == Suite.lab:
+                console.print(_trainers_table(result[name.value]))
             if name == Suite.rope and device == "cpu":  # the cos/sin cache is built on the host
                 result["rope_cache"] = rope.cache_case(
                     **({"positions": 4096, "rounds": 1} if quick else {})
@@ -292,3 +294,27 @@ def _lab_table(lab: Case) -> Any:
         "ratio": lambda row: _fmt(row.get("ratio_vs_best_xt")),
     }
     return _table("Lab training step (one thread): tokens/s", lab["results"], columns)
+
+
+def _trainers_table(lab: Case) -> Any:
+    """Runs per CPU-minute of each way to train the seeds of one lab configuration."""
+
+    def rate(trainer: str) -> Column:
+        def cell(row: Case) -> str:
+            entry = row.get(trainer, {})
+            if "error" in entry:
+                return "cannot"
+            if not entry:
+                return "-"
+            return f"{entry['runs_per_cpu_minute']:.2f} ({entry['x_one_by_one']:.2f}x)"
+
+        return cell
+
+    columns = {"encoding": _text("encoding")} | {t: rate(t) for t in TRAINERS}
+    rows = lab.get("trainers", [])
+    seeds, steps = (rows[0]["seeds"], rows[0]["run_steps"]) if rows else (0, 0)
+    title = f"Lab runs per CPU-minute, {seeds} seeds of {steps} steps (x one by one)"
+    return _table(title, rows, columns)
+
+
+TRAINERS = ("one_by_one", "batched", "compiled")
