@@ -29,6 +29,9 @@ def test_copy_task_trains_and_checkpoint_loads_in_torch(tmp_path: object) -> Non
         (n, m) for n in (4, 8) for m in ("exact_match", "token_acc", "loss")
     }
     assert all(0.0 <= v <= 1.0 for _, m, v in result.metrics if m != "loss")
+    # its whole budget trained, the gate scored at the end (greedy exact match at length 4)
+    assert result.steps_trained == 100 and 0.0 <= result.gate_metric <= 1.0
+    assert result.passed_gate == (result.gate_metric >= TRAIN.gate)
     # the JAX-trained weights, loaded by the torch lab, give the same logits
     torch_model = LabModel(task.build(), MODEL, "alibi")
     torch_model.load_state_dict(torch.load(result.checkpoint, weights_only=True))
@@ -73,3 +76,9 @@ def test_two_sweeps_saving_one_flax_checkpoint_at_once_both_succeed(
     path = backend_flax._save(model, tmp_path, cfg.key())  # type: ignore[arg-type]
     assert [p.name for p in Path(str(tmp_path)).iterdir()] == [f"{cfg.key()}.pt"]
     assert path is not None and torch.load(path, weights_only=True)
+
+
+def test_jax_backend_refuses_a_pe_learning_rate_scale() -> None:
+    train = TrainConfig(pe_lr_scale=10.0)
+    with pytest.raises(ValueError, match="pe_lr_scale must be 1 \\(torch only\\), got 10.0"):
+        build_model(RunConfig(encoding="t5", task=TaskConfig(name="copy"), train=train))

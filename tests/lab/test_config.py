@@ -99,6 +99,10 @@ def test_overrides_set_nested_keys_with_parsed_values(tmp_path: Path) -> None:
             r"^lab config: task_train\.copy\.steps must be > 0, got -3$",
         ),
         (
+            {"tasks": ["copy"], "encoding_train": {"t5": {"pe_lr_scale": 0}}},
+            r"^lab config: encoding_train\.t5\.pe_lr_scale must be > 0, got 0.0$",
+        ),
+        (
             {"tasks": ["copy"], "task_train": {"sort": {"steps": 3}}},
             r"^lab config: task_train\.sort: not a task of this sweep \['copy'\]$",
         ),
@@ -122,6 +126,10 @@ def test_bad_configs_name_the_key(data: dict, match: str) -> None:
         (
             {"tasks": ["copy"], "encodings": ["rope", "rope_2d"]},
             r"'encodings': 'rope_2d' reads grid positions .* the lab's tasks are 1-D sequences",
+        ),
+        (
+            {"tasks": ["copy"], "encoding_train": {"t55": {"pe_lr_scale": 10}}},
+            r"'encoding_train': unknown positional encoding 't55'",
         ),
     ],
 )
@@ -197,13 +205,20 @@ def test_an_encoder_keeping_the_causal_form_is_stored_and_reported_as_the_varian
 
 
 def test_task_train_sets_one_task_s_training_over_train() -> None:
+
+
+def test_task_and_encoding_train_set_training_over_train() -> None:
     sweep = parse_sweep(
         {
             "encodings": ["rope"],
             "tasks": ["sort", "copy"],
             "train": {"steps": 100, "lr": 1e-3},
             "task_train": {"sort": {"steps": 3000}},
+            "encoding_train": {"t5": {"pe_lr_scale": 10, "lr": 2e-3}},
         }
     )
-    got = {(r.task.name, r.train.steps, r.train.lr) for r in expand(sweep)}
-    assert got == {("sort", 3000, 1e-3), ("copy", 100, 1e-3)}
+    got = {(r.encoding, r.task.name, r.train.steps, r.train.lr) for r in expand(sweep)}
+    assert got == {("rope", "sort", 3000, 1e-3), ("rope", "copy", 100, 1e-3)}
+    sweep = replace(sweep, encodings=("t5",))
+    got = {(r.task.name, r.train.steps, r.train.lr, r.train.pe_lr_scale) for r in expand(sweep)}
+    assert got == {("sort", 3000, 2e-3, 10), ("copy", 100, 2e-3, 10)}

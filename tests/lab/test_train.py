@@ -230,3 +230,25 @@ def test_a_run_that_misses_the_gate_trains_its_budget_and_says_so(
 def test_gate_off_trains_the_budget_and_passes(monkeypatch: pytest.MonkeyPatch) -> None:
     result, scores = _gated(0.0, 25, monkeypatch)
     assert len(scores) == 1 and result.passed_gate and result.steps_trained == 25
+
+
+def test_pe_lr_scale_multiplies_the_encoding_s_learning_rate(tmp_path: Path) -> None:
+    """The first AdamW step moves each parameter by about its learning rate: T5's table by
+    ten times the others' with ``pe_lr_scale = 10``."""
+    moved = {}
+    for scale in (1.0, 10.0):
+        train = replace(FAST, steps=1, warmup=1, weight_decay=0.0, pe_lr_scale=scale)
+        cfg = replace(_cfg("t5"), train=train)
+        before, _ = build_model(cfg)
+        after = load_model(
+            cfg, str(train_run(cfg, checkpoint_dir=tmp_path / str(scale)).checkpoint)
+        )
+        delta = {
+            name: (p - q).abs().max().item()
+            for (name, p), q in zip(after.named_parameters(), before.parameters(), strict=True)
+        }
+        moved[scale] = delta
+    lr = FAST.lr
+    assert moved[1.0]["net.pe.weight"] == pytest.approx(lr, rel=0.01)
+    assert moved[10.0]["net.pe.weight"] == pytest.approx(10 * lr, rel=0.01)
+    assert moved[10.0]["net.tok.weight"] == pytest.approx(lr, rel=0.01)

@@ -22,7 +22,7 @@ from ..flax.convert import to_torch_state_dict
 from ..flax.model import TinyTransformer
 from ..flax.train import decoder_arrays, train_decoder
 from .config import RunConfig
-from .evaluate import Metric, bucket_rows, eval_batch
+from .evaluate import GATED_KINDS, Metric, bucket_rows, eval_batch, gate_batches
 from .train import RunResult, loss_curve, save_checkpoint, train_batches
 
 Array = jax.Array
@@ -35,6 +35,10 @@ def build_model(cfg: RunConfig) -> tuple[TinyTransformer, Any]:
     Raises: ValueError for a classification task.
     """
     task = cfg.task.build()
+    if cfg.train.pe_lr_scale != 1.0:
+        raise ValueError(
+            f"backend jax: train.pe_lr_scale must be 1 (torch only), got {cfg.train.pe_lr_scale}"
+        )
     if task.kind not in KINDS:
         raise ValueError(f"the jax backend runs {KINDS} tasks, got {task.name!r} ({task.kind})")
     model = TinyTransformer(
@@ -79,9 +83,33 @@ def train_run(
     curve = loss_curve(losses)
     model.eval()
     metrics = evaluate(model, task, n_samples=t.eval_samples)
+    score = gate_score(model, task, t.gate_samples)
     path = _save(model, checkpoint_dir, cfg.key())
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    return RunResult(cfg.key(), asdict(cfg), metrics, curve, seconds, cpu, path)
+    passed = task.kind not in GATED_KINDS or score >= t.gate
+    return RunResult(
+        cfg.key(),
+        asdict(cfg),
+        metrics,
+        curve,
+        seconds,
+        cpu,
+        path,
+        steps_trained=len(losses),
+        gate_metric=score,
+        passed_gate=passed,
+    )
+
+
+def gate_score(model: TinyTransformer, task: Any, n_samples: int) -> float:
+    """The competence gate's score (``evaluate.gate_batches``: exact match of greedy answers;
+    next-character accuracy for ``lm``), taken once at the end: this backend trains its whole
+    step budget (the gate does not stop it early)."""
+    if task.kind == "lm":
+        tokens = jnp.asarray(gate_batches(task, n_samples)[0].tokens)  # (B, n + 1)
+        return float((jnp.argmax(model(tokens[:, :-1]), axis=-1) == tokens[:, 1:]).mean())
+    scores = [_generate(model, batch)["exact_match"] for batch in gate_batches(task, n_samples)]
+    return float(np.mean(scores))  # every length has as many samples
 
 
 def evaluate(model: TinyTransformer, task: Any, *, n_samples: int) -> list[Metric]:

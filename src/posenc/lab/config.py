@@ -65,7 +65,9 @@ class TrainConfig:
     clipping. The competence gate: every ``gate_every`` steps (and at the last) the model is
     scored on ``gate_samples`` held-out samples spread over the training lengths; a run stops
     as soon as the score (exact match, or accuracy) reaches ``gate``, so ``steps`` is a budget.
-    ``gate = 0`` turns the gate off: the whole budget is trained and every run passes."""
+    ``gate = 0`` turns the gate off: the whole budget is trained and every run passes.
+    ``pe_lr_scale`` multiplies the learning rate of the positional encoding's own parameters
+    (T5's bias table: ``presets``)."""
 
     __pydantic_config__ = _FORBID
     steps: int = 600
@@ -78,6 +80,7 @@ class TrainConfig:
     gate: float = 0.99
     gate_every: int = 50
     gate_samples: int = 256
+    pe_lr_scale: float = 1.0
 
     def __post_init__(self) -> None:
         _positive(
@@ -89,6 +92,7 @@ class TrainConfig:
             "eval_samples",
             "gate_every",
             "gate_samples",
+            "pe_lr_scale",
         )
         if isinstance(self.gate, bool) or not 0.0 <= self.gate <= 1.0:
             raise ValueError(f"gate must be a score in [0, 1], got {self.gate!r}")
@@ -167,7 +171,7 @@ class SweepConfig:
 
     ``pe_config`` holds extra constructor keys per encoding; ``task_train`` training settings
     per task name over ``train`` (``{sort = {steps = 3000}}``: sort's runs get a budget of
-    their own)."""
+    their own), ``encoding_train`` per encoding over those (``{t5 = {pe_lr_scale = 10}}``)."""
 
     __pydantic_config__ = _FORBID
     name: str = "sweep"
@@ -179,6 +183,7 @@ class SweepConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     task_train: dict[str, dict[str, Any]] = field(default_factory=dict)
+    encoding_train: dict[str, dict[str, Any]] = field(default_factory=dict)
     device: str = "cpu"
     backend: str = "torch"
 
@@ -190,24 +195,30 @@ class SweepConfig:
         for name in self.task_train:
             if name not in names:  # a misspelt name would leave its task on ``train``
                 raise ValueError(f"task_train.{name}: not a task of this sweep {names}")
-            self.train_for(name)
+        for task in names:
+            for encoding in (None, *self.encoding_train):
+                self.train_for(task, encoding)
         if any(s < 0 for s in self.seeds):  # numpy's generators take no negative seed
             raise ValueError(f"seeds must be >= 0, got {self.seeds}")
         _check_backend(self.backend)
         if self.device != "cpu" and not self.device.startswith("cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {self.device!r}")
 
-    def train_for(self, task: str) -> TrainConfig:
-        """``train`` with task ``task``'s ``task_train`` settings over it. Raises ValueError
-        naming ``task_train.<task>.<key>`` for a setting that is unknown or invalid."""
-        override = self.task_train.get(task)
-        if not override:
-            return self.train
-        try:
-            return TypeAdapter(TrainConfig).validate_python(asdict(self.train) | override)
-        except ValidationError as err:
-            problems = [describe_problem(dict(e), _dotted(e["loc"])) for e in err.errors()]
-            raise ValueError("; ".join(f"task_train.{task}.{p}" for p in problems)) from None
+    def train_for(self, task: str, encoding: str | None = None) -> TrainConfig:
+        """``train`` with ``task_train[task]`` over it, then ``encoding_train[encoding]``.
+        Raises ValueError naming ``task_train.<task>.<key>`` (``encoding_train.<encoding>...``)
+        for a setting that is unknown or invalid."""
+        train = self.train
+        for what, name in (("task_train", task), ("encoding_train", encoding)):
+            override = getattr(self, what).get(name) if name is not None else None
+            if not override:
+                continue
+            try:
+                train = TypeAdapter(TrainConfig).validate_python(asdict(train) | override)
+            except ValidationError as err:
+                problems = [describe_problem(dict(e), _dotted(e["loc"])) for e in err.errors()]
+                raise ValueError("; ".join(f"{what}.{name}.{p}" for p in problems)) from None
+        return train
 
 
 def parse_sweep(data: dict[str, Any]) -> SweepConfig:
@@ -348,12 +359,13 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
     bad encoding config, or task settings a task refuses (naming the task)."""
     from ..registry import build_for_model, names
 
-    unknown = sorted(set(sweep.pe_config) - set(names()))
-    if unknown:  # a misspelt name would leave its encoding on the defaults, silently
-        raise ValueError(
-            f"config key 'pe_config': unknown positional encoding {unknown[0]!r}; "
-            f"choose one of {names()}"
-        )
+    for key in ("pe_config", "encoding_train"):
+        unknown = sorted(set(getattr(sweep, key)) - set(names()))
+        if unknown:  # a misspelt name would leave its encoding on the defaults, silently
+            raise ValueError(
+                f"config key {key!r}: unknown positional encoding {unknown[0]!r}; "
+                f"choose one of {names()}"
+            )
     encodings = names(axes=1) if "all" in sweep.encodings else list(sweep.encodings)
     grids = [e for e in encodings if e in names() and e not in names(axes=1)]
     if grids:  # the lab's tasks are sequences: a grid encoding has no positions to read there
@@ -374,7 +386,7 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
                     seed=s,
                     pe_config=sweep.pe_config.get(enc, {}),
                     model=sweep.model,
-                    train=sweep.train_for(t.name),
+                    train=sweep.train_for(t.name, enc),
                     device=sweep.device,
                     backend=sweep.backend,
                 )

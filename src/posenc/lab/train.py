@@ -12,7 +12,7 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,10 +141,22 @@ class Gate:
         return gate_score(model, self.batches, device)
 
 
-def optimizer(params: Iterable[torch.nn.Parameter], t: TrainConfig) -> torch.optim.AdamW:
-    """AdamW (betas 0.9, 0.98), fused: one kernel for every parameter (CPU and CUDA)."""
+def optimizer(model: LabModel, t: TrainConfig) -> torch.optim.AdamW:
+    """AdamW (betas 0.9, 0.98), fused (one kernel for every parameter, CPU and CUDA); the
+    encoding's own parameters in a group of their own whose learning rate is
+    ``t.pe_lr_scale`` times the others' (``lr_scale``: what the schedule multiplies)."""
+    own = {id(p) for p in model.net.pe.parameters()}
+    params = list(model.parameters())
+    groups = [
+        {"params": [p for p in params if id(p) not in own], "lr_scale": 1.0},
+        {"params": [p for p in params if id(p) in own], "lr_scale": t.pe_lr_scale},
+    ]
     return torch.optim.AdamW(
-        params, lr=t.lr, weight_decay=t.weight_decay, betas=(0.9, 0.98), fused=True
+        [g for g in groups if g["params"]],
+        lr=t.lr,
+        weight_decay=t.weight_decay,
+        betas=(0.9, 0.98),
+        fused=True,
     )
 
 
@@ -159,11 +171,12 @@ def fit(
     t = cfg.train
     model.train()
     params = list(model.parameters())  # walked once, not at every step's clipping
-    opt, gate = optimizer(params, t), Gate(task, t)
+    opt, gate = optimizer(model, t), Gate(task, t)
     next_batch, losses, score = train_batches(task, cfg), [], math.nan
     for step in range(t.steps):
+        factor = lr_factor(step, warmup=t.warmup, steps=t.steps)
         for group in opt.param_groups:
-            group["lr"] = t.lr * lr_factor(step, warmup=t.warmup, steps=t.steps)
+            group["lr"] = t.lr * group["lr_scale"] * factor
         loss = model.loss(next_batch(), device)
         opt.zero_grad(set_to_none=True)
         loss.backward()
