@@ -36,6 +36,7 @@ def test_sweep_report_export_and_resume(tmp_path: Path) -> None:
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "(4 runs, 0 reused)" in result.output and "report:" in result.output
+    assert "4 runs of 4 did not learn its task" in result.output  # 10 steps: none passes
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") >= 2  # 2 task curves (10 steps learn nothing:
     # no run passes the gate, so no attention maps)

@@ -201,6 +201,14 @@ def _run(
     ran = plural(outcome.ran, "run")
     typer.echo(f"results: {outcome.store}  ({ran}, {outcome.skipped} reused)")
     typer.echo(f"report:  {report.resolve()}")
+    with ResultStore(outcome.store, readonly=True) as store:
+        stored = store.runs({r.key() for r in outcome.runs})
+    missed = sum(not r["passed_gate"] for r in stored)
+    if missed:
+        typer.echo(
+            f"{plural(missed, 'run')} of {len(stored)} did not learn its task (below the "
+            "competence gate at the training lengths): left out of the comparisons"
+        )
     if outcome.failed:
         failed = plural(len(outcome.failed), "run")
         typer.echo(f"{failed} failed; re-running the sweep retries them", err=True)
