@@ -103,8 +103,8 @@ def test_overrides_set_nested_keys_with_parsed_values(tmp_path: Path) -> None:
             r"^lab config: encoding_train\.t5\.pe_lr_scale must be > 0, got 0.0$",
         ),
         (
-            {"tasks": ["copy"], "task_train": {"sort": {"steps": 3}}},
-            r"^lab config: task_train\.sort: not a task of this sweep \['copy'\]$",
+            {"tasks": ["copy"], "task_train": {"srot": {"steps": 3}}},
+            r"^lab config: task_train\.srot: unknown task; choose from \['ascending', ",
         ),
     ],
 )

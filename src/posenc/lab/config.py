@@ -191,11 +191,12 @@ class SweepConfig:
         for what in ("encodings", "tasks", "seeds", "train_max_lens"):
             if not getattr(self, what):
                 raise ValueError(f"{what} must not be empty")
-        names = [t.name for t in self.tasks]
-        for name in self.task_train:
-            if name not in names:  # a misspelt name would leave its task on ``train``
-                raise ValueError(f"task_train.{name}: not a task of this sweep {names}")
-        for task in names:
+        from .tasks import task_names
+
+        for name in self.task_train:  # a misspelt name would leave its task on ``train``
+            if name not in task_names():  # (a known task the grid lacks is fine: presets)
+                raise ValueError(f"task_train.{name}: unknown task; choose from {task_names()}")
+        for task in {t.name for t in self.tasks} | set(self.task_train):
             for encoding in (None, *self.encoding_train):
                 self.train_for(task, encoding)
         if any(s < 0 for s in self.seeds):  # numpy's generators take no negative seed

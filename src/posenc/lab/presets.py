@@ -44,7 +44,7 @@ PE_CONFIG: dict[str, dict[str, Any]] = {"sinusoidal": {"scale": 0.02}}
 ENCODING_TRAIN: dict[str, dict[str, Any]] = {"t5": {"pe_lr_scale": 10.0}}
 #: Step budgets per task: a run stops at the competence gate (``TrainConfig.gate``) long
 #: before its budget when it learns; the budget bounds the runs that do not.
-QUICK_STEPS = {"copy_rep": 1000, "sort": 2000, "ascending": 2000}
+QUICK_STEPS = {"copy_rep": 2000, "sort": 3000, "ascending": 3000}
 
 
 def preset_data(name: str) -> dict[str, Any]:
