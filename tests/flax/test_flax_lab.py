@@ -80,5 +80,5 @@ def test_two_sweeps_saving_one_flax_checkpoint_at_once_both_succeed(
 
 def test_jax_backend_refuses_a_pe_learning_rate_scale() -> None:
     train = TrainConfig(pe_lr_scale=10.0)
-    with pytest.raises(ValueError, match="pe_lr_scale must be 1 \\(torch only\\), got 10.0"):
+    with pytest.raises(ValueError, match=r"pe_lr_scale must be 1 \(torch only\), got 10\.0"):
         build_model(RunConfig(encoding="t5", task=TaskConfig(name="copy"), train=train))
