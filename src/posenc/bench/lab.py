@@ -15,7 +15,7 @@ from __future__ import annotations
 import platform
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib.util import find_spec
 from typing import Any
 
@@ -123,7 +123,7 @@ def lab_batch(gen: torch.Generator, seeds: int, batch: int = LAB_BATCH) -> tuple
 
 def seed_models(name: str, seeds: int, dtype: torch.dtype = torch.float32) -> list[nn.Module]:
     """``seeds`` lab-sized decoders with encoding ``name``, seeded 0, 1, ..."""
-    models = []
+    models: list[nn.Module] = []
     for s in range(seeds):
         torch.manual_seed(s)
         net = TinyTransformer(
@@ -133,7 +133,7 @@ def seed_models(name: str, seeds: int, dtype: torch.dtype = torch.float32) -> li
     return models
 
 
-def _adamw(params: list[torch.Tensor]) -> torch.optim.AdamW:
+def _adamw(params: Sequence[torch.Tensor]) -> torch.optim.AdamW:
     return torch.optim.AdamW(params, lr=LAB_LR, betas=(0.9, 0.98), weight_decay=0.01, fused=True)
 
 
