@@ -204,9 +204,6 @@ def test_an_encoder_keeping_the_causal_form_is_stored_and_reported_as_the_varian
     assert published.label == "alibi"
 
 
-def test_task_train_sets_one_task_s_training_over_train() -> None:
-
-
 def test_task_and_encoding_train_set_training_over_train() -> None:
     sweep = parse_sweep(
         {
