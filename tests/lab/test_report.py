@@ -38,6 +38,7 @@ def _pass_the_gate(out: Path) -> None:
             "UPDATE metrics SET value = 1.0 WHERE name = 'exact_match' AND length <= "
             "(SELECT train_max FROM runs WHERE runs.key = metrics.run_key)"
         )
+        conn.execute("UPDATE runs SET passed_gate = 1, gate_metric = 1.0")
 
 
 def test_attention_stays_within_the_evaluated_lengths(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ learned, winners marked, runs that did not learn greyed and counted; the answer 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,9 @@ def _store(tmp_path: Path, runs: list[RunConfig], value: Any) -> str:
         for r in runs:
             lens = r.task.build().eval_lens
             em = [(n, "exact_match", value(r, n)) for n in lens]
-            store.add(RunResult(r.key(), asdict(r), em, [(0, 1.0)], 2.0, 1.5), sweep="s")
+            gate = min(v for n, _, v in em if n <= r.task.build().train_len[1])  # as the gate
+            result = RunResult(r.key(), asdict(r), em, [(0, 1.0)], 2.0, 1.5)
+            store.add(replace(result, gate_metric=gate, passed_gate=gate >= 0.99), sweep="s")
     return write_report(runs, tmp_path).read_text()
 
 
