@@ -2,11 +2,12 @@
 and the layers below it, never a layer above (read with ``ast``: every import statement,
 including those inside functions and under ``TYPE_CHECKING``).
 
-From the top: cli -> the ``posenc`` facade -> eval -> lab, bench -> report -> plots -> analysis ->
-attention, flax, hf -> encodings (with the registry) -> extension, kernels -> functional (with
-convert) -> the private helpers. So functional never imports kernels, encodings, attention or
-the lab; kernels import functional, never the reverse; encodings never import attention, the
-lab or cli; the lab may import flax, flax never the lab; nothing below cli imports cli.
+From the top: cli -> the ``posenc`` facade -> extlab -> eval -> lab, bench -> report -> plots ->
+analysis -> attention, flax, hf -> encodings (with the registry) -> extension, kernels ->
+functional (with convert) -> the private helpers. So functional never imports kernels,
+encodings, attention or the lab; kernels import functional, never the reverse; encodings never
+import attention, the lab or cli; the lab may import flax, flax never the lab; nothing below
+cli imports cli.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS: list[tuple[str, ...]] = [
     ("cli",),
     ("posenc",),  # the facade (posenc/__init__.py): the lazy public API over everything below
+    ("extlab",),  # the context-extension lab: trains lab-style models, evaluates with eval
     ("eval",),  # evaluates transformers models, posenc models and lab checkpoints
     ("lab", "bench"),
     ("report",),
