@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
+from .extend import extend, run_preset
+
 if TYPE_CHECKING:
     from ..lab.config import SweepConfig
 
@@ -41,7 +43,9 @@ GpusPerRun = Annotated[float, typer.Option(help="Fractional GPUs per run (ray ex
 @app.callback()
 def lab(
     ctx: typer.Context,
-    preset: Annotated[str, typer.Option(help="Built-in sweep: quick, full or lm.")] = "quick",
+    preset: Annotated[
+        str, typer.Option(help="Built-in sweep: quick, full, lm, or extend (posenc lab extend).")
+    ] = "quick",
     out: Out = Path("posenc-results"),
     set_: Sets = None,
     executor: ExecutorName = "local",
@@ -54,12 +58,18 @@ def lab(
     """With no command: run the PRESET sweep (default quick) and write its report."""
     if ctx.invoked_subcommand is not None:
         return
+    if preset == "extend":  # the context-extension lab: its own runner and store (cli/extend)
+        run_preset(out, "extend", workers, set_ or [])
+        return
     from ..lab.config import apply_overrides, parse_sweep
     from ..lab.presets import preset_data
 
     data = _guard(lambda: apply_overrides(preset_data(preset), _sets(set_, device, backend)))
     sweep = _guard(lambda: parse_sweep(data))
     _run(sweep, out, executor, address, workers, gpus_per_run)
+
+
+app.command("extend")(extend)
 
 
 @app.command("sweep")

@@ -46,7 +46,7 @@ class ExtendConfig:
     d_model: int = 64
     n_layers: int = 2
     n_heads: int = 4
-    steps: int = 1200
+    steps: int = 2000
     batch: int = 16
     lr: float = 3e-3
     warmup: int = 50
@@ -183,15 +183,15 @@ PRESETS: dict[str, ExtendConfig] = {
 }
 
 
-def preset(name: str, **overrides: Any) -> ExtendConfig:
-    """A built-in configuration, with ``overrides`` of its fields.
+def preset(which: str, /, **overrides: Any) -> ExtendConfig:
+    """The built-in configuration ``which``, with ``overrides`` of its fields.
 
     Raises: ValueError for an unknown preset or field (naming the valid ones).
     """
-    if name not in PRESETS:
-        raise ValueError(f"unknown extension-lab preset {name!r}; choose one of {list(PRESETS)}")
+    if which not in PRESETS:
+        raise ValueError(f"unknown extension-lab preset {which!r}; choose one of {list(PRESETS)}")
     valid = {f.name for f in fields(ExtendConfig)}
     unknown = sorted(set(overrides) - valid)
     if unknown:
         raise ValueError(f"unknown extend config key(s) {unknown}; valid keys: {sorted(valid)}")
-    return replace(PRESETS[name], **overrides)
+    return replace(PRESETS[which], **overrides)

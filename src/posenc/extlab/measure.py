@@ -8,7 +8,8 @@
   holds a prompt of n - digits + 1 tokens and the greedy answer (its last token predicted at
   position n - 1). Keys are drawn from a seed of the length alone: every model gets the same.
 - ``stream``: the held-out text fed one token at a time through ``KVCache(window, sinks)``
-  (StreamingLLM, Xiao et al. 2023): loss by stream position in buckets.
+  (StreamingLLM, Xiao et al. 2023): loss by stream position in buckets;
+  ``first_token_attention``: how much the model attends to the first token (its sink).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import torch.nn.functional as F
 
 from ..attention import TinyTransformer
 from ..eval import passkey, perplexity
+from ..lab.attention_maps import attention_maps
 from .config import ExtendConfig
 from .corpus import corpus, vocab
 
@@ -98,3 +100,14 @@ def stream(model: TinyTransformer, cfg: ExtendConfig, sinks: int) -> list[Measur
         end = min(start + cfg.bucket, n - 1)
         rows.append(Measure("bucket", n, float(np.mean(per_position[start:end])), start, end))
     return rows
+
+
+@torch.no_grad()
+def first_token_attention(model: TinyTransformer, cfg: ExtendConfig) -> dict[str, list[float]]:
+    """Attention sinks at L (Xiao et al. 2023, sec. 3.1): per layer, the mean attention weight
+    on position 0 from queries in the second half of held-out windows of L tokens (8 windows,
+    mean over heads), and what uniform attention would give there, mean of 1/(i + 1)."""
+    L = cfg.context
+    ids = torch.from_numpy(corpus()[1][: 8 * L].reshape(8, L))
+    layers = [float(p[:, :, L // 2 :, 0].mean()) for p in attention_maps(model.eval(), ids)]
+    return {"layers": layers, "uniform": [float(np.mean(1.0 / np.arange(L // 2 + 1, L + 1)))]}

@@ -25,7 +25,7 @@ from ..attention import TinyTransformer
 from ..lab.train import save_checkpoint
 from .config import ExtendConfig
 from .corpus import corpus
-from .measure import Measure, loss, retrieval, stream
+from .measure import Measure, first_token_attention, loss, retrieval, stream
 from .methods import build_model, longrope_search, rescaled, scaling
 from .store import Row, UnitResult
 from .train import fine_tune, pretrain
@@ -182,7 +182,7 @@ def _stream(unit: Unit, cfg: ExtendConfig, out: Path, needs: dict) -> tuple[list
     base, s = _load(cfg, out, unit.seed), max(cfg.factors)
     rows = _tag(unit, "free", s, stream(base, cfg, 0), "window")
     rows += _tag(unit, "free", s, stream(base, cfg, cfg.sinks), "sinks")
-    return rows, {"window": cfg.window, "sinks": cfg.sinks}
+    return rows, {"first_token_attention": first_token_attention(base, cfg)}
 
 
 _RUN = {"pretrain": _pretrain, "free": _free, "tune": _tune, "stream": _stream}

@@ -1,0 +1,85 @@
+"""``posenc lab extend`` (also ``posenc lab --preset extend``): the context-extension lab.
+
+Trains small RoPE, ALiBi, NoPE and FIRE language models at a context L, applies every RoPE
+extension method training-free and after a short fine-tune, measures loss by position and
+passkey retrieval at 2x-8x L, streams with attention sinks, and checks the published findings.
+Writes OUT/extend.sqlite (resumable) and OUT/extend.html. A view of ``posenc.extlab``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+Out = Annotated[
+    Path, typer.Option("--out", help="Output folder (extend.sqlite, extend.html, checkpoints).")
+]
+Quick = Annotated[
+    bool, typer.Option("--quick", help="The smoke-test variant: every code path in seconds.")
+]
+Workers = Annotated[int | None, typer.Option(help="Worker processes (default: CPU count).")]
+Sets = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a setting, e.g. --set steps=600 (repeatable)."),
+]
+
+
+def extend(
+    out: Out = Path("posenc-results"),
+    quick: Quick = False,
+    workers: Workers = None,
+    set_: Sets = None,
+) -> None:
+    """Train at L, extend at inference (PI, NTK, dynamic NTK, YaRN, Llama 3, LongRoPE) and after
+    a short fine-tune; compare ALiBi, NoPE, FIRE and attention sinks; check the findings."""
+    run_preset(out, "quick" if quick else "extend", workers, set_ or [])
+
+
+def run_preset(out: Path, name: str, workers: int | None, sets: list[str]) -> None:
+    """Run (or resume) preset ``name`` into ``out`` and write its report."""
+    from ..extlab import preset, run_extend
+    from ..extlab.report import findings_of, write_report
+
+    try:
+        cfg = preset(name, **_overrides(sets))
+        outcome = run_extend(cfg, out, workers=workers)
+    except (ValueError, TypeError) as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        typer.echo(
+            f"\ninterrupted: finished units are kept in {out / 'extend.sqlite'}; "
+            "run the same command again to resume",
+            err=True,
+        )
+        raise typer.Exit(130) from None
+    report = write_report(out, cfg)
+    typer.echo(
+        f"results: {outcome.store}  ({len(outcome.ran)} units run, {outcome.reused} reused; "
+        f"{outcome.seconds:.0f} s wall, {outcome.cpu_seconds:.0f} s CPU)"
+    )
+    typer.echo(f"report:  {report.resolve()}")
+    if outcome.failed:
+        for name_, error in outcome.failed.items():
+            typer.echo(f"failed: {name_}: {error}", err=True)
+        typer.echo("running the same command again retries them", err=True)
+        raise typer.Exit(1)
+    for finding in findings_of(out, cfg):
+        typer.echo(f"  {finding.verdict:>15}  {finding.source}: {finding.claim}")
+
+
+def _overrides(sets: list[str]) -> dict[str, Any]:
+    """``key=value`` pairs; values read as JSON (numbers, lists), else as strings."""
+    found: dict[str, Any] = {}
+    for item in sets:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ValueError(f"--set takes key=value, got {item!r}")
+        try:
+            found[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            found[key.strip()] = value
+    return found
