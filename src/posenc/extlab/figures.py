@@ -31,23 +31,26 @@ LABELS = {
     "window": "window attention",
     "sinks": "window + sinks",
 }
+#: The comparison encodings' colours, apart from the methods' cycle.
+BASELINE_COLOURS = {"alibi": "black", "nope": "0.55", "fire": "#bcbd22"}
 #: Curves more than this many nats above the model's loss at L are cut at the top of the axes.
 HEADROOM = 2.5
 
 
-def _curve(ax: Axes, results: Results, key: Key, label: str, style: str) -> float | None:
-    """Plot the bucket curve of ``key`` (mean over seeds, band = interval); its lowest mean."""
+def _curve(
+    ax: Axes, results: Results, key: Key, label: str, style: str, colour: str | None = None
+) -> None:
+    """Plot the bucket curve of ``key`` (mean over seeds, band = interval), if measured."""
     buckets = results.buckets(key)
     if not buckets:
-        return None
+        return
     x = np.array([(a + b - 1) / 2 for a, b in buckets])
     stats = [bootstrap_interval(list(v.values())) for v in buckets.values()]
     mean = np.array([s.mean for s in stats])
-    (line,) = ax.plot(x, mean, linestyle=style, label=label, linewidth=1.3)
+    (line,) = ax.plot(x, mean, linestyle=style, label=label, linewidth=1.3, color=colour)
     ax.fill_between(
         x, [s.lo for s in stats], [s.hi for s in stats], color=line.get_color(), alpha=0.15
     )
-    return float(mean.min())
 
 
 @styled
@@ -67,7 +70,8 @@ def loss_by_position(results: Results, cfg: ExtendConfig) -> Figure:
                 _curve(ax, results, ("rope", m, variant, s, s * L), LABELS[m], style)
             if variant == "free":
                 for enc in cfg.baselines:
-                    _curve(ax, results, (enc, "none", "free", s, s * L), LABELS[enc], ":")
+                    key = (enc, "none", "free", s, s * L)
+                    _curve(ax, results, key, LABELS[enc], ":", BASELINE_COLOURS.get(enc))
             ax.axvline(L, color="0.4", linestyle="--", linewidth=0.8)
             what = "training-free" if variant == "free" else f"fine-tuned at {s * L}"
             ax.set(
