@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +28,7 @@ from posenc.extlab.report import REPORT_NAME, findings_of, write_report
 from posenc.extlab.store import STORE_NAME, ExtendStore
 from posenc.extlab.train import fine_tune, pretrain
 from posenc.extlab.units import plan
+from posenc.lab.sweep import sweep_lock
 
 from .conftest import TINY
 
@@ -101,6 +103,21 @@ def test_an_interrupted_run_resumes_with_only_what_is_missing(
     assert outcome.reused == 4 and len(outcome.ran) == len(calls) == total - 4
     assert first.isdisjoint(calls)  # nothing stored ran again
     assert _sorted_rows(tmp_path) == _sorted_rows(tiny_run)  # the same numbers as in one go
+
+
+def test_a_second_run_on_the_same_folder_waits_for_the_first(
+    tiny_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copytree(tiny_run, tmp_path, dirs_exist_ok=True)
+    outcomes = []
+    second = threading.Thread(target=lambda: outcomes.append(run_extend(TINY, tmp_path)))
+    with sweep_lock(tmp_path):  # as a first run would hold it
+        second.start()
+        time.sleep(0.5)
+        assert second.is_alive() and outcomes == []
+        assert f"writing to {tmp_path}; waiting" in capsys.readouterr().err
+    second.join(timeout=60)
+    assert outcomes[0].ran == [] and outcomes[0].reused == len(plan(TINY))
 
 
 def test_a_store_of_another_configuration_or_none_is_refused(

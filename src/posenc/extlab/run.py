@@ -2,6 +2,9 @@
 ``workers`` processes (one torch thread each) or in this process (``workers=1``), each as soon
 as the units it needs are stored; then the report.
 
+A run holds the lab's lock on ``out`` (``posenc.lab.sweep.sweep_lock``): a second run, or a
+lab sweep, on the same folder waits for it and then does only what is still missing.
+
 Time is measured twice: wall time of this invocation, and CPU time of this process and its
 worker processes (``resource.getrusage``, user + system), so a run on a loaded machine can be
 judged by the CPU it needed. Both are stored in the store's ``meta`` (``last_run``).
@@ -24,6 +27,7 @@ from multiprocessing.pool import AsyncResult
 from pathlib import Path
 from typing import Any
 
+from ..lab.sweep import sweep_lock
 from .config import ExtendConfig
 from .store import STORE_NAME, ExtendStore, UnitResult
 from .units import Unit, execute, plan
@@ -60,7 +64,8 @@ def run_extend(
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an int >= 1, got {workers!r}")
     start, cpu0 = time.perf_counter(), _cpu()
-    with ExtendStore(out / STORE_NAME, cfg) as store:
+    # one writer per folder: a second run (or a lab sweep) on ``out`` waits, then reuses
+    with sweep_lock(out), ExtendStore(out / STORE_NAME, cfg) as store:
         done = store.done()
         todo = [u for u in plan(cfg) if u.name not in done]
         outcome = Outcome(out / STORE_NAME, reused=len(done))
