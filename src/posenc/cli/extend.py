@@ -67,6 +67,8 @@ def run_preset(out: Path, name: str, workers: int | None, sets: list[str]) -> No
             typer.echo(f"failed: {name_}: {error}", err=True)
         typer.echo("running the same command again retries them", err=True)
         raise typer.Exit(1)
+    if name == "quick":
+        typer.echo("quick preset: a smoke test of every code path; its verdicts mean nothing")
     for finding in findings_of(out, cfg):
         typer.echo(f"  {finding.verdict:>15}  {finding.source}: {finding.claim}")
 
