@@ -182,6 +182,7 @@ def test_the_command_resumes_a_run_writes_the_report_and_prints_the_verdicts(
         (["lab", "extend", "--set", "nosuch=1"], "error: unknown extend config key(s) ['nosuch']"),
         (["lab", "extend", "--set", "steps"], "error: --set takes key=value, got 'steps'"),
         (["lab", "--preset", "extend", "--set", "steps=0"], "error: extend config 'steps' must"),
+        (["lab", "--preset", "extend", "--device", "cuda"], "error: the extend preset runs"),
     ],
 )
 def test_bad_settings_are_one_error_line(args: list[str], want: str, tmp_path: Path) -> None:

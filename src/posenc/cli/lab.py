@@ -59,6 +59,13 @@ def lab(
     if ctx.invoked_subcommand is not None:
         return
     if preset == "extend":  # the context-extension lab: its own runner and store (cli/extend)
+        if executor != "local" or address or device or backend or gpus_per_run:
+            typer.echo(
+                "error: the extend preset runs locally on CPU; --executor, --address, --device, "
+                "--backend and --gpus-per-run do not apply",
+                err=True,
+            )
+            raise typer.Exit(2)
         run_preset(out, "extend", workers, set_ or [])
         return
     from ..lab.config import apply_overrides, parse_sweep
