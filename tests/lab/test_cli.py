@@ -114,6 +114,7 @@ def test_failed_runs_exit_1_after_the_report(tmp_path: Path) -> None:
     assert "4 runs failed" in result.output and (tmp_path / "report.html").is_file()
 
 
+@pytest.mark.slow  # trains with the gate under JAX: over a minute on 2 cores
 def test_jax_backend_trains_decoder_tasks_and_refuses_classification(tmp_path: Path) -> None:
     pytest.importorskip("flax", reason="the jax backend needs the posenc[jax] extra")
     decoder_only = TINY.replace('tasks = ["copy_rep", "ascending"]', 'tasks = ["copy_rep"]')

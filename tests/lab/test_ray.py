@@ -28,6 +28,7 @@ def _metrics(path: Path) -> list[tuple]:
 
 # Ray starts its processes by fork + exec; JAX (imported by the JAX tests in the same pytest
 # process) warns on any fork, though nothing runs in the child before the exec.
+@pytest.mark.slow  # a Ray cluster starts: 1-3 min on 2 cores
 @pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
 def test_ray_results_equal_local_results(tmp_path: Path) -> None:
     ray = pytest.importorskip("ray")
