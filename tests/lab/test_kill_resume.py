@@ -219,3 +219,16 @@ def test_sigint_stops_a_pool_sweep_now(tmp_path: Path, group: bool) -> None:
     while any(_alive(p) for p in workers) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(_alive(p) for p in workers)
+
+
+def test_step_bar_counts_each_run_s_own_budget() -> None:
+    """Runs with budgets of their own (``task_train``) fill the steps bar with those; a run
+    the gate stopped early counts its whole budget when it ends."""
+    done, other = _result(), RunFailure(expand(parse_sweep(SWEEP | {"seeds": [1]}))[0], "boom")
+    budgets = {done.key: 6, other.config.key(): 3}
+    with SweepProgress(2, 0, steps=4, budgets=budgets, live=True) as progress:
+        progress.steps(done.key, 2, 0.5)  # the gate stopped it after 2 of its 6 steps
+        progress.run_done(done)
+        progress.run_failed(other)
+        steps = progress._bar.tasks[1]
+        assert steps.completed == steps.total == 9

@@ -19,8 +19,18 @@ def plural(count: int, noun: str) -> str:
 class SweepProgress:
     """Context manager with ``steps(key, done, loss)``, ``run_done`` and ``run_failed``."""
 
-    def __init__(self, total: int, skipped: int, *, steps: int, live: bool | None = None) -> None:
+    def __init__(
+        self,
+        total: int,
+        skipped: int,
+        *,
+        steps: int,
+        budgets: dict[str, int] | None = None,
+        live: bool | None = None,
+    ) -> None:
+        """``steps``: each run's step budget, or ``budgets[key]`` where a run has its own."""
         self.total, self.skipped, self.steps_per_run = total, skipped, steps
+        self.budgets = budgets or {}
         self.live = sys.stderr.isatty() if live is None else live
         self.done, self.start = 0, time.perf_counter()
         self._done_steps: dict[str, int] = {}
@@ -44,7 +54,9 @@ class SweepProgress:
             )
             self._bar.start()
             self._runs = self._bar.add_task("runs", total=self.total)
-            self._steps = self._bar.add_task("steps", total=self.total * self.steps_per_run)
+            budgets = [*self.budgets.values()]
+            total = sum(budgets) + (self.total - len(budgets)) * self.steps_per_run
+            self._steps = self._bar.add_task("steps", total=total)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -68,9 +80,9 @@ class SweepProgress:
             self._bar.update(self._steps, advance=delta, **text)
 
     def _run_ended(self, key: str, line: str) -> None:
-        """Count the steps a run never reported (it failed, or its executor reports none),
-        the run, and log ``line`` after its ``[done/total]``."""
-        self.steps(key, self.steps_per_run, 0.0, describe=False)
+        """Count the steps a run never reported (it failed, stopped at the gate, or its
+        executor reports none), the run, and log ``line`` after its ``[done/total]``."""
+        self.steps(key, self.budgets.get(key, self.steps_per_run), 0.0, describe=False)
         self.done += 1
         self.log(f"[{self.done}/{self.total}] {line}")
         if self._bar is not None:

@@ -74,8 +74,9 @@ def run_sweep(
     with sweep_lock(out) if lock else nullcontext(), ResultStore(out / STORE_NAME) as store:
         finished = store.finished_keys()
         todo = [r for r in runs if r.key() not in finished]
+        budgets = {r.key(): r.train.steps for r in todo}  # task_train: budgets per task
         progress = SweepProgress(
-            len(todo), len(runs) - len(todo), steps=sweep.train.steps, live=live
+            len(todo), len(runs) - len(todo), steps=sweep.train.steps, budgets=budgets, live=live
         )
         executor = LocalExecutor() if executor is None else executor
         if isinstance(executor, LocalExecutor) and executor.on_steps is None:
