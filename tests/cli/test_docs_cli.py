@@ -97,3 +97,10 @@ def test_list_scaling_with_a_family_without_rope_is_a_usage_error() -> None:
     assert result.exit_code == 2
     assert "RoPE" in result.output
     assert CliRunner().invoke(app, ["list", "--scaling", "--family", "rotary"]).exit_code == 0
+
+
+def test_plot_help_shows_no_rest_literals() -> None:
+    """The kinds' descriptions come from docstrings: ``split`` printed with its backticks."""
+    result = CliRunner().invoke(app, ["plot", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0 and "'split'" in result.output
+    assert "``" not in result.output
