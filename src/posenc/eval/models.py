@@ -144,6 +144,8 @@ def _posenc_net(model: nn.Module) -> TinyTransformer | None:
     if isinstance(model, LabModel):
         if model.head is not None:
             raise ValueError("lab model of a classification task: the evaluations need a decoder")
+        if not isinstance(model.net, TinyTransformer):
+            raise ValueError("lab encoder-decoder model: the evaluations need a decoder-only one")
         return model.net
     return None
 

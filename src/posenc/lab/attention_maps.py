@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from ..analysis.subjects import attention_weights
-from ..attention import Attention, TinyTransformer
+from ..attention import Attention, EncoderDecoder, TinyTransformer
 from ..report.html import FigureBlock, Section, Table, figure_to_data_uri
 from .config import RunConfig
 from .figures import attention_figure
@@ -24,18 +24,22 @@ from .results import Run, learned
 
 
 @torch.no_grad()
-def attention_maps(net: TinyTransformer, tokens: Tensor) -> list[Tensor]:
-    """Per layer, weights (B, H, T, T) of ``net`` reading ``tokens`` (B, T)."""
+def attention_maps(net: TinyTransformer | EncoderDecoder, tokens: Tensor) -> list[Tensor]:
+    """Per layer, weights (B, H, T, T) of ``net`` reading ``tokens`` (B, T); of an
+    ``EncoderDecoder``, its encoder's self-attention reading source tokens ``tokens``."""
     captured: list[tuple[Attention, Tensor, Tensor]] = []
 
     def grab(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         # the model hands each layer the forward's position context
         captured.append((module, args[0], kwargs["ctx"].q_pos))
 
-    layers = [cast(Attention, block.attn) for block in net.blocks]
+    blocks, read = (
+        (net.encoder, net.encode) if isinstance(net, EncoderDecoder) else (net.blocks, net)
+    )
+    layers = [cast(Attention, block.attn) for block in blocks]
     hooks = [attn.register_forward_pre_hook(grab, with_kwargs=True) for attn in layers]
     try:
-        net(tokens)
+        read(tokens)
     finally:
         for h in hooks:
             h.remove()
@@ -84,10 +88,13 @@ def attention_section(cfg: RunConfig, checkpoint: str) -> Section:
     for n in lengths:
         batch = task.sample(np.random.default_rng([7, n]), 16, n, split="eval")
         tokens = batch.tokens if task.kind == "classify" else batch.tokens[:, :-1]  # model input
+        if model.encoder_decoder:  # the encoder's maps: it reads the prompt
+            tokens = batch.tokens[:, : batch.n_prompt - 1]
         probs = attention_maps(model.net, torch.from_numpy(tokens))
         maps.append([p[0].mean(0).numpy() for p in probs])  # first sample, mean over heads
         dist.append([mean_distance(p) for p in probs])
-    title = f"{cfg.label} on {cfg.task.name} (seed {cfg.seed}, passed the gate)"
+    which = "; encoder self-attention on the prompt" if model.encoder_decoder else ""
+    title = f"{cfg.label} on {cfg.task.name} (seed {cfg.seed}, passed the gate{which})"
     figure = FigureBlock(
         figure_to_data_uri(attention_figure(maps, lengths, title)), title, wide=True
     )

@@ -44,7 +44,8 @@ def build_model(cfg: RunConfig) -> tuple[TinyTransformer, Any]:
     model = TinyTransformer(
         vocab_size=task.vocab_size,
         pe=cfg.encoding,
-        **asdict(cfg.model),  # d_model, n_layers, n_heads, d_ff, dropout
+        **{k: v for k, v in asdict(cfg.model).items() if k != "architecture"},  # RunConfig:
+        # d_model, n_layers, n_heads, d_ff, dropout of a decoder (torch trains encoder-decoders)
         causal=True,
         max_len=task.max_seq_len,
         pe_config=cfg.pe_config or None,

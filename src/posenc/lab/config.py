@@ -15,13 +15,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 _FORBID = ConfigDict(extra="forbid")
 #: Frameworks a run can train with: torch (posenc.lab.train) or jax (posenc.lab.backend_flax).
 BACKENDS = ("torch", "jax")
+#: Model architectures a run can train: a decoder-only ``TinyTransformer`` (an encoder for
+#: classification) or an ``EncoderDecoder`` (prompt-answer tasks: the prompt is its source).
+ARCHITECTURES = ("decoder", "encoder_decoder")
+Architecture = Literal["decoder", "encoder_decoder"]
 
 
 def _positive(obj: object, *names: str) -> None:
@@ -40,7 +44,9 @@ def _check_backend(backend: str) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class ModelConfig:
-    """TinyTransformer size: a decoder, or an encoder for classification tasks."""
+    """TinyTransformer size: a decoder, or an encoder for classification tasks.
+    ``architecture = "encoder_decoder"``: an ``EncoderDecoder`` of ``n_layers`` encoder and
+    ``n_layers`` decoder layers for prompt-answer tasks (``LabModel``)."""
 
     __pydantic_config__ = _FORBID
     d_model: int = 64
@@ -48,8 +54,13 @@ class ModelConfig:
     n_heads: int = 4
     d_ff: int | None = None
     dropout: float = 0.0
+    architecture: Architecture = "decoder"
 
     def __post_init__(self) -> None:
+        if self.architecture not in ARCHITECTURES:
+            raise ValueError(
+                f"architecture must be one of {ARCHITECTURES}, got {self.architecture!r}"
+            )
         _positive(self, "d_model", "n_layers", "n_heads", "d_ff")
         if self.d_model % self.n_heads:
             raise ValueError(
@@ -138,31 +149,68 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         _check_backend(self.backend)
+        _check_architecture(self.model.architecture, self.backend)
 
     @property
     def label(self) -> str:
         """The encoding as results name it (``run_label``)."""
-        return run_label(self.encoding, self.task.name, self.pe_config)
+        return stored_label(asdict(self))
 
     def key(self) -> str:
         """Hex digest of the canonical JSON of everything but ``device`` (and ``backend`` when
-        it is the default torch, so torch keys are unchanged)."""
+        it is the default torch, ``model.architecture`` when it is the default decoder, so
+        the keys of runs made before either existed are unchanged)."""
         data = asdict(self)
         data.pop("device")
         if data["backend"] == "torch":
             data.pop("backend")
+        if data["model"]["architecture"] == "decoder":
+            data["model"].pop("architecture")
         blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
-def run_label(encoding: str, task: str, pe_config: dict[str, Any]) -> str:
+def run_label(
+    encoding: str, task: str, pe_config: dict[str, Any], architecture: str = "decoder"
+) -> str:
     """``encoding``, or ``"alibi (causal form)"`` where an encoder (a classification task)
-    keeps the encoding's causal form through ``pe_config`` (``posenc._forms.form_label``)."""
+    keeps the encoding's causal form through ``pe_config`` (``posenc._forms.form_label``);
+    ``"rope (encoder-decoder)"`` for an encoder-decoder run, a series of its own."""
     from .._forms import form_label
     from .tasks import TASKS
 
     encoder = task in TASKS and TASKS[task].kind == "classify"
-    return form_label(encoding, pe_config, causal=not encoder)
+    return with_architecture(form_label(encoding, pe_config, causal=not encoder), architecture)
+
+
+def with_architecture(label: str, architecture: str) -> str:
+    """``label`` with `` (encoder-decoder)`` for that architecture (decoder: as it is)."""
+    return label if architecture == "decoder" else f"{label} ({architecture.replace('_', '-')})"
+
+
+def stored_label(cfg: dict[str, Any]) -> str:
+    """``run_label`` of a run config as stored (``asdict(RunConfig)``; a run stored before
+    ``model.architecture`` existed is a decoder's)."""
+    architecture = cfg.get("model", {}).get("architecture", "decoder")
+    return run_label(cfg["encoding"], cfg["task"]["name"], cfg.get("pe_config", {}), architecture)
+
+
+def _check_architecture(architecture: str, backend: str) -> None:
+    if architecture != "decoder" and backend != "torch":  # posenc.lab.backend_flax: decoders
+        raise ValueError(
+            f"model.architecture {architecture!r} trains with the torch backend only, got "
+            f"backend {backend!r}"
+        )
+
+
+def check_task_architecture(task: Any, architecture: str) -> None:
+    """Raise ValueError unless ``task`` (a built ``Task``) can train ``architecture``: an
+    encoder-decoder needs a prompt-answer task (its prompt the source, its answer the target)."""
+    if architecture == "encoder_decoder" and task.kind != "decoder":
+        raise ValueError(
+            f"model.architecture 'encoder_decoder' needs a prompt-answer task (source -> "
+            f"target), got {task.name!r} ({task.kind}): train it with architecture 'decoder'"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,7 +219,9 @@ class SweepConfig:
 
     ``pe_config`` holds extra constructor keys per encoding; ``task_train`` training settings
     per task name over ``train`` (``{sort = {steps = 3000}}``: sort's runs get a budget of
-    their own), ``encoding_train`` per encoding over those (``{t5 = {pe_lr_scale = 10}}``)."""
+    their own), ``encoding_train`` per encoding over those (``{t5 = {pe_lr_scale = 10}}``).
+    ``architectures`` (``["decoder", "encoder_decoder"]``) trains each cell with each
+    architecture, side by side; None: ``model.architecture`` alone."""
 
     __pydantic_config__ = _FORBID
     name: str = "sweep"
@@ -186,11 +236,21 @@ class SweepConfig:
     encoding_train: dict[str, dict[str, Any]] = field(default_factory=dict)
     device: str = "cpu"
     backend: str = "torch"
+    architectures: tuple[Architecture, ...] | None = None
 
     def __post_init__(self) -> None:
-        for what in ("encodings", "tasks", "seeds", "train_max_lens"):
-            if not getattr(self, what):
+        for what in ("encodings", "tasks", "seeds", "train_max_lens", "architectures"):
+            if getattr(self, what) == ():
                 raise ValueError(f"{what} must not be empty")
+        if self.architectures is not None and self.model.architecture != "decoder":
+            raise ValueError(
+                "give architectures or model.architecture, not both, got architectures = "
+                f"{list(self.architectures)} and model.architecture = "
+                f"{self.model.architecture!r}"
+            )
+        for architecture in self.architecture_list:
+            ModelConfig(architecture=architecture)  # an unknown name, where pydantic is not
+            _check_architecture(architecture, self.backend)
         from .tasks import task_names
 
         for name in self.task_train:  # a misspelt name would leave its task on ``train``
@@ -204,6 +264,11 @@ class SweepConfig:
         _check_backend(self.backend)
         if self.device != "cpu" and not self.device.startswith("cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {self.device!r}")
+
+    @property
+    def architecture_list(self) -> tuple[Architecture, ...]:
+        """The architectures each grid cell trains (``architectures``, else the model's)."""
+        return self.architectures or (self.model.architecture,)
 
     def train_for(self, task: str, encoding: str | None = None) -> TrainConfig:
         """``train`` with ``task_train[task]`` over it, then ``encoding_train[encoding]``.
@@ -379,19 +444,22 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
         for max_len in sweep.train_max_lens:
             t = task if max_len is None else _with_max_len(task, max_len)
             with _config_key(f"tasks[{i}]", t.name):
-                t.build()
+                built = t.build()
+                for architecture in sweep.architecture_list:
+                    check_task_architecture(built, architecture)
             runs += [
                 RunConfig(
                     encoding=enc,
                     task=t,
                     seed=s,
                     pe_config=sweep.pe_config.get(enc, {}),
-                    model=sweep.model,
+                    model=replace(sweep.model, architecture=architecture),
                     train=sweep.train_for(t.name, enc),
                     device=sweep.device,
                     backend=sweep.backend,
                 )
                 for enc in encodings
+                for architecture in sweep.architecture_list  # side by side per encoding
                 for s in sweep.seeds
             ]
     m = sweep.model

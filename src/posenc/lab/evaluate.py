@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .model import LabModel, greedy_decode, targets
+from .model import LabModel
 from .tasks import Batch, Task
 
 EVAL_SEED = 20230531
@@ -91,14 +91,12 @@ def _generate(model: LabModel, batch: Batch, device: torch.device) -> dict[str, 
     decoded (with a KV cache)."""
     tokens = torch.from_numpy(batch.tokens).to(device)  # (B, T)
     answer = tokens[:, batch.n_prompt :]  # (B, A): answer and EOS
-    logits = model(tokens[:, :-1])  # (B, T-1, V)
-    loss = F.cross_entropy(logits.transpose(1, 2), targets(batch, device), reduction="none")
-    loss = loss[:, batch.n_prompt - 1 :].mean(dim=1)  # (B,) over the answer span
-    pred = logits[:, batch.n_prompt - 1 :].argmax(-1)  # (B, A) teacher-forced
+    logits = model.answer_logits(tokens, batch.n_prompt)  # (B, A, V)
+    loss = F.cross_entropy(logits.transpose(1, 2), answer, reduction="none").mean(dim=1)  # (B,)
+    pred = logits.argmax(-1)  # (B, A) teacher-forced
     wrong = (pred != answer).any(dim=1).nonzero().flatten()  # (W,)
     if len(wrong):
-        prompts = tokens[wrong, : batch.n_prompt]
-        pred[wrong] = greedy_decode(model.net, prompts, answer.shape[1])  # (W, A)
+        pred[wrong] = model.greedy_answer(tokens[wrong], batch.n_prompt, answer.shape[1])
     hit = pred == answer
     return {
         "exact_match": hit.all(dim=1).float(),
@@ -143,10 +141,11 @@ def gate_score(model: LabModel, batches: list[Batch], device: torch.device) -> f
             labels = torch.from_numpy(np.asarray(batch.labels)).to(device)
             hits.append(model(tokens).argmax(-1) == labels)  # (B,)
             continue
-        pred = model(tokens[:, :-1]).argmax(-1)  # (B, T-1)
         if batch.n_prompt:  # answer span: predictions from position n_prompt - 1 on
-            hits.append((pred[:, batch.n_prompt - 1 :] == tokens[:, batch.n_prompt :]).all(1))
+            pred = model.answer_logits(tokens, batch.n_prompt).argmax(-1)  # (B, A)
+            hits.append((pred == tokens[:, batch.n_prompt :]).all(1))
         else:
+            pred = model(tokens[:, :-1]).argmax(-1)  # (B, T-1)
             hits.append((pred == tokens[:, 1:]).flatten())
     model.train(was_training)
     return float(torch.cat(hits).float().mean())

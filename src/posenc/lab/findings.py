@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from .config import with_architecture
 from .results import Panel, Run, beyond_score
 from .stats import MIN_SEEDS, Interval, bootstrap_interval, compare, paired_difference
 from .tasks import TASKS
@@ -251,9 +252,11 @@ def _paired_verdict(diff: Interval | None) -> tuple[Verdict, str]:
 
 
 def _base_encoding(panel: Panel, encoding: str) -> str:
-    """What a randomized encoding draws positions for: its ``base_encoding`` (default rope)."""
+    """What a randomized encoding draws positions for: its ``base_encoding`` (default rope),
+    of the same architecture (``rope (encoder-decoder)`` for an encoder-decoder's)."""
     cfg = next(r.config for r in panel.of(encoding))
-    return str(cfg.get("pe_config", {}).get("base_encoding", "rope"))
+    base = str(cfg.get("pe_config", {}).get("base_encoding", "rope"))
+    return with_architecture(base, cfg.get("model", {}).get("architecture", "decoder"))
 
 
 def _decoder(panel: Panel) -> bool:

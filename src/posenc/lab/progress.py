@@ -6,7 +6,7 @@ import sys
 import time
 from typing import Any
 
-from .config import run_label
+from .config import stored_label
 from .executors import RunFailure
 from .train import RunResult
 
@@ -101,7 +101,7 @@ class SweepProgress:
         eta = (time.perf_counter() - self.start) / done * (self.total - done)
         self._run_ended(
             result.key,
-            f"{run_label(cfg['encoding'], cfg['task']['name'], cfg.get('pe_config', {})):<12} "
+            f"{stored_label(cfg):<12} "
             f"{cfg['task']['name']:<10} seed {cfg['seed']}  "
             f"{result.seconds:5.1f}s ({result.cpu_seconds:.1f}s cpu)  {gate_text(result)}  "
             f"{metric.replace('_', ' ')} by length {values}  (eta {eta:.0f}s)",

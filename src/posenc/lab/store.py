@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .config import TaskConfig, run_label
+from .config import TaskConfig, stored_label
 from .train import RunResult
 
 SCHEMA_VERSION = 2
@@ -192,7 +192,7 @@ class ResultStore:
                 (
                     result.key,
                     sweep,
-                    run_label(cfg["encoding"], cfg["task"]["name"], cfg.get("pe_config", {})),
+                    stored_label(cfg),
                     cfg["task"]["name"],
                     cfg["seed"],
                     lo,

@@ -145,7 +145,7 @@ def optimizer(model: LabModel, t: TrainConfig) -> torch.optim.AdamW:
     """AdamW (betas 0.9, 0.98), fused (one kernel for every parameter, CPU and CUDA); the
     encoding's own parameters in a group of their own whose learning rate is
     ``t.pe_lr_scale`` times the others' (``lr_scale``: what the schedule multiplies)."""
-    own = {id(p) for p in model.net.pe.parameters()}
+    own = {id(p) for p in model.pe_parameters()}
     params = list(model.parameters())
     groups = [
         {"params": [p for p in params if id(p) not in own], "lr_scale": 1.0},
