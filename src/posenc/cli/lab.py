@@ -44,7 +44,10 @@ GpusPerRun = Annotated[float, typer.Option(help="Fractional GPUs per run (ray ex
 def lab(
     ctx: typer.Context,
     preset: Annotated[
-        str, typer.Option(help="Built-in sweep: quick, full, lm, or extend (posenc lab extend).")
+        str,
+        typer.Option(
+            help="Built-in sweep: quick, full, lm, seq2seq, or extend (posenc lab extend)."
+        ),
     ] = "quick",
     out: Out = Path("posenc-results"),
     set_: Sets = None,

@@ -1,6 +1,7 @@
 """Built-in sweeps. ``quick``: the encodings and tasks that separate at laptop scale, 3
 seeds, in minutes; ``full``: every registered encoding on every task, 5 seeds; ``lm``:
-character LM loss by position up to 8x the training length. Every run trains to the
+character LM loss by position up to 8x the training length; ``seq2seq``: decoder-only and
+encoder-decoder side by side on the sequence-to-sequence tasks. Every run trains to the
 competence gate or its step budget. Encodings registered later join automatically
 (``quick`` takes those of ``QUICK_ENCODINGS`` that exist)."""
 
@@ -25,7 +26,10 @@ def quick_encodings() -> list[str]:
     return [e for e in QUICK_ENCODINGS if e in registered] + randomized
 
 
-PRESETS = ("quick", "full", "lm")
+#: The ``seq2seq`` preset: each of these encodings as a decoder and as an encoder-decoder.
+SEQ2SEQ_ENCODINGS = ("nope", "sinusoidal", "rope", "alibi", "t5")
+SEQ2SEQ_PRESET_TASKS = ("reverse", "copy_offset", "translate")
+PRESETS = ("quick", "full", "lm", "seq2seq")
 #: The sinusoidal table at its paper size (entries of norm 1) swamps token embeddings drawn
 #: at std 0.02: it cannot even learn ``sort`` at the training length (0.00 exact match). At
 #: the tokens' size (scale 0.02, like the 0.02-std learned table) it learns it (0.84-0.91).
@@ -57,6 +61,7 @@ def preset_data(name: str) -> dict[str, Any]:
         "full": (["all"], FULL_TASKS, [0, 1, 2, 3, 4], 3000, 512),
         # the ALiBi paper's curve: loss by position up to 8x the training length
         "lm": (["nope", "sinusoidal", "rope", "alibi"], ("lm",), [0], 600, 128),
+        "seq2seq": (list(SEQ2SEQ_ENCODINGS), SEQ2SEQ_PRESET_TASKS, [0, 1, 2], 3000, 256),
     }[name]
     data = {
         "name": name,
@@ -69,6 +74,8 @@ def preset_data(name: str) -> dict[str, Any]:
     }
     if name == "quick":
         data["task_train"] = {task: {"steps": n} for task, n in QUICK_STEPS.items()}
+    if name == "seq2seq":
+        data["architectures"] = ["decoder", "encoder_decoder"]
     return data
 
 
