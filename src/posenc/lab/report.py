@@ -38,6 +38,9 @@ REPORT_NAME = "report.html"
 #: Why an encoding cannot learn a task, where that is known in advance.
 CANNOT = {
     ("nope", "classify"): "an encoder without positions sees a set: it cannot tell orders apart",
+    ("nope (encoder-decoder)", "decoder"): "its encoder without positions sees the source as a "
+    "set (cross-attention has no position term): an answer that depends on the source's order "
+    "is out of its reach",
 }
 
 
