@@ -154,7 +154,7 @@ class RunConfig:
     @property
     def label(self) -> str:
         """The encoding as results name it (``run_label``)."""
-        return stored_label(asdict(self))
+        return run_label(self.encoding, self.task.name, self.pe_config, self.model.architecture)
 
     def key(self) -> str:
         """Hex digest of the canonical JSON of everything but ``device`` (and ``backend`` when
@@ -240,7 +240,7 @@ class SweepConfig:
 
     def __post_init__(self) -> None:
         for what in ("encodings", "tasks", "seeds", "train_max_lens", "architectures"):
-            if getattr(self, what) == ():
+            if getattr(self, what) is not None and not getattr(self, what):
                 raise ValueError(f"{what} must not be empty")
         if self.architectures is not None and self.model.architecture != "decoder":
             raise ValueError(
