@@ -125,7 +125,7 @@ def test_bad_configs_name_the_key(data: dict, match: str) -> None:
         ),
         (
             {"tasks": ["copy"], "encodings": ["rope", "rope_2d"]},
-            r"'encodings': 'rope_2d' reads grid positions .* the lab's tasks are 1-D sequences",
+            r"'encodings': 'rope_2d' reads grid positions .* 'copy' is a 1-D sequence.*grid_cross",
         ),
         (
             {"tasks": ["copy"], "encoding_train": {"t55": {"pe_lr_scale": 10}}},

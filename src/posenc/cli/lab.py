@@ -46,7 +46,7 @@ def lab(
     preset: Annotated[
         str,
         typer.Option(
-            help="Built-in sweep: quick, full, lm, seq2seq, or extend (posenc lab extend)."
+            help="Built-in sweep: quick, full, lm, seq2seq, grid, or extend (posenc lab extend)."
         ),
     ] = "quick",
     out: Out = Path("posenc-results"),

@@ -24,9 +24,12 @@ from .results import Run, learned
 
 
 @torch.no_grad()
-def attention_maps(net: TinyTransformer | EncoderDecoder, tokens: Tensor) -> list[Tensor]:
-    """Per layer, weights (B, H, T, T) of ``net`` reading ``tokens`` (B, T); of an
-    ``EncoderDecoder``, its encoder's self-attention reading source tokens ``tokens``."""
+def attention_maps(
+    net: TinyTransformer | EncoderDecoder, tokens: Tensor, pos: Tensor | None = None
+) -> list[Tensor]:
+    """Per layer, weights (B, H, T, T) of ``net`` reading ``tokens`` (B, T) at ``pos`` (the
+    default positions when None; (T, 2) on a grid); of an ``EncoderDecoder``, its encoder's
+    self-attention reading source tokens ``tokens``."""
     captured: list[tuple[Attention, Tensor, Tensor]] = []
 
     def grab(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -39,7 +42,7 @@ def attention_maps(net: TinyTransformer | EncoderDecoder, tokens: Tensor) -> lis
     layers = [cast(Attention, block.attn) for block in blocks]
     hooks = [attn.register_forward_pre_hook(grab, with_kwargs=True) for attn in layers]
     try:
-        read(tokens)
+        read(tokens) if isinstance(net, EncoderDecoder) else net(tokens, pos)
     finally:
         for h in hooks:
             h.remove()
@@ -90,7 +93,8 @@ def attention_section(cfg: RunConfig, checkpoint: str) -> Section:
         tokens = batch.tokens if task.kind == "classify" else batch.tokens[:, :-1]  # model input
         if model.encoder_decoder:  # the encoder's maps: it reads the prompt
             tokens = batch.tokens[:, : batch.n_prompt - 1]
-        probs = attention_maps(model.net, torch.from_numpy(tokens))
+        at_n = model.at_length(n)  # a grid's table resampled to n's grid (learned_2d)
+        probs = attention_maps(at_n.net, torch.from_numpy(tokens), at_n.positions(tokens.shape[1]))
         maps.append([p[0].mean(0).numpy() for p in probs])  # first sample, mean over heads
         dist.append([mean_distance(p) for p in probs])
     which = "; encoder self-attention on the prompt" if model.encoder_decoder else ""

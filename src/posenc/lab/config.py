@@ -434,11 +434,6 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
             )
     encodings = names(axes=1) if "all" in sweep.encodings else list(sweep.encodings)
     grids = [e for e in encodings if e in names() and e not in names(axes=1)]
-    if grids:  # the lab's tasks are sequences: a grid encoding has no positions to read there
-        raise ValueError(
-            f"config key 'encodings': {grids[0]!r} reads grid positions (images, video); the "
-            f"lab's tasks are 1-D sequences: choose among {names(axes=1)}"
-        )
     runs = []
     for i, task in enumerate(sweep.tasks):
         for max_len in sweep.train_max_lens:
@@ -447,6 +442,13 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
                 built = t.build()
                 for architecture in sweep.architecture_list:
                     check_task_architecture(built, architecture)
+                axes = built.axes
+            if grids and axes == 1:  # a sequence has no grid positions to read
+                raise ValueError(
+                    f"config key 'encodings': {grids[0]!r} reads grid positions (images, video); "
+                    f"task {t.name!r} is a 1-D sequence: choose among {names(axes=1)}, or a "
+                    f"grid task ({', '.join(_grid_tasks())})"
+                )
             runs += [
                 RunConfig(
                     encoding=enc,
@@ -468,6 +470,12 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
             pe_config = sweep.pe_config.get(enc, {})
             build_for_model(enc, dim=m.d_model, n_heads=m.n_heads, max_len=64, **pe_config)
     return runs
+
+
+def _grid_tasks() -> list[str]:
+    from .tasks import TASKS
+
+    return [name for name, t in TASKS.items() if t.axes > 1]
 
 
 def _with_max_len(task: TaskConfig, max_len: int) -> TaskConfig:

@@ -56,7 +56,8 @@ def evaluate(model: LabModel, task: Task, *, n_samples: int, device: torch.devic
     score = _classify if task.kind == "classify" else _generate
     rows: list[Metric] = []
     for n in task.eval_lens:
-        parts = [score(model, chunk, device) for chunk in _chunks(eval_batch(task, n, n_samples))]
+        at_n = model.at_length(n)  # a grid's table resampled to n's grid (learned_2d)
+        parts = [score(at_n, chunk, device) for chunk in _chunks(eval_batch(task, n, n_samples))]
         rows += [(n, name, float(torch.cat([p[name] for p in parts]).mean())) for name in parts[0]]
     return rows
 

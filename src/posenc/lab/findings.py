@@ -30,6 +30,13 @@ seeds, makes the verdict inconclusive. "a above b": the intervals are separated
    if ALiBi's rise interval ends at or below ``FLAT`` (1.10) and lies below sinusoidal's and
    RoPE's (those that ran), not reproduced if it starts above 1.10 or one of theirs lies below
    it, inconclusive otherwise.
+5. RoPE-Mixed extrapolates to higher resolution better than axial RoPE and absolute position
+   tables (Heo et al. 2024, "Rotary Position Embedding for Vision Transformer", ECCV 2024,
+   arXiv:2403.13298). Scope: grid tasks (``task.axes`` = 2), trained at one resolution and
+   evaluated at larger grids. Rule: rope_mixed against every member of {rope_2d, sincos_2d,
+   learned_2d} that ran (learned_2d's table resampled to each grid): reproduced if each pair
+   is separated with rope_mixed above, not reproduced if any pair is separated the other way,
+   inconclusive otherwise.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ FLOOR = 0.10
 FLAT = 1.10
 COPY_TASKS = ("copy", "copy_rep")
 AHEAD, BEHIND = ("nope", "t5"), ("alibi", "rope", "sinusoidal", "learned")
+MIXED, AXIAL_AND_TABLES = "rope_mixed", ("rope_2d", "sincos_2d", "learned_2d")
 
 
 @dataclass(frozen=True)
@@ -96,8 +104,14 @@ def score(panel: Panel, encoding: str, fn: Callable[[Run], float | None]) -> Sco
 
 
 def check_findings(panels: list[Panel]) -> list[Finding]:
-    """The four findings, each with a verdict per task config it applies to."""
-    return [_learned_absolute(panels), _kazemnejad(panels), _randomized(panels), _press(panels)]
+    """The five findings, each with a verdict per task config it applies to."""
+    return [
+        _learned_absolute(panels),
+        _kazemnejad(panels),
+        _randomized(panels),
+        _press(panels),
+        _heo(panels),
+    ]
 
 
 def _beyond(panel: Panel) -> Callable[[Run], float | None]:
@@ -196,6 +210,26 @@ def _press(panels: list[Panel]) -> Finding:
     )
 
 
+def _heo(panels: list[Panel]) -> Finding:
+    verdicts = []
+    for p in panels:
+        others = [score(p, e, _beyond(p)) for e in AXIAL_AND_TABLES if e in p.encodings]
+        if _grid(p) and p.beyond and MIXED in p.encodings and others:
+            mixed = score(p, MIXED, _beyond(p))
+            v, why = group_verdict([mixed], others, higher_is_better=True)
+            numbers = mixed.text() + " vs " + "; ".join(s.text() for s in others)
+            verdicts.append(TaskVerdict(p.label, v, numbers, why))
+    return Finding(
+        "RoPE-Mixed extrapolates to higher resolution better than axial RoPE and absolute tables",
+        "Heo et al. 2024",
+        "rope_mixed above every member of {rope_2d, sincos_2d, learned_2d (resampled)} (mean "
+        "accuracy on the grids larger than training's, intervals separated), per grid task",
+        tuple(verdicts),
+        "needs rope_mixed and rope_2d, sincos_2d or learned_2d on a grid task "
+        "(posenc lab --preset grid)",
+    )
+
+
 def _press_verdict(alibi: Score, others: list[Score]) -> tuple[Verdict, str]:
     iv = alibi.interval
     if iv is not None and alibi.comparable and iv.lo > FLAT:
@@ -257,6 +291,10 @@ def _base_encoding(panel: Panel, encoding: str) -> str:
     cfg = next(r.config for r in panel.of(encoding))
     base = str(cfg.get("pe_config", {}).get("base_encoding", "rope"))
     return with_architecture(base, cfg.get("model", {}).get("architecture", "decoder"))
+
+
+def _grid(panel: Panel) -> bool:
+    return panel.task in TASKS and TASKS[panel.task].axes > 1
 
 
 def _decoder(panel: Panel) -> bool:

@@ -3,6 +3,7 @@ sized for a task."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
@@ -12,9 +13,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..attention import EncoderDecoder, TinyTransformer
+from ..attention import EncoderDecoder, TinyTransformer, grid_positions
+from ..registry import info
 from .config import ModelConfig, check_task_architecture
-from .tasks import SEP, Batch, Task
+from .tasks import MARK, SEP, Batch, Task
 
 
 class LabModel(nn.Module):
@@ -35,12 +37,20 @@ class LabModel(nn.Module):
     (teacher forcing; decoder positions 0..A, SEP its start token), ``answer EOS`` its target.
 
     Raises: ValueError for an encoder-decoder on a classification or LM task.
+
+    Grid tasks (``task.axes`` = 2): an encoding of grid positions reads (row, column) from
+    ``grid_positions`` (a 1-D one the raster index); a table over a grid (``learned_2d``) is
+    built at the longest training grid, and ``at_length`` resamples it for larger ones. A
+    task whose ``readout`` is "mark" feeds the head the MARK cell's features.
     """
 
     def __init__(
         self, task: Task, cfg: ModelConfig, encoding: str, pe_config: dict[str, Any] | None = None
     ) -> None:
         super().__init__()
+        pe_config = dict(pe_config or {})
+        if "grid" in info(encoding).parameters and "grid" not in pe_config:
+            pe_config["grid"] = task.grid(task.seq_len(task.train_len[1]))
         check_task_architecture(task, cfg.architecture)
         size = {k: v for k, v in asdict(cfg).items() if k != "architecture"}
         self.net: TinyTransformer | EncoderDecoder
@@ -69,6 +79,36 @@ class LabModel(nn.Module):
                 pe_config=pe_config or None,
             )
         self.head = nn.Linear(cfg.d_model, task.n_classes) if task.kind == "classify" else None
+        self.task = task
+        self.on_grid = (
+            task.axes > 1
+            and isinstance(self.net, TinyTransformer)
+            and self.net.pe.capabilities.axes == task.axes
+        )
+
+    def positions(self, seq_len: int, device: torch.device | None = None) -> Tensor | None:
+        """Grid positions (T, A) of a sample of ``seq_len`` tokens where the encoding reads the
+        task's grid; None (the default 1-D positions) otherwise."""
+        if not self.on_grid:
+            return None
+        return grid_positions(*self.task.grid(seq_len), device=device)
+
+    def at_length(self, n: int) -> LabModel:
+        """The model as evaluated on samples of length ``n``: itself, or where its table covers
+        a smaller grid than ``n``'s (``learned_2d`` trained at 8 x 8, evaluated at 16 x 16) a
+        copy with the table resampled to that grid (bicubic with antialias, as timm's
+        ``resample_abs_pos_embed``: what a ViT does at a new resolution)."""
+        if not self.on_grid:
+            return self
+        table_grid = getattr(self.net.pe, "grid", None)
+        if table_grid is None:
+            return self
+        grid = self.task.grid(self.task.seq_len(n))
+        if all(g <= t for g, t in zip(grid, table_grid, strict=True)):
+            return self  # the training grids index the table as they did in training
+        model = copy.deepcopy(self)  # every layer shares the one encoding: the copy too
+        model.net.pe.resample_(grid)  # type: ignore[operator]
+        return model
 
     @property
     def encoder_decoder(self) -> bool:
@@ -79,9 +119,13 @@ class LabModel(nn.Module):
         Decoder-only (an encoder-decoder reads a split sample: ``answer_logits``)."""
         if isinstance(self.net, EncoderDecoder):
             raise TypeError("an encoder-decoder LabModel reads samples via answer_logits")
+        pos = self.positions(tokens.shape[1], tokens.device)  # (T, A) | None
         if self.head is None:
-            return self.net(tokens)
-        return self.head(self.net.features(tokens).mean(dim=1))  # (B, n_classes)
+            return self.net(tokens, pos)
+        h = self.net.features(tokens, pos)  # (B, T, C)
+        if self.task.readout == "mark":
+            return self.head(h[tokens == MARK])  # (B, n_classes): one MARK per sample
+        return self.head(h.mean(dim=1))  # (B, n_classes)
 
     def answer_logits(self, tokens: Tensor, n_prompt: int) -> Tensor:
         """Logits (B, A, V) predicting ``tokens[:, n_prompt:]`` (answer and EOS, A tokens) of

@@ -1,7 +1,9 @@
 """Built-in sweeps. ``quick``: the encodings and tasks that separate at laptop scale, 3
 seeds, in minutes; ``full``: every registered encoding on every task, 5 seeds; ``lm``:
 character LM loss by position up to 8x the training length; ``seq2seq``: decoder-only and
-encoder-decoder side by side on the sequence-to-sequence tasks. Every run trains to the
+encoder-decoder side by side on the sequence-to-sequence tasks; ``grid``: the 2-D encodings on
+``grid_cross``, trained on 8 x 8 grids and evaluated on 12 x 12 and 16 x 16, 3 seeds (Heo et
+al. 2024's resolution extrapolation). Every run trains to the
 competence gate or its step budget. Encodings registered later join automatically
 (``quick`` takes those of ``QUICK_ENCODINGS`` that exist)."""
 
@@ -29,7 +31,9 @@ def quick_encodings() -> list[str]:
 #: The ``seq2seq`` preset: each of these encodings as a decoder and as an encoder-decoder.
 SEQ2SEQ_ENCODINGS = ("nope", "sinusoidal", "rope", "alibi", "t5")
 SEQ2SEQ_PRESET_TASKS = ("reverse", "copy_offset", "translate")
-PRESETS = ("quick", "full", "lm", "seq2seq")
+PRESETS = ("quick", "full", "lm", "seq2seq", "grid")
+#: The grid preset's encodings: NoPE the control (chance: the classes hold the same tokens).
+GRID_ENCODINGS = ("nope", "sincos_2d", "learned_2d", "rope_2d", "rope_mixed")
 #: The sinusoidal table at its paper size (entries of norm 1) swamps token embeddings drawn
 #: at std 0.02: it cannot even learn ``sort`` at the training length (0.00 exact match). At
 #: the tokens' size (scale 0.02, like the 0.02-std learned table) it learns it (0.84-0.91).
@@ -50,6 +54,8 @@ ENCODING_TRAIN: dict[str, dict[str, Any]] = {"t5": {"pe_lr_scale": 10.0}}
 #: Step budgets per task: a run stops at the competence gate (``TrainConfig.gate``) long
 #: before its budget when it learns; the budget bounds the runs that do not.
 QUICK_STEPS = {"copy_rep": 2000, "sort": 3000, "ascending": 3000}
+#: The grid preset's step budget (``grid_cross``, 8 x 8 grids).
+GRID_STEPS = 1500
 
 
 def preset_data(name: str) -> dict[str, Any]:
@@ -62,6 +68,7 @@ def preset_data(name: str) -> dict[str, Any]:
         # the ALiBi paper's curve: loss by position up to 8x the training length
         "lm": (["nope", "sinusoidal", "rope", "alibi"], ("lm",), [0], 600, 128),
         "seq2seq": (list(SEQ2SEQ_ENCODINGS), SEQ2SEQ_PRESET_TASKS, [0, 1, 2], 3000, 256),
+        "grid": (list(GRID_ENCODINGS), ("grid_cross",), [0, 1, 2], GRID_STEPS, 256),
     }[name]
     data = {
         "name": name,

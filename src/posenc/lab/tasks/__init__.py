@@ -6,6 +6,7 @@ from typing import Any
 
 from .base import EOS, FIRST, MARK, SEP, Batch, Task
 from .classify import AscendingEncoder, Offset
+from .grid import GridCross
 from .lm import CharLM
 from .seq2seq import CopyOffset, Translate
 from .sequence import (
@@ -29,6 +30,7 @@ TASKS: dict[str, type[Task]] = {
         Ascending,
         AscendingEncoder,
         Offset,
+        GridCross,
         CopyRep,
         Copy,
         Reverse,

@@ -51,6 +51,10 @@ class Task(ABC):
     eval_factors: ClassVar[tuple[float, ...]] = EVAL_FACTORS
     fixed_symbols: ClassVar[str] = ""  # why n_symbols must equal default_symbols, if it must
     distinct: ClassVar[str] = ""  # why n <= n_symbols, if so: "{n} pairs need {n} distinct keys"
+    #: Position axes of a sample: 1 for a sequence, 2 for a grid (``grid``: its rows, columns).
+    axes: ClassVar[int] = 1
+    #: What a classifier's head reads: the mean of the features, or those of the MARK token.
+    readout: ClassVar[Literal["mean", "mark"]] = "mean"
 
     @property
     def default_train_len(self) -> tuple[int, int]:
@@ -115,6 +119,11 @@ class Task(ABC):
     def seq_len(self, n: int) -> int:
         """Tokens in a sample of length ``n`` (default: one per item)."""
         return n
+
+    def grid(self, seq_len: int) -> tuple[int, ...]:
+        """The grid (rows, columns) of a sample of ``seq_len`` tokens (tasks with ``axes`` > 1).
+        Raises ValueError: a sequence task's samples are no grid."""
+        raise ValueError(f"{self.name}: a sequence task, its samples are no grid")
 
     def sample(self, rng: np.random.Generator, batch: int, n: int, split: Split = "train") -> Batch:
         """``batch`` samples of length ``n`` drawn from ``rng``."""
