@@ -133,6 +133,10 @@ def test_sincos_2d_embeds_mae_table() -> None:
     pos = posenc.grid_positions(6, 6)
     x = torch.zeros(1, 36, 16, dtype=torch.float64)
     np.testing.assert_allclose(pe.embed(x, pos)[0].numpy(), ref.mae_sincos_2d(16, 6), atol=1e-15)
+    small = posenc.build("sincos_2d", dim=16, scale=0.02).embed(x, pos)[0].numpy()
+    np.testing.assert_allclose(small, 0.02 * ref.mae_sincos_2d(16, 6), atol=1e-15)
+    with pytest.raises(ValueError, match="scale"):
+        posenc.build("sincos_2d", dim=16, scale=0.0)
 
 
 def test_learned_2d_reads_its_grid_and_resamples() -> None:

@@ -25,6 +25,7 @@ GRIDS = [
     ("mrope", {"interleaved": True}),
     ("rope_mixed", {}),
     ("sincos_2d", {}),
+    ("sincos_2d", {"scale": 0.02}),
     ("learned_2d", {"grid": (4, 4)}),
 ]
 forward = nnx.jit(lambda m, idx, pos, **kw: m(idx, pos, **kw))

@@ -151,10 +151,45 @@ def test_press_alibi_flat_lm_loss(alibi: list[float], rope: list[float], verdict
 
 def test_findings_without_their_encodings_have_no_verdicts() -> None:
     findings = check_findings(panels(_copy("fire", [0.5, 0.6, 0.7])))
-    assert [f.verdicts for f in findings] == [(), (), (), ()]
+    assert [f.verdicts for f in findings] == [(), (), (), (), ()]
     assert all(f.missing and f.rule for f in findings)
 
 
 def test_loss_rise_is_last_over_first_bucket() -> None:
     run = _run("alibi", "lm", 0, {64: 2.0, 128: 2.5, 512: 3.0}, metric="loss", train_len=(64, 64))
     assert loss_rise(run) == pytest.approx(1.5)
+
+
+def _grid(enc: str, beyond: list[float], gate: bool | None = None) -> list[Run]:
+    """grid_cross runs trained on 8x8: 1.0 at 8, ``beyond[seed]`` at 12 and at 16."""
+    return [
+        _run(enc, "grid_cross", s, {8: 1.0, 12: b, 16: b}, train_len=(8, 8), gate=gate)
+        for s, b in zip(SEEDS, beyond, strict=True)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("mixed", "verdict", "why"),
+    [
+        ([0.9, 0.92, 0.95], "reproduced", "all 3 pairs separated"),
+        ([0.5, 0.52, 0.55], "not reproduced", "rope_2d ahead of rope_mixed"),
+        ([0.6, 0.7, 0.95], "inconclusive", "rope_mixed ~ rope_2d"),
+    ],
+)
+def test_heo_rope_mixed_against_axial_and_tables(
+    mixed: list[float], verdict: str, why: str
+) -> None:
+    runs = _grid("rope_mixed", mixed) + _grid("rope_2d", [0.7, 0.75, 0.8])
+    runs += _grid("sincos_2d", [0.6, 0.62, 0.65]) + _grid("learned_2d", [0.5, 0.55, 0.52])
+    runs += _grid("nope", [0.5, 0.5, 0.5])  # the control is in no group
+    (v,) = check_findings(panels(runs))[4].verdicts
+    assert (v.task, v.verdict) == ("grid_cross", verdict) and why in v.reason
+    assert "nope" not in v.numbers and "learned_2d 0.52 [0.50, 0.55] (3 of 3 learned)" in v.numbers
+
+
+def test_heo_leaves_out_runs_that_did_not_learn_and_needs_a_grid_task() -> None:
+    runs = _grid("rope_mixed", [0.9, 0.92, 0.95]) + _grid("rope_2d", [0.95, 1.0, 1.0], gate=False)
+    runs += _grid("sincos_2d", [0.6, 0.62, 0.65])
+    (v,) = check_findings(panels(runs))[4].verdicts
+    assert v.verdict == "reproduced" and "left out" in v.reason and "rope_2d" in v.reason
+    assert _finding(_copy("rope_mixed", [0.9, 0.9, 0.9]) + _copy("rope_2d", [0.1] * 3), 4) == []

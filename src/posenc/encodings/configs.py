@@ -250,12 +250,14 @@ class Sincos2DConfig(EncodingConfig):
     axes = 2
     dim: int
     base: float = 10000.0
+    scale: float = 1.0
 
     def check(self) -> None:
         check_positive_int(self.dim, "dim")
         if self.dim % 4:
             raise ValueError(f"sincos_2d needs dim divisible by 4, got {self.dim}")
         check_positive_float(self.base, "base")
+        check_positive_float(self.scale, "scale")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -44,6 +44,7 @@ class Sincos2D(PositionalEncoding):
 
     the column first as in MAE. Computed in float64 for the positions given (any grid size,
     so a larger grid needs no resampling) and cast to x's dtype; positions (T, 2) | (B, T, 2).
+    ``scale`` (1 in MAE) multiplies the table, as ``sinusoidal``'s: x + scale·PE.
     """
 
     capabilities = Capabilities(embeds=True)
@@ -55,7 +56,8 @@ class Sincos2D(PositionalEncoding):
 
     def embed(self, x: Tensor, pos: Tensor, *, ctx: Ctx = None) -> Tensor:
         pos = pos if ctx is not None else _check_embed_inputs(x, pos, self.dim)
-        return x + self.table(pos).to(x.dtype)  # (B, T, C)
+        pe = self.table(pos)  # (T, C) | (B, T, C) float64
+        return x + (pe if self.scale == 1.0 else self.scale * pe).to(x.dtype)  # (B, T, C)
 
 
 @register("learned_2d", family="additive", paper="Dosovitskiy et al., arXiv:2010.11929", year=2021)

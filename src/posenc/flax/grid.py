@@ -150,7 +150,8 @@ class Sincos2D(GridTable):
     """As torch's ``Sincos2D``."""
 
     def rows(self, pos: Array) -> Array:
-        return PF.sincos_2d_table(pos, self.dim, base=self.base)
+        pe = PF.sincos_2d_table(pos, self.dim, base=self.base)
+        return pe if self.scale == 1.0 else self.scale * pe
 
 
 @register(configs.Learned2DConfig)
