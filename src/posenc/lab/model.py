@@ -107,7 +107,7 @@ class LabModel(nn.Module):
         if all(g <= t for g, t in zip(grid, table_grid, strict=True)):
             return self  # the training grids index the table as they did in training
         model = copy.deepcopy(self)  # every layer shares the one encoding: the copy too
-        model.net.pe.resample_(grid)  # type: ignore[operator]
+        model.net.pe.resample_(grid)
         return model
 
     @property
