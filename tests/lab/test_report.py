@@ -65,9 +65,9 @@ def test_classification_maps_read_the_whole_input(
     seen: list[int] = []
     real = maps_module.attention_maps
 
-    def spy(net: Any, tokens: torch.Tensor) -> list[torch.Tensor]:
+    def spy(net: Any, tokens: torch.Tensor, pos: torch.Tensor | None = None) -> list[torch.Tensor]:
         seen.append(tokens.shape[1])
-        return real(net, tokens)
+        return real(net, tokens, pos)
 
     monkeypatch.setattr(maps_module, "attention_maps", spy)
     sweep = _sweep({"name": "offset", "train_len": [2, 6]}, encoding="rope")
