@@ -34,7 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("encodings",),
     ("extension", "kernels"),
     ("functional",),
-    ("helpers",),  # posenc._validate, _memo, _forms, _version: import nothing of posenc's
+    ("helpers",),  # posenc._validate, _memo, _forms, _models, _version: import only each other
 ]
 #: Top-level modules outside a subpackage, by the group they belong to.
 TOP_LEVEL = {
@@ -43,6 +43,7 @@ TOP_LEVEL = {
     "_validate": "helpers",
     "_memo": "helpers",
     "_forms": "helpers",
+    "_models": "helpers",  # torch's and Flax's model control flow, framework-neutral
     "_version": "helpers",
 }
 #: (importer, imported) pairs that break the layers on purpose, each with the reason. Empty:

@@ -26,10 +26,12 @@ def check_positive_int(value: Any, what: str, *, minimum: int = 1) -> None:
         raise ValueError(f"{what} must be an integer >= {minimum}, got {value}")
 
 
-def check_positive_float(value: Any, what: str) -> None:
-    """Raise unless ``value`` is a finite real number > 0."""
+def check_positive_float(value: Any, what: str, *, upper: float | None = None) -> None:
+    """Raise unless ``value`` is a finite real number > 0 (and <= ``upper`` where given)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{what} must be a number, got {type(value).__name__}")
+    if upper is not None and not 0 < value <= upper:
+        raise ValueError(f"{what} must be in (0, {upper}], got {value}")
     if not value > 0 or value == float("inf"):
         raise ValueError(f"{what} must be a finite number > 0, got {value}")
 

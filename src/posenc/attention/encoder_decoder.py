@@ -3,29 +3,28 @@ positional encoding placed where its paper places it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, Unpack
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._forms import encoder_form
+from .._models import DecoderBlockFlow, EncoderDecoderFlow, stack_encodings
 from .._validate import check_mask_tensor, check_positive_int
-from ..encodings.base import PositionalEncoding, default_positions
+from ..encodings.base import PositionalEncoding
 from ..encodings.configs import EncoderDecoderConfig
-from ..encodings.context import PositionContext
 from ..encodings.nope import NoPE
-from .attention import Attention, Memory, new_context
-from .generate import Sampling, check_options, check_token_ids, decode_loop
+from .attention import Attention
+from .generate import DecodeOptions, Decoding, check_token_ids
 from .kv_cache import KVCache
-from .model import Block, feed_forward, init_weights
+from .model import REGISTRY, Block, TorchHooks, feed_forward, init_weights
 from .positions import positions_from_padding
 
 
-class DecoderBlock(nn.Module):
+class DecoderBlock(DecoderBlockFlow, nn.Module):
     """Pre-norm decoder block: x + attn(norm1(x)) (causal self-attention), then
-    x + cross_attn(norm_cross(x), memory), then x + mlp(norm2(x))."""
+    x + cross_attn(norm_cross(x), memory), then x + mlp(norm2(x))
+    (``posenc._models.DecoderBlockFlow``)."""
 
     def __init__(self, attn: Attention, cross_attn: Attention, d_ff: int, dropout: float) -> None:
         super().__init__()
@@ -36,23 +35,11 @@ class DecoderBlock(nn.Module):
         self.mlp = feed_forward(d, d_ff)
         self.drop = nn.Dropout(dropout)
 
-    def forward(
-        self,
-        x: Tensor,
-        ctx: PositionContext,
-        cache: KVCache | None,
-        memory: Memory,
-        cross_ctx: PositionContext,
-        padding_mask: Tensor | None = None,
-    ) -> Tensor:
-        x = x + self.drop(self.attn(self.norm1(x), cache=cache, ctx=ctx, padding_mask=padding_mask))
-        x = x + self.drop(self.cross_attn.cross(self.norm_cross(x), memory, ctx=cross_ctx))
-        return x + self.drop(self.mlp(self.norm2(x)))
 
-
-class EncoderDecoder(nn.Module):
+class EncoderDecoder(TorchHooks, EncoderDecoderFlow, nn.Module):
     """Source tokens -> encoder (bidirectional self-attention) -> memory; target tokens ->
-    decoder (causal self-attention, cross-attention over the memory) -> vocabulary logits.
+    decoder (causal self-attention, cross-attention over the memory) -> vocabulary logits
+    (``encode``, ``memory``, ``decode``, ``forward``: ``posenc._models.EncoderDecoderFlow``).
 
     Each encoding is placed as its paper does:
 
@@ -117,7 +104,11 @@ class EncoderDecoder(nn.Module):
             cross_rotation=cross_rotation,
         )
         self.config = c
-        self.encoder_pe, self.decoder_pe = _encodings(pe, pe_config, c)
+        size = {"dim": c.d_model, "n_heads": c.n_heads, "max_len": c.max_len}
+        kind = "PositionalEncoding"
+        self.encoder_pe, self.decoder_pe = stack_encodings(
+            pe, pe_config, size=size, base=PositionalEncoding, kind=kind, **REGISTRY
+        )
         c.check_axes(*(_axes_and_name(p) for p in (self.encoder_pe, self.decoder_pe)))
         self.cross_pe = _cross_encoding(self.decoder_pe, c)
         self.src_tok = nn.Embedding(c.src_vocab_size, d_model)
@@ -147,75 +138,8 @@ class EncoderDecoder(nn.Module):
         """One empty KV cache per decoder layer (its self-attention), for incremental decoding."""
         return [KVCache() for _ in self.decoder]
 
-    def encode(
-        self, src: Tensor, src_pos: Tensor | None = None, *, src_padding_mask: Tensor | None = None
-    ) -> Tensor:
-        """Encoder states (B, S, C) of source tokens ``src`` (B, S) at ``src_pos`` (S,) or
-        (B, S) (default 0..S-1)."""
-        check_token_ids(src, "src")
-        B, S = src.shape
-        ctx = new_context(self.encoder_pe, src_pos, B, S, None, src.device)  # once, every layer
-        x = self.encoder_pe.embed(self.src_tok(src), ctx.q_pos, ctx=ctx)  # (B, S, C)
-        for block in self.encoder:
-            x = block(x, ctx, None, padding_mask=src_padding_mask)
-        return self.encoder_norm(x)
-
-    def memory(
-        self, src: Tensor, src_pos: Tensor | None = None, *, src_padding_mask: Tensor | None = None
-    ) -> list[Memory]:
-        """The source encoded once (``encode``) and projected to every decoder layer's
-        cross-attention keys and values (``Attention.project_memory``): what ``decode`` reads
-        at every step."""
-        states = self.encode(src, src_pos, src_padding_mask=src_padding_mask)  # (B, S, C)
-        pos = default_positions(src.shape[1], device=src.device) if src_pos is None else src_pos
-        blocks = cast(Sequence[DecoderBlock], self.decoder)
-        axes = self.encoder_pe.capabilities.axes
-        return [
-            b.cross_attn.project_memory(states, pos, src_padding_mask, axes=axes) for b in blocks
-        ]
-
-    def decode(
-        self,
-        tgt: Tensor,
-        memory: Sequence[Memory],
-        tgt_pos: Tensor | None = None,
-        *,
-        padding_mask: Tensor | None = None,
-        cache: list[KVCache] | None = None,
-    ) -> Tensor:
-        """Logits (B, T, V) of target tokens ``tgt`` (B, T) at ``tgt_pos`` (T,) or (B, T)
-        (default: after the cache's entries) over ``memory`` (``memory(src)``); ``cache`` the
-        decoder's self-attention caches (``new_cache``)."""
-        check_token_ids(tgt, "tgt")
-        n = len(self.decoder)
-        if len(memory) != n:
-            raise ValueError(
-                f"memory must hold {n} decoder layers (EncoderDecoder.memory), got {len(memory)}"
-            )
-        if cache is not None and len(cache) != n:
-            raise ValueError(f"cache must hold {n} decoder layers, got {len(cache)}")
-        B, T = tgt.shape
-        caches: Sequence[KVCache | None] = cache or [None] * n
-        ctx = new_context(self.decoder_pe, tgt_pos, B, T, caches[0], tgt.device)
-        cross_ctx = self.cross_pe.prepare(ctx.q_pos, memory[0].keys.pos)  # once, every layer
-        x = self.decoder_pe.embed(self.tgt_tok(tgt), ctx.q_pos, ctx=ctx)  # (B, T, C)
-        for block, mem, layer_cache in zip(self.decoder, memory, caches, strict=True):
-            x = block(x, ctx, layer_cache, mem, cross_ctx, padding_mask=padding_mask)
-        return self.head(self.decoder_norm(x))  # (B, T, V)
-
-    def forward(
-        self,
-        src: Tensor,
-        tgt: Tensor,
-        src_pos: Tensor | None = None,
-        tgt_pos: Tensor | None = None,
-        *,
-        src_padding_mask: Tensor | None = None,
-        tgt_padding_mask: Tensor | None = None,
-    ) -> Tensor:
-        """Logits (B, T, V) of target tokens ``tgt`` (B, T) given source tokens ``src`` (B, S)."""
-        memory = self.memory(src, src_pos, src_padding_mask=src_padding_mask)
-        return self.decode(tgt, memory, tgt_pos, padding_mask=tgt_padding_mask)
+    def check_tokens(self, idx: Tensor, what: str) -> None:
+        check_token_ids(idx, what)  # (B, T) integer, T >= 1
 
     def loss(self, src: Tensor, tgt: Tensor, targets: Tensor, **kwargs: Any) -> Tensor:
         """Mean cross-entropy of next-token ``targets`` (B, T) of decoder inputs ``tgt``
@@ -231,13 +155,7 @@ class EncoderDecoder(nn.Module):
         *,
         start_token: int,
         src_padding_mask: Tensor | None = None,
-        temperature: float = 0.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        end_token: int | None = None,
-        pad_token: int = 0,
-        generator: torch.Generator | None = None,
-        progress: bool | None = None,
+        **options: Unpack[DecodeOptions],
     ) -> Tensor:
         """Up to ``max_new_tokens`` target tokens (B, N) for source tokens ``src`` (B, S): the
         source encoded once (its cross-attention keys and values too), the decoder started
@@ -250,8 +168,7 @@ class EncoderDecoder(nn.Module):
         Raises: TypeError/ValueError for a source that is not integer (B, S), a bad mask, a
         start token outside the target vocabulary, or bad options.
         """
-        sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p)
-        check_options(max_new_tokens, end_token, pad_token, progress)
+        decoding = Decoding(max_new_tokens=max_new_tokens, **options)
         check_positive_int(start_token, "start_token", minimum=0)
         if start_token >= self.config.tgt_vocab_size:
             raise ValueError(
@@ -272,46 +189,7 @@ class EncoderDecoder(nn.Module):
         def step(tokens: Tensor, positions: Tensor) -> Tensor:
             return self.decode(tokens, memory, positions, cache=cache)[:, -1]  # (B, V)
 
-        return decode_loop(
-            first,
-            step,
-            torch.ones(B, dtype=torch.long, device=src.device),
-            max_new_tokens=max_new_tokens,
-            sampling=sampling,
-            end_token=end_token,
-            pad_token=pad_token,
-            generator=generator,
-            progress=progress,
-        )
-
-
-def _encodings(
-    pe: PositionalEncoding | str | tuple[PositionalEncoding, PositionalEncoding],
-    pe_config: dict[str, Any] | None,
-    c: EncoderDecoderConfig,
-) -> tuple[PositionalEncoding, PositionalEncoding]:
-    """(encoder's, decoder's) encoding: a name built for each stack (the encoder's in its
-    encoder form), one encoding shared, or a pair."""
-    if isinstance(pe, str):
-        from ..registry import build_for_model, info
-
-        config = pe_config or {}
-        size = {"dim": c.d_model, "n_heads": c.n_heads, "max_len": c.max_len}
-        encoder = build_for_model(pe, **size, **encoder_form(info(pe).parameters, config))
-        return encoder, build_for_model(pe, **size, **config)
-    if pe_config:
-        raise ValueError("pe_config applies only when pe is given by name")
-    pair = (pe, pe) if isinstance(pe, PositionalEncoding) else pe
-    if not (
-        isinstance(pair, tuple)
-        and len(pair) == 2
-        and all(isinstance(p, PositionalEncoding) for p in pair)
-    ):
-        raise TypeError(
-            "pe must be a registered name, a PositionalEncoding or a pair (encoder's, "
-            f"decoder's) of them, got {type(pe).__name__}"
-        )
-    return pair
+        return decoding.run(first, step, torch.ones(B, dtype=torch.long, device=src.device))
 
 
 def _axes_and_name(pe: PositionalEncoding) -> tuple[int, str]:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypedDict
 
 import torch
 from torch import Tensor
@@ -103,6 +104,48 @@ def check_options(
     check_positive_int(pad_token, "pad_token", minimum=0)
     if progress is not None:
         check_bool(progress, "progress")
+
+
+class DecodeOptions(TypedDict, total=False):
+    """``generate``'s options after ``max_new_tokens`` (``Decoding``'s fields)."""
+
+    temperature: float
+    top_k: int | None
+    top_p: float | None
+    end_token: int | None
+    pad_token: int
+    generator: torch.Generator | None
+    progress: bool | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decoding(Sampling):
+    """``Sampling`` plus how long and how rows stop: the options of both models' ``generate``,
+    checked on creation (``check_options``), run by ``run`` (``decode_loop``)."""
+
+    max_new_tokens: int
+    end_token: int | None = None
+    pad_token: int = 0
+    generator: torch.Generator | None = None
+    progress: bool | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_options(self.max_new_tokens, self.end_token, self.pad_token, self.progress)
+
+    def run(self, first: Tensor, step: Step, start: Tensor) -> Tensor:
+        """``decode_loop`` of ``first`` (B, V) through ``step`` from positions ``start`` (B,)."""
+        return decode_loop(
+            first,
+            step,
+            start,
+            max_new_tokens=self.max_new_tokens,
+            sampling=self,
+            end_token=self.end_token,
+            pad_token=self.pad_token,
+            generator=self.generator,
+            progress=self.progress,
+        )
 
 
 def check_token_ids(idx: Tensor, what: str) -> None:

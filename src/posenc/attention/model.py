@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._forms import encoder_form
+from .._models import BlockFlow, Hooks, TransformerFlow, model_encoding
 from .._validate import check_mask_tensor, check_ndim
-from ..encodings.base import PositionalEncoding
+from ..encodings.base import PositionalEncoding, default_positions
 from ..encodings.configs import TransformerConfig
 from ..encodings.context import PositionContext
 from .attention import Attention, new_context
-from .generate import Sampling, check_options, check_token_ids, decode_loop
+from .generate import DecodeOptions, Decoding, check_token_ids
 from .kv_cache import KVCache
 from .positions import positions_from_padding
 
@@ -25,8 +24,51 @@ def feed_forward(d_model: int, d_ff: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
 
 
-class Block(nn.Module):
-    """Pre-norm block: x + attn(norm(x)), then x + mlp(norm(x)) (GPT-2 style)."""
+class TorchHooks(Hooks):
+    """The torch side of ``posenc._models``' hooks."""
+
+    def check_tokens(self, idx: Tensor, what: str) -> None:
+        check_ndim(idx, 2, what, "(B, T)")
+        if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
+            raise TypeError(f"{what} must be an integer tensor of token ids, got {idx.dtype}")
+
+    def new_context(
+        self,
+        pe: PositionalEncoding,
+        pos: Tensor | None,
+        B: int,
+        T: int,
+        cache: KVCache | None,
+        like: Tensor,
+    ) -> PositionContext:
+        return new_context(pe, pos, B, T, cache, like.device)
+
+    def default_positions(self, S: int, like: Tensor) -> Tensor:
+        return default_positions(S, device=like.device)
+
+    def pe_axes(self, pe: PositionalEncoding) -> int:
+        return pe.capabilities.axes
+
+
+def _build(name: str, **config: Any) -> PositionalEncoding:
+    from ..registry import build_for_model
+
+    return build_for_model(name, **config)
+
+
+def _parameters(name: str) -> tuple[str, ...]:
+    from ..registry import info
+
+    return tuple(info(name).parameters)
+
+
+#: How ``posenc._models`` builds torch encodings by name.
+REGISTRY: dict[str, Any] = {"build": _build, "parameters": _parameters}
+
+
+class Block(BlockFlow, nn.Module):
+    """Pre-norm block: x + attn(norm1(x)), then x + mlp(norm2(x)) (GPT-2 style;
+    ``posenc._models.BlockFlow``)."""
 
     def __init__(self, attn: Attention, d_ff: int, dropout: float) -> None:
         super().__init__()
@@ -36,15 +78,10 @@ class Block(nn.Module):
         self.mlp = feed_forward(d, d_ff)
         self.drop = nn.Dropout(dropout)
 
-    def forward(
-        self, x: Tensor, ctx: PositionContext, cache: KVCache | None, **masks: Any
-    ) -> Tensor:
-        x = x + self.drop(self.attn(self.norm1(x), cache=cache, ctx=ctx, **masks))
-        return x + self.drop(self.mlp(self.norm2(x)))
 
-
-class TinyTransformer(nn.Module):
-    """Token embedding -> encoding.embed -> n_layers blocks -> final norm -> vocabulary logits.
+class TinyTransformer(TorchHooks, TransformerFlow, nn.Module):
+    """Token embedding -> encoding.embed -> n_layers blocks -> final norm -> vocabulary logits
+    (``features``, ``forward``: ``posenc._models.TransformerFlow``).
 
     ``pe`` is a built encoding, or a registered name built for this model's size with
     ``pe_config`` extra keys. The one encoding instance is shared by every layer (its cos/sin
@@ -83,20 +120,21 @@ class TinyTransformer(nn.Module):
             dropout=dropout,
             max_len=max_len,
         )
-        if isinstance(pe, str):
-            from ..registry import build_for_model, info
-
-            config = pe_config or {}
-            config = config if causal else encoder_form(info(pe).parameters, config)
-            pe = build_for_model(pe, dim=d_model, n_heads=n_heads, max_len=max_len, **config)
-        elif pe_config:
-            raise ValueError("pe_config applies only when pe is given by name")
-        self.pe, self.causal = pe, causal
+        size = {"dim": d_model, "n_heads": n_heads, "max_len": max_len}
+        self.pe: PositionalEncoding = model_encoding(
+            pe, pe_config, size=size, encoder=not causal, **REGISTRY
+        )
+        self.causal = causal
         self.tok = nn.Embedding(vocab_size, d_model)
         self.blocks = nn.ModuleList(
             Block(
                 Attention(
-                    d_model, n_heads, pe=pe, causal=causal, n_kv_heads=n_kv_heads, dropout=dropout
+                    d_model,
+                    n_heads,
+                    pe=self.pe,
+                    causal=causal,
+                    n_kv_heads=n_kv_heads,
+                    dropout=dropout,
                 ),
                 4 * d_model if d_ff is None else d_ff,
                 dropout,
@@ -105,48 +143,12 @@ class TinyTransformer(nn.Module):
         )
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
-        init_weights(self, pe)
+        init_weights(self, self.pe)
 
     def new_cache(self, *, window: int | None = None, sinks: int = 0) -> list[KVCache]:
         """One empty KV cache per layer, for incremental decoding; with ``window`` (and
         ``sinks``) a streaming cache (``KVCache``: attention sinks, StreamingLLM)."""
         return [KVCache(window=window, sinks=sinks) for _ in self.blocks]
-
-    def features(
-        self,
-        idx: Tensor,
-        pos: Tensor | None = None,
-        *,
-        padding_mask: Tensor | None = None,
-        segment_ids: Tensor | None = None,
-        cache: list[KVCache] | None = None,
-    ) -> Tensor:
-        """Hidden states (B, T, C) for tokens idx (B, T) at positions pos (T,) or (B, T)."""
-        check_ndim(idx, 2, "idx", "(B, T)")
-        if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
-            raise TypeError(f"idx must be an integer tensor of token ids, got {idx.dtype}")
-        if cache is not None and len(cache) != len(self.blocks):
-            raise ValueError(f"cache must hold {len(self.blocks)} layers, got {len(cache)}")
-        B, T = idx.shape
-        caches: Sequence[KVCache | None] = cache or [None] * len(self.blocks)
-        ctx = new_context(self.pe, pos, B, T, caches[0], idx.device)  # once, for every layer
-        x = self.pe.embed(self.tok(idx), ctx.q_pos, ctx=ctx)  # (B, T, C)
-        for block, layer_cache in zip(self.blocks, caches, strict=True):
-            x = block(x, ctx, layer_cache, padding_mask=padding_mask, segment_ids=segment_ids)
-        return self.norm(x)
-
-    def forward(
-        self,
-        idx: Tensor,
-        pos: Tensor | None = None,
-        *,
-        padding_mask: Tensor | None = None,
-        segment_ids: Tensor | None = None,
-        cache: list[KVCache] | None = None,
-    ) -> Tensor:
-        """Logits (B, T, V)."""
-        h = self.features(idx, pos, padding_mask=padding_mask, segment_ids=segment_ids, cache=cache)
-        return self.head(h)
 
     def loss(self, idx: Tensor, targets: Tensor, **kwargs: Any) -> Tensor:
         """Mean cross-entropy of next-token ``targets`` (B, T); -100 entries are ignored."""
@@ -160,13 +162,7 @@ class TinyTransformer(nn.Module):
         max_new_tokens: int,
         *,
         padding_mask: Tensor | None = None,
-        temperature: float = 0.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        end_token: int | None = None,
-        pad_token: int = 0,
-        generator: torch.Generator | None = None,
-        progress: bool | None = None,
+        **options: Unpack[DecodeOptions],
     ) -> Tensor:
         """Continue ``prompt`` (B, P) by up to ``max_new_tokens`` tokens (B, N) through the KV
         cache (the prompt itself is not returned). A decoder only (``causal=True``).
@@ -183,12 +179,11 @@ class TinyTransformer(nn.Module):
 
         Raises: TypeError/ValueError for a prompt that is not integer (B, P), a mask not
         (B, P) bool or not left-padded (each row's last token real), an encoder, or bad
-        options (``Sampling``, ``generate.check_options``).
+        options (``generate.Decoding``).
         """
         if not self.causal:
             raise ValueError("generate needs a decoder (causal=True); this model is an encoder")
-        sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p)
-        check_options(max_new_tokens, end_token, pad_token, progress)
+        decoding = Decoding(max_new_tokens=max_new_tokens, **options)
         check_token_ids(prompt, "prompt")
         B, P = prompt.shape
         pos, start = None, torch.full((B,), P, dtype=torch.long, device=prompt.device)
@@ -207,17 +202,7 @@ class TinyTransformer(nn.Module):
         def step(tokens: Tensor, positions: Tensor) -> Tensor:
             return self(tokens, positions, cache=cache)[:, -1]  # (B, V)
 
-        return decode_loop(
-            first,
-            step,
-            start,
-            max_new_tokens=max_new_tokens,
-            sampling=sampling,
-            end_token=end_token,
-            pad_token=pad_token,
-            generator=generator,
-            progress=progress,
-        )
+        return decoding.run(first, step, start)
 
 
 def init_weights(model: nn.Module, *encodings: PositionalEncoding) -> None:

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import functional as PF
-from ..kernels.rope import Kernel, check_kernel, rotate_pair
+from ..kernels.rope import Kernel, check_kernel, rotate_tables
 from ..kernels.rope_tables import RopeTables
 from ..registry import register
 from .base import PositionalEncoding, check_qk
@@ -70,18 +70,7 @@ class GridRotary(PositionalEncoding):
         if ctx is None:
             q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim, axes=self.config.axes)
         tq, tk = self._tables(q, q_pos, ctx), self._tables(k, k_pos, ctx)
-        return rotate_pair(
-            q,
-            k,
-            tq.cos,
-            tq.sin,
-            tk.cos,
-            tk.sin,
-            layout=self.layout,
-            inplace=inplace,
-            kernel=self.kernel,
-            prepared=(tq, tk),
-        )
+        return rotate_tables(q, k, tq, tk, layout=self.layout, inplace=inplace, kernel=self.kernel)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, kernel={self.kernel!r}"

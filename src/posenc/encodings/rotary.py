@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from .. import functional as PF
-from ..kernels.rope import Kernel, check_kernel, rotate_pair
+from ..kernels.rope import Kernel, check_kernel, rotate_tables
 from ..kernels.rope_eager import apply_rope
 from ..kernels.rope_tables import RopeTables
 from ..registry import register
@@ -131,18 +131,7 @@ class RoPE(PositionalEncoding):
             q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim)
         seq_len = self._seq_len(q_pos, k_pos, ctx)
         tq, tk = self._tables(q, q_pos, seq_len, ctx), self._tables(k, k_pos, seq_len, ctx)
-        return rotate_pair(
-            q,
-            k,
-            tq.cos,
-            tq.sin,
-            tk.cos,
-            tk.sin,
-            layout=self.layout,
-            inplace=inplace,
-            kernel=self.kernel,
-            prepared=(tq, tk),
-        )
+        return rotate_tables(q, k, tq, tk, layout=self.layout, inplace=inplace, kernel=self.kernel)
 
     def _seq_len(self, q_pos: Tensor, k_pos: Tensor, ctx: Ctx) -> int | None:
         """The dynamic length of a call: of the whole context (read once per forward), or of

@@ -13,6 +13,8 @@ import json
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from .._validate import check_positive_float, check_positive_int
+
 #: RoPE's context-extension methods, in display order ("none": unchanged, extrapolation).
 METHODS = ("none", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope")
 #: Encodings trained the same way, evaluated without any change.
@@ -74,12 +76,12 @@ class ExtendConfig:
         ints += ["passkey_digits", "eval_tokens", "bucket", "trials", "window", "stream_rows"]
         ints += ["search_generations", "search_children"]
         for key in ints:
-            _positive_int(getattr(self, key), key)
-        _positive_int(self.sinks, "sinks", minimum=0)
+            check_positive_int(getattr(self, key), f"extend config {key!r}")
+        check_positive_int(self.sinks, "extend config 'sinks'", minimum=0)
         for key in ("lr", "ft_lr", "ft_fraction"):
-            _fraction(getattr(self, key), key, upper=None)
+            check_positive_float(getattr(self, key), f"extend config {key!r}")
         for key in ("passkey_fraction", "gate"):
-            _fraction(getattr(self, key), key, upper=1.0)
+            check_positive_float(getattr(self, key), f"extend config {key!r}", upper=1.0)
         if not self.factors or any(
             isinstance(f, bool) or not isinstance(f, int) or f < 2 for f in self.factors
         ):
@@ -131,21 +133,6 @@ class ExtendConfig:
         """A hash of every setting: a result store holds the results of one configuration."""
         text = json.dumps(self.to_dict(), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _positive_int(value: Any, key: str, *, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"extend config {key!r} must be an int, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"extend config {key!r} must be >= {minimum}, got {value}")
-
-
-def _fraction(value: Any, key: str, *, upper: float | None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"extend config {key!r} must be a number, got {value!r}")
-    if not value > 0 or (upper is not None and value > upper):
-        bound = f"in (0, {upper}]" if upper is not None else "> 0"
-        raise ValueError(f"extend config {key!r} must be {bound}, got {value}")
 
 
 def _subset(values: tuple[str, ...], allowed: tuple[str, ...], key: str) -> None:

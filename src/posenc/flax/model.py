@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from .._forms import encoder_form
+from .._models import BlockFlow, Hooks, TransformerFlow, model_encoding
 from ..encodings.configs import TransformerConfig
 from .attention import Attention, KVCache, context
 from .base import PositionalEncoding, PositionContext, accepted_keys, build_for_model, check_ndim
@@ -31,8 +31,50 @@ def feed_forward(d_model: int, d_ff: int, rngs: nnx.Rngs) -> nnx.Sequential:
     )
 
 
-class Block(nnx.Module):
-    """Pre-norm block: x + attn(norm1(x)), then x + mlp(norm2(x))."""
+class FlaxHooks(Hooks):
+    """The Flax side of ``posenc._models``' hooks; ``__call__`` runs ``forward``."""
+
+    def check_tokens(self, idx: Array, what: str) -> None:
+        check_ndim(idx, 2, what, "(B, T)")
+
+    def new_context(
+        self, pe: PositionalEncoding, pos: Any, B: int, T: int, cache: Any, like: Array
+    ) -> PositionContext:
+        return context(pe, B, T, pos, cache)
+
+    def default_positions(self, S: int, like: Array) -> Array:
+        return jnp.arange(S)
+
+    def pe_axes(self, pe: PositionalEncoding) -> int:
+        return pe.axes
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)  # type: ignore[attr-defined]
+
+
+def registry(rngs: nnx.Rngs) -> dict[str, Any]:
+    """How ``posenc._models`` builds Flax encodings by name, seeded by ``rngs``."""
+    return {"build": partial(build_for_model, rngs=rngs), "parameters": accepted_keys}
+
+
+def cross_entropy(logits: Array, targets: Array) -> Array:
+    """Mean cross-entropy of logits (B, T, V) at next-token ``targets`` (B, T); -100 entries
+    are ignored."""
+    keep = targets != -100
+    losses = optax.softmax_cross_entropy_with_integer_labels(
+        logits.astype(jnp.float32), jnp.where(keep, targets, 0)
+    )
+    return jnp.sum(jnp.where(keep, losses, 0.0)) / jnp.maximum(jnp.sum(keep), 1)
+
+
+def init_linear(rngs: nnx.Rngs, *layers: nnx.Linear) -> None:
+    """torch's init: N(0, 0.02²) for every Linear kernel."""
+    for layer in layers:
+        layer.kernel.set_value(_INIT(rngs.params(), layer.kernel.shape, layer.kernel.dtype))
+
+
+class Block(BlockFlow, nnx.Module):
+    """Pre-norm block (``posenc._models.BlockFlow``)."""
 
     def __init__(self, attn: Attention, d_ff: int, *, dropout: float, rngs: nnx.Rngs) -> None:
         d = attn.d_model
@@ -41,15 +83,12 @@ class Block(nnx.Module):
         self.mlp = feed_forward(d, d_ff, rngs)
         self.drop = nnx.Dropout(dropout, rngs=rngs)
 
-    def __call__(
-        self, x: Array, ctx: PositionContext, cache: KVCache | None, **masks: Array | None
-    ) -> Array:
-        x = x + self.drop(self.attn(self.norm1(x), cache=cache, ctx=ctx, **masks))
-        return x + self.drop(self.mlp(self.norm2(x)))
+    __call__ = BlockFlow.forward
 
 
-class TinyTransformer(nnx.Module):
-    """As torch's ``TinyTransformer``: ``config`` the ``TransformerConfig`` arguments
+class TinyTransformer(FlaxHooks, TransformerFlow, nnx.Module):
+    """As torch's ``TinyTransformer`` (``features``, ``__call__``:
+    ``posenc._models.TransformerFlow``): ``config`` the ``TransformerConfig`` arguments
     (vocab_size, d_model=64, n_layers=2, n_heads=4, n_kv_heads, d_ff, causal=True, dropout,
     max_len=1024), ``pe`` a Flax encoding shared by every layer, or a registered name built
     for this size with ``pe_config`` (an encoder's in its encoder form unless ``pe_config`` sets
@@ -65,20 +104,17 @@ class TinyTransformer(nnx.Module):
     ) -> None:
         c = TransformerConfig(**config)
         rngs = rngs or nnx.Rngs(0)
-        if isinstance(pe, str):
-            pe_config = pe_config or {}
-            if not c.causal:
-                pe_config = encoder_form(accepted_keys(pe), pe_config)
-            size = {"dim": c.d_model, "n_heads": c.n_heads, "max_len": c.max_len}
-            pe = build_for_model(pe, rngs=rngs, **size, **pe_config)
-        elif pe_config:
-            raise ValueError("pe_config applies only when pe is given by name")
-        self.pe, self.causal = pe, c.causal
+        size = {"dim": c.d_model, "n_heads": c.n_heads, "max_len": c.max_len}
+        self.pe: PositionalEncoding = model_encoding(
+            pe, pe_config, size=size, encoder=not c.causal, **registry(rngs)
+        )
+        self.causal = c.causal
         self.tok = nnx.Embed(c.vocab_size, c.d_model, embedding_init=_INIT, rngs=rngs)
-        attn = [Attention(pe=pe, rngs=rngs, **asdict(c.attention())) for _ in range(c.n_layers)]
-        for a in attn:  # torch's _init_weights: N(0, 0.02²) for every Linear
-            for layer in (a.qkv, a.proj):
-                layer.kernel.set_value(_INIT(rngs.params(), layer.kernel.shape, layer.kernel.dtype))
+        attn = [
+            Attention(pe=self.pe, rngs=rngs, **asdict(c.attention())) for _ in range(c.n_layers)
+        ]
+        for a in attn:  # torch's _init_weights
+            init_linear(rngs, a.qkv, a.proj)
         self.blocks = nnx.List([Block(a, c.d_ff or 0, dropout=c.dropout, rngs=rngs) for a in attn])
         self.norm = nnx.LayerNorm(c.d_model, epsilon=1e-5, rngs=rngs)
         self.head = nnx.Linear(
@@ -90,36 +126,6 @@ class TinyTransformer(nnx.Module):
         (fixed shapes: one ``jax.jit`` compile for every decoding step)."""
         return [KVCache(capacity) for _ in self.blocks]
 
-    def features(
-        self,
-        idx: Array,
-        pos: Array | None = None,
-        *,
-        cache: list[KVCache] | None = None,
-        **masks: Array | None,
-    ) -> Array:
-        """Hidden states (B, T, C) for tokens idx (B, T) at positions (T,) or (B, T); ``masks``
-        (``padding_mask``, ``segment_ids``) as ``Attention``'s. The position context is built
-        once (``pe.prepare``) for every layer."""
-        check_ndim(idx, 2, "idx", "(B, T)")
-        if cache is not None and len(cache) != len(self.blocks):
-            raise ValueError(f"cache must hold {len(self.blocks)} layers, got {len(cache)}")
-        B, T = idx.shape
-        ctx = context(self.pe, B, T, pos, None if cache is None else cache[0])
-        x = self.pe.embed(self.tok(idx), ctx.q_pos, ctx=ctx)  # (B, T, C)
-        for i, block in enumerate(self.blocks):
-            x = block(x, ctx, None if cache is None else cache[i], **masks)
-        return self.norm(x)
-
-    def __call__(self, idx: Array, pos: Array | None = None, **kwargs: Any) -> Array:
-        """Logits (B, T, V); keywords as ``features``."""
-        return self.head(self.features(idx, pos, **kwargs))
-
     def loss(self, idx: Array, targets: Array, **kwargs: Any) -> Array:
         """Mean cross-entropy of next-token ``targets`` (B, T); -100 entries are ignored."""
-        logits = self(idx, **kwargs).astype(jnp.float32)  # (B, T, V)
-        keep = targets != -100
-        losses = optax.softmax_cross_entropy_with_integer_labels(
-            logits, jnp.where(keep, targets, 0)
-        )
-        return jnp.sum(jnp.where(keep, losses, 0.0)) / jnp.maximum(jnp.sum(keep), 1)
+        return cross_entropy(self(idx, **kwargs), targets)

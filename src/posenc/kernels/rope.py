@@ -98,6 +98,32 @@ def rotate_pair(
     return rotated
 
 
+def rotate_tables(
+    q: Tensor,
+    k: Tensor,
+    tq: RopeTables,
+    tk: RopeTables,
+    *,
+    layout: str = "half",
+    inplace: bool = False,
+    kernel: str = "eager",
+) -> tuple[Tensor, Tensor]:
+    """``rotate_pair`` of q by its one forward's tables ``tq`` and k by ``tk`` (what the
+    rotary encodings hand over: the kernels' derived tables are made once for every layer)."""
+    return rotate_pair(
+        q,
+        k,
+        tq.cos,
+        tq.sin,
+        tk.cos,
+        tk.sin,
+        layout=layout,
+        inplace=inplace,
+        kernel=kernel,
+        prepared=(tq, tk),
+    )
+
+
 def _choose(kernel: Kernel, q: Tensor, k: Tensor, *tables: Tensor) -> Kernel:
     """The kernel that rotates these inputs: ``kernel``, resolved for ``"auto"``, or
     ``"eager"`` where ``kernel`` does not take them."""

@@ -1,0 +1,246 @@
+"""The control flow of posenc's models, written once for the torch modules
+(``posenc.attention``) and their Flax twins (``posenc.flax``).
+
+A framework's class inherits the flow first (``class TinyTransformer(TransformerFlow,
+nn.Module)``), builds the layers (``tok``, ``blocks``, ``norm``, ``head``; ``src_tok``, ...)
+and supplies the hooks: ``check_tokens(idx, what)``, ``new_context(pe, pos, B, T, cache,
+like)`` (``pe.prepare`` of T new tokens, checked once per forward), ``default_positions(S,
+like)`` and ``pe_axes(pe)``. Flax modules call ``forward`` from ``__call__``.
+Shapes: tokens (B, T), hidden states (B, T, C), logits (B, T, V).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+
+from ._forms import encoder_form
+
+#: build(name, dim=, n_heads=, max_len=, **config) -> an encoding sized for the model.
+Build = Callable[..., Any]
+#: The constructor arguments of the encoding registered under a name.
+Parameters = Callable[[str], Collection[str]]
+
+
+def model_encoding(
+    pe: Any,
+    pe_config: dict[str, Any] | None,
+    *,
+    size: dict[str, int],
+    encoder: bool,
+    build: Build,
+    parameters: Parameters,
+) -> Any:
+    """``pe`` as given, or by name built for the model's ``size`` (dim, n_heads, max_len) with
+    ``pe_config``, in its encoder form for an ``encoder`` (``posenc._forms.encoder_form``).
+
+    Raises: ValueError for ``pe_config`` with a built encoding.
+    """
+    if not isinstance(pe, str):
+        if pe_config:
+            raise ValueError("pe_config applies only when pe is given by name")
+        return pe
+    config = pe_config or {}
+    return build(pe, **size, **(encoder_form(parameters(pe), config) if encoder else config))
+
+
+def stack_encodings(
+    pe: Any,
+    pe_config: dict[str, Any] | None,
+    *,
+    size: dict[str, int],
+    base: type,
+    kind: str,
+    build: Build,
+    parameters: Parameters,
+) -> tuple[Any, Any]:
+    """(encoder's, decoder's) encoding: a name built for each stack (the encoder's in its
+    encoder form), one ``base`` encoding shared, or a pair (``kind`` names ``base`` in the
+    error).
+
+    Raises: ValueError for ``pe_config`` with built encodings; TypeError for anything else.
+    """
+    if isinstance(pe, str):
+        return tuple(
+            model_encoding(pe, pe_config, size=size, encoder=e, build=build, parameters=parameters)
+            for e in (True, False)
+        )
+    model_encoding(pe, pe_config, size=size, encoder=False, build=build, parameters=parameters)
+    pair = (pe, pe) if isinstance(pe, base) else pe
+    if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(p, base) for p in pair)):
+        raise TypeError(
+            f"pe must be a registered name, a {kind} or a pair (encoder's, decoder's) of them, "
+            f"got {type(pe).__name__}"
+        )
+    return pair
+
+
+def check_layers(given: Sequence[Any] | None, n: int, what: str, note: str = "") -> None:
+    """Raise ValueError unless ``given`` (None: nothing) holds one entry per layer."""
+    if given is not None and len(given) != n:
+        raise ValueError(f"{what} must hold {n}{note}, got {len(given)}")
+
+
+class BlockFlow:
+    """Pre-norm block (GPT-2 style): x + attn(norm1(x)), then x + mlp(norm2(x))."""
+
+    norm1: Any
+    attn: Any
+    norm2: Any
+    mlp: Any
+    drop: Any
+
+    def forward(self, x: Any, ctx: Any, cache: Any, **masks: Any) -> Any:
+        x = x + self.drop(self.attn(self.norm1(x), cache=cache, ctx=ctx, **masks))
+        return x + self.drop(self.mlp(self.norm2(x)))
+
+
+class DecoderBlockFlow(BlockFlow):
+    """Pre-norm decoder block: x + attn(norm1(x)) (causal self-attention), then
+    x + cross_attn(norm_cross(x), memory), then x + mlp(norm2(x))."""
+
+    norm_cross: Any
+    cross_attn: Any
+
+    def forward(  # type: ignore[override]
+        self,
+        x: Any,
+        ctx: Any,
+        cache: Any,
+        memory: Any,
+        cross_ctx: Any,
+        padding_mask: Any = None,
+    ) -> Any:
+        x = x + self.drop(self.attn(self.norm1(x), cache=cache, ctx=ctx, padding_mask=padding_mask))
+        x = x + self.drop(self.cross_attn.cross(self.norm_cross(x), memory, ctx=cross_ctx))
+        return x + self.drop(self.mlp(self.norm2(x)))
+
+
+class Hooks:
+    """What each framework supplies (see the module docstring)."""
+
+    def check_tokens(self, idx: Any, what: str) -> None:
+        raise NotImplementedError
+
+    def new_context(self, pe: Any, pos: Any, B: int, T: int, cache: Any, like: Any) -> Any:
+        raise NotImplementedError
+
+    def default_positions(self, S: int, like: Any) -> Any:
+        raise NotImplementedError
+
+    def pe_axes(self, pe: Any) -> int:
+        raise NotImplementedError
+
+
+class TransformerFlow(Hooks):
+    """TinyTransformer: tokens -> ``pe.embed`` -> blocks -> norm -> head."""
+
+    pe: Any
+    tok: Any
+    blocks: Any
+    norm: Any
+    head: Any
+
+    def features(
+        self,
+        idx: Any,
+        pos: Any = None,
+        *,
+        padding_mask: Any = None,
+        segment_ids: Any = None,
+        cache: Sequence[Any] | None = None,
+    ) -> Any:
+        """Hidden states (B, T, C) for tokens idx (B, T) at positions pos (T,) or (B, T)
+        (default: after the cache's entries); the position context is built once
+        (``pe.prepare``) for every layer."""
+        self.check_tokens(idx, "idx")
+        check_layers(cache, len(self.blocks), "cache", " layers")
+        B, T = idx.shape
+        caches: Sequence[Any] = cache or [None] * len(self.blocks)
+        ctx = self.new_context(self.pe, pos, B, T, caches[0], idx)  # once, for every layer
+        x = self.pe.embed(self.tok(idx), ctx.q_pos, ctx=ctx)  # (B, T, C)
+        for block, layer_cache in zip(self.blocks, caches, strict=True):
+            x = block(x, ctx, layer_cache, padding_mask=padding_mask, segment_ids=segment_ids)
+        return self.norm(x)
+
+    def forward(self, idx: Any, pos: Any = None, **kwargs: Any) -> Any:
+        """Logits (B, T, V); keywords as ``features``."""
+        return self.head(self.features(idx, pos, **kwargs))
+
+
+class EncoderDecoderFlow(Hooks):
+    """EncoderDecoder: source tokens -> encoder -> memory; target tokens -> decoder (causal
+    self-attention, cross-attention over the memory) -> logits."""
+
+    encoder_pe: Any
+    decoder_pe: Any
+    cross_pe: Any
+    src_tok: Any
+    tgt_tok: Any
+    encoder: Any
+    encoder_norm: Any
+    decoder: Any
+    decoder_norm: Any
+    head: Any
+
+    def encode(self, src: Any, src_pos: Any = None, *, src_padding_mask: Any = None) -> Any:
+        """Encoder states (B, S, C) of source tokens ``src`` (B, S) at ``src_pos`` (S,) or
+        (B, S) (default 0..S-1)."""
+        self.check_tokens(src, "src")
+        B, S = src.shape
+        ctx = self.new_context(self.encoder_pe, src_pos, B, S, None, src)  # once, every layer
+        x = self.encoder_pe.embed(self.src_tok(src), ctx.q_pos, ctx=ctx)  # (B, S, C)
+        for block in self.encoder:
+            x = block(x, ctx, None, padding_mask=src_padding_mask)
+        return self.encoder_norm(x)
+
+    def memory(self, src: Any, src_pos: Any = None, *, src_padding_mask: Any = None) -> list[Any]:
+        """The source encoded once (``encode``) and projected to every decoder layer's
+        cross-attention keys and values (``Attention.project_memory``): what ``decode`` reads
+        at every step."""
+        states = self.encode(src, src_pos, src_padding_mask=src_padding_mask)  # (B, S, C)
+        pos = self.default_positions(src.shape[1], src) if src_pos is None else src_pos
+        axes = self.pe_axes(self.encoder_pe)
+        return [
+            b.cross_attn.project_memory(states, pos, src_padding_mask, axes=axes)
+            for b in self.decoder
+        ]
+
+    def decode(
+        self,
+        tgt: Any,
+        memory: Sequence[Any],
+        tgt_pos: Any = None,
+        *,
+        padding_mask: Any = None,
+        cache: Sequence[Any] | None = None,
+    ) -> Any:
+        """Logits (B, T, V) of target tokens ``tgt`` (B, T) at ``tgt_pos`` (T,) or (B, T)
+        (default: after the cache's entries) over ``memory`` (``memory(src)``); ``cache`` the
+        decoder's self-attention caches (``new_cache``)."""
+        self.check_tokens(tgt, "tgt")
+        n = len(self.decoder)
+        check_layers(memory, n, "memory", " decoder layers (EncoderDecoder.memory)")
+        check_layers(cache, n, "cache", " decoder layers")
+        B, T = tgt.shape
+        caches: Sequence[Any] = cache or [None] * n
+        ctx = self.new_context(self.decoder_pe, tgt_pos, B, T, caches[0], tgt)
+        cross_ctx = self.cross_pe.prepare(ctx.q_pos, memory[0].keys.pos)  # once, every layer
+        x = self.decoder_pe.embed(self.tgt_tok(tgt), ctx.q_pos, ctx=ctx)  # (B, T, C)
+        for block, mem, layer_cache in zip(self.decoder, memory, caches, strict=True):
+            x = block(x, ctx, layer_cache, mem, cross_ctx, padding_mask=padding_mask)
+        return self.head(self.decoder_norm(x))  # (B, T, V)
+
+    def forward(
+        self,
+        src: Any,
+        tgt: Any,
+        src_pos: Any = None,
+        tgt_pos: Any = None,
+        *,
+        src_padding_mask: Any = None,
+        tgt_padding_mask: Any = None,
+    ) -> Any:
+        """Logits (B, T, V) of target tokens ``tgt`` (B, T) given source tokens ``src`` (B, S)."""
+        memory = self.memory(src, src_pos, src_padding_mask=src_padding_mask)
+        return self.decode(tgt, memory, tgt_pos, padding_mask=tgt_padding_mask)
