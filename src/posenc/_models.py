@@ -15,11 +15,26 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from ._forms import encoder_form
+from ._validate import check_head_split
 
 #: build(name, dim=, n_heads=, max_len=, **config) -> an encoding sized for the model.
 Build = Callable[..., Any]
 #: The constructor arguments of the encoding registered under a name.
 Parameters = Callable[[str], Collection[str]]
+
+
+def sized_config(
+    accepted: Collection[str], config: dict[str, Any], *, dim: int, n_heads: int, max_len: int
+) -> dict[str, Any]:
+    """``config`` with the model's sizes (dim, n_heads, head_dim = dim // n_heads, max_len)
+    where the encoding ``accepted`` them (``config``'s own keys win): what ``build_for_model``
+    passes, in torch and Flax.
+
+    Raises: ValueError for n_heads < 1 or a ``dim`` that n_heads does not divide.
+    """
+    check_head_split(dim, n_heads)
+    sizes = {"dim": dim, "n_heads": n_heads, "head_dim": dim // n_heads, "max_len": max_len}
+    return {k: v for k, v in sizes.items() if k in accepted} | config
 
 
 def model_encoding(

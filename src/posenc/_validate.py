@@ -243,6 +243,75 @@ def check_cross_context(ctx: Any, pos: Any, new: int, memory_pos: Any) -> None:
         )
 
 
+def check_embed(
+    x: Any,
+    pos: Any,
+    dim: int,
+    *,
+    axes: int = 1,
+    ndim: Callable[[Any, int, str, str], None] = check_ndim,
+    positions: Callable[[Any, str, int], Any] = check_positions,
+) -> Any:
+    """Validate an additive encoding's x (B, T, C) with C = ``dim`` (real floating: an integer x
+    would round the table away) and its positions (T,) | (B, T) ((T, A) | (B, T, A) for
+    ``axes`` = A > 1); return the positions as ``positions`` gives them (torch's checks by
+    default; the Flax modules pass their array checks)."""
+    ndim(x, 3, "x", "(B, T, C)")
+    check_real_floating(x, "x")
+    if x.shape[-1] != dim:
+        raise ValueError(f"x must have C = dim = {dim} features, got {x.shape[-1]}")
+    pos = positions(pos, "pos", axes)
+    check_positions_match(pos, x.shape[0], x.shape[1], "pos", axes)
+    return pos
+
+
+def check_memory(
+    memory: Any,
+    pos: Any,
+    d_model: int,
+    *,
+    axes: int = 1,
+    ndim: Callable[[Any, int, str, str], None] = check_ndim,
+    positions: Callable[[Any, str, int], Any] = check_positions,
+) -> Any:
+    """Validate an encoder output ``memory`` (B, S, C) with C = ``d_model`` and its source
+    positions (S,) | (B, S) ((S, A) | (B, S, A) for ``axes`` = A > 1); return the positions as
+    ``positions`` gives them."""
+    ndim(memory, 3, "memory", "(B, S, C)")
+    B, S, C = memory.shape
+    if C != d_model:
+        raise ValueError(f"memory must have C = d_model = {d_model} features, got {C}")
+    pos = positions(pos, "memory pos", axes)
+    check_positions_match(pos, B, S, "memory pos", axes)
+    return pos
+
+
+def check_cross(
+    x: Any,
+    memory: Any,
+    memory_type: type[Any],
+    d_model: int,
+    causal: bool,
+    *,
+    ndim: Callable[[Any, int, str, str], None] = check_ndim,
+) -> None:
+    """Validate cross-attention's decoder states x (B, T, C), C = ``d_model``, over a
+    ``memory_type`` ``memory`` of the same B, in a non-``causal`` attention."""
+    ndim(x, 3, "x", "(B, T, C)")
+    if causal:
+        raise ValueError("cross-attention needs a non-causal Attention (causal=False)")
+    if not isinstance(memory, memory_type):
+        raise TypeError(
+            f"memory must be a Memory (Attention.project_memory), got {type(memory).__name__}"
+        )
+    batch = memory.keys.k.shape[0]
+    if x.shape[-1] != d_model or x.shape[0] != batch:
+        raise ValueError(
+            f"x must be (B, T, C) with C = d_model = {d_model} and the memory's "
+            f"B = {batch}, got {tuple(x.shape)}"
+        )
+
+
 def check_qk(
     q: Any,
     k: Any,

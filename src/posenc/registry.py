@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ._models import sized_config
 from ._validate import check_head_split
 from .encodings.base import PositionalEncoding
 
@@ -105,8 +106,6 @@ def build_for_model(
     encoding takes them; ``config`` keys are passed as given (and validated by ``build``).
     Raises: ValueError also for n_heads < 1 or a ``dim`` that n_heads does not divide.
     """
-    check_head_split(dim, n_heads)
-    shared = {"dim": dim, "n_heads": n_heads, "head_dim": dim // n_heads, "max_len": max_len}
-    accepted = info(name).parameters
-    merged = {k: v for k, v in shared.items() if k in accepted} | config
-    return build(name, **merged)
+    check_head_split(dim, n_heads)  # before the name's lookup
+    sizes = {"dim": dim, "n_heads": n_heads, "max_len": max_len}
+    return build(name, **sized_config(info(name).parameters, config, **sizes))

@@ -3,7 +3,8 @@ capability this process was started with (``ATEN_CPU_CAPABILITY``): run by
 ``test_cpu_capabilities.py`` once per capability the machine allows, in a fresh process each.
 
 Sizes T from 1 to 300, none a multiple of any vector width or block; causal and bidirectional;
-GQA; with and without a cache offset. Prints one line per failing case and exits 1 if any.
+GQA; with and without a cache offset; the grid encodings' tables (per pair and per head).
+Prints one line per failing case and exits 1 if any.
 Usage: ``ATEN_CPU_CAPABILITY=avx2 python tests/kernels/capability_check.py [--inductor]``
 (``--inductor-only``: the Inductor RoPE kernel alone, every dtype and layout).
 """
@@ -140,6 +141,35 @@ def bias_cases() -> None:
                     check(tag, out, want, 2e-5)
 
 
+def grid_cases() -> None:
+    """The C++ kernel on the grid encodings' tables: (B, 1, T, P) per pair (RoPE-2D, M-RoPE)
+    and (B, H, T, P) per head (RoPE-Mixed), each layout, called directly and through the
+    encoding built with ``kernel="cpp"``, against float64 cos/sin of the encoding's angles."""
+    g = torch.Generator().manual_seed(3)
+    for name, heads in (("rope_2d", {}), ("mrope", {}), ("rope_mixed", {"n_heads": 4})):
+        for layout in ("half", "interleaved"):
+            cpp = posenc.build(name, head_dim=24, kernel="cpp", layout=layout, **heads)
+            for T in (1, 17, 63):
+                pos = torch.randint(0, 64, (2, T, cpp.capabilities.axes), generator=g)
+                cos, sin = cpp.cos_sin(pos, torch.float64)  # (B, T, P) | (B, H, T, P)
+                if cos.ndim == 3:
+                    cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, P)
+                for dtype in (torch.float32, torch.bfloat16):
+                    q = torch.randn(2, 4, T, 24, generator=g).to(dtype)
+                    k = torch.randn(2, 4, T, 24, generator=g).to(dtype)
+                    tag, atol = f"grid {name} T={T} {dtype} {layout}", TOL[dtype] * 8
+                    if not rope_cpp.supports(q, cos.float()):
+                        failures.append(f"{tag}: the C++ kernel does not take these tables")
+                        continue
+                    tables = [(cos.float(), sin.float())] * 2
+                    oq, ok = rope_cpp.rope_pair([q, k], tables, layout)
+                    with torch.no_grad():
+                        mq, mk = cpp.rotate(q, k, pos, pos)
+                    for what, got, x in (("q", oq, q), ("k", ok, k), ("module q", mq, q)):
+                        check(f"{tag} {what}", got, rope_reference(x, cos, sin, layout, 1.0), atol)
+                    check(f"{tag} module k", mk, rope_reference(k, cos, sin, layout, 1.0), atol)
+
+
 def main() -> int:
     torch.manual_seed(0)
     isa = rope_cpp.load_kernel().isa()
@@ -149,6 +179,7 @@ def main() -> int:
         inductor_cases()
     else:
         rope_cases(inductor="--inductor" in sys.argv)
+        grid_cases()
         bias_cases()
     for line in failures:
         print(line)

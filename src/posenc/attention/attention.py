@@ -10,9 +10,11 @@ from torch import Tensor, nn
 
 from .._validate import (
     check_context,
+    check_cross,
     check_cross_context,
     check_encoding_heads,
     check_mask_tensor,
+    check_memory,
     check_ndim,
     check_positions,
     check_positions_match,
@@ -171,12 +173,8 @@ class Attention(nn.Module):
         ``axes`` A > 1 position axes: (S, A) | (B, S, A)); ``padding_mask`` (B, S) bool, True
         for real tokens. Keys are kept unrotated: ``cross`` rotates them (only when its
         encoding rotates) together with the queries."""
-        check_ndim(memory, 3, "memory", "(B, S, C)")
+        pos = check_memory(memory, pos, self.d_model, axes=axes)
         B, S, C = memory.shape
-        if self.d_model != C:
-            raise ValueError(f"memory must have C = d_model = {self.d_model} features, got {C}")
-        pos = check_positions(pos, "memory pos", axes)
-        check_positions_match(pos, B, S, "memory pos", axes)
         D, Hkv = self.head_dim, self.n_kv_heads
         bias = None if self.qkv.bias is None else self.qkv.bias[C:]
         k, v = F.linear(memory, self.qkv.weight[C:], bias).split([Hkv * D, Hkv * D], dim=-1)
@@ -201,20 +199,9 @@ class Attention(nn.Module):
         (the context's q_pos and k_pos; ``ctx`` = ``pe.prepare(pos, memory positions)``, made
         here when not given): an ``EncoderDecoder`` gives its cross-attention NoPE, or its
         decoder's rotation when asked (``cross_rotation``). Returns (B, T, C)."""
-        check_ndim(x, 3, "x", "(B, T, C)")
-        if self.causal:
-            raise ValueError("cross-attention needs a non-causal Attention (causal=False)")
-        if not isinstance(memory, Memory):
-            raise TypeError(
-                f"memory must be a Memory (Attention.project_memory), got {type(memory).__name__}"
-            )
+        check_cross(x, memory, Memory, self.d_model, self.causal)
         B, T, C = x.shape
         keys = memory.keys
-        if self.d_model != C or keys.k.shape[0] != B:
-            raise ValueError(
-                f"x must be (B, T, C) with C = d_model = {self.d_model} and the memory's "
-                f"B = {keys.k.shape[0]}, got {tuple(x.shape)}"
-            )
         if ctx is None:
             if pos is None:
                 pos = default_positions(T, device=x.device)

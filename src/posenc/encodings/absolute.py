@@ -9,11 +9,8 @@ from torch import Tensor, nn
 
 from .. import functional as PF
 from .._validate import (
-    check_ndim,
+    check_embed,
     check_nonnegative,
-    check_positions,
-    check_positions_match,
-    check_real_floating,
     values_checked,
 )
 from ..registry import register
@@ -24,12 +21,7 @@ from .context import Ctx, PositionContext
 
 
 def _check_embed_inputs(x: Tensor, pos: Tensor, dim: int) -> Tensor:
-    check_ndim(x, 3, "x", "(B, T, C)")
-    check_real_floating(x, "x")  # an integer x would round the table away
-    if x.shape[-1] != dim:
-        raise ValueError(f"x must have C = dim = {dim} features, got {x.shape[-1]}")
-    pos = check_positions(pos)
-    check_positions_match(pos, x.shape[0], x.shape[1], "pos")
+    pos = check_embed(x, pos, dim)
     check_nonnegative(pos)
     return pos
 

@@ -10,27 +10,21 @@ import torch
 from torch import Tensor, nn
 
 from .. import functional as PF
-from ..kernels.rope import Kernel, check_kernel, rotate_tables
+from ..kernels.rope import Kernel
 from ..kernels.rope_tables import RopeTables
 from ..registry import register
-from .base import PositionalEncoding, check_qk
-from .capabilities import Capabilities
 from .configs import AxialRoPEConfig, MRoPEConfig, RoPE3DConfig, RoPEMixedConfig
 from .context import Ctx, shared_for
+from .rotary import KernelRotary
 
 
-class GridRotary(PositionalEncoding):
+class GridRotary(KernelRotary):
     """Base of the grid RoPEs: ``angles(pos)`` (..., T, P) per pair, or (..., H, T, P) per
     head (``per_head``), in float64; cos/sin made once per forward through the context and
     handed to the RoPE ``kernel`` (``posenc.kernels.rope``: "eager", "cpp", "inductor",
     "triton", "auto"; learnable angles always run "eager")."""
 
-    capabilities = Capabilities(rotates=True)
     per_head = False
-
-    def __init__(self, *, kernel: Kernel = "eager", **config: Any) -> None:
-        super().__init__(**config)
-        self.kernel: Kernel = check_kernel(kernel)
 
     def angles(self, pos: Tensor) -> Tensor:
         """Angles of every pair at positions (..., T, A): (..., T, P), or (..., H, T, P)."""
@@ -54,26 +48,10 @@ class GridRotary(PositionalEncoding):
 
         return shared_for(ctx, pos, (self.name, self, dtype), make)
 
-    def rotate(
-        self,
-        q: Tensor,
-        k: Tensor,
-        q_pos: Tensor,
-        k_pos: Tensor,
-        *,
-        ctx: Ctx = None,
-        inplace: bool = False,
-    ) -> tuple[Tensor, Tensor]:
-        """R(q_pos) q, R(k_pos) k for q (B, H, Tq, D), k (B, Hkv, Tk, D) at positions
-        (T, A) | (B, T, A); ``inplace=True`` (inference) overwrites q and k. Inputs are checked
-        unless a context comes with them."""
-        if ctx is None:
-            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim, axes=self.config.axes)
-        tq, tk = self._tables(q, q_pos, ctx), self._tables(k, k_pos, ctx)
-        return rotate_tables(q, k, tq, tk, layout=self.layout, inplace=inplace, kernel=self.kernel)
-
-    def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, kernel={self.kernel!r}"
+    def pair_tables(
+        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, ctx: Ctx
+    ) -> tuple[RopeTables, RopeTables]:
+        return self._tables(q, q_pos, ctx), self._tables(k, k_pos, ctx)
 
 
 class AxialRoPE(GridRotary):
@@ -164,16 +142,9 @@ class RoPEMixed(GridRotary):
     def angles(self, pos: Tensor) -> Tensor:
         return PF.mixed_angles(pos, self.freqs)  # (..., H, T, P), float64
 
-    def rotate(
-        self,
-        q: Tensor,
-        k: Tensor,
-        q_pos: Tensor,
-        k_pos: Tensor,
-        *,
-        ctx: Ctx = None,
-        inplace: bool = False,
-    ) -> tuple[Tensor, Tensor]:
+    def pair_tables(
+        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, ctx: Ctx
+    ) -> tuple[RopeTables, RopeTables]:
         for name, x in (("q", q), ("k", k)):
             if self.n_heads != 1 and x.ndim == 4 and x.shape[1] != self.n_heads:
                 raise ValueError(
@@ -181,4 +152,4 @@ class RoPEMixed(GridRotary):
                     f"{x.shape[1]} heads (per-head frequencies need keys with the queries' "
                     "heads, no grouped-query attention; or build it with n_heads=1)"
                 )
-        return super().rotate(q, k, q_pos, k_pos, ctx=ctx, inplace=inplace)
+        return super().pair_tables(q, k, q_pos, k_pos, ctx)

@@ -11,10 +11,7 @@ from torch import Tensor, nn
 
 from .. import functional as PF
 from .._validate import (
-    check_ndim,
-    check_positions,
-    check_positions_match,
-    check_real_floating,
+    check_embed,
     values_checked,
 )
 from ..registry import register
@@ -26,13 +23,7 @@ from .context import Ctx, PositionContext
 
 def _check_embed_inputs(x: Tensor, pos: Tensor, dim: int) -> Tensor:
     """x (B, T, C) with C = ``dim``, positions (T, 2) | (B, T, 2) -> int64 positions."""
-    check_ndim(x, 3, "x", "(B, T, C)")
-    check_real_floating(x, "x")
-    if x.shape[-1] != dim:
-        raise ValueError(f"x must have C = dim = {dim} features, got {x.shape[-1]}")
-    pos = check_positions(pos, "pos", axes=2)
-    check_positions_match(pos, x.shape[0], x.shape[1], "pos", axes=2)
-    return pos
+    return check_embed(x, pos, dim, axes=2)
 
 
 @register("sincos_2d", family="additive", paper="He et al., arXiv:2111.06377", year=2022)

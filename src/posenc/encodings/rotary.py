@@ -18,8 +18,46 @@ from .configs import RoPEConfig
 from .context import Ctx, shared_for
 
 
+class KernelRotary(PositionalEncoding):
+    """Base of the RoPEs rotating by a ``kernel`` (``posenc.kernels.rope``): ``rotate`` checks
+    its inputs (unless a context comes with them: the caller that built it checked them) and
+    rotates q and k by their ``pair_tables``, made once per forward through the context."""
+
+    capabilities = Capabilities(rotates=True)
+
+    def __init__(self, *, kernel: Kernel = "eager", **config: Any) -> None:
+        super().__init__(**config)
+        self.kernel: Kernel = check_kernel(kernel)
+
+    def pair_tables(
+        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, ctx: Ctx
+    ) -> tuple[RopeTables, RopeTables]:
+        """cos, sin tables of q at ``q_pos`` and of k at ``k_pos``, broadcastable to each."""
+        raise NotImplementedError
+
+    def rotate(
+        self,
+        q: Tensor,
+        k: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        *,
+        ctx: Ctx = None,
+        inplace: bool = False,
+    ) -> tuple[Tensor, Tensor]:
+        """R(q_pos) q, R(k_pos) k for q (B, H, Tq, D), k (B, Hkv, Tk, D) by the module's
+        ``kernel``; ``inplace=True`` (inference) overwrites q and k instead of allocating."""
+        if ctx is None:
+            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim, axes=self.config.axes)
+        tq, tk = self.pair_tables(q, k, q_pos, k_pos, ctx)
+        return rotate_tables(q, k, tq, tk, layout=self.layout, inplace=inplace, kernel=self.kernel)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, kernel={self.kernel!r}"
+
+
 @register("rope", family="rotary", paper="Su et al., arXiv:2104.09864", year=2021)
-class RoPE(PositionalEncoding):
+class RoPE(KernelRotary):
     """Rotary position embedding (Su et al. 2021, RoFormer): q_m -> R_m q_m, k_n -> R_n k_n with
 
     R_m rotating pair i by m·θ_i, θ_i = base^(-2i/d), so <R_m q, R_n k> = <q, R_(n-m) k>.
@@ -48,7 +86,6 @@ class RoPE(PositionalEncoding):
     layers cache keys/values of states computed at earlier lengths).
     """
 
-    capabilities = Capabilities(rotates=True)
     config_class = RoPEConfig
     config: RoPEConfig
 
@@ -57,8 +94,7 @@ class RoPE(PositionalEncoding):
     default_inv_freq64: Tensor
 
     def __init__(self, *, kernel: Kernel = "eager", **config: Any) -> None:
-        super().__init__(**config)
-        self.kernel: Kernel = check_kernel(kernel)
+        super().__init__(kernel=kernel, **config)
         self.attention_scaling = 1.0
         self.register_fixed_buffers()  # default_inv_freq64, inv_freq64 (P,) float64
 
@@ -114,24 +150,11 @@ class RoPE(PositionalEncoding):
         tables = self._tables(x, pos, seq_len)
         return apply_rope(x, tables.cos, tables.sin, layout=self.layout)  # the eager kernel
 
-    def rotate(
-        self,
-        q: Tensor,
-        k: Tensor,
-        q_pos: Tensor,
-        k_pos: Tensor,
-        *,
-        ctx: Ctx = None,
-        inplace: bool = False,
-    ) -> tuple[Tensor, Tensor]:
-        """R(q_pos) q, R(k_pos) k by the module's ``kernel``; ``inplace=True`` (inference)
-        overwrites q and k instead of allocating. Inputs are checked unless a context comes
-        with them (the caller that built it checked them)."""
-        if ctx is None:
-            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim)
+    def pair_tables(
+        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, ctx: Ctx
+    ) -> tuple[RopeTables, RopeTables]:
         seq_len = self._seq_len(q_pos, k_pos, ctx)
-        tq, tk = self._tables(q, q_pos, seq_len, ctx), self._tables(k, k_pos, seq_len, ctx)
-        return rotate_tables(q, k, tq, tk, layout=self.layout, inplace=inplace, kernel=self.kernel)
+        return self._tables(q, q_pos, seq_len, ctx), self._tables(k, k_pos, seq_len, ctx)
 
     def _seq_len(self, q_pos: Tensor, k_pos: Tensor, ctx: Ctx) -> int | None:
         """The dynamic length of a call: of the whole context (read once per forward), or of
@@ -142,6 +165,3 @@ class RoPE(PositionalEncoding):
         if ctx is None or None in roles:
             return self.seq_len(q_pos, k_pos)
         return ctx.shared(("rope_seq_len", self, *roles), lambda: self.seq_len(q_pos, k_pos))
-
-    def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, kernel={self.kernel!r}"

@@ -13,8 +13,10 @@ from flax import nnx
 
 from .._validate import (
     check_context,
+    check_cross,
     check_cross_context,
     check_encoding_heads,
+    check_memory,
     check_positions_match,
 )
 from ..encodings.configs import AttentionConfig
@@ -105,12 +107,10 @@ class Attention(nnx.Module):
         """As torch's: keys and values (B, Hkv, S, D) of an encoder output ``memory`` (B, S, C)
         by the key/value columns of ``qkv``, at source positions ``pos`` (S,) | (B, S) (an
         encoder of ``axes`` A > 1: (S, A) | (B, S, A))."""
-        check_ndim(memory, 3, "memory", "(B, S, C)")
+        pos = check_memory(
+            memory, pos, self.d_model, axes=axes, ndim=check_ndim, positions=check_positions
+        )
         B, S, C = memory.shape
-        if C != self.d_model:
-            raise ValueError(f"memory must have C = d_model = {self.d_model} features, got {C}")
-        pos = check_positions(pos, "memory pos", axes)
-        check_positions_match(pos, B, S, "memory pos", axes)
         D, Hkv = self.head_dim, self.n_kv_heads
         k, v = jnp.split(self._rows(memory, C, None), 2, axis=-1)  # (B, S, Hkv·D) x2
         k, v = (y.reshape(B, S, Hkv, D).swapaxes(1, 2) for y in (k, v))  # (B, Hkv, S, D)
@@ -121,20 +121,9 @@ class Attention(nnx.Module):
     def cross(self, x: Array, memory: Memory, pos: Any = None, *, ctx: Ctx = None) -> Array:
         """As torch's ``cross``: decoder states x (B, T, C) at ``pos`` (default 0..T-1) over
         ``memory``, no causal mask, padded source keys masked -> (B, T, C)."""
-        check_ndim(x, 3, "x", "(B, T, C)")
-        if self.causal:
-            raise ValueError("cross-attention needs a non-causal Attention (causal=False)")
-        if not isinstance(memory, Memory):
-            raise TypeError(
-                f"memory must be a Memory (project_memory), got {type(memory).__name__}"
-            )
+        check_cross(x, memory, Memory, self.d_model, self.causal, ndim=check_ndim)
         B, T, C = x.shape
         keys = memory.keys
-        if C != self.d_model or keys.k.shape[0] != B:
-            raise ValueError(
-                f"x must be (B, T, C) with C = d_model = {self.d_model} and the memory's "
-                f"B = {keys.k.shape[0]}, got {tuple(x.shape)}"
-            )
         if ctx is None:
             pos = check_positions(jnp.arange(T) if pos is None else pos, "pos")
             check_positions_match(pos, B, T, "pos")

@@ -16,7 +16,9 @@ import numpy as np
 from flax import nnx
 from flax.nnx.tracers import TraceState
 
-from .._validate import check_head_split, check_position_rank
+from .._models import sized_config
+from .._validate import check_embed as shared_check_embed
+from .._validate import check_position_rank
 from .._validate import check_qk as shared_check_qk
 from ..encodings.configs import EncodingConfig
 from ..functional._xp import widest_int
@@ -174,10 +176,8 @@ def build_for_model(
     name: str, *, dim: int, n_heads: int, max_len: int, rngs: nnx.Rngs | None = None, **config: Any
 ) -> PositionalEncoding:
     """As torch's ``registry.build_for_model``, with ``rngs``."""
-    accepted = accepted_keys(name)
-    check_head_split(dim, n_heads)
-    shared = {"dim": dim, "n_heads": n_heads, "head_dim": dim // n_heads, "max_len": max_len}
-    return build(name, rngs=rngs, **({k: v for k, v in shared.items() if k in accepted} | config))
+    sizes = {"dim": dim, "n_heads": n_heads, "max_len": max_len}
+    return build(name, rngs=rngs, **sized_config(accepted_keys(name), config, **sizes))
 
 
 def check_positions(pos: Any, what: str = "positions", axes: int = 1) -> Array:
@@ -211,6 +211,11 @@ def check_qk(
     return shared_check_qk(
         q, k, q_pos, k_pos, head_dim, ndim=check_ndim, positions=check_positions, axes=axes
     )
+
+
+def check_embed(x: Any, pos: Any, dim: int, *, axes: int = 1) -> Array:
+    """As torch's ``check_embed`` (``posenc._validate``), with array checks."""
+    return shared_check_embed(x, pos, dim, axes=axes, ndim=check_ndim, positions=check_positions)
 
 
 def is_concrete(x: Array) -> bool:

@@ -14,15 +14,13 @@ import numpy as np
 from flax import nnx
 
 from .. import functional as PF
-from .._validate import check_positions_match, check_real_floating
 from ..encodings import configs
 from .base import (
     Ctx,
     PositionalEncoding,
     PositionContext,
     bounds,
-    check_ndim,
-    check_positions,
+    check_embed,
     check_qk,
     is_concrete,
     on_host_if,
@@ -39,30 +37,26 @@ class NoPE(PositionalEncoding):
 
 
 class Absolute(PositionalEncoding):
-    """An additive table: ``embed`` checks x and positions unless a context (``prepare``,
-    which checks the positions' values once) comes with them."""
+    """An additive table on positions of ``axes`` axes: ``embed`` checks x and positions unless
+    a context (``prepare``, which checks the positions' values once) comes with them."""
 
     def prepare(self, q_pos: Array, k_pos: Array | None = None) -> PositionContext:
         self.check_values(q_pos)
         return super().prepare(q_pos, k_pos)
 
     def check_values(self, pos: Array) -> None:
+        """Raise for positions the table has no row for (default: negative ones)."""
         if (b := bounds(pos)) is not None and b[0] < 0:
             raise ValueError(f"positions must be >= 0 for an absolute encoding, got min {b[0]}")
 
     def embed(self, x: Array, pos: Array, *, ctx: Ctx = None) -> Array:
         if ctx is None:
-            check_ndim(x, 3, "x", "(B, T, C)")
-            check_real_floating(x, "x")
-            if x.shape[-1] != self.dim:
-                raise ValueError(f"x must have C = dim = {self.dim} features, got {x.shape[-1]}")
-            pos = check_positions(pos)
-            check_positions_match(pos, x.shape[0], x.shape[1], "pos")
+            pos = check_embed(x, pos, self.dim, axes=self.axes)
             self.check_values(pos)
         return x + self.rows(pos).astype(x.dtype)  # (B, T, C)
 
     def rows(self, pos: Array) -> Array:
-        """The table's rows for positions (...,) -> (..., C)."""
+        """The table's rows for positions (...,) | (..., A) -> (..., C)."""
         raise NotImplementedError
 
 

@@ -15,20 +15,17 @@ import numpy as np
 from flax import nnx
 
 from .. import functional as PF
-from .._validate import check_positions_match, check_real_floating
 from ..encodings import configs
 from .base import (
     Ctx,
     PositionalEncoding,
-    PositionContext,
     bounds,
-    check_ndim,
-    check_positions,
     check_qk,
     on_host_if,
     register,
     shared_for,
 )
+from .encodings import Absolute
 
 Array = jax.Array
 
@@ -119,30 +116,12 @@ class RoPEMixed(GridRotary):
         return super().rotate(q, k, q_pos, k_pos, ctx=ctx)
 
 
-class GridTable(PositionalEncoding):
-    """An additive table on grid positions (T, 2) | (B, T, 2): ``embed`` checks its inputs
-    unless a context (``prepare``, which checks the positions' values once) comes with them."""
-
-    def prepare(self, q_pos: Array, k_pos: Array | None = None) -> PositionContext:
-        self.check_values(q_pos)
-        return super().prepare(q_pos, k_pos)
+class GridTable(Absolute):
+    """An additive table on grid positions (T, 2) | (B, T, 2), any values (``Learned2D``:
+    on its grid)."""
 
     def check_values(self, pos: Array) -> None:
         """Raise for positions the table has no row for (default: none)."""
-
-    def embed(self, x: Array, pos: Array, *, ctx: Ctx = None) -> Array:
-        if ctx is None:
-            check_ndim(x, 3, "x", "(B, T, C)")
-            check_real_floating(x, "x")
-            if x.shape[-1] != self.dim:
-                raise ValueError(f"x must have C = dim = {self.dim} features, got {x.shape[-1]}")
-            pos = check_positions(pos, "pos", axes=2)
-            check_positions_match(pos, x.shape[0], x.shape[1], "pos", axes=2)
-            self.check_values(pos)
-        return x + self.rows(pos).astype(x.dtype)  # (B, T, C)
-
-    def rows(self, pos: Array) -> Array:
-        raise NotImplementedError
 
 
 @register(configs.Sincos2DConfig)
