@@ -265,6 +265,16 @@ def check_embed(
     return pos
 
 
+def check_positions_given(pos: Any, axes: int, name: str) -> None:
+    """Raise unless ``pos`` is given where an encoding ``name`` reads ``axes`` > 1 position
+    axes (grids have no default positions)."""
+    if pos is None and axes > 1:
+        raise ValueError(
+            f"pe {name!r} reads {axes} position axes: pass pos of shape (T, {axes}) or "
+            f"(B, T, {axes}) (e.g. posenc.grid_positions(...) for an image or video grid)"
+        )
+
+
 def check_memory(
     memory: Any,
     pos: Any,

@@ -17,6 +17,7 @@ from .._validate import (
     check_memory,
     check_ndim,
     check_positions,
+    check_positions_given,
     check_positions_match,
     check_positive_int,
 )
@@ -272,11 +273,7 @@ def new_context(
     entries), or (T, A) | (B, T, A) for an encoding of A position axes (given: grids have no
     default), validated to int64 once, and every key: the cached ones, then these."""
     axes = pe.capabilities.axes
-    if pos is None and axes > 1:
-        raise ValueError(
-            f"pe {pe.name!r} reads {axes} position axes: pass pos of shape (T, {axes}) or "
-            f"(B, T, {axes}) (e.g. posenc.grid_positions(...) for an image or video grid)"
-        )
+    check_positions_given(pos, axes, pe.name)
     if pos is not None and cache is not None and cache.streams:
         raise ValueError(
             "a KVCache(window=...) assigns positions inside the cache; call without pos"

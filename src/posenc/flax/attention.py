@@ -17,6 +17,7 @@ from .._validate import (
     check_cross_context,
     check_encoding_heads,
     check_memory,
+    check_positions_given,
     check_positions_match,
 )
 from ..encodings.configs import AttentionConfig
@@ -175,11 +176,7 @@ def context(
     an encoding of A > 1 axes; checked once): ``pe.prepare`` of them and of every key's
     position with the cache."""
     axes = pe.axes
-    if pos is None and axes > 1:
-        raise ValueError(
-            f"pe {pe.name!r} reads {axes} position axes: pass pos of shape (T, {axes}) or "
-            f"(B, T, {axes}) (e.g. posenc.grid_positions(...) for an image or video grid)"
-        )
+    check_positions_given(pos, axes, pe.name)
     if pos is None:
         pos = (0 if cache is None else cache.offset()) + jnp.arange(T)
     pos = check_positions(pos, "pos", axes)  # one JAX array for every hook (NumPy: once)
