@@ -159,12 +159,14 @@ def _tiny_sets() -> list[str]:
     return [f"--set={k}={json.dumps(v)}" for k, v in TINY.to_dict().items()]
 
 
+@pytest.mark.parametrize("command", [["lab", "extend"], ["lab", "--preset", "extend"]])
 def test_the_command_resumes_a_run_writes_the_report_and_prints_the_verdicts(
-    tiny_run: Path, tmp_path: Path
+    command: list[str], tiny_run: Path, tmp_path: Path
 ) -> None:
+    """Both spellings, ``posenc lab extend`` and ``posenc lab --preset extend`` (issue 24)."""
     shutil.copytree(tiny_run, tmp_path, dirs_exist_ok=True)
     (tmp_path / REPORT_NAME).unlink(missing_ok=True)
-    args = ["lab", "extend", "--workers", "1", "--out", str(tmp_path), *_tiny_sets()]
+    args = [*command, "--workers", "1", "--out", str(tmp_path), *_tiny_sets()]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert f"0 units run, {len(plan(TINY))} reused" in result.stdout
