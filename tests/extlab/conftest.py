@@ -30,6 +30,7 @@ TINY = ExtendConfig(
     stream_rows=1,
     search_generations=1,
     search_children=1,
+    search_windows=2,
 )
 
 

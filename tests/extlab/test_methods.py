@@ -5,6 +5,7 @@ float64), with the trained weights unchanged, at the lengths each unit measures.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from posenc.extlab.methods import (
     rescaled,
     scaling,
 )
+from posenc.extlab.train import fine_tune
 from posenc.extlab.units import Unit
 
 from .conftest import TINY
@@ -154,7 +156,30 @@ def test_units_evaluate_each_length_with_that_lengths_scaling(
     unit = Unit(f"tune/{method}/x{s}/s0", "tune", 0, method=method, factor=s)
     units.execute(unit, cfg, tmp_path, needs)
     want.append((scaling(method, s, cfg, LAMBDA), s * L, True))
+    if method == "ntk":  # its fine-tune is dynamic NTK's too, evaluated with that scaling
+        want.append((scaling("dynamic", s, cfg), s * L, True))
     assert len(seen) == len(want)
     for (got, length, changed), (spec, n, tuned) in zip(seen, want, strict=True):
         assert got == (None if spec is None else scaling_config(spec))
         assert (length, changed) == (n, tuned)
+
+
+def test_dynamic_ntk_shares_ntks_fine_tune_which_is_the_same_bit_for_bit() -> None:
+    """``units.SHARED_TUNE``: trained at s·L, dynamic NTK (factor 1) is NTK at factor s, so the
+    plan has no ``tune/dynamic`` unit (``tune/ntk`` stores dynamic's tuned rows)."""
+    torch.manual_seed(0)
+    base = build_model(TINY, "rope")
+    for s in (2, 4):
+        tuned = {}
+        for method in ("ntk", "dynamic"):
+            model = rescaled(base, TINY, scaling(method, s, TINY))
+            losses = fine_tune(model, TINY, s, 0)
+            tuned[method] = (losses, model.state_dict())
+        assert tuned["ntk"][0] == tuned["dynamic"][0]
+        for k, v in tuned["ntk"][1].items():
+            assert torch.equal(v, tuned["dynamic"][1][k]), k
+    names = [u.name for u in units.plan(TINY)]
+    assert not [n for n in names if n.startswith("tune/dynamic/")]
+    assert "tune/ntk/x2/s0" in names and "free/dynamic/s0" in names
+    alone = units.plan(replace(TINY, methods=("none", "dynamic")))
+    assert "tune/dynamic/x2/s0" in [u.name for u in alone]  # without NTK: its own fine-tune

@@ -24,6 +24,7 @@ from posenc.cli import app
 from posenc.extlab import run as run_module
 from posenc.extlab import run_extend
 from posenc.extlab.findings import INCONCLUSIVE, NOT_EVALUATED, NOT_REPRODUCED, REPRODUCED
+from posenc.extlab.methods import build_model
 from posenc.extlab.report import REPORT_NAME, findings_of, write_report
 from posenc.extlab.store import STORE_NAME, ExtendStore
 from posenc.extlab.train import fine_tune, pretrain
@@ -51,6 +52,22 @@ def test_pretraining_is_seeded_and_a_fine_tune_step_runs() -> None:
     assert len(ft) == TINY.ft_steps == 2 and all(np.isfinite(ft))
     assert any(not torch.equal(v, before[k]) for k, v in a.state_dict().items())
     assert not a.training
+
+
+def test_fire_learns_its_own_parameters_at_fire_lr_scale() -> None:
+    """At a vanishing ``fire_lr_scale`` FIRE's MLP, c and threshold keep their initial values
+    while the rest of the model trains."""
+    cfg = replace(TINY, fire_lr_scale=1e-12)
+    trained, _ = pretrain(cfg, "fire", 0)
+    torch.manual_seed(0)
+    initial = build_model(cfg, "fire").state_dict()
+    for k, v in trained.state_dict().items():
+        if k.startswith("pe."):
+            torch.testing.assert_close(v, initial[k], rtol=0, atol=1e-8)
+        elif k.startswith("blocks.0.attn.qkv"):
+            assert not torch.equal(v, initial[k]), k
+    with pytest.raises(ValueError, match="'fire_lr_scale' must be > 0"):
+        replace(TINY, fire_lr_scale=0)
 
 
 def test_a_run_stores_every_unit_and_its_numbers(tiny_run: Path) -> None:

@@ -29,14 +29,16 @@ class ExtendConfig:
 
     Model: ``d_model``, ``n_layers``, ``n_heads`` (TinyTransformer, RoPE base 10 000).
     Pre-training: ``steps`` AdamW steps of ``batch`` rows at context ``context``, a
-    ``passkey_fraction`` of the rows passkey prompts (keys of ``passkey_digits`` tokens).
+    ``passkey_fraction`` of the rows passkey prompts (keys of ``passkey_digits`` tokens);
+    FIRE's own parameters (its MLP, c and threshold) at ``fire_lr_scale`` times ``lr``.
     Fine-tune: ``round(ft_fraction·steps)`` steps at each longer length at ``ft_lr``, with the
     tokens per step of pre-training (``batch // factor`` rows, at least 2).
     Measures: loss over ``eval_tokens`` held-out tokens per length in buckets of
     ``bucket`` positions; passkey at ``depths`` with ``trials`` keys per cell; a stream of
     ``max(factors)·context`` tokens (``stream_rows`` texts) through a cache of ``window`` keys
     with ``sinks`` sink tokens or none. LongRoPE's factors: a search of ``search_generations``
-    generations of ``search_children`` (Ding et al. 2024, scaled down).
+    generations of ``search_children``, each candidate scored on ``search_windows`` windows of
+    training text (Ding et al. 2024, scaled down).
     """
 
     name: str = "extend"
@@ -51,6 +53,7 @@ class ExtendConfig:
     steps: int = 2000
     batch: int = 16
     lr: float = 3e-3
+    fire_lr_scale: float = 0.3
     warmup: int = 50
     passkey_fraction: float = 0.5
     passkey_digits: int = 2
@@ -63,8 +66,9 @@ class ExtendConfig:
     window: int = 32
     sinks: int = 4
     stream_rows: int = 4
-    search_generations: int = 2
-    search_children: int = 4
+    search_generations: int = 4
+    search_children: int = 8
+    search_windows: int = 8
     gate: float = 0.9
 
     def __post_init__(self) -> None:
@@ -74,11 +78,11 @@ class ExtendConfig:
                 object.__setattr__(self, f.name, tuple(value))
         ints = ["context", "d_model", "n_layers", "n_heads", "steps", "batch", "warmup"]
         ints += ["passkey_digits", "eval_tokens", "bucket", "trials", "window", "stream_rows"]
-        ints += ["search_generations", "search_children"]
+        ints += ["search_generations", "search_children", "search_windows"]
         for key in ints:
             check_positive_int(getattr(self, key), f"extend config {key!r}")
         check_positive_int(self.sinks, "extend config 'sinks'", minimum=0)
-        for key in ("lr", "ft_lr", "ft_fraction"):
+        for key in ("lr", "ft_lr", "ft_fraction", "fire_lr_scale"):
             check_positive_float(getattr(self, key), f"extend config {key!r}")
         for key in ("passkey_fraction", "gate"):
             check_positive_float(getattr(self, key), f"extend config {key!r}", upper=1.0)
@@ -166,6 +170,7 @@ PRESETS: dict[str, ExtendConfig] = {
         stream_rows=2,
         search_generations=1,
         search_children=2,
+        search_windows=2,
     ),
 }
 

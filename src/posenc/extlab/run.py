@@ -163,9 +163,11 @@ class _Run:
             self.record(result)
 
     def pool(self, todo: list[Unit], workers: int) -> None:
-        """Submit each unit once the units it needs are stored; collect results as they end."""
+        """Submit each unit once the units it needs are stored; collect results as they end
+        (this process sleeps until a worker finishes one, or a second has passed)."""
         pending = list(todo)
         running: dict[str, AsyncResult[UnitResult]] = {}
+        ended = threading.Event()
         pool = mp.get_context("spawn").Pool(workers, _init_worker, (os.getpid(),))
         try:
             while pending or running:
@@ -176,10 +178,16 @@ class _Run:
                     elif len(running) < workers and all(n in finished for n in unit.needs):
                         pending.remove(unit)
                         args = (unit, self.cfg, self.out, self.needs(unit))
-                        running[unit.name] = pool.apply_async(execute, args)
+                        running[unit.name] = pool.apply_async(
+                            execute,
+                            args,
+                            callback=lambda _: ended.set(),
+                            error_callback=lambda _: ended.set(),
+                        )
                 if not running:
                     break
-                time.sleep(0.05)
+                ended.wait(1.0)
+                ended.clear()  # a unit ending from here on sets it again
                 for name, job in list(running.items()):
                     if job.ready():
                         del running[name]

@@ -34,13 +34,20 @@ def fit(
     warmup: int,
     context: int,
     rows: int,
+    pe_lr_scale: float = 1.0,
     on_step: Callable[[int, float], None] | None = None,
 ) -> list[float]:
-    """``steps`` AdamW steps on ``rows`` rows of ``context`` tokens; the loss of every step."""
+    """``steps`` AdamW steps on ``rows`` rows of ``context`` tokens, the encoding's own
+    parameters at ``pe_lr_scale``·``lr``; the loss of every step."""
     text = corpus()[0]
     passkey_rows = round(rows * cfg.passkey_fraction)
+    own = {id(p) for p in model.pe.parameters()}
+    groups = [
+        {"params": [p for p in model.parameters() if id(p) not in own], "lr": lr},
+        {"params": [p for p in model.parameters() if id(p) in own], "lr": lr * pe_lr_scale},
+    ]
     opt = torch.optim.AdamW(
-        model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.01, fused=True
+        [g for g in groups if g["params"]], betas=(0.9, 0.98), weight_decay=0.01, fused=True
     )
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: lr_factor(s, warmup=warmup, steps=steps)
@@ -72,7 +79,14 @@ def fit(
 
 
 def pretrain(cfg: ExtendConfig, encoding: str, seed: int) -> tuple[TinyTransformer, list[float]]:
-    """A model with ``encoding`` trained at the context L from ``seed`` (weights and data)."""
+    """A model with ``encoding`` trained at the context L from ``seed`` (weights and data).
+
+    FIRE's parameters learn at ``cfg.fire_lr_scale``·lr (0.3): at the full rate its MLP makes
+    every head a steep recency bias (7-9 nats against keys 63 back by step 250, 11-20 at the
+    end) before the passkey's copy is learned; distant keys then get too little weight for a
+    gradient to teach it (passkey at L 0.00 on 3 seeds, key tokens at chance, 2.3 nats).
+    Seed 0 at 0.3x: passkey at L 0.90, loss at L 1.79 (1x: 1.76); at 0.1x: 1.00 and 1.97.
+    """
     torch.manual_seed(seed)
     model = build_model(cfg, encoding)
     losses = fit(
@@ -84,6 +98,7 @@ def pretrain(cfg: ExtendConfig, encoding: str, seed: int) -> tuple[TinyTransform
         warmup=cfg.warmup,
         context=cfg.context,
         rows=cfg.batch,
+        pe_lr_scale=cfg.fire_lr_scale if encoding == "fire" else 1.0,
     )
     return model.eval(), losses
 

@@ -5,7 +5,8 @@
 - ``free/METHOD/sSEED``: the RoPE model with METHOD at each factor s, training-free: loss and
   passkey at s·L, and the loss at L with the largest factor (the "below L" check);
   ``free/longrope`` first searches its factors (stored in the unit's info);
-- ``tune/METHOD/xS/sSEED``: METHOD at factor S fine-tuned at S·L, then loss and passkey there;
+- ``tune/METHOD/xS/sSEED``: METHOD at factor S fine-tuned at S·L, then loss and passkey there
+  (``tune/ntk`` also evaluates its weights with dynamic NTK: see ``SHARED_TUNE``);
 - ``stream/sSEED``: the RoPE model streamed through a window cache without and with sinks.
 """
 
@@ -31,6 +32,10 @@ from .store import Row, UnitResult
 from .train import fine_tune, pretrain
 
 CHECKPOINTS = "extend-checkpoints"
+#: Fine-tunes that are another method's: dynamic NTK (factor 1) trained at s·L uses s' =
+#: s·L / L = s at every step, NTK's frequencies exactly (a test checks the weights match bit
+#: for bit), so ``tune/ntk`` fine-tunes once and evaluates the weights with both scalings.
+SHARED_TUNE = {"dynamic": "ntk"}
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,8 @@ def plan(cfg: ExtendConfig) -> list[Unit]:
         base = (f"pretrain/rope/s{s}",)
         for factor in sorted(cfg.factors, reverse=True):
             for m in cfg.methods:
+                if SHARED_TUNE.get(m) in cfg.methods:
+                    continue  # evaluated by the unit of the method it shares
                 needs = (*base, f"free/longrope/s{s}") if m == "longrope" else base
                 units.append(Unit(f"tune/{m}/x{factor}/s{s}", "tune", s, "rope", m, factor, needs))
         units += [Unit(f"free/{m}/s{s}", "free", s, "rope", m, needs=base) for m in cfg.methods]
@@ -152,11 +159,14 @@ def _free(unit: Unit, cfg: ExtendConfig, out: Path, needs: dict) -> tuple[list[R
 def _fitness(
     base: TinyTransformer, cfg: ExtendConfig, s: int, text: np.ndarray, rng: np.random.Generator
 ) -> Callable[[np.ndarray], float]:
-    """LongRoPE's search objective: the mean loss of the model with factors λ on two windows of
-    s·L training tokens (drawn once, the same for every candidate)."""
-    n = s * cfg.context
-    start = int(rng.integers(0, len(text) - 2 * n))
-    windows = torch.from_numpy(text[start : start + 2 * n].reshape(2, n))
+    """LongRoPE's search objective: the mean loss of the model with factors λ on
+    ``cfg.search_windows`` consecutive windows of s·L training tokens (drawn once, the same
+    for every candidate)."""
+    n, k = s * cfg.context, cfg.search_windows
+    if k * n >= len(text):
+        raise ValueError(f"{k} search windows of {n} tokens exceed the training text")
+    start = int(rng.integers(0, len(text) - k * n))
+    windows = torch.from_numpy(text[start : start + k * n].reshape(k, n))  # (k, n)
 
     @torch.no_grad()
     def fitness(lam: np.ndarray) -> float:
@@ -175,6 +185,10 @@ def _tune(unit: Unit, cfg: ExtendConfig, out: Path, needs: dict) -> tuple[list[R
     losses = fine_tune(model, cfg, s, unit.seed)
     n = s * cfg.context
     rows = _tag(unit, "tuned", s, loss(model, cfg, n) + retrieval(model, cfg, n))
+    for other, same in SHARED_TUNE.items():
+        if same == unit.method and other in cfg.methods:
+            model = rescaled(model, cfg, scaling(other, s, cfg))
+            rows += _tag(unit, "tuned", s, loss(model, cfg, n) + retrieval(model, cfg, n), other)
     return rows, {"ft_losses": losses}
 
 
