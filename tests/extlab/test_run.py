@@ -168,6 +168,8 @@ def test_the_report_is_one_self_contained_page(tiny_run: Path) -> None:
     assert "<script" not in html and "http://" not in html.replace("http://www.w3.org", "")
     assert html.count("data:image/png;base64,") == 3
     assert "Chen et al. 2023" in html and "StreamingLLM" in html
+    assert "scaled-down search: 4 candidates per seed and factor" in html  # LongRoPE's
+    assert "Best candidates: s0 x2: " in html
     verdicts = {f.key: f.verdict for f in findings_of(tiny_run, TINY)}
     assert set(verdicts) == {"pi", "ntk", "yarn", "dynamic", "streaming", "alibi"}
 

@@ -61,7 +61,11 @@ def write_report(out: str | Path, cfg: ExtendConfig) -> Path:
             ],
             figures=[_figure(loss_by_position(results, cfg), "loss by position", wide=True)],
         ),
-        Section("Loss and passkey by length", tables=_length_tables(results, cfg, gated)),
+        Section(
+            "Loss and passkey by length",
+            paragraphs=[_longrope_text(units, cfg)],
+            tables=_length_tables(results, cfg, gated),
+        ),
         _below_section(results, cfg),
         Section(
             "Streaming past the window",
@@ -179,6 +183,29 @@ def _below_section(results: Results, cfg: ExtendConfig) -> Section:
         caption=f"Each method set for {smax}x, evaluated at L = {L}; unchanged: {_cell(base)}",
     )
     return Section("Below the training context", tables=[table])
+
+
+def _longrope_text(units: list[dict[str, Any]], cfg: ExtendConfig) -> str:
+    """How LongRoPE's factors were found (a scaled-down search), and which candidate won."""
+    n = 3 + cfg.search_generations * cfg.search_children
+    text = (
+        f"LongRoPE's per-pair factors come from a scaled-down search: {n} candidates per seed "
+        f"and factor (PI, NTK and YaRN's factors, then {cfg.search_generations} generations of "
+        f"{cfg.search_children} mutations of the best; no crossover, no search of the number of "
+        "initial positions left uninterpolated), each scored by its loss on "
+        f"{cfg.search_windows} windows of s·L training tokens. Ding et al. 2024 run a far "
+        "larger evolutionary search (populations of dozens over tens of generations, with "
+        "crossover), scored on long documents."
+    )
+    won = [
+        f"{u['name'].split('/')[-1]} {key.removeprefix('search_')}: "
+        + min(scored, key=lambda t: t[1])[0]
+        for u in units
+        if u["name"].startswith("free/longrope/")
+        for key, scored in sorted(u["info"].items())
+        if key.startswith("search_")
+    ]
+    return text + (f" Best candidates: {'; '.join(sorted(won))}." if won else "")
 
 
 def _sink_text(units: list[dict[str, Any]], cfg: ExtendConfig) -> str:
