@@ -66,7 +66,7 @@ def test_fire_learns_its_own_parameters_at_fire_lr_scale() -> None:
             torch.testing.assert_close(v, initial[k], rtol=0, atol=1e-8)
         elif k.startswith("blocks.0.attn.qkv"):
             assert not torch.equal(v, initial[k]), k
-    with pytest.raises(ValueError, match="'fire_lr_scale' must be > 0"):
+    with pytest.raises(ValueError, match="'fire_lr_scale' must be a finite number > 0"):
         replace(TINY, fire_lr_scale=0)
 
 
