@@ -252,3 +252,23 @@ def test_pe_lr_scale_multiplies_the_encoding_s_learning_rate(tmp_path: Path) -> 
     assert moved[1.0]["net.pe.weight"] == pytest.approx(lr, rel=0.01)
     assert moved[10.0]["net.pe.weight"] == pytest.approx(10 * lr, rel=0.01)
     assert moved[10.0]["net.tok.weight"] == pytest.approx(lr, rel=0.01)
+
+
+@pytest.mark.parametrize(("task", "steps"), [("copy_rep", 150), ("ascending_encoder", 30)])
+def test_a_check_against_a_threshold_decides_as_the_full_score_does(task: str, steps: int) -> None:
+    """``gate_score(threshold=)`` stops once the misses keep the score below the threshold:
+    the same pass or fail as the full score, and then a bound at least the full score."""
+    from posenc.lab.evaluate import gate_batches, gate_score
+    from posenc.lab.train import fit
+
+    cpu = torch.device("cpu")
+    cfg = replace(_cfg("nope", task), train=replace(FAST, steps=steps, gate=0.0))
+    model, t = build_model(cfg)
+    fit(model, t, cfg, cpu)
+    batches = gate_batches(t, 64)
+    full = gate_score(model, batches, cpu)
+    assert 0.0 < full < 1.0  # partly learned: some checks pass, some stop early
+    for threshold in (0.0, full / 2, full, math.nextafter(full, 1.0), (1 + full) / 2, 1.0):
+        bound = gate_score(model, batches, cpu, threshold)
+        assert (bound >= threshold) == (full >= threshold)
+        assert bound == full if full >= threshold else full <= bound < threshold

@@ -137,8 +137,11 @@ class Gate:
     def passed(self, score: float) -> bool:
         return not self.active or score >= self.threshold
 
-    def score(self, model: LabModel, device: torch.device) -> float:
-        return gate_score(model, self.batches, device)
+    def score(self, model: LabModel, device: torch.device, step: int) -> float:
+        """The score after step ``step``; a check before the last only decides pass or fail
+        (``gate_score``'s ``threshold``), the last one is exact (the run's ``gate_metric``)."""
+        last = step + 1 == self.steps or not self.active
+        return gate_score(model, self.batches, device, None if last else self.threshold)
 
 
 def optimizer(model: LabModel, t: TrainConfig) -> torch.optim.AdamW:
@@ -186,7 +189,7 @@ def fit(
         if on_step is not None:
             on_step(step, losses[-1])
         if gate.due(step):
-            score = gate.score(model, device)
+            score = gate.score(model, device, step)
             if gate.passed(score):
                 break
     return Fitted(losses, score, gate.passed(score))
