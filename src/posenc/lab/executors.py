@@ -122,7 +122,9 @@ class LocalExecutor:
         with ProcessPoolExecutor(
             workers, mp_context=ctx, initializer=_init_worker, initargs=(progress, os.getpid())
         ) as pool:
-            submitted = {pool.submit(execute, c, checkpoint_dir): c for c in runs}
+            # the largest step budgets first: the short runs fill the workers' tails
+            by_budget = sorted(runs, key=lambda c: -c.train.steps)  # stable: grid order within
+            submitted = {pool.submit(execute, c, checkpoint_dir): c for c in by_budget}
             pending: set[Future[RunResult]] = set(submitted)
             try:
                 while pending:
