@@ -41,3 +41,16 @@ def test_readme_lab_results_are_generated_from_the_stored_run() -> None:
     command, store = found.group(1), found.group(2)
     assert store == "benchmarks/results/lab-quick.sqlite"
     assert results_markdown(ROOT / store, command=command) == block
+
+
+def test_readme_seq2seq_table_is_pasted_from_its_stored_run() -> None:
+    """README's encoder-decoder table is ``posenc lab table`` of the committed seq2seq store,
+    pasted without the begin and end markers (those belong to the quick block that ``--into``
+    rewrites): a hand edit, or a store and README out of step, fails here."""
+    from posenc.lab.table import BEGIN, END, results_markdown
+
+    text = (ROOT / "README.md").read_text()
+    command = "posenc lab table --out benchmarks/results/lab-seq2seq.sqlite"
+    block = results_markdown(ROOT / "benchmarks/results/lab-seq2seq.sqlite", command=command)
+    pasted = block.removeprefix(BEGIN + "\n").removesuffix(END + "\n")
+    assert pasted in text
