@@ -153,6 +153,17 @@ def test_learned_2d_reads_its_grid_and_resamples() -> None:
     pe.embed(x, torch.tensor([[5, 7], [0, 0], [3, 3]]))  # the larger grid is readable
 
 
+def test_learned_2d_init_std() -> None:
+    torch.manual_seed(0)
+    assert posenc.build("learned_2d", dim=64, grid=(8, 8)).weight.std().item() == pytest.approx(
+        0.02, rel=0.05
+    )
+    wide = posenc.build("learned_2d", dim=64, grid=(8, 8), init_std=1.0).weight
+    assert wide.std().item() == pytest.approx(1.0, rel=0.05)
+    with pytest.raises(ValueError, match="init_std must be a finite number > 0"):
+        posenc.build("learned_2d", dim=8, grid=(2, 2), init_std=0.0)
+
+
 def test_one_and_multi_axis_positions_do_not_mix() -> None:
     q, k = _qk(2, 5, 8)
     rope2d, rope = posenc.build("rope_2d", head_dim=8), posenc.build("rope", head_dim=8)

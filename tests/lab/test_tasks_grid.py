@@ -3,13 +3,15 @@ model's grid positions and MARK readout, learned_2d's table resampled at evaluat
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
 
 import posenc
 from posenc.functional import resample_table
-from posenc.lab.config import ModelConfig, parse_sweep
+from posenc.lab.config import ModelConfig, RunConfig, TaskConfig, parse_sweep
 from posenc.lab.evaluate import eval_batch, evaluate
 from posenc.lab.model import LabModel
 from posenc.lab.tasks import FIRST, MARK, make_task
@@ -113,6 +115,22 @@ def test_the_head_reads_the_marked_cell() -> None:
     expect = model.head(feats[tokens == MARK])
     torch.testing.assert_close(model(tokens), expect)
     assert not torch.allclose(model.head(feats.mean(1)), expect)
+
+
+def test_embed_std_initialises_the_token_table_only() -> None:
+    task = make_task("grid_cross")
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=64, n_layers=1, n_heads=2, embed_std=1.0)
+    model = LabModel(task, cfg, "learned_2d", {"init_std": 0.5})
+    assert model.net.tok.weight.std().item() == pytest.approx(1.0, rel=0.1)
+    assert model.net.pe.weight.std().item() == pytest.approx(0.5, rel=0.05)
+    with pytest.raises(ValueError, match="embed_std must be > 0"):
+        ModelConfig(embed_std=0.0)
+    with pytest.raises(ValueError, match="embed_std must be finite"):
+        ModelConfig(embed_std=float("inf"))
+    run = RunConfig(encoding="rope_2d", task=TaskConfig(name="grid_cross"))
+    assert run.key() != replace(run, model=ModelConfig(embed_std=1.0)).key()
+    assert model.net.blocks[0].attn.qkv.weight.std().item() == pytest.approx(0.02, rel=0.1)
 
 
 def test_learned_2d_is_built_at_the_training_grid_and_resampled_for_larger_ones() -> None:

@@ -268,9 +268,11 @@ class Learned2DConfig(EncodingConfig):
     axes = 2
     dim: int
     grid: Sequence[int] = (16, 16)
+    init_std: float = 0.02
 
     def check(self) -> None:
         check_positive_int(self.dim, "dim")
+        check_positive_float(self.init_std, "init_std")
         object.__setattr__(self, "grid", PF.check_grid(self.grid, "grid"))
 
 

@@ -55,8 +55,8 @@ class Sincos2D(PositionalEncoding):
 class Learned2D(PositionalEncoding):
     """A learned table over a grid of ``grid`` = (rows, columns) patches, as ViT's position
     embedding (Dosovitskiy et al. 2021): x + W[y·columns + x] at grid position (y, x), W
-    (rows·columns, C) initialised N(0, 0.02²), rows in raster order. ``resample_(new_grid)``
-    interpolates W to another grid (bicubic with antialias, as timm's
+    (rows·columns, C) initialised N(0, init_std²) (0.02, ViT's), rows in raster order.
+    ``resample_(new_grid)`` interpolates W to another grid (bicubic with antialias, as timm's
     ``resample_abs_pos_embed``: ``posenc.functional.resample_table``); positions outside the
     grid raise.
     """
@@ -72,7 +72,7 @@ class Learned2D(PositionalEncoding):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        nn.init.normal_(self.weight, std=0.02)
+        nn.init.normal_(self.weight, std=self.config.init_std)
 
     def prepare(self, q_pos: Tensor, k_pos: Tensor | None = None) -> PositionContext:
         self._check_range(q_pos)  # once per forward (keys were queries once)

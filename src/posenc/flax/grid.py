@@ -142,7 +142,9 @@ class Learned2D(GridTable):
 
     def setup(self, rngs: nnx.Rngs) -> None:
         rows, cols = self.config.grid
-        self.weight = nnx.Param(0.02 * jax.random.normal(rngs.params(), (rows * cols, self.dim)))
+        self.weight = nnx.Param(
+            self.config.init_std * jax.random.normal(rngs.params(), (rows * cols, self.dim))
+        )
 
     def check_values(self, pos: Array) -> None:
         rows, cols = self.config.grid

@@ -39,12 +39,18 @@ def build_model(cfg: RunConfig) -> tuple[TinyTransformer, Any]:
         raise ValueError(
             f"backend jax: train.pe_lr_scale must be 1 (torch only), got {cfg.train.pe_lr_scale}"
         )
+    if cfg.model.embed_std != 0.02:
+        raise ValueError(
+            f"backend jax: model.embed_std must be 0.02 (torch only), got {cfg.model.embed_std}"
+        )
     if task.kind not in KINDS:
         raise ValueError(f"the jax backend runs {KINDS} tasks, got {task.name!r} ({task.kind})")
     model = TinyTransformer(
         vocab_size=task.vocab_size,
         pe=cfg.encoding,
-        **{k: v for k, v in asdict(cfg.model).items() if k != "architecture"},  # RunConfig:
+        **{
+            k: v for k, v in asdict(cfg.model).items() if k not in ("architecture", "embed_std")
+        },  # RunConfig:
         # d_model, n_layers, n_heads, d_ff, dropout of a decoder (torch trains encoder-decoders)
         causal=True,
         max_len=task.max_seq_len,

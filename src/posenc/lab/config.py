@@ -46,7 +46,8 @@ def _check_backend(backend: str) -> None:
 class ModelConfig:
     """TinyTransformer size: a decoder, or an encoder for classification tasks.
     ``architecture = "encoder_decoder"``: an ``EncoderDecoder`` of ``n_layers`` encoder and
-    ``n_layers`` decoder layers for prompt-answer tasks (``LabModel``)."""
+    ``n_layers`` decoder layers for prompt-answer tasks (``LabModel``). ``embed_std``: the
+    token embeddings' N(0, embed_std²) init (GPT-2's 0.02; the grid preset's patches 1.0)."""
 
     __pydantic_config__ = _FORBID
     d_model: int = 64
@@ -55,13 +56,16 @@ class ModelConfig:
     d_ff: int | None = None
     dropout: float = 0.0
     architecture: Architecture = "decoder"
+    embed_std: float = 0.02
 
     def __post_init__(self) -> None:
         if self.architecture not in ARCHITECTURES:
             raise ValueError(
                 f"architecture must be one of {ARCHITECTURES}, got {self.architecture!r}"
             )
-        _positive(self, "d_model", "n_layers", "n_heads", "d_ff")
+        _positive(self, "d_model", "n_layers", "n_heads", "d_ff", "embed_std")
+        if not math.isfinite(self.embed_std):
+            raise ValueError(f"embed_std must be finite, got {self.embed_std}")
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"d_model must be divisible by n_heads, got {self.d_model}, {self.n_heads}"
@@ -158,14 +162,17 @@ class RunConfig:
 
     def key(self) -> str:
         """Hex digest of the canonical JSON of everything but ``device`` (and ``backend`` when
-        it is the default torch, ``model.architecture`` when it is the default decoder, so
-        the keys of runs made before either existed are unchanged)."""
+        it is the default torch, ``model.architecture`` when it is the default decoder,
+        ``model.embed_std`` when it is the default 0.02, so the keys of runs made before
+        these existed are unchanged)."""
         data = asdict(self)
         data.pop("device")
         if data["backend"] == "torch":
             data.pop("backend")
         if data["model"]["architecture"] == "decoder":
             data["model"].pop("architecture")
+        if data["model"]["embed_std"] == 0.02:
+            data["model"].pop("embed_std")
         blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:20]
 

@@ -52,7 +52,7 @@ class LabModel(nn.Module):
         if "grid" in info(encoding).parameters and "grid" not in pe_config:
             pe_config["grid"] = task.grid(task.seq_len(task.train_len[1]))
         check_task_architecture(task, cfg.architecture)
-        size = {k: v for k, v in asdict(cfg).items() if k != "architecture"}
+        size = {k: v for k, v in asdict(cfg).items() if k not in ("architecture", "embed_std")}
         self.net: TinyTransformer | EncoderDecoder
         if cfg.architecture == "encoder_decoder":
             self.net = EncoderDecoder(
@@ -78,6 +78,12 @@ class LabModel(nn.Module):
                 max_len=task.max_seq_len,
                 pe_config=pe_config or None,
             )
+        if cfg.embed_std != 0.02:  # the nets' own init is GPT-2's N(0, 0.02²)
+            tok = [self.net.tok] if isinstance(self.net, TinyTransformer) else []
+            if isinstance(self.net, EncoderDecoder):  # one table when shared
+                tok = list({id(t): t for t in (self.net.src_tok, self.net.tgt_tok)}.values())
+            for table in tok:
+                nn.init.normal_(table.weight, std=cfg.embed_std)
         self.head = nn.Linear(cfg.d_model, task.n_classes) if task.kind == "classify" else None
         self.task = task
         self.on_grid = (
