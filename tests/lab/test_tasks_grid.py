@@ -128,6 +128,9 @@ def test_embed_std_initialises_the_token_table_only() -> None:
         ModelConfig(embed_std=0.0)
     with pytest.raises(ValueError, match="embed_std must be finite"):
         ModelConfig(embed_std=float("inf"))
+    enc_dec = ModelConfig(d_model=64, n_layers=1, n_heads=2, architecture="encoder_decoder")
+    shared = LabModel(make_task("reverse"), replace(enc_dec, embed_std=1.0), "rope").net
+    assert shared.src_tok.weight.std().item() == pytest.approx(1.0, rel=0.1)
     run = RunConfig(encoding="rope_2d", task=TaskConfig(name="grid_cross"))
     assert run.key() != replace(run, model=ModelConfig(embed_std=1.0)).key()
     assert model.net.blocks[0].attn.qkv.weight.std().item() == pytest.approx(0.02, rel=0.1)

@@ -79,10 +79,9 @@ class LabModel(nn.Module):
                 pe_config=pe_config or None,
             )
         if cfg.embed_std != 0.02:  # the nets' own init is GPT-2's N(0, 0.02²)
-            tok = [self.net.tok] if isinstance(self.net, TinyTransformer) else []
-            if isinstance(self.net, EncoderDecoder):  # one table when shared
-                tok = list({id(t): t for t in (self.net.src_tok, self.net.tgt_tok)}.values())
-            for table in tok:
+            net = self.net
+            tok = [net.tok] if isinstance(net, TinyTransformer) else [net.src_tok, net.tgt_tok]
+            for table in {id(t): t for t in tok}.values():  # a shared table once
                 nn.init.normal_(table.weight, std=cfg.embed_std)
         self.head = nn.Linear(cfg.d_model, task.n_classes) if task.kind == "classify" else None
         self.task = task
