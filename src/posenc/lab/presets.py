@@ -76,7 +76,7 @@ QUICK_STEPS = {"copy_rep": 2000, "sort": 3000, "ascending": 3000}
 #: (seed 0; learned_2d also seed 1). At 8 x 8 (these settings, lr 3e-3): sincos_2d reaches
 #: gate 0.965 in 2000 steps (seed 0, 121 CPU-s) and 0.984 in 3000 (seed 1, 176 CPU-s),
 #: learned_2d stays at chance through 3000 (seed 0; init_std 3: through 1000; with
-#: pe_lr_scale 10 through 2000; with 8 heads through 1400). Trained on
+#: pe_lr_scale 10 or with 8 heads through 2000). Trained on
 #: grids drawn from 4..8 x 4..8 (a task change for every encoding; rope_2d and rope_mixed
 #: still pass in 150 steps): sincos_2d passes in 1400 steps, learned_2d reaches 0.973 in 3000
 #: (118 CPU-s; init_std 3: 0.64 at 1600). Tokens at 1 with the table at 0.02, or sincos_2d at
