@@ -105,14 +105,14 @@ class LabModel(nn.Module):
         ``resample_abs_pos_embed``: what a ViT does at a new resolution)."""
         if not self.on_grid:
             return self
-        table_grid = getattr(self.net.pe, "grid", None)
+        table_grid = getattr(self.net.pe, "grid", None)  # on_grid: a TinyTransformer's encoding
         if table_grid is None:
             return self
         grid = self.task.grid(self.task.seq_len(n))
         if all(g <= t for g, t in zip(grid, table_grid, strict=True)):
             return self  # the training grids index the table as they did in training
         model = copy.deepcopy(self)  # every layer shares the one encoding: the copy too
-        model.net.pe.resample_(grid)
+        model.net.pe.resample_(grid)  # type: ignore[union-attr, operator]
         return model
 
     @property
