@@ -172,9 +172,12 @@ class LocalExecutor:
 def _terminate(pool: ProcessPoolExecutor) -> None:
     """Stop ``pool`` now: its queued runs cancelled, its workers (in mid-run) terminated."""
     workers = list((pool._processes or {}).values())  # no public handle on the processes
-    pool.shutdown(wait=False, cancel_futures=True)
     for process in workers:
         process.terminate()
+    # the pool's manager thread sees its workers gone and fails every pending future with
+    # BrokenProcessPool; cancelling them first raced it (Python 3.11's manager thread then dies
+    # on InvalidStateError with a traceback, and the sweep could hang at exit)
+    pool.shutdown(wait=True)
 
 
 def place(cfg: RunConfig, index: int) -> RunConfig:
