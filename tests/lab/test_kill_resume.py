@@ -182,6 +182,15 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _sigint_as_a_shell_starts_it() -> None:
+    """SIGINT at its default in the sweep, as an interactive shell starts a command: a child
+    inherits an ignored SIGINT, and Python then installs no KeyboardInterrupt handler. A pytest
+    process that ignores SIGINT (started in the background by a script, or so left by an
+    earlier test) passed that on, and the sweep ran on through the Ctrl-C: the whole slow
+    suite timed out here while the test alone passed."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
 @pytest.mark.parametrize("group", [True, False], ids=["ctrl-c", "kill-int"])
@@ -200,6 +209,7 @@ def test_sigint_stops_a_pool_sweep_now(tmp_path: Path, group: bool) -> None:
         text=True,
         start_new_session=True,
         env=dict(os.environ, OMP_NUM_THREADS="1"),
+        preexec_fn=_sigint_as_a_shell_starts_it,
     )
     deadline = time.monotonic() + 90
     workers: set[int] = set()
