@@ -85,6 +85,7 @@ class LabModel(nn.Module):
                 nn.init.normal_(table.weight, std=cfg.embed_std)
         self.head = nn.Linear(cfg.d_model, task.n_classes) if task.kind == "classify" else None
         self.task = task
+        self._grid_pos: dict[tuple[int, str], Tensor] = {}
         self.on_grid = (
             task.axes > 1
             and isinstance(self.net, TinyTransformer)
@@ -96,7 +97,10 @@ class LabModel(nn.Module):
         task's grid; None (the default 1-D positions) otherwise."""
         if not self.on_grid:
             return None
-        return grid_positions(*self.task.grid(seq_len), device=device)
+        key = (seq_len, str(device))
+        if key not in self._grid_pos:  # built once per length, not every training step
+            self._grid_pos[key] = grid_positions(*self.task.grid(seq_len), device=device)
+        return self._grid_pos[key]
 
     def at_length(self, n: int) -> LabModel:
         """The model as evaluated on samples of length ``n``: itself, or where its table covers
