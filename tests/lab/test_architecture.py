@@ -157,7 +157,8 @@ def test_loss_and_metrics_equal_encoder_decoder_on_the_split_sample(encoding: st
         t = torch.from_numpy(b.tokens)
         tf = net(t[:, : b.n_prompt - 1], t[:, b.n_prompt - 1 : -1]).argmax(-1)
         hits.append((tf == t[:, b.n_prompt :]).all(1))
-    assert gate_score(model, gate, torch.device("cpu")) == float(torch.cat(hits).float().mean())
+    worst = min(float(h.float().mean()) for h in hits)
+    assert gate_score(model, gate, torch.device("cpu")) == worst
     torch.set_grad_enabled(True)
 
 

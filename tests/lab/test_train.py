@@ -254,7 +254,7 @@ def test_pe_lr_scale_multiplies_the_encoding_s_learning_rate(tmp_path: Path) -> 
     assert moved[10.0]["net.tok.weight"] == pytest.approx(lr, rel=0.01)
 
 
-@pytest.mark.parametrize(("task", "steps"), [("copy_rep", 150), ("ascending_encoder", 30)])
+@pytest.mark.parametrize(("task", "steps"), [("copy_rep", 200), ("ascending_encoder", 30)])
 def test_a_check_against_a_threshold_decides_as_the_full_score_does(task: str, steps: int) -> None:
     """``gate_score(threshold=)`` stops once the misses keep the score below the threshold:
     the same pass or fail as the full score, and then a bound at least the full score."""
@@ -272,3 +272,35 @@ def test_a_check_against_a_threshold_decides_as_the_full_score_does(task: str, s
         bound = gate_score(model, batches, cpu, threshold)
         assert (bound >= threshold) == (full >= threshold)
         assert bound == full if full >= threshold else full <= bound < threshold
+
+
+def test_the_gate_scores_the_worst_training_length_not_the_pooled_one(monkeypatch) -> None:
+    """Lengths solved at 1.0, 1.0, 0.75 pool to 0.92 (above 0.9); the gate says 0.75. A check
+    against a threshold ends at the first length below it (longest first) with that score."""
+    from posenc.lab import evaluate
+    from posenc.lab.tasks import make_task
+
+    task = make_task("copy_rep", train_len=(1, 3))
+    batches = evaluate.gate_batches(task, 12)  # 4 samples at each of lengths 1, 2, 3
+    solved = {1: [1, 1, 1, 1], 2: [1, 1, 1, 1], 3: [1, 1, 1, 0]}
+    seen: list[int] = []
+
+    def hits(model, batch, device):
+        n = next(n for n, b in zip((1, 2, 3), batches, strict=True) if b is batch)
+        seen.append(n)
+        return torch.tensor(solved[n], dtype=torch.bool)
+
+    monkeypatch.setattr(evaluate, "_hits", hits)
+    model = torch.nn.Linear(1, 1)  # only its train/eval mode is touched
+    cpu = torch.device("cpu")
+    assert evaluate.gate_score(model, batches, cpu) == 0.75
+    assert seen == [3, 2, 1]
+    seen.clear()
+    assert evaluate.gate_score(model, batches, cpu, threshold=0.9) == 0.75
+    assert seen == [3]  # the longest length decided it
+    solved[3] = [1, 1, 1, 1]
+    solved[1] = [0, 1, 1, 1]
+    seen.clear()
+    assert evaluate.gate_score(model, batches, cpu, threshold=0.9) == 0.75
+    assert seen == [3, 2, 1]
+    assert model.training

@@ -79,7 +79,8 @@ class TrainConfig:
     """AdamW with linear warm-up then cosine decay (over ``steps``) to 10% of ``lr``; gradient
     clipping. The competence gate: every ``gate_every`` steps (and at the last) the model is
     scored on ``gate_samples`` held-out samples spread over the training lengths; a run stops
-    as soon as the score (exact match, or accuracy) reaches ``gate``, so ``steps`` is a budget.
+    as soon as the score (exact match, or accuracy) reaches ``gate`` at every training length
+    (the worst length's score, not the pooled one), so ``steps`` is a budget.
     ``gate = 0`` turns the gate off: the whole budget is trained and every run passes.
     ``pe_lr_scale`` multiplies the learning rate of the positional encoding's own parameters
     (T5's bias table: ``presets``)."""

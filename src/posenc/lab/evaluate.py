@@ -1,5 +1,5 @@
 """Metrics per evaluation length: exact match and token accuracy of greedy answers, loss;
-and the competence gate's score on held-out samples at the training lengths.
+and the competence gate's score on held-out samples: the worst of the training lengths.
 
 Every run of a task is evaluated on the same samples: the evaluation generator is seeded by
 the length alone (``EVAL_SEED``; the gate's by ``GATE_SEED``), never by the training seed.
@@ -131,43 +131,36 @@ def gate_batches(task: Task, n_samples: int) -> list[Batch]:
 def gate_score(
     model: LabModel, batches: list[Batch], device: torch.device, threshold: float | None = None
 ) -> float:
-    """The fraction of ``batches``' samples solved: exact match of the answer span (decoder
-    tasks), accuracy (classification), next-token accuracy (LM). One forward per batch:
-    greedy decoding follows the teacher-forced prefix up to its first wrong token, so the
-    teacher-forced argmax solves a sample exactly when greedy decoding does.
+    """The worst training length's score: min over ``batches`` (one per length) of the fraction
+    of its samples solved, exact match of the answer span (decoder tasks), accuracy
+    (classification), next-token accuracy (LM). A model passes only when it solves every
+    training length, not their pooled average. One forward per batch: greedy decoding follows
+    the teacher-forced prefix up to its first wrong token, so the teacher-forced argmax solves a
+    sample exactly when greedy decoding does.
 
     ``threshold``: a check that only decides whether the score reaches it. Batches go longest
-    first (where an unfinished model fails), and once the misses so far keep the score below
-    ``threshold`` the rest are skipped and that bound is returned (below ``threshold``, at
-    least the score): pass or fail is the same as the full score's."""
+    first (where an unfinished model fails), and the first length below ``threshold`` ends the
+    check with its score (below ``threshold``, at least the minimum): pass or fail is the same
+    as the full score's."""
     was_training = model.training
     model.eval()
-    hits: list[Tensor] = []
-    total = sum(_units(batch) for batch in batches)
-    missed = 0
+    scores: list[float] = []
     for batch in reversed(batches):
-        tokens = torch.from_numpy(batch.tokens).to(device)  # (B, T)
-        if model.head is not None:
-            labels = torch.from_numpy(np.asarray(batch.labels)).to(device)
-            hits.append(model(tokens).argmax(-1) == labels)  # (B,)
-        elif batch.n_prompt:  # answer span: predictions from position n_prompt - 1 on
-            pred = model.answer_logits(tokens, batch.n_prompt).argmax(-1)  # (B, A)
-            hits.append((pred == tokens[:, batch.n_prompt :]).all(1))
-        else:
-            pred = model(tokens[:, :-1]).argmax(-1)  # (B, T-1)
-            hits.append((pred == tokens[:, 1:]).flatten())
-        if threshold is not None:
-            missed += int((~hits[-1]).sum())
-            # as the full score is computed (a float32 mean of 0/1), so it is a bound on it
-            bound = float(torch.tensor(total - missed, dtype=torch.float32) / total)
-            if bound < threshold:
-                model.train(was_training)
-                return bound
+        scores.append(float(_hits(model, batch, device).float().mean()))
+        if threshold is not None and scores[-1] < threshold:
+            break
     model.train(was_training)
-    return float(torch.cat(hits).float().mean())
+    return scores[-1] if threshold is not None and scores[-1] < threshold else min(scores)
 
 
-def _units(batch: Batch) -> int:
-    """What ``gate_score`` counts in ``batch``: samples, or next tokens (LM, no prompt)."""
-    rows, width = batch.tokens.shape
-    return rows if batch.labels is not None or batch.n_prompt else rows * (width - 1)
+def _hits(model: LabModel, batch: Batch, device: torch.device) -> Tensor:
+    """Which of ``batch``'s samples (next tokens, for an LM without a prompt) are solved."""
+    tokens = torch.from_numpy(batch.tokens).to(device)  # (B, T)
+    if model.head is not None:
+        labels = torch.from_numpy(np.asarray(batch.labels)).to(device)
+        return model(tokens).argmax(-1) == labels  # (B,)
+    if batch.n_prompt:  # answer span: predictions from position n_prompt - 1 on
+        pred = model.answer_logits(tokens, batch.n_prompt).argmax(-1)  # (B, A)
+        return (pred == tokens[:, batch.n_prompt :]).all(1)
+    pred = model(tokens[:, :-1]).argmax(-1)  # (B, T-1)
+    return (pred == tokens[:, 1:]).flatten()

@@ -62,7 +62,7 @@ def write_report(runs: list[RunConfig], out_dir: str | Path, *, title: str = "po
     now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     intro = (
         f"{len(stored)} of {len(keys)} runs finished, {now}; {failed} did not learn their task "
-        f"(below {GATE} at the training length) and are left out of every comparison. "
+        f"(below {GATE} at a training length) and are left out of every comparison. "
         "Answer first; how the numbers are made is at the end."
     )
     path = out / REPORT_NAME

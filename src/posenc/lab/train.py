@@ -1,5 +1,5 @@
 """Train one run: AdamW, warm-up + cosine schedule, gradient clipping, fixed seeds, and the
-competence gate: a run trains until it solves held-out samples at its training lengths
+competence gate: a run trains until it solves held-out samples at every training length
 (``TrainConfig.gate``, checked every ``gate_every`` steps) or its step budget ends.
 
 On CPU a run is deterministic: the same ``RunConfig`` gives the same weights and metrics
@@ -30,7 +30,7 @@ from .tasks import Batch, Task
 class RunResult:
     """What a finished run hands to the store (plain data: it crosses process boundaries).
 
-    ``gate_metric`` is the gate's last score (held-out, at the training lengths),
+    ``gate_metric`` is the gate's last score (held-out, the worst training length),
     ``passed_gate`` whether it reached ``train.gate`` (always, for tasks without a gate),
     ``steps_trained`` the steps taken (the budget, or fewer when the gate stopped the run)."""
 
