@@ -219,3 +219,28 @@ def test_task_and_encoding_train_set_training_over_train() -> None:
     sweep = replace(sweep, encodings=("t5",))
     got = {(r.task.name, r.train.steps, r.train.lr, r.train.pe_lr_scale) for r in expand(sweep)}
     assert got == {("sort", 3000, 2e-3, 10), ("copy", 100, 2e-3, 10)}
+
+
+def test_keys_carry_the_gate_rule_so_runs_gated_the_earlier_way_are_retrained() -> None:
+    """A run's key is the digest of its config with ``GATE_RULE`` added: the same config keyed
+    without it (as before the worst-length gate: "a0db679bfdc3b253c3b5") is another run."""
+    import hashlib
+    import json
+    from dataclasses import asdict
+
+    from posenc.lab.config import GATE_RULE
+
+    run = RunConfig(encoding="rope", task=TaskConfig(name="reverse"))
+    data = asdict(run)
+    for popped in ("device", "backend"):
+        data.pop(popped)
+    for popped in ("architecture", "embed_std"):
+        data["model"].pop(popped)
+
+    def digest(d: dict) -> str:
+        blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+    assert digest(data) == "a0db679bfdc3b253c3b5"  # the key before the rule was part of it
+    data["train"]["gate_rule"] = GATE_RULE
+    assert run.key() == digest(data) != "a0db679bfdc3b253c3b5"

@@ -42,6 +42,11 @@ def _check_backend(backend: str) -> None:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
 
 
+#: How the competence gate scores a run (``evaluate.gate_score``); part of every run's key.
+#: Until 2026-11-27 the gate pooled the training lengths, keys without this entry.
+GATE_RULE = "worst training length"
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelConfig:
     """TinyTransformer size: a decoder, or an encoder for classification tasks.
@@ -165,8 +170,10 @@ class RunConfig:
         """Hex digest of the canonical JSON of everything but ``device`` (and ``backend`` when
         it is the default torch, ``model.architecture`` when it is the default decoder,
         ``model.embed_std`` when it is the default 0.02, so the keys of runs made before
-        these existed are unchanged)."""
+        these existed are unchanged), with the competence gate's rule (``GATE_RULE``): runs
+        gated by the earlier pooled score are retrained, not resumed as if gated by this one."""
         data = asdict(self)
+        data["train"]["gate_rule"] = GATE_RULE
         data.pop("device")
         if data["backend"] == "torch":
             data.pop("backend")
