@@ -148,6 +148,27 @@ def table(
     typer.echo(f"wrote the results of {path} into {into}")
 
 
+@app.command("compare")
+def compare(
+    a: Annotated[Path, typer.Argument(help="A result store (folder or results.sqlite).")],
+    b: Annotated[Path, typer.Argument(help="Another store of the same sweep.")],
+) -> None:
+    """Do two stores of one sweep (say, made on two CPUs) agree: the findings' verdicts, which
+    encodings learned, every ranked pair beyond training? Exit 0 when they agree, 1 when not."""
+    from ..lab.agreement import agreement_markdown, compare_stores
+    from ..lab.sweep import STORE_NAME
+
+    paths = []
+    for out in (a, b):
+        path = out / STORE_NAME if out.is_dir() else out
+        if not path.is_file():
+            raise typer.BadParameter(f"no result store at {path}")
+        paths.append(path)
+    result = _guard(lambda: compare_stores(*paths))
+    typer.echo(agreement_markdown(result, str(a), str(b)), nl=False)
+    raise typer.Exit(0 if result.agree else 1)
+
+
 def _sets(sets: list[str] | None, device: str | None, backend: str | None) -> list[str]:
     extra = [f"device={device}"] if device else []
     return [*(sets or []), *extra, *([f"backend={backend}"] if backend else [])]
