@@ -19,7 +19,7 @@ from typing import TypedDict
 import torch
 from torch import Tensor
 
-from .._validate import check_bool, check_positive_int
+from .._validate import check_bool, check_positive_float, check_positive_int
 
 #: ``progress=None`` shows a bar (on a terminal) from this many new tokens on.
 PROGRESS_MIN_TOKENS = 256
@@ -54,12 +54,8 @@ class Sampling:
             raise ValueError(f"temperature must be a finite number >= 0 (0: greedy), got {t}")
         if self.top_k is not None:
             check_positive_int(self.top_k, "top_k")
-        p = self.top_p
-        if p is not None:
-            if isinstance(p, bool) or not isinstance(p, int | float):
-                raise TypeError(f"top_p must be a number, got {type(p).__name__}")
-            if not 0.0 < p <= 1.0:
-                raise ValueError(f"top_p must be in (0, 1], got {p}")
+        if self.top_p is not None:
+            check_positive_float(self.top_p, "top_p", upper=1)
 
     @property
     def greedy(self) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._validate import check_positive_int
+from .._validate import check_bool, check_positive_int
 from ._xp import namespace, widest_int
 
 
@@ -15,8 +15,7 @@ def check_t5_buckets(*, bidirectional: bool, num_buckets: int, max_distance: int
     Raises: TypeError/ValueError for num_buckets < 2 (< 4 bidirectional: each direction needs
     an exact bucket), max_distance < 1, or max_distance <= max_exact (the log range is empty).
     """
-    if not isinstance(bidirectional, bool):
-        raise TypeError(f"bidirectional must be a bool, got {type(bidirectional).__name__}")
+    check_bool(bidirectional, "bidirectional")
     check_positive_int(num_buckets, "num_buckets", minimum=4 if bidirectional else 2)
     check_positive_int(max_distance, "max_distance")
     max_exact = (num_buckets // 2 if bidirectional else num_buckets) // 2
