@@ -68,7 +68,7 @@ class CausalLM:
     @torch.no_grad()
     def greedy(self, ids: Tensor, n: int) -> Tensor:
         """The ``n`` most likely next tokens (B, n) after ids (B, T), one at a time with a KV
-        cache (transformers: ``generate``, which may stop early at its end-of-text token)."""
+        cache (``generate``; transformers' may stop early at its end-of-text token)."""
         ids = ids.to(self.device)
         if self._net is None:
             out = self.model.generate(
@@ -79,13 +79,7 @@ class CausalLM:
                 pad_token_id=_pad_id(self.model),
             )
             return out[:, ids.shape[1] :]
-        cache = self._net.new_cache()
-        nxt = self._net(ids, cache=cache)[:, -1].argmax(-1)  # (B,)
-        out = [nxt]
-        for _ in range(n - 1):
-            nxt = self._net(nxt[:, None], cache=cache)[:, -1].argmax(-1)
-            out.append(nxt)
-        return torch.stack(out, dim=1)  # (B, n)
+        return self._net.generate(ids, n, progress=False)  # (B, n)
 
 
 def as_causal_lm(model: Any, tokenizer: Any = None) -> CausalLM:
