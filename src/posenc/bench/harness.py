@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 
 import torch
 
+from ..kernels.native import cpu_model
+
 Spec = TypeVar("Spec")
 Case = TypeVar("Case")
 #: Called after each finished case with the case, how many cases are done and how many in all.
@@ -107,7 +109,7 @@ def machine() -> dict[str, Any]:
     info: dict[str, Any] = {
         "torch": torch.__version__,
         "python": platform.python_version(),
-        "cpu": _cpu_name(),
+        "cpu": cpu_model(),
         "threads": torch.get_num_threads(),
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "loadavg": os.getloadavg(),
@@ -158,14 +160,6 @@ def steady_heap() -> dict[str, Any]:
     ok = libc.mallopt(m_mmap_max, settings["mmap_max"]) == 1
     ok = ok and libc.mallopt(m_trim_threshold, settings["trim_threshold"]) == 1
     return {"glibc_mallopt": settings} if ok else {}
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor()
 
 
 def as_json(t: Timing) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from multiprocessing.pool import AsyncResult
 from pathlib import Path
 from typing import Any
 
+from ..kernels.native import cpu_model
 from ..lab.sweep import sweep_lock
 from .config import ExtendConfig
 from .store import STORE_NAME, ExtendStore, UnitResult
@@ -99,19 +100,9 @@ def _summary(outcome: Outcome, workers: int) -> dict[str, object]:
         "workers": workers,
         "cpus": os.cpu_count(),
         "load_average": [round(x, 2) for x in os.getloadavg()],
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model() or platform.machine(),
         "python": platform.python_version(),
     }
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 @dataclass

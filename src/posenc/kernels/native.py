@@ -53,6 +53,12 @@ def cpu_has(flag: str) -> bool:
     return bool(lines) and flag in lines[0].split(":", 1)[1].split()
 
 
+def cpu_model() -> str:
+    """This CPU's model name from /proc/cpuinfo, else ``platform.processor()`` (maybe "")."""
+    model = _cpuinfo("model name")
+    return model[0].split(":", 1)[1].strip() if model else platform.processor()
+
+
 def build_isa() -> str:
     """The ISA posenc's C++ kernels are built for: "default" (the compiler's baseline: plain
     loops on x86, NEON on AArch64), "avx2", or "native" (this CPU's best).
