@@ -204,14 +204,24 @@ def _most_filler(tok: Tokenizer, key: str, L: int, depth: float) -> int:
 def _token_trial(
     lm: CausalLM, vocab: TokenVocab, L: int, depth: float, digits: int, rng: np.random.Generator
 ) -> Trial:
-    marker, keys, filler = vocab._resolved
-    n_filler = L - (digits + 2) - 1  # needle (marker, key, marker) and the final marker
-    if n_filler < 0:
-        raise ValueError(f"length {L} is shorter than the token passkey prompt ({digits + 3})")
-    key = [int(k) for k in rng.choice(keys, size=digits)]
-    before = round(depth * n_filler)
-    noise = [int(f) for f in rng.choice(filler, size=n_filler)]
-    ids = [*noise[:before], marker, *key, marker, *noise[before:], marker]
+    ids, key, before = token_prompt(vocab, L, depth, digits, rng)
     answer = lm.greedy(torch.tensor([ids]), digits)[0].tolist()
     text = " ".join(map(str, key))
     return Trial(L, depth, text, " ".join(map(str, answer)), answer == key, len(ids), before)
+
+
+def token_prompt(
+    vocab: TokenVocab, L: int, depth: float, digits: int, rng: np.random.Generator
+) -> tuple[list[int], list[int], int]:
+    """(ids, key, b): ``filler[:b], marker, key, marker, filler[b:], marker``, L tokens, b =
+    round(depth·n) of its n filler tokens. Raises: ValueError for L < digits + 3."""
+    marker, keys, filler = vocab._resolved
+    n_filler = L - (digits + 2) - 1  # needle (marker, key, marker) and the final marker
+    if n_filler < 0:
+        raise ValueError(
+            f"length {L} is shorter than the token passkey prompt (needs >= {digits + 3} tokens)"
+        )
+    key = [int(k) for k in rng.choice(keys, size=digits)]
+    before = round(depth * n_filler)
+    noise = [int(f) for f in rng.choice(filler, size=n_filler)]
+    return [*noise[:before], marker, *key, marker, *noise[before:], marker], key, before

@@ -20,7 +20,7 @@ from functools import cache
 
 import numpy as np
 
-from ..eval.passkey import TokenVocab
+from ..eval.passkey import TokenVocab, token_prompt
 from ..lab.tasks.base import FIRST
 from ..lab.tasks.lm import ALPHABET
 from ..lab.tasks.lm import corpus as lab_corpus
@@ -78,14 +78,8 @@ def passkey_row(
 
     Raises: ValueError for a prompt too short to hold the needle and the final marker.
     """
-    n_filler = prompt - (digits + 2) - 1  # needle (marker, key, marker) and the final marker
-    if n_filler < 0:
-        raise ValueError(f"a passkey prompt of {digits} digits needs >= {digits + 3} tokens")
-    key = rng.choice(v.keys, size=digits)
-    before = round(depth * n_filler)
-    noise = rng.choice(v.text, size=n_filler)
-    ids = [*noise[:before], v.marker, *key, v.marker, *noise[before:], v.marker, *key]
-    return np.asarray(ids, dtype=np.int64), key.astype(np.int64)
+    ids, key, _ = token_prompt(v.passkey, prompt, depth, digits, rng)
+    return np.asarray([*ids, *key], dtype=np.int64), np.asarray(key, dtype=np.int64)
 
 
 def training_rows(
