@@ -15,12 +15,11 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ..attention import TinyTransformer
 from ..lab.train import lr_factor
 from .config import ExtendConfig
-from .corpus import IGNORE, corpus, training_rows
+from .corpus import corpus, training_rows
 from .methods import build_model
 
 
@@ -63,10 +62,7 @@ def fit(
             passkey_rows=passkey_rows,
             digits=cfg.passkey_digits,
         )
-        logits = model(torch.from_numpy(x))  # (B, T, V)
-        loss = F.cross_entropy(
-            logits.flatten(0, 1), torch.from_numpy(y).flatten(), ignore_index=IGNORE
-        )
+        loss = model.loss(torch.from_numpy(x), torch.from_numpy(y))  # IGNORE (-100) unscored
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
