@@ -19,8 +19,6 @@ from .._validate import check_positive_float, check_positive_int
 METHODS = ("none", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope")
 #: Encodings trained the same way, evaluated without any change.
 BASELINES = ("alibi", "nope", "fire")
-#: Streaming evaluation of the RoPE model: window attention, and window plus attention sinks.
-STREAMS = ("window", "sinks")
 
 
 @dataclass(frozen=True, kw_only=True)
