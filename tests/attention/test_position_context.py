@@ -11,7 +11,7 @@ import torch
 
 import posenc
 import posenc._validate as V
-from posenc.attention.attention import new_context
+from posenc.attention.inputs import new_context
 from posenc.attention.kv_cache import CachedKeys, KVCache
 from posenc.encodings.context import PositionContext, shared_for
 

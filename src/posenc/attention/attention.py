@@ -2,45 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from typing import Literal
 
-import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._validate import (
-    check_context,
-    check_cross,
-    check_cross_context,
-    check_encoding_heads,
-    check_mask_tensor,
-    check_memory,
-    check_ndim,
-    check_positions,
-    check_positions_given,
-    check_positions_match,
-    check_positive_int,
-)
-from ..encodings.base import PositionalEncoding, batch_positions, default_positions
+from .._validate import check_context, check_encoding_heads, check_ndim, check_positive_int
+from ..encodings.base import PositionalEncoding, batch_positions
 from ..encodings.configs import AttentionConfig
 from ..encodings.context import PositionContext
 from ..functional.masks import allowed_keys
 from .backends import Call, attend
+from .cross import CrossAttention, Memory
+from .inputs import check_streamable, mask_inputs, new_context
 from .kv_cache import CachedKeys, KVCache
+
+__all__ = ["BIAS_BACKENDS", "Attention", "Memory"]
 
 BIAS_BACKENDS = ("auto", "blocks", "flex")
 
 
-class Memory(NamedTuple):
-    """An encoder output as one cross-attention layer reads it (``Attention.project_memory``):
-    its keys and values (B, Hkv, S, D) computed once, with the source positions and validity,
-    and the source padding mask (B, S) or None (no padding: nothing to mask)."""
-
-    keys: CachedKeys
-    padding_mask: Tensor | None
-
-
-class Attention(nn.Module):
+class Attention(CrossAttention):
     """Multi-head self-attention with grouped-query heads and a pluggable positional encoding.
 
     scores = (rotate(q) · rotate(k)) / sqrt(D) + bias(q_pos, k_pos), then the encoding's relative
@@ -150,7 +131,7 @@ class Attention(nn.Module):
             k,
             v,
             batch_positions(pos, B, ctx.axes),
-            *_mask_inputs(B, T, x, padding_mask, segment_ids, cache),
+            *mask_inputs(B, T, x, padding_mask, segment_ids, cache),
         )
         keys = new if cache is None else cache.append(new)
         k_pos = ctx.k_pos  # (T,) | (B, T) or (B, L) (with A axes: (.., A)): equal to keys.pos
@@ -165,65 +146,6 @@ class Attention(nn.Module):
         out = attend(self, Call(q, keys, ctx, allowed, offset))  # (B, H, T, D)
         return self.proj(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
 
-    def project_memory(
-        self, memory: Tensor, pos: Tensor, padding_mask: Tensor | None = None, *, axes: int = 1
-    ) -> Memory:
-        """Cross-attention keys and values of an encoder output ``memory`` (B, S, C), projected
-        once per source by the key/value rows of ``qkv`` (the query rows project the decoder's
-        states in ``cross``), at source positions ``pos`` (S,) | (B, S) (an encoder of
-        ``axes`` A > 1 position axes: (S, A) | (B, S, A)); ``padding_mask`` (B, S) bool, True
-        for real tokens. Keys are kept unrotated: ``cross`` rotates them (only when its
-        encoding rotates) together with the queries."""
-        pos = check_memory(memory, pos, self.d_model, axes=axes)
-        B, S, C = memory.shape
-        D, Hkv = self.head_dim, self.n_kv_heads
-        bias = None if self.qkv.bias is None else self.qkv.bias[C:]
-        k, v = F.linear(memory, self.qkv.weight[C:], bias).split([Hkv * D, Hkv * D], dim=-1)
-        k = k.view(B, S, Hkv, D).transpose(1, 2)  # (B, Hkv, S, D)
-        v = v.view(B, S, Hkv, D).transpose(1, 2)  # (B, Hkv, S, D)
-        valid, segment = _mask_inputs(B, S, memory, padding_mask, None)
-        keys = CachedKeys(k, v, batch_positions(pos, B, axes), valid, segment)
-        return Memory(keys, padding_mask)
-
-    def cross(
-        self,
-        x: Tensor,
-        memory: Memory,
-        pos: Tensor | None = None,
-        *,
-        ctx: PositionContext | None = None,
-    ) -> Tensor:
-        """Cross-attention of decoder states x (B, T, C) over an encoder's ``memory``: queries
-        projected by the query rows of ``qkv``, keys and values those of ``memory``; no
-        causal mask, padded source tokens masked. The encoding's hooks see the queries at their
-        positions ``pos`` (T,) | (B, T) (default 0..T-1) and the keys at their source positions
-        (the context's q_pos and k_pos; ``ctx`` = ``pe.prepare(pos, memory positions)``, made
-        here when not given): an ``EncoderDecoder`` gives its cross-attention NoPE, or its
-        decoder's rotation when asked (``cross_rotation``). Returns (B, T, C)."""
-        check_cross(x, memory, Memory, self.d_model, self.causal)
-        B, T, C = x.shape
-        keys = memory.keys
-        if ctx is None:
-            if pos is None:
-                pos = default_positions(T, device=x.device)
-            pos = check_positions(pos, "pos")
-            check_positions_match(pos, B, T, "pos")
-            ctx = self.pe.prepare(pos, keys.pos)
-        else:
-            check_cross_context(ctx, pos, T, keys.pos)
-        C, D = self.d_model, self.head_dim
-        bias = None if self.qkv.bias is None else self.qkv.bias[:C]
-        q = F.linear(x, self.qkv.weight[:C], bias).view(B, T, self.n_heads, D).transpose(1, 2)
-        q, k = self.pe.rotate(q, keys.k, ctx.q_pos, ctx.k_pos, ctx=ctx)  # (B, H|Hkv, T|S, D)
-        allowed = None
-        if memory.padding_mask is not None:
-            q_segment = torch.zeros(B, T, dtype=torch.long, device=x.device)
-            allowed = allowed_keys(
-                keys.valid, q_segment, keys.segment, causal=False
-            )  # (B, 1, T, S)
-        out = attend(self, Call(q, keys._replace(k=k), ctx, allowed, 0))  # (B, H, T, D)
-        return self.proj(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
-
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         B, T, _ = x.shape
         D, Hkv = self.head_dim, self.n_kv_heads
@@ -232,90 +154,3 @@ class Attention(nn.Module):
         k = k.view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)
         v = v.view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)
         return q, k, v
-
-
-def _mask_inputs(
-    B: int,
-    T: int,
-    x: Tensor,
-    padding_mask: Tensor | None,
-    segment_ids: Tensor | None,
-    cache: KVCache | None = None,
-) -> tuple[Tensor, Tensor]:
-    """Validity (B, T) bool and segment ids (B, T) int64, defaults all-valid / one segment:
-    segment 0, or after cached entries each row's latest segment (a decode step continues the
-    document it follows, also after a packed prefill)."""
-    if padding_mask is None:
-        valid = torch.ones(B, T, dtype=torch.bool, device=x.device)
-    else:
-        check_mask_tensor(padding_mask, "padding_mask", "bool", (B, T))
-        valid = padding_mask
-    last = None if cache is None else cache.last_segment()  # (B, 1) or None
-    if segment_ids is None and last is not None and last.shape[0] == B:
-        segment = last.expand(B, T)
-    elif segment_ids is None:  # (another batch size: the cache's append says so)
-        segment = torch.zeros(B, T, dtype=torch.long, device=x.device)
-    else:
-        check_mask_tensor(segment_ids, "segment_ids", "integer", (B, T))
-        segment = segment_ids.long()
-    return valid, segment
-
-
-def new_context(
-    pe: PositionalEncoding,
-    pos: Tensor | None,
-    B: int,
-    T: int,
-    cache: KVCache | None,
-    device: torch.device,
-) -> PositionContext:
-    """``pe.prepare`` for T new tokens at ``pos`` (T,) | (B, T) (default: after the cache's
-    entries), or (T, A) | (B, T, A) for an encoding of A position axes (given: grids have no
-    default), validated to int64 once, and every key: the cached ones, then these."""
-    axes = pe.capabilities.axes
-    check_positions_given(pos, axes, pe.name)
-    if pos is not None and cache is not None and cache.streams:
-        raise ValueError(
-            "a KVCache(window=...) assigns positions inside the cache; call without pos"
-        )
-    start = 0 if cache is None else len(cache)
-    # default positions after keys at 0..start-1: offsets are known without reading a value
-    # (a streaming cache re-assigns its keys' positions: not known here)
-    streams = cache is not None and cache.streams
-    known = pos is None and not streams and (cache is None or start == 0 or cache.consecutive)
-    if cache is not None:
-        cache.consecutive = known
-    if pos is None:
-        pos = default_positions(T, offset=start, device=device)
-    pos = check_positions(pos, "pos", axes)  # int64 once: every hook sees this one tensor
-    check_positions_match(pos, B, T, "pos", axes)
-    k_pos = pos if cache is None else cache.key_positions(batch_positions(pos, B, axes))
-    ctx = pe.prepare(pos, k_pos)
-    if known and T:
-        ctx.offset_bounds = (1 - T, start + T - 1)  # q in start..start+T-1, keys in 0..start+T-1
-    return ctx
-
-
-def check_streamable(pe: PositionalEncoding) -> None:
-    """Raise unless ``pe``'s positions can be re-assigned inside a streaming cache: rotary
-    encodings (keys re-rotated at their cache positions) and score biases of positions (ALiBi,
-    T5, Kerple, FIRE) can; positions added to token embeddings are baked into the cached
-    keys, and relative logit/value terms are not supported.
-
-    Raises: ValueError naming the encoding and what it does that streaming cannot re-assign.
-    """
-    caps = pe.capabilities
-    problem = (
-        f"reads {caps.axes} position axes; a stream's positions are 1-D"
-        if caps.axes > 1
-        else "adds positions to the token embeddings, where a cache cannot re-assign them"
-        if caps.embeds
-        else "rewrites logits or values with relative terms, which streaming does not support"
-        if caps.relative_terms
-        else ""
-    )
-    if problem:
-        raise ValueError(
-            f"KVCache(window=...) re-assigns positions inside the cache; encoding {pe.name!r} "
-            f"{problem}. Streaming supports rotary encodings and position score biases"
-        )

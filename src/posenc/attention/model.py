@@ -13,8 +13,9 @@ from .._validate import check_mask_tensor, check_ndim
 from ..encodings.base import PositionalEncoding, default_positions
 from ..encodings.configs import TransformerConfig
 from ..encodings.context import PositionContext
-from .attention import Attention, new_context
+from .attention import Attention
 from .generate import DecodeOptions, Decoding, check_token_ids
+from .inputs import new_context
 from .kv_cache import KVCache
 from .positions import positions_from_padding
 

@@ -1,0 +1,105 @@
+"""What one attention forward is handed, checked once where it enters: the forward's position
+context (``new_context``), the keys' validity and segments (``mask_inputs``), and whether a
+streaming cache can take the encoding (``check_streamable``)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .._validate import (
+    check_mask_tensor,
+    check_positions,
+    check_positions_given,
+    check_positions_match,
+)
+from ..encodings.base import PositionalEncoding, batch_positions, default_positions
+from ..encodings.context import PositionContext
+from .kv_cache import KVCache
+
+
+def mask_inputs(
+    B: int,
+    T: int,
+    x: Tensor,
+    padding_mask: Tensor | None,
+    segment_ids: Tensor | None,
+    cache: KVCache | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Validity (B, T) bool and segment ids (B, T) int64, defaults all-valid / one segment:
+    segment 0, or after cached entries each row's latest segment (a decode step continues the
+    document it follows, also after a packed prefill)."""
+    if padding_mask is None:
+        valid = torch.ones(B, T, dtype=torch.bool, device=x.device)
+    else:
+        check_mask_tensor(padding_mask, "padding_mask", "bool", (B, T))
+        valid = padding_mask
+    last = None if cache is None else cache.last_segment()  # (B, 1) or None
+    if segment_ids is None and last is not None and last.shape[0] == B:
+        segment = last.expand(B, T)
+    elif segment_ids is None:  # (another batch size: the cache's append says so)
+        segment = torch.zeros(B, T, dtype=torch.long, device=x.device)
+    else:
+        check_mask_tensor(segment_ids, "segment_ids", "integer", (B, T))
+        segment = segment_ids.long()
+    return valid, segment
+
+
+def new_context(
+    pe: PositionalEncoding,
+    pos: Tensor | None,
+    B: int,
+    T: int,
+    cache: KVCache | None,
+    device: torch.device,
+) -> PositionContext:
+    """``pe.prepare`` for T new tokens at ``pos`` (T,) | (B, T) (default: after the cache's
+    entries), or (T, A) | (B, T, A) for an encoding of A position axes (given: grids have no
+    default), validated to int64 once, and every key: the cached ones, then these."""
+    axes = pe.capabilities.axes
+    check_positions_given(pos, axes, pe.name)
+    if pos is not None and cache is not None and cache.streams:
+        raise ValueError(
+            "a KVCache(window=...) assigns positions inside the cache; call without pos"
+        )
+    start = 0 if cache is None else len(cache)
+    # default positions after keys at 0..start-1: offsets are known without reading a value
+    # (a streaming cache re-assigns its keys' positions: not known here)
+    streams = cache is not None and cache.streams
+    known = pos is None and not streams and (cache is None or start == 0 or cache.consecutive)
+    if cache is not None:
+        cache.consecutive = known
+    if pos is None:
+        pos = default_positions(T, offset=start, device=device)
+    pos = check_positions(pos, "pos", axes)  # int64 once: every hook sees this one tensor
+    check_positions_match(pos, B, T, "pos", axes)
+    k_pos = pos if cache is None else cache.key_positions(batch_positions(pos, B, axes))
+    ctx = pe.prepare(pos, k_pos)
+    if known and T:
+        ctx.offset_bounds = (1 - T, start + T - 1)  # q in start..start+T-1, keys in 0..start+T-1
+    return ctx
+
+
+def check_streamable(pe: PositionalEncoding) -> None:
+    """Raise unless ``pe``'s positions can be re-assigned inside a streaming cache: rotary
+    encodings (keys re-rotated at their cache positions) and score biases of positions (ALiBi,
+    T5, Kerple, FIRE) can; positions added to token embeddings are baked into the cached
+    keys, and relative logit/value terms are not supported.
+
+    Raises: ValueError naming the encoding and what it does that streaming cannot re-assign.
+    """
+    caps = pe.capabilities
+    problem = (
+        f"reads {caps.axes} position axes; a stream's positions are 1-D"
+        if caps.axes > 1
+        else "adds positions to the token embeddings, where a cache cannot re-assign them"
+        if caps.embeds
+        else "rewrites logits or values with relative terms, which streaming does not support"
+        if caps.relative_terms
+        else ""
+    )
+    if problem:
+        raise ValueError(
+            f"KVCache(window=...) re-assigns positions inside the cache; encoding {pe.name!r} "
+            f"{problem}. Streaming supports rotary encodings and position score biases"
+        )
