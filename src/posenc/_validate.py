@@ -188,6 +188,17 @@ def check_qk_agree(q: Any, k: Any, q_pos: Any, k_pos: Any, axes: int = 1) -> Non
     check_positions_match(k_pos, k.shape[0], k.shape[2], "k_pos", axes)
 
 
+def check_cache_axes(cached: Any, pos: Any) -> None:
+    """Raise ValueError unless positions ``pos`` (B, T[, A]) have the cached ones' axes (a 1-D
+    KV cache cannot take grid positions, nor the reverse; torch or Flax arrays)."""
+    if cached.shape[2:] != pos.shape[2:]:
+        have = f"(B, L, {cached.shape[2]})" if cached.ndim == 3 else "(B, L)"
+        raise ValueError(
+            f"KVCache holds positions {have}; new positions must have the same axes, got "
+            f"{tuple(pos.shape)}"
+        )
+
+
 def check_encoding_heads(pe: Any, n_heads: int, head_dim: int) -> None:
     """Raise ValueError when ``pe`` (torch or Flax) was built for another attention: its
     ``n_heads`` neither ``n_heads`` nor 1 (one set shared by all heads), or its ``head_dim``

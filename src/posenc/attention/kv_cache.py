@@ -8,7 +8,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from .._validate import check_positive_int
+from .._validate import check_cache_axes, check_positive_int
 
 
 class CachedKeys(NamedTuple):
@@ -82,7 +82,7 @@ class KVCache:
             return torch.arange(L, device=pos.device).expand(B, L)
         if self._store is None or self.length == 0:
             return pos
-        _check_axes(self._store.pos, pos)
+        check_cache_axes(self._store.pos, pos)
         return torch.cat([self._store.pos.narrow(1, 0, self.length), pos.to(torch.long)], 1)
 
     def last_segment(self) -> Tensor | None:
@@ -110,7 +110,7 @@ class KVCache:
             self._evict()
         T = new.pos.shape[1]
         if self._store is not None:
-            _check_axes(self._store.pos, new.pos)
+            check_cache_axes(self._store.pos, new.pos)
         if self._store is None:
             self._store = _allocate(new, max(T, 16))
         elif _sizes(self._store) != _sizes(new):
@@ -171,17 +171,6 @@ class KVCache:
 def _sizes(entry: CachedKeys) -> tuple[int, ...]:
     """(B, Hkv, D, Dv): what every append must share."""
     return (*entry.k.shape[:2], entry.k.shape[3], entry.v.shape[3])
-
-
-def _check_axes(cached: Tensor, pos: Tensor) -> None:
-    """Raise ValueError unless positions ``pos`` (B, T[, A]) have the cached ones' axes (a 1-D
-    cache cannot take grid positions, nor the reverse)."""
-    if cached.shape[2:] != pos.shape[2:]:
-        have = f"(B, L, {cached.shape[2]})" if cached.ndim == 3 else "(B, L)"
-        raise ValueError(
-            f"KVCache holds positions {have}; new positions must have the same axes, got "
-            f"{tuple(pos.shape)}"
-        )
 
 
 def _check_entry(new: CachedKeys) -> None:

@@ -287,6 +287,16 @@ class XPosConfig(RotaryConfig):
         check_positive_float(self.scale_base, "scale_base")
         check_positive_float(self.gamma, "gamma")
 
+    def check_range(self, ends: Sequence[int], limits: Sequence[tuple[float, str]]) -> None:
+        """Raise ValueError where positions reaching the largest of ``ends`` in magnitude would
+        scale queries or keys past a dtype's range, each given as (largest value, name)
+        (``PF.check_xpos_range``)."""
+        largest = max(ends, key=abs)
+        for limit, dtype in limits:
+            PF.check_xpos_range(
+                largest, self.rotary_dim, limit, dtype, scale_base=self.scale_base, gamma=self.gamma
+            )
+
 
 @dataclass(frozen=True, kw_only=True)
 class PoPEConfig(EncodingConfig):
@@ -454,6 +464,14 @@ class RandomizedConfig(EncodingConfig):
         if self.base_encoding not in RANDOMIZED_BASES:
             raise ValueError(
                 f"base_encoding must be one of {RANDOMIZED_BASES}, got {self.base_encoding!r}"
+            )
+
+    def check_draw(self, n: int) -> None:
+        """Raise ValueError unless range(max_len) holds n distinct positions."""
+        if n > self.max_len:
+            raise ValueError(
+                f"randomized positions need max_len >= sequence length, got max_len="
+                f"{self.max_len} for {n} positions; raise max_len (the random range)"
             )
 
     def base_keys(self, accepted: Collection[str]) -> dict[str, Any]:

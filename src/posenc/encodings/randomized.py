@@ -60,11 +60,7 @@ class Randomized(PositionalEncoding):
         sizes[b]-subset instead (the rest are max_len), so each row draws its own length.
         Raises: ValueError when n > max_len (the range cannot hold n distinct positions).
         """
-        if n > self.max_len:
-            raise ValueError(
-                f"randomized positions need max_len >= sequence length, got max_len="
-                f"{self.max_len} for {n} positions; raise max_len (the random range)"
-            )
+        self.config.check_draw(n)
         gen_device = None if self.generator is None else self.generator.device
         noise = torch.rand(
             batch, self.max_len, generator=self.generator, device=gen_device or device

@@ -79,13 +79,4 @@ class XPos(PositionalEncoding):
         if not present or not (q.is_floating_point() and k.is_floating_point()):
             return  # (non-floating: apply_rope's TypeError)
         ends = torch.stack([e for p in present for e in p.aminmax()]).tolist()  # one read
-        largest = max(ends, key=abs)
-        for x in (q, k):
-            PF.check_xpos_range(
-                largest,
-                self.rotary_dim,
-                torch.finfo(x.dtype).max,
-                str(x.dtype),
-                scale_base=self.scale_base,
-                gamma=self.gamma,
-            )
+        self.config.check_range(ends, [(torch.finfo(x.dtype).max, str(x.dtype)) for x in (q, k)])

@@ -20,6 +20,7 @@ from .._models import sized_config
 from .._validate import check_embed as shared_check_embed
 from .._validate import check_position_rank
 from .._validate import check_qk as shared_check_qk
+from ..encodings import context
 from ..encodings.configs import EncodingConfig
 from ..functional._xp import widest_int
 
@@ -31,48 +32,33 @@ ENCODINGS: dict[str, type[PositionalEncoding]] = {}
 
 
 @jax.tree_util.register_pytree_node_class
-class PositionContext:
+class PositionContext(context.PositionContext):
     """torch's ``PositionContext`` (``q_pos``, ``k_pos``, ``role``, ``shared``) as a pytree:
     jit, remat and scan take it as an argument with the work shared so far. Work is kept only in
     the trace the context was made in: one closed over by a transform reads what it holds but
     computes anything new afresh (no tracer leaks out)."""
 
     def __init__(self, q_pos: Array, k_pos: Array | None = None, *, axes: int = 1) -> None:
-        self.q_pos, self.k_pos = q_pos, q_pos if k_pos is None else k_pos
-        self.axes = axes
-        self.values: dict[Hashable, Any] = {}
+        super().__init__(q_pos, k_pos, axes=axes)
         self.trace = TraceState()
 
-    def role(self, pos: Array) -> str | None:
-        return "q" if pos is self.q_pos else "k" if pos is self.k_pos else None
-
     def shared(self, key: Hashable, make: Callable[[], T]) -> T:
-        if key in self.values:
-            value: T = self.values[key]
-            return value
-        value = make()
-        if self.trace.is_valid():
-            self.values[key] = value
-        return value
+        if self.trace.is_valid() or key in self._shared:
+            return super().shared(key, make)
+        return make()
 
     def tree_flatten(self) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         k_pos = None if self.k_pos is self.q_pos else self.k_pos
-        return (self.q_pos, k_pos, *self.values.values()), (self.axes, *self.values)
+        return (self.q_pos, k_pos, *self._shared.values()), (self.axes, *self._shared)
 
     @classmethod
     def tree_unflatten(cls, aux: tuple[Any, ...], leaves: Any) -> PositionContext:
         ctx = cls(leaves[0], leaves[1], axes=aux[0])
-        ctx.values.update(zip(aux[1:], leaves[2:], strict=True))
+        ctx._shared.update(zip(aux[1:], leaves[2:], strict=True))
         return ctx
 
 
 Ctx = PositionContext | None
-
-
-def shared_for(ctx: Ctx, pos: Array, key: Hashable, make: Callable[[], T]) -> T:
-    """As torch's ``shared_for``: ``make()`` shared under (role of ``pos``, ``key``)."""
-    role = None if ctx is None else ctx.role(pos)
-    return make() if ctx is None or role is None else ctx.shared((role, key), make)
 
 
 class PositionalEncoding(nnx.Module):

@@ -15,6 +15,7 @@ from flax import nnx
 
 from .. import functional as PF
 from ..encodings import configs
+from ..encodings.context import shared_for
 from .base import (
     Ctx,
     PositionalEncoding,
@@ -25,7 +26,6 @@ from .base import (
     is_concrete,
     on_host_if,
     register,
-    shared_for,
 )
 
 Array = jax.Array
@@ -211,13 +211,8 @@ class XPos(PositionalEncoding):
         ends = [e for p in (q_pos, k_pos) if (b := bounds(p)) is not None for e in b[::-1]]
         if not ends or not all(jnp.issubdtype(x.dtype, jnp.floating) for x in (q, k)):
             return
-        c = self.config
-        for x in (q, k):
-            limit = float(jnp.finfo(x.dtype).max)
-            position = max(ends, key=abs)
-            PF.check_xpos_range(
-                position, c.rotary_dim, limit, str(x.dtype), scale_base=c.scale_base, gamma=c.gamma
-            )
+        limits = [(float(jnp.finfo(x.dtype).max), str(x.dtype)) for x in (q, k)]
+        self.config.check_range(ends, limits)
 
 
 @register(configs.PoPEConfig)

@@ -16,6 +16,7 @@ from flax import nnx
 
 from .. import functional as PF
 from ..encodings import configs
+from ..encodings.context import shared_for
 from .base import (
     Ctx,
     PositionalEncoding,
@@ -23,7 +24,6 @@ from .base import (
     check_qk,
     on_host_if,
     register,
-    shared_for,
 )
 from .encodings import Absolute
 

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from .._validate import check_positive_int
+from .._validate import check_cache_axes, check_positive_int
 from .base import is_concrete, on_host_if
 
 Array = jax.Array
@@ -72,7 +72,7 @@ class KVCache(nnx.Module):
         positions of A axes. Raises: ValueError for other axes than the cached positions'."""
         store = self.store.get_value()
         if store is not None:
-            _check_axes(store.pos, pos)
+            check_cache_axes(store.pos, pos)
         return self._joined(None if store is None else store.pos, pos, 1, self.offset())
 
     def last_segment(self) -> Array | None:
@@ -95,7 +95,7 @@ class KVCache(nnx.Module):
         """
         old = self.store.get_value()
         if old is not None:
-            _check_axes(old.pos, new.pos)
+            check_cache_axes(old.pos, new.pos)
         if old is not None and _bhd(old) != _bhd(new):
             raise ValueError(
                 f"KVCache holds keys (B, Hkv, L, D) = {tuple(old.k.shape)}; new keys must match "
@@ -113,16 +113,6 @@ class KVCache(nnx.Module):
         keys = CachedKeys(*(self._joined(o, n, axis, start) for o, n, axis in pairs))
         self.store.set_value(keys)
         return keys
-
-
-def _check_axes(cached: Array, pos: Array) -> None:
-    """As torch's: positions (B, T[, A]) must have the cached ones' axes."""
-    if cached.shape[2:] != pos.shape[2:]:
-        have = f"(B, L, {cached.shape[2]})" if cached.ndim == 3 else "(B, L)"
-        raise ValueError(
-            f"KVCache holds positions {have}; new positions must have the same axes, got "
-            f"{tuple(pos.shape)}"
-        )
 
 
 def _bhd(keys: CachedKeys) -> tuple[int, ...]:

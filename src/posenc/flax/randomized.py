@@ -8,6 +8,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from ..encodings import configs
+from ..encodings.context import shared_for
 from .base import (
     Ctx,
     PositionalEncoding,
@@ -18,7 +19,6 @@ from .base import (
     build,
     check_positions,
     register,
-    shared_for,
 )
 
 Array = jax.Array
@@ -77,11 +77,7 @@ class Randomized(PositionalEncoding):
         low, high = bounds(pos) or (0, 0)  # traced or empty: nothing to check
         if low < 0:
             raise ValueError(f"positions must be >= 0 for randomized positions, got min {low}")
-        if high + 1 > self.max_len:
-            raise ValueError(
-                f"randomized positions need max_len >= sequence length, got max_len="
-                f"{self.max_len} for {high + 1} positions; raise max_len (the random range)"
-            )
+        self.config.check_draw(high + 1)
         noise = jax.random.uniform(self.rngs.positions(), (batch, self.max_len))  # (B, L)
         return sorted_subset_at(noise, batch_positions(pos, batch))  # (B, T)
 
