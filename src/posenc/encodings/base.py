@@ -32,7 +32,7 @@ Shapes: B batch, H query heads, Hkv key/value heads, T length (Tq, Tk), D head d
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -43,10 +43,11 @@ from .._validate import check_qk as check_qk_inputs
 from .._validate import check_scores
 from .capabilities import Capabilities
 from .configs import EncodingConfig
-from .context import Ctx, PositionContext
+from .context import PositionContext
+from .flows import Hooks
 
 
-class PositionalEncoding(nn.Module):
+class PositionalEncoding(Hooks, nn.Module):
     """Base class: every hook is the identity (no position information), as in NoPE."""
 
     name: ClassVar[str] = ""
@@ -93,38 +94,13 @@ class PositionalEncoding(nn.Module):
         (``PositionContext.shared``)."""
         return PositionContext(q_pos, k_pos, axes=self.capabilities.axes)
 
-    def embed(self, x: Tensor, pos: Tensor, *, ctx: Ctx = None) -> Tensor:
-        """Add position information to token embeddings. x (B, T, C), pos (B, T) or (T,)."""
-        return x
+    def shared_key(self, name: str, *parts: Hashable) -> tuple[Hashable, ...]:
+        """The context key of this module's shared work ``name`` (``posenc.encodings.flows``)."""
+        return (name, self, *parts)
 
-    def rotate(
-        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None
-    ) -> tuple[Tensor, Tensor]:
-        """Rotate queries (B, H, Tq, D) and keys (B, Hkv, Tk, D) by their positions."""
-        return q, k
-
-    def bias(self, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None) -> Tensor | None:
-        """Additive logit bias (B or 1, H or 1, Tq, Tk) from positions alone, or None.
-
-        The result must be a tensor the caller owns (attention may mask it in place), finite
-        everywhere; causal masking is the attention layer's job. With query blocks, q_pos/k_pos
-        are the block's and ``ctx`` the whole call's.
-        """
-        return None
-
-    def relative_logits(
-        self, scores: Tensor, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None
-    ) -> Tensor:
-        """Rewrite scaled logits (B, H, Tq, Tk), masked entries already -inf. q (B, H, Tq, D),
-        k (B, H, Tk, D) with key heads repeated to H. With query blocks, q_pos/k_pos are the
-        block's and ``ctx`` the whole call's."""
-        return scores
-
-    def relative_values(
-        self, probs: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None
-    ) -> Tensor | None:
-        """Term added to the attention output (B, H, Tq, D) from probs (B, H, Tq, Tk), or None."""
-        return None
+    def check_qk(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
+        """``check_qk`` with this encoding's head_dim (``posenc.encodings.flows``)."""
+        return check_qk(q, k, q_pos, k_pos, self.head_dim)
 
     def fixed_buffers(self) -> dict[str, Tensor]:
         """The buffers computed from the configuration (frequencies, slopes). Not in the state

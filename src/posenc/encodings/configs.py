@@ -243,6 +243,17 @@ class RoPEMixedConfig(EncodingConfig):
         if self.layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
 
+    def check_heads(self, q: Any, k: Any) -> None:
+        """Raise ValueError unless q and k (B, H, T, D) have a frequency set per head (or
+        ``n_heads`` = 1, one set for every head)."""
+        for name, x in (("q", q), ("k", k)):
+            if self.n_heads != 1 and x.ndim == 4 and x.shape[1] != self.n_heads:
+                raise ValueError(
+                    f"rope_mixed has frequencies for n_heads={self.n_heads}; {name} has "
+                    f"{x.shape[1]} heads (per-head frequencies need keys with the queries' "
+                    "heads, no grouped-query attention; or build it with n_heads=1)"
+                )
+
 
 @dataclass(frozen=True, kw_only=True)
 class Sincos2DConfig(EncodingConfig):

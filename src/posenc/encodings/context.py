@@ -4,7 +4,7 @@ A model builds it once per forward with ``pe.prepare(q_pos, k_pos)`` and hands i
 attention layer (as transformers hands down ``position_embeddings``): cos/sin tables, randomized
 draws and Transformer-XL's W_R R rows are made at the first layer that needs them and reused by
 the others, by every query block and by activation checkpointing's recompute. Nothing outlives
-the forward, so nothing needs invalidating.
+the forward, so nothing needs invalidating. Framework-neutral: ``posenc.flax`` subclasses it.
 
 Roles: ``q_pos`` are this forward's token positions (the queries, and the keys a layer appends
 to its cache); ``k_pos`` every key's (cached keys first; ``q_pos`` itself without a cache).
@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
-
-from torch import Tensor
 
 T = TypeVar("T")
 
@@ -34,13 +32,13 @@ class PositionContext:
 
     offset_bounds: tuple[int, int] | None = None
 
-    def __init__(self, q_pos: Tensor, k_pos: Tensor | None = None, *, axes: int = 1) -> None:
+    def __init__(self, q_pos: Any, k_pos: Any = None, *, axes: int = 1) -> None:
         self.q_pos = q_pos
         self.k_pos = q_pos if k_pos is None else k_pos
         self.axes = axes
         self._shared: dict[Hashable, Any] = {}
 
-    def role(self, pos: Tensor) -> str | None:
+    def role(self, pos: Any) -> str | None:
         """ "q" or "k" when ``pos`` is this context's q_pos or k_pos tensor ("q" when they are
         one tensor), else None: positions the context knows nothing about."""
         if pos is self.q_pos:
@@ -65,7 +63,7 @@ class PositionContext:
 Ctx = PositionContext | None
 
 
-def shared_for(ctx: Ctx, pos: Tensor, key: Hashable, make: Callable[[], T]) -> T:
+def shared_for(ctx: Ctx, pos: Any, key: Hashable, make: Callable[[], T]) -> T:
     """``make()`` shared through ``ctx`` under (role of ``pos``, ``key``), or computed afresh
     when there is no context or ``pos`` is not one of its position tensors."""
     role = None if ctx is None else ctx.role(pos)

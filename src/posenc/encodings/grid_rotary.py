@@ -145,11 +145,5 @@ class RoPEMixed(GridRotary):
     def pair_tables(
         self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, ctx: Ctx
     ) -> tuple[RopeTables, RopeTables]:
-        for name, x in (("q", q), ("k", k)):
-            if self.n_heads != 1 and x.ndim == 4 and x.shape[1] != self.n_heads:
-                raise ValueError(
-                    f"rope_mixed has frequencies for n_heads={self.n_heads}; {name} has "
-                    f"{x.shape[1]} heads (per-head frequencies need keys with the queries' "
-                    "heads, no grouped-query attention; or build it with n_heads=1)"
-                )
+        self.config.check_heads(q, k)
         return super().pair_tables(q, k, q_pos, k_pos, ctx)

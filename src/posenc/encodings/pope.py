@@ -10,14 +10,14 @@ from torch import Tensor, nn
 
 from .. import functional as PF
 from ..registry import register
-from .base import PositionalEncoding, check_qk
+from .base import PositionalEncoding
 from .capabilities import Capabilities
 from .configs import PoPEConfig
-from .context import Ctx
+from .flows import PoPEFlow
 
 
 @register("pope", family="rotary", paper="Gopalakrishnan et al., arXiv:2509.10534", year=2025)
-class PoPE(PositionalEncoding):
+class PoPE(PoPEFlow, PositionalEncoding):
     """Polar coordinates decouple content ("what") from position ("where") (PoPE, sec. 3):
 
     q̃_tc = softplus(q_tc) e^(i t θ_c),  k̃_sc = softplus(k_sc) e^(i (s θ_c + δ_c)),
@@ -59,12 +59,3 @@ class PoPE(PositionalEncoding):
             phase = phase - shift.to(phase.dtype)[:, None, :]  # (B|1, H, T, D)
         work = torch.promote_types(x.dtype, torch.float32)
         return PF.pope_polar(x, phase.cos().to(work), phase.sin().to(work))
-
-    def rotate(
-        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None
-    ) -> tuple[Tensor, Tensor]:
-        if ctx is None:
-            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim)
-        if q.shape[1] != self.n_heads:
-            raise ValueError(f"q must have n_heads={self.n_heads} heads, got {q.shape[1]}")
-        return self.polar(q, q_pos, self.phase_bias()), self.polar(k, k_pos, None)

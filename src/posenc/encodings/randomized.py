@@ -12,11 +12,12 @@ from ..registry import build, info, register
 from .base import PositionalEncoding, batch_positions
 from .capabilities import Capabilities
 from .configs import RandomizedConfig
-from .context import Ctx, PositionContext, shared_for
+from .context import Ctx, shared_for
+from .flows import RandomizedFlow
 
 
 @register("randomized", family="randomized", paper="Ruoss et al., arXiv:2305.16843", year=2023)
-class Randomized(PositionalEncoding):
+class Randomized(RandomizedFlow, PositionalEncoding):
     """Train on random positions from a larger range, so test lengths meet seen positions:
 
     training: pos' = S[pos], S a sorted uniform random subset of {0, ..., L - 1} of size
@@ -90,19 +91,3 @@ class Randomized(PositionalEncoding):
         sizes = rows.amax(dim=-1) + 1 if rows.numel() else None  # (B,) each row's length
         n = int(sizes.max()) if sizes is not None else 0
         return self.sample(batch, n, pos.device, sizes).gather(1, rows)  # (B, T)
-
-    def embed(self, x: Tensor, pos: Tensor, *, ctx: Ctx = None) -> Tensor:
-        return self.base.embed(x, self.transform(pos, x.shape[0], ctx))
-
-    def rotate(
-        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None
-    ) -> tuple[Tensor, Tensor]:
-        new_q = self.transform(q_pos, q.shape[0], ctx)
-        new_k = new_q if k_pos is q_pos else self.transform(k_pos, k.shape[0], ctx)
-        base_ctx = None
-        if ctx is not None and None not in (roles := (ctx.role(q_pos), ctx.role(k_pos))):
-            # the base's context over the drawn positions, once per forward: its tables too
-            # are shared by the layers
-            key = ("randomized_base", self, *roles)
-            base_ctx = ctx.shared(key, lambda: PositionContext(new_q, new_k))
-        return self.base.rotate(q, k, new_q, new_k, ctx=base_ctx)

@@ -11,14 +11,15 @@ from .. import functional as PF
 from .._validate import values_checked
 from ..kernels import rope_eager
 from ..registry import register
-from .base import PositionalEncoding, check_qk
+from .base import PositionalEncoding
 from .capabilities import Capabilities
 from .configs import XPosConfig
 from .context import Ctx, shared_for
+from .flows import XPosFlow
 
 
 @register("xpos", family="rotary", paper="Sun et al., arXiv:2212.10554", year=2022)
-class XPos(PositionalEncoding):
+class XPos(XPosFlow, PositionalEncoding):
     """RoPE with exponential decay (Sun et al. 2022, eq. 11; torchscale ``XPOS``):
 
     q_n -> ζ^(n/γ_s) ⊙ R_n q_n,  k_m -> ζ^(-m/γ_s) ⊙ R_m k_m,  ζ_i = (2i/d + γ)/(1 + γ),
@@ -33,6 +34,7 @@ class XPos(PositionalEncoding):
 
     capabilities = Capabilities(rotates=True)
     config_class = XPosConfig
+    config: XPosConfig
 
     keep_dtype_buffers = ("inv_freq",)
     inv_freq: Tensor
@@ -60,17 +62,6 @@ class XPos(PositionalEncoding):
         )
         cos, sin = (cos * scale).to(dtype), (sin * scale).to(dtype)
         return (cos[:, None], sin[:, None]) if cos.ndim == 3 else (cos, sin)
-
-    def rotate(
-        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None
-    ) -> tuple[Tensor, Tensor]:
-        if ctx is None:
-            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim)
-            self.check_range(q, k, q_pos, k_pos)
-        else:  # once per forward and dtype: every layer meets the same positions
-            key = ("xpos_range", self, q.dtype, k.dtype)
-            ctx.shared(key, lambda: self.check_range(q, k, ctx.q_pos, ctx.k_pos))
-        return self.rotate_scaled(q, q_pos, 1.0, ctx), self.rotate_scaled(k, k_pos, -1.0, ctx)
 
     def check_range(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> None:
         """Raise where the scaled queries or keys would overflow q's or k's dtype (NaN scores

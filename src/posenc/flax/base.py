@@ -22,6 +22,7 @@ from .._validate import check_position_rank
 from .._validate import check_qk as shared_check_qk
 from ..encodings import context
 from ..encodings.configs import EncodingConfig
+from ..encodings.flows import Hooks
 from ..functional._xp import widest_int
 
 Array = jax.Array
@@ -61,7 +62,7 @@ class PositionContext(context.PositionContext):
 Ctx = PositionContext | None
 
 
-class PositionalEncoding(nnx.Module):
+class PositionalEncoding(Hooks, nnx.Module):
     """Base class: every hook is the identity (no position information), as in NoPE."""
 
     name: ClassVar[str] = ""
@@ -100,26 +101,14 @@ class PositionalEncoding(nnx.Module):
         """As torch's: the context of one forward, positions already checked."""
         return PositionContext(q_pos, k_pos, axes=self.axes)
 
-    def embed(self, x: Array, pos: Array, *, ctx: Ctx = None) -> Array:
-        return x
+    def shared_key(self, name: str, *parts: Hashable) -> tuple[Hashable, ...]:
+        """The context key of this module's shared work ``name``: hashable values only (a
+        pytree's keys; ``posenc.encodings.flows``)."""
+        return (name, *parts)
 
-    def rotate(
-        self, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
-    ) -> tuple[Array, Array]:
-        return q, k
-
-    def bias(self, q_pos: Array, k_pos: Array, *, ctx: Ctx = None) -> Array | None:
-        return None
-
-    def relative_logits(
-        self, scores: Array, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
-    ) -> Array:
-        return scores
-
-    def relative_values(
-        self, probs: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
-    ) -> Array | None:
-        return None
+    def check_qk(self, q: Array, k: Array, q_pos: Any, k_pos: Any) -> tuple[Array, Array]:
+        """``check_qk`` with this encoding's head_dim (``posenc.encodings.flows``)."""
+        return check_qk(q, k, q_pos, k_pos, self.head_dim, axes=self.axes)
 
 
 def register(config: type[EncodingConfig]) -> Callable[[_E], _E]:

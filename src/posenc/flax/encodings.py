@@ -16,6 +16,7 @@ from flax import nnx
 from .. import functional as PF
 from ..encodings import configs
 from ..encodings.context import shared_for
+from ..encodings.flows import PoPEFlow, XPosFlow
 from .base import (
     Ctx,
     PositionalEncoding,
@@ -175,7 +176,7 @@ class RoPE(PositionalEncoding):
 
 
 @register(configs.XPosConfig)
-class XPos(PositionalEncoding):
+class XPos(XPosFlow, PositionalEncoding):
     """As torch's ``XPos``: RoPE scaled by ζ^(±pos/γ_s); tables and the range check once per
     forward through ``ctx``; the range is checked where positions are concrete."""
 
@@ -194,17 +195,6 @@ class XPos(PositionalEncoding):
 
         return rotate_at(x, pos, self.layout, ctx, ("xpos", sign), frequencies)
 
-    def rotate(
-        self, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
-    ) -> tuple[Array, Array]:
-        if ctx is None:
-            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim)
-            self.check_range(q, k, q_pos, k_pos)
-        else:  # once per forward and dtype: every layer meets the same positions
-            key = ("xpos_range", q.dtype, k.dtype)
-            ctx.shared(key, lambda: self.check_range(q, k, ctx.q_pos, ctx.k_pos))
-        return self.rotate_scaled(q, q_pos, 1, ctx), self.rotate_scaled(k, k_pos, -1, ctx)
-
     def check_range(self, q: Array, k: Array, q_pos: Array, k_pos: Array) -> None:
         """As torch's: raise where the scaled q or k would overflow their dtype (concrete
         positions only; non-floating q/k: ``apply_rope``'s TypeError)."""
@@ -216,7 +206,7 @@ class XPos(PositionalEncoding):
 
 
 @register(configs.PoPEConfig)
-class PoPE(PositionalEncoding):
+class PoPE(PoPEFlow, PositionalEncoding):
     """As torch's ``PoPE``: phase bias ``delta`` (H, D) clamped to [-2π, 0], applied as -δ on
     the query."""
 
@@ -244,12 +234,3 @@ class PoPE(PositionalEncoding):
             phase = phase - shift.astype(phase.dtype)[:, None, :]  # (B|1, H, T, D)
         work = jnp.promote_types(x.dtype, jnp.float32)
         return PF.pope_polar(x, jnp.cos(phase).astype(work), jnp.sin(phase).astype(work))
-
-    def rotate(
-        self, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
-    ) -> tuple[Array, Array]:
-        if ctx is None:
-            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim)
-        if q.shape[1] != self.n_heads:
-            raise ValueError(f"q must have n_heads={self.n_heads} heads, got {q.shape[1]}")
-        return self.polar(q, q_pos, self.phase_bias()), self.polar(k, k_pos, None)

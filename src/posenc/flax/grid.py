@@ -94,6 +94,7 @@ class MRoPE(AxialRoPE):
 class RoPEMixed(GridRotary):
     """As torch's ``RoPEMixed``: ``freqs`` (H, 2, P) from phases φ_h ~ U(0, 2π) (``rngs``)."""
 
+    config: configs.RoPEMixedConfig
     per_head = True
 
     def setup(self, rngs: nnx.Rngs) -> None:
@@ -107,12 +108,7 @@ class RoPEMixed(GridRotary):
     def rotate(
         self, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
     ) -> tuple[Array, Array]:
-        for name, x in (("q", q), ("k", k)):
-            if self.n_heads != 1 and x.ndim == 4 and x.shape[1] != self.n_heads:
-                raise ValueError(
-                    f"rope_mixed has frequencies for n_heads={self.n_heads}; {name} has "
-                    f"{x.shape[1]} heads (no grouped-query attention; or n_heads=1)"
-                )
+        self.config.check_heads(q, k)
         return super().rotate(q, k, q_pos, k_pos, ctx=ctx)
 
 

@@ -9,10 +9,10 @@ from flax import nnx
 
 from ..encodings import configs
 from ..encodings.context import shared_for
+from ..encodings.flows import RandomizedFlow
 from .base import (
     Ctx,
     PositionalEncoding,
-    PositionContext,
     accepted_keys,
     batch_positions,
     bounds,
@@ -39,7 +39,7 @@ def sorted_subset_at(noise: Array, rows: Array) -> Array:
 
 
 @register(configs.RandomizedConfig)
-class Randomized(PositionalEncoding):
+class Randomized(RandomizedFlow, PositionalEncoding):
     """As torch's ``Randomized``: S is drawn once per forward through the position context
     (the model's ``embed`` and every layer's ``rotate`` share it, also under ``nnx.remat``
     given the context as an argument); a hook without a context draws afresh. ``.eval()``
@@ -80,18 +80,3 @@ class Randomized(PositionalEncoding):
         self.config.check_draw(high + 1)
         noise = jax.random.uniform(self.rngs.positions(), (batch, self.max_len))  # (B, L)
         return sorted_subset_at(noise, batch_positions(pos, batch))  # (B, T)
-
-    def embed(self, x: Array, pos: Array, *, ctx: Ctx = None) -> Array:
-        return self.base.embed(x, self.transform(pos, x.shape[0], ctx))
-
-    def rotate(
-        self, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
-    ) -> tuple[Array, Array]:
-        new_q = self.transform(q_pos, q.shape[0], ctx)
-        new_k = new_q if k_pos is q_pos else self.transform(k_pos, k.shape[0], ctx)
-        base_ctx = None
-        if ctx is not None and None not in (roles := (ctx.role(q_pos), ctx.role(k_pos))):
-            # the base's context over the drawn positions, once per forward: its tables too
-            key = ("randomized_base", *roles)
-            base_ctx = ctx.shared(key, lambda: PositionContext(new_q, new_k))
-        return self.base.rotate(q, k, new_q, new_k, ctx=base_ctx)
