@@ -5,6 +5,7 @@ layer's cross-attention memory; ``decoder`` blocks (``norm1``, ``attn``, ``norm_
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import jax
@@ -15,26 +16,23 @@ from ..encodings.configs import EncoderDecoderConfig
 from .attention import Attention, KVCache
 from .base import PositionalEncoding
 from .encodings import NoPE
-from .model import _INIT, Block, FlaxHooks, cross_entropy, feed_forward, init_linear, registry
+from .model import _INIT, Block, FlaxHooks, attention_layers, cross_entropy, registry
 
 Array = jax.Array
 
 
-class DecoderBlock(DecoderBlockFlow, nnx.Module):
-    """As torch's (``posenc._models.DecoderBlockFlow``)."""
+class DecoderBlock(DecoderBlockFlow, Block):
+    """As torch's (``posenc._models.DecoderBlockFlow``): a ``Block`` with ``norm_cross`` and
+    ``cross_attn``."""
 
     def __init__(
         self, attn: Attention, cross_attn: Attention, d_ff: int, *, dropout: float, rngs: nnx.Rngs
     ) -> None:
-        d = attn.d_model
-        self.norm1, self.attn = nnx.LayerNorm(d, epsilon=1e-5, rngs=rngs), attn
-        self.norm_cross = nnx.LayerNorm(d, epsilon=1e-5, rngs=rngs)
+        super().__init__(attn, d_ff, dropout=dropout, rngs=rngs)
+        self.norm_cross = nnx.LayerNorm(attn.d_model, epsilon=1e-5, rngs=rngs)
         self.cross_attn = cross_attn
-        self.norm2 = nnx.LayerNorm(d, epsilon=1e-5, rngs=rngs)
-        self.mlp = feed_forward(d, d_ff, rngs)
-        self.drop = nnx.Dropout(dropout, rngs=rngs)
 
-    __call__ = DecoderBlockFlow.forward
+    __call__ = DecoderBlockFlow.forward  # type: ignore[assignment]
 
 
 class EncoderDecoder(FlaxHooks, EncoderDecoderFlow, nnx.Module):
@@ -75,17 +73,7 @@ class EncoderDecoder(FlaxHooks, EncoderDecoderFlow, nnx.Module):
         )
 
         def attention(pe: PositionalEncoding, causal: bool) -> Attention:
-            a = Attention(
-                d,
-                c.n_heads,
-                pe=pe,
-                rngs=rngs,
-                causal=causal,
-                n_kv_heads=c.n_kv_heads,
-                dropout=c.dropout,
-            )
-            init_linear(rngs, a.qkv, a.proj)
-            return a
+            return attention_layers(1, rngs, pe=pe, **asdict(c.attention(causal=causal)))[0]
 
         self.encoder = nnx.List(
             [

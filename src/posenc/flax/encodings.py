@@ -70,23 +70,40 @@ class Sinusoidal(Absolute):
         return pe if self.scale == 1.0 else self.scale * pe
 
 
-@register(configs.LearnedConfig)
-class Learned(Absolute):
-    """As torch's ``Learned``, W ``weight`` (max_len, C). Under ``jax.jit`` a host check raises
-    for a position outside the table, and its row is NaN, never a clamped or wrapped row."""
+class Table(Absolute):
+    """A learned table W (n_0·n_1···, C) over the coordinates 0..n_a - 1 of each axis
+    (``box``), rows in row-major order; ``out_of_box(*mins_and_maxes, *box)`` raises for a
+    position outside it. Under ``jax.jit`` that check runs on the host when a position is
+    outside, and its row is NaN, never a clamped or wrapped row."""
 
-    def setup(self, rngs: nnx.Rngs) -> None:
-        self.weight = nnx.Param(0.02 * jax.random.normal(rngs.params(), (self.max_len, self.dim)))
+    out_of_box: Callable[..., None]
+
+    @property
+    def box(self) -> tuple[int, ...]:
+        """The number of coordinates along each axis."""
+        raise NotImplementedError
+
+    def coordinates(self, pos: Array) -> list[Array]:
+        return [pos] if self.axes == 1 else [pos[..., a] for a in range(self.axes)]
 
     def check_values(self, pos: Array) -> None:
-        if (b := bounds(pos)) is not None:
-            _check_in_table(*b, self.max_len)
+        coords = self.coordinates(pos)
+        found = [bounds(c) for c in coords]
+        if None not in found:
+            self.out_of_box(*(e for b in found if b is not None for e in b), *self.box)
         elif pos.size:  # traced: a host check that runs only when a position is outside
-            low, high = pos.min(), pos.max()
-            on_host_if((low < 0) | (high >= self.max_len), _check_in_table, low, high, self.max_len)
+            ends = [e for c in coords for e in (c.min(), c.max())]
+            pairs = zip(ends[::2], ends[1::2], self.box, strict=True)
+            outside = jnp.any(jnp.stack([(low < 0) | (high >= n) for low, high, n in pairs]))
+            on_host_if(outside, self.out_of_box, *ends, *self.box)
 
     def rows(self, pos: Array) -> Array:
-        index = jnp.where(pos < 0, self.max_len, pos)  # negatives would wrap, not fill
+        coords = self.coordinates(pos)
+        inside = jnp.all(
+            jnp.stack([(c >= 0) & (c < n) for c, n in zip(coords, self.box, strict=True)]), 0
+        )
+        index = jnp.ravel_multi_index(tuple(coords), self.box, mode="clip")
+        index = jnp.where(inside, index, math.prod(self.box))  # outside: the NaN row
         return jnp.take(self.weight[...], index, axis=0, mode="fill", fill_value=jnp.nan)
 
 
@@ -98,6 +115,20 @@ def _check_in_table(low: Any, high: Any, max_len: int) -> None:
             f"position {p} is {side} the learned table (max_len={max_len}, "
             f"valid positions 0..{max_len - 1})"
         )
+
+
+@register(configs.LearnedConfig)
+class Learned(Table):
+    """As torch's ``Learned``, W ``weight`` (max_len, C)."""
+
+    out_of_box = staticmethod(_check_in_table)
+
+    def setup(self, rngs: nnx.Rngs) -> None:
+        self.weight = nnx.Param(0.02 * jax.random.normal(rngs.params(), (self.max_len, self.dim)))
+
+    @property
+    def box(self) -> tuple[int, ...]:
+        return (self.max_len,)
 
 
 def rotate_at(

@@ -20,12 +20,10 @@ from ..encodings.context import shared_for
 from .base import (
     Ctx,
     PositionalEncoding,
-    bounds,
     check_qk,
-    on_host_if,
     register,
 )
-from .encodings import Absolute
+from .encodings import Absolute, Table
 
 Array = jax.Array
 
@@ -112,29 +110,34 @@ class RoPEMixed(GridRotary):
         return super().rotate(q, k, q_pos, k_pos, ctx=ctx)
 
 
-class GridTable(Absolute):
-    """An additive table on grid positions (T, 2) | (B, T, 2), any values (``Learned2D``:
-    on its grid)."""
+@register(configs.Sincos2DConfig)
+class Sincos2D(Absolute):
+    """As torch's ``Sincos2D``: rows at any grid positions."""
 
     def check_values(self, pos: Array) -> None:
-        """Raise for positions the table has no row for (default: none)."""
-
-
-@register(configs.Sincos2DConfig)
-class Sincos2D(GridTable):
-    """As torch's ``Sincos2D``."""
+        """Every position has a row."""
 
     def rows(self, pos: Array) -> Array:
         pe = PF.sincos_2d_table(pos, self.dim, base=self.base)
         return pe if self.scale == 1.0 else self.scale * pe
 
 
+def _check_on_grid(y_min: Any, y_max: Any, x_min: Any, x_max: Any, rows: int, cols: int) -> None:
+    y_min, y_max, x_min, x_max = (int(v) for v in (y_min, y_max, x_min, x_max))
+    if y_min < 0 or x_min < 0 or y_max >= rows or x_max >= cols:
+        raise ValueError(
+            f"grid positions (row, column) must lie in 0..{rows - 1} x 0..{cols - 1} "
+            f"(grid={(rows, cols)}), got rows {y_min}..{y_max} and columns {x_min}..{x_max}: "
+            "resample_ the table to a larger grid"
+        )
+
+
 @register(configs.Learned2DConfig)
-class Learned2D(GridTable):
-    """As torch's ``Learned2D``, W ``weight`` (rows·columns, C). Under ``jax.jit`` a host check
-    raises for a position off the grid (its row is NaN, never a clamped one)."""
+class Learned2D(Table):
+    """As torch's ``Learned2D``, W ``weight`` (rows·columns, C)."""
 
     config: configs.Learned2DConfig
+    out_of_box = staticmethod(_check_on_grid)
 
     def setup(self, rngs: nnx.Rngs) -> None:
         rows, cols = self.config.grid
@@ -142,21 +145,9 @@ class Learned2D(GridTable):
             self.config.init_std * jax.random.normal(rngs.params(), (rows * cols, self.dim))
         )
 
-    def check_values(self, pos: Array) -> None:
-        rows, cols = self.config.grid
-        if (b := bounds(pos[..., 0])) is not None and (c := bounds(pos[..., 1])) is not None:
-            _check_on_grid(b[0], b[1], c[0], c[1], rows, cols)
-        elif pos.size:  # traced: a host check that runs only when a position is off the grid
-            y, x = pos[..., 0], pos[..., 1]
-            off = (y.min() < 0) | (x.min() < 0) | (y.max() >= rows) | (x.max() >= cols)
-            on_host_if(off, _check_on_grid, y.min(), y.max(), x.min(), x.max(), rows, cols)
-
-    def rows(self, pos: Array) -> Array:
-        rows, cols = self.config.grid
-        y, x = pos[..., 0], pos[..., 1]
-        on_grid = (y >= 0) & (y < rows) & (x >= 0) & (x < cols)
-        index = jnp.where(on_grid, y * cols + x, rows * cols)  # off the grid: NaN row
-        return jnp.take(self.weight[...], index, axis=0, mode="fill", fill_value=jnp.nan)
+    @property
+    def box(self) -> tuple[int, ...]:
+        return tuple(self.config.grid)
 
     def resample_(
         self, grid: Sequence[int], *, mode: PF.ResampleMode = "bicubic", antialias: bool = True
@@ -169,13 +160,3 @@ class Learned2D(GridTable):
         self.weight = nnx.Param(jnp.asarray(table, dtype=self.weight[...].dtype))
         self.config = replace(self.config, grid=new)
         return self
-
-
-def _check_on_grid(y_min: Any, y_max: Any, x_min: Any, x_max: Any, rows: int, cols: int) -> None:
-    y_min, y_max, x_min, x_max = (int(v) for v in (y_min, y_max, x_min, x_max))
-    if y_min < 0 or x_min < 0 or y_max >= rows or x_max >= cols:
-        raise ValueError(
-            f"grid positions (row, column) must lie in 0..{rows - 1} x 0..{cols - 1} "
-            f"(grid={(rows, cols)}), got rows {y_min}..{y_max} and columns {x_min}..{x_max}: "
-            "resample_ the table to a larger grid"
-        )

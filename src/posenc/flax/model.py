@@ -67,10 +67,13 @@ def cross_entropy(logits: Array, targets: Array) -> Array:
     return jnp.sum(jnp.where(keep, losses, 0.0)) / jnp.maximum(jnp.sum(keep), 1)
 
 
-def init_linear(rngs: nnx.Rngs, *layers: nnx.Linear) -> None:
-    """torch's init: N(0, 0.02²) for every Linear kernel."""
-    for layer in layers:
-        layer.kernel.set_value(_INIT(rngs.params(), layer.kernel.shape, layer.kernel.dtype))
+def attention_layers(n: int, rngs: nnx.Rngs, **config: Any) -> list[Attention]:
+    """``n`` ``Attention`` layers of ``config`` (``pe``, ``AttentionConfig`` arguments), then
+    torch's init of their ``qkv`` and ``proj`` kernels: N(0, 0.02²)."""
+    layers = [Attention(rngs=rngs, **config) for _ in range(n)]
+    for linear in (x for a in layers for x in (a.qkv, a.proj)):
+        linear.kernel.set_value(_INIT(rngs.params(), linear.kernel.shape, linear.kernel.dtype))
+    return layers
 
 
 class Block(BlockFlow, nnx.Module):
@@ -110,11 +113,7 @@ class TinyTransformer(FlaxHooks, TransformerFlow, nnx.Module):
         )
         self.causal = c.causal
         self.tok = nnx.Embed(c.vocab_size, c.d_model, embedding_init=_INIT, rngs=rngs)
-        attn = [
-            Attention(pe=self.pe, rngs=rngs, **asdict(c.attention())) for _ in range(c.n_layers)
-        ]
-        for a in attn:  # torch's _init_weights
-            init_linear(rngs, a.qkv, a.proj)
+        attn = attention_layers(c.n_layers, rngs, pe=self.pe, **asdict(c.attention()))
         self.blocks = nnx.List([Block(a, c.d_ff or 0, dropout=c.dropout, rngs=rngs) for a in attn])
         self.norm = nnx.LayerNorm(c.d_model, epsilon=1e-5, rngs=rngs)
         self.head = nnx.Linear(
