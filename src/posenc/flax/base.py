@@ -108,7 +108,22 @@ class PositionalEncoding(Hooks, nnx.Module):
 
     def check_qk(self, q: Array, k: Array, q_pos: Any, k_pos: Any) -> tuple[Array, Array]:
         """``check_qk`` with this encoding's head_dim (``posenc.encodings.flows``)."""
-        return check_qk(q, k, q_pos, k_pos, self.head_dim, axes=self.axes)
+        return shared_check_qk(
+            q,
+            k,
+            q_pos,
+            k_pos,
+            self.head_dim,
+            ndim=check_ndim,
+            positions=check_positions,
+            axes=self.axes,
+        )
+
+    def check_embed(self, x: Array, pos: Any) -> Array:
+        """``check_embed`` with this encoding's dim: positions back as a JAX array."""
+        return shared_check_embed(
+            x, pos, self.dim, axes=self.axes, ndim=check_ndim, positions=check_positions
+        )
 
 
 def register(config: type[EncodingConfig]) -> Callable[[_E], _E]:
@@ -177,20 +192,6 @@ def check_ndim(x: Any, ndim: int, what: str, layout: str) -> None:
         raise TypeError(f"{what} must be an array {layout}, got {type(x).__name__}")
     if x.ndim != ndim:
         raise ValueError(f"{what} must have shape {layout}, got {tuple(x.shape)}")
-
-
-def check_qk(
-    q: Array, k: Array, q_pos: Any, k_pos: Any, head_dim: int, *, axes: int = 1
-) -> tuple[Array, Array]:
-    """As torch's ``check_qk`` (``posenc._validate``), with array checks: positions as arrays."""
-    return shared_check_qk(
-        q, k, q_pos, k_pos, head_dim, ndim=check_ndim, positions=check_positions, axes=axes
-    )
-
-
-def check_embed(x: Any, pos: Any, dim: int, *, axes: int = 1) -> Array:
-    """As torch's ``check_embed`` (``posenc._validate``), with array checks."""
-    return shared_check_embed(x, pos, dim, axes=axes, ndim=check_ndim, positions=check_positions)
 
 
 def is_concrete(x: Array) -> bool:

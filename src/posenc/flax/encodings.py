@@ -22,8 +22,6 @@ from .base import (
     PositionalEncoding,
     PositionContext,
     bounds,
-    check_embed,
-    check_qk,
     is_concrete,
     on_host_if,
     register,
@@ -52,7 +50,7 @@ class Absolute(PositionalEncoding):
 
     def embed(self, x: Array, pos: Array, *, ctx: Ctx = None) -> Array:
         if ctx is None:
-            pos = check_embed(x, pos, self.dim, axes=self.axes)
+            pos = self.check_embed(x, pos)
             self.check_values(pos)
         return x + self.rows(pos).astype(x.dtype)  # (B, T, C)
 
@@ -137,21 +135,26 @@ def rotate_at(
     layout: PF.Layout,
     ctx: Ctx,
     key: Hashable,
-    frequencies: Callable[[], tuple[Any, Any]],
+    cos_sin: Callable[[], tuple[Array, Array]],
+    per_head: bool = False,
 ) -> Array:
-    """Rotate x (B, H, T, D) at positions (T,) or (B, T) by θ (P,) float64, cos/sin scaled by s
-    (a number or (..., T, P)), for (θ, s) = ``frequencies()``: the tables (B|1, 1, T, P) in
-    float32 or x's wider dtype, shared by the layers of a forward through ``ctx`` (``key``)."""
+    """Rotate x (B, H, T, D) at positions ``pos`` by the tables ``cos_sin()``: (..., T, P) per
+    pair, or (..., H, T, P) ``per_head``, cast to float32 or x's wider dtype, (B, T, P) as
+    (B, 1, T, P); shared by the layers of a forward through ``ctx`` (``key``)."""
     work = jnp.promote_types(x.dtype, jnp.float32)
 
     def tables() -> tuple[Array, Array]:
-        inv_freq, scale = frequencies()
-        cos, sin = PF.rope_cos_sin(pos, jnp.asarray(inv_freq))  # (T, P) | (B, T, P)
-        cos, sin = (cos * scale).astype(work), (sin * scale).astype(work)
-        return (cos[:, None], sin[:, None]) if cos.ndim == 3 else (cos, sin)
+        cos, sin = (t.astype(work) for t in cos_sin())
+        return (cos[:, None], sin[:, None]) if cos.ndim == 3 and not per_head else (cos, sin)
 
     cos, sin = shared_for(ctx, pos, (key, work), tables)
     return PF.apply_rope(x, cos, sin, layout=layout)
+
+
+def rope_tables(pos: Array, inv_freq: Any, scale: Any) -> tuple[Array, Array]:
+    """cos, sin (..., T, P) of pos·θ for θ (P,) float64, scaled by s (a number or (..., T, P))."""
+    cos, sin = PF.rope_cos_sin(pos, jnp.asarray(inv_freq))
+    return cos * scale, sin * scale
 
 
 @register(configs.RoPEConfig)
@@ -194,14 +197,14 @@ class RoPE(PositionalEncoding):
         self, x: Array, pos: Array, seq_len: int | None = None, ctx: Ctx = None
     ) -> Array:
         """Rotate x (B, H, T, D) at positions (T,) or (B, T) (dynamic scaling at ``seq_len``)."""
-        frequencies = partial(self.frequencies, seq_len)
-        return rotate_at(x, pos, self.layout, ctx, ("rope", seq_len), frequencies)
+        tables = partial(rope_tables, pos, *self.frequencies(seq_len))
+        return rotate_at(x, pos, self.layout, ctx, ("rope", seq_len), tables)
 
     def rotate(
         self, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
     ) -> tuple[Array, Array]:
         if ctx is None:
-            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim)
+            q_pos, k_pos = self.check_qk(q, k, q_pos, k_pos)
         seq_len = self.seq_len(q_pos, k_pos)
         return self.rotate_one(q, q_pos, seq_len, ctx), self.rotate_one(k, k_pos, seq_len, ctx)
 
@@ -220,11 +223,11 @@ class XPos(XPosFlow, PositionalEncoding):
         """Rotate x (B, H, T, D) at positions (T,) or (B, T), scaled by ζ^(sign·pos/γ_s)."""
         c = self.config
 
-        def frequencies() -> tuple[np.ndarray, Array]:
+        def tables() -> tuple[Array, Array]:
             scale = PF.xpos_scale(sign * pos, c.rotary_dim, scale_base=c.scale_base, gamma=c.gamma)
-            return self.inv_freq64, scale
+            return rope_tables(pos, self.inv_freq64, scale)
 
-        return rotate_at(x, pos, self.layout, ctx, ("xpos", sign), frequencies)
+        return rotate_at(x, pos, self.layout, ctx, ("xpos", sign), tables)
 
     def check_range(self, q: Array, k: Array, q_pos: Array, k_pos: Array) -> None:
         """As torch's: raise where the scaled q or k would overflow their dtype (concrete

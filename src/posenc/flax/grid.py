@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import jax
@@ -16,14 +17,12 @@ from flax import nnx
 
 from .. import functional as PF
 from ..encodings import configs
-from ..encodings.context import shared_for
 from .base import (
     Ctx,
     PositionalEncoding,
-    check_qk,
     register,
 )
-from .encodings import Absolute, Table
+from .encodings import Absolute, Table, rotate_at
 
 Array = jax.Array
 
@@ -37,25 +36,21 @@ class GridRotary(PositionalEncoding):
     def angles(self, pos: Array) -> Array:
         raise NotImplementedError
 
+    def cos_sin(self, pos: Array) -> tuple[Array, Array]:
+        """cos, sin of ``angles(pos)``."""
+        angles = self.angles(pos)
+        return jnp.cos(angles), jnp.sin(angles)
+
     def rotate_one(self, x: Array, pos: Array, ctx: Ctx = None) -> Array:
         """Rotate x (B, H, T, D) at positions (T, A) or (B, T, A)."""
-        work = jnp.promote_types(x.dtype, jnp.float32)
-
-        def tables() -> tuple[Array, Array]:
-            ang = self.angles(pos)
-            cos, sin = jnp.cos(ang).astype(work), jnp.sin(ang).astype(work)
-            if not self.per_head and cos.ndim == 3:  # (B, T, P) -> (B, 1, T, P)
-                return cos[:, None], sin[:, None]
-            return cos, sin
-
-        cos, sin = shared_for(ctx, pos, (self.name, work), tables)
-        return PF.apply_rope(x, cos, sin, layout=self.layout)
+        tables = partial(self.cos_sin, pos)
+        return rotate_at(x, pos, self.layout, ctx, self.name, tables, self.per_head)
 
     def rotate(
         self, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
     ) -> tuple[Array, Array]:
         if ctx is None:
-            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim, axes=self.axes)
+            q_pos, k_pos = self.check_qk(q, k, q_pos, k_pos)
         return self.rotate_one(q, q_pos, ctx), self.rotate_one(k, k_pos, ctx)
 
 

@@ -23,7 +23,6 @@ from .base import (
     PositionalEncoding,
     check_ndim,
     check_positions,
-    check_qk,
     is_concrete,
     register,
 )
@@ -170,7 +169,7 @@ class Relative(PositionalEncoding):
         self, scores: Array, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
     ) -> Array:
         if ctx is None:
-            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim)
+            q_pos, k_pos = self.check_qk(q, k, q_pos, k_pos)
             check_scores(scores, q, k)  # added to the scores, never broadcast
         return scores + self.extra_logits(scores, q, k, q_pos, k_pos)
 
