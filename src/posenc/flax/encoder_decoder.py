@@ -53,10 +53,9 @@ class EncoderDecoder(FlaxHooks, EncoderDecoderFlow, nnx.Module):
     ) -> None:
         c = EncoderDecoderConfig(**config)
         rngs = rngs or nnx.Rngs(0)
-        size = {"dim": c.d_model, "n_heads": c.n_heads, "max_len": c.max_len}
         kind = "Flax PositionalEncoding"
         self.encoder_pe, self.decoder_pe = stack_encodings(
-            pe, pe_config, size=size, base=PositionalEncoding, kind=kind, **registry(rngs)
+            pe, pe_config, base=PositionalEncoding, kind=kind, **registry(c, rngs)
         )
         from ..registry import info
 

@@ -52,9 +52,11 @@ class FlaxHooks(Hooks):
         return self.forward(*args, **kwargs)  # type: ignore[attr-defined]
 
 
-def registry(rngs: nnx.Rngs) -> dict[str, Any]:
-    """How ``posenc._models`` builds Flax encodings by name, seeded by ``rngs``."""
-    return {"build": partial(build_for_model, rngs=rngs), "parameters": accepted_keys}
+def registry(c: Any, rngs: nnx.Rngs) -> dict[str, Any]:
+    """How ``posenc._models`` builds Flax encodings by name for a model of configuration ``c``
+    (its sizes), seeded by ``rngs``."""
+    size = {"dim": c.d_model, "n_heads": c.n_heads, "max_len": c.max_len}
+    return {"build": partial(build_for_model, rngs=rngs), "parameters": accepted_keys, "size": size}
 
 
 def cross_entropy(logits: Array, targets: Array) -> Array:
@@ -107,9 +109,8 @@ class TinyTransformer(FlaxHooks, TransformerFlow, nnx.Module):
     ) -> None:
         c = TransformerConfig(**config)
         rngs = rngs or nnx.Rngs(0)
-        size = {"dim": c.d_model, "n_heads": c.n_heads, "max_len": c.max_len}
         self.pe: PositionalEncoding = model_encoding(
-            pe, pe_config, size=size, encoder=not c.causal, **registry(rngs)
+            pe, pe_config, encoder=not c.causal, **registry(c, rngs)
         )
         self.causal = c.causal
         self.tok = nnx.Embed(c.vocab_size, c.d_model, embedding_init=_INIT, rngs=rngs)
