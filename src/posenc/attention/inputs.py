@@ -15,6 +15,7 @@ from .._validate import (
 )
 from ..encodings.base import PositionalEncoding, batch_positions, default_positions
 from ..encodings.context import PositionContext
+from ..functional import masks, torch_xp
 from .kv_cache import KVCache
 
 
@@ -26,23 +27,14 @@ def mask_inputs(
     segment_ids: Tensor | None,
     cache: KVCache | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Validity (B, T) bool and segment ids (B, T) int64, defaults all-valid / one segment:
-    segment 0, or after cached entries each row's latest segment (a decode step continues the
-    document it follows, also after a packed prefill)."""
-    if padding_mask is None:
-        valid = torch.ones(B, T, dtype=torch.bool, device=x.device)
-    else:
+    """``functional.masks.mask_inputs`` of the masks given (checked) or the defaults, on x's
+    device: validity (B, T) bool and segment ids (B, T) int64."""
+    if padding_mask is not None:
         check_mask_tensor(padding_mask, "padding_mask", "bool", (B, T))
-        valid = padding_mask
-    last = None if cache is None else cache.last_segment()  # (B, 1) or None
-    if segment_ids is None and last is not None and last.shape[0] == B:
-        segment = last.expand(B, T)
-    elif segment_ids is None:  # (another batch size: the cache's append says so)
-        segment = torch.zeros(B, T, dtype=torch.long, device=x.device)
-    else:
+    if segment_ids is not None:
         check_mask_tensor(segment_ids, "segment_ids", "integer", (B, T))
-        segment = segment_ids.long()
-    return valid, segment
+    last = None if cache is None else cache.last_segment()  # (B, 1) or None
+    return masks.mask_inputs(B, T, padding_mask, segment_ids, last, xp=torch_xp, device=x.device)
 
 
 def new_context(

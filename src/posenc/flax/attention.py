@@ -22,6 +22,7 @@ from .._validate import (
 )
 from ..encodings.configs import AttentionConfig
 from ..functional.masks import allowed_keys
+from ..functional.masks import mask_inputs as default_masks
 from .base import (
     Ctx,
     PositionalEncoding,
@@ -193,8 +194,7 @@ def mask_inputs(
     padding_mask: Array | None = None,
     segment_ids: Array | None = None,
 ) -> tuple[Array, Array]:
-    """As torch's: validity (B, T) bool and segment ids (B, T), defaults all-valid and one
-    segment: 0, or after cached entries each row's latest (a decode step continues it)."""
+    """As torch's: ``PF.mask_inputs`` of the masks given (checked) or the defaults."""
     for x, what, kind, dtype in (
         (padding_mask, "padding_mask", "a bool", jnp.bool_),
         (segment_ids, "segment_ids", "an integer", jnp.integer),
@@ -203,10 +203,8 @@ def mask_inputs(
             raise ValueError(
                 f"{what} must be {kind} array of shape ({B}, {T}), got {x.dtype} {tuple(x.shape)}"
             )
-    valid = jnp.ones((B, T), dtype=bool) if padding_mask is None else jnp.asarray(padding_mask)
-    if segment_ids is not None:
-        return valid, jnp.asarray(segment_ids)
+    padding_mask, segment_ids = (
+        None if x is None else jnp.asarray(x) for x in (padding_mask, segment_ids)
+    )
     last = None if cache is None else cache.last_segment()  # (B, 1) or None
-    if last is not None and last.shape[0] == B:
-        return valid, jnp.broadcast_to(last, (B, T))
-    return valid, jnp.zeros((B, T), dtype=jnp.int32)
+    return default_masks(B, T, padding_mask, segment_ids, last, xp=jnp)

@@ -1,11 +1,12 @@
-"""The attention mask of keys each query may see, from validity, segments and cache order (one
-formula for the torch and Flax attention layers; any array-API namespace)."""
+"""The attention mask of keys each query may see, from validity, segments and cache order, and
+the default validity and segments it starts from (one construction for the torch and Flax
+attention layers; any array-API namespace)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ._xp import device_of, namespace
+from ._xp import device_of, namespace, widest_int
 
 
 def allowed_keys(
@@ -28,3 +29,26 @@ def allowed_keys(
         q_index = offset + xp.arange(T, device=device)
         allowed = allowed & (xp.arange(L, device=device)[None, :] <= q_index[:, None])
     return allowed | ~xp.any(allowed, axis=-1, keepdims=True)
+
+
+def mask_inputs(
+    B: int,
+    T: int,
+    padding_mask: Any,
+    segment_ids: Any,
+    last_segment: Any,
+    *,
+    xp: Any,
+    device: Any = None,
+) -> tuple[Any, Any]:
+    """Validity (B, T) bool and segment ids (B, T) (the widest int) of T new tokens: as given
+    (checked by the caller), or the defaults: all valid; one segment, 0, or after cached entries
+    each row's latest ``last_segment`` (B, 1) (a decode step continues the document it follows,
+    also after a packed prefill; None: nothing cached). Made in namespace ``xp`` on ``device``.
+    """
+    valid = xp.ones((B, T), dtype=xp.bool, device=device) if padding_mask is None else padding_mask
+    if segment_ids is not None:
+        return valid, xp.astype(segment_ids, widest_int(xp))
+    if last_segment is not None and last_segment.shape[0] == B:  # (another B: append says so)
+        return valid, xp.broadcast_to(last_segment, (B, T))
+    return valid, xp.zeros((B, T), dtype=widest_int(xp), device=device)
