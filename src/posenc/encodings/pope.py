@@ -53,9 +53,4 @@ class PoPE(PoPEFlow, PositionalEncoding):
 
     def polar(self, x: Tensor, pos: Tensor, shift: Tensor | None) -> Tensor:
         """x (B, H, T, D) at positions (T,) or (B, T) -> (B, H, T, 2D), phases pos·θ - shift."""
-        phase = PF.angles(pos, self.inv_freq)  # (T, D) or (B, T, D) float64
-        phase = phase[:, None] if phase.ndim == 3 else phase  # (B, 1, T, D)
-        if shift is not None:
-            phase = phase - shift.to(phase.dtype)[:, None, :]  # (B|1, H, T, D)
-        work = torch.promote_types(x.dtype, torch.float32)
-        return PF.pope_polar(x, phase.cos().to(work), phase.sin().to(work))
+        return PF.pope_features(x, pos, self.inv_freq, shift)

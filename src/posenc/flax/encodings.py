@@ -262,9 +262,4 @@ class PoPE(PoPEFlow, PositionalEncoding):
 
     def polar(self, x: Array, pos: Array, shift: Array | None) -> Array:
         """x (B, H, T, D) at positions (T,) or (B, T) -> (B, H, T, 2D), phases pos·θ - shift."""
-        phase = PF.angles(pos, jnp.asarray(self.inv_freq64))  # (T, D) | (B, T, D)
-        phase = phase[:, None] if phase.ndim == 3 else phase  # (B, 1, T, D)
-        if shift is not None:
-            phase = phase - shift.astype(phase.dtype)[:, None, :]  # (B|1, H, T, D)
-        work = jnp.promote_types(x.dtype, jnp.float32)
-        return PF.pope_polar(x, jnp.cos(phase).astype(work), jnp.sin(phase).astype(work))
+        return PF.pope_features(x, pos, jnp.asarray(self.inv_freq64), shift)

@@ -19,7 +19,7 @@ from .kerple import (
     kerple_log,
     kerple_power,
 )
-from .pope import pope_polar, softplus
+from .pope import pope_features, pope_polar, softplus
 from .relative import relative_offsets
 from .resample import RESAMPLE_MODES, ResampleMode, check_grid, resample_table
 from .rotary import LAYOUTS, Layout, apply_rope, apply_rope_pair, rope_cos_sin, rotary_dim
@@ -79,6 +79,7 @@ __all__ = [
     "namespace",
     "np_xp",
     "pair_axes",
+    "pope_features",
     "pope_polar",
     "relative_key_logits",
     "relative_offsets",

@@ -6,6 +6,7 @@ from typing import Any
 
 from .._validate import check_real_floating
 from ._xp import namespace
+from .frequencies import angles
 
 
 def softplus(x: Any) -> Any:
@@ -36,3 +37,17 @@ def pope_polar(x: Any, cos: Any, sin: Any) -> Any:
     work = xp.result_type(x.dtype, cos.dtype)
     mag = softplus(xp.astype(x, work))  # (..., T, D)
     return xp.astype(xp.concat([mag * cos, mag * sin], axis=-1), x.dtype)  # (..., T, 2D)
+
+
+def pope_features(x: Any, pos: Any, inv_freq: Any, shift: Any = None) -> Any:
+    """``pope_polar`` of x at phases pos·θ_c - shift_hc, computed in float64 (the widest float);
+    cos and sin in float32 or x's wider dtype. ``shift``: the queries' phase bias δ, or None.
+    Shapes: x (B, H, T, D), pos (T,) | (B, T), inv_freq θ (D,), shift (H, D) -> (B, H, T, 2D).
+    """
+    xp = namespace(x, pos)
+    phase = angles(pos, inv_freq)  # (T, D) | (B, T, D)
+    phase = phase[:, None] if phase.ndim == 3 else phase  # (B, 1, T, D)
+    if shift is not None:
+        phase = phase - xp.astype(shift, phase.dtype)[:, None, :]  # (B|1, H, T, D)
+    work = xp.result_type(x.dtype, xp.float32)
+    return pope_polar(x, xp.astype(xp.cos(phase), work), xp.astype(xp.sin(phase), work))
