@@ -51,13 +51,19 @@ class Hooks:
         return None
 
 
-class XPosFlow:
+class Supplied:
+    """What a framework's encoding base supplies to every flow (see the module docstring)."""
+
+    config: Any
+    check_qk: Any
+    shared_key: Any
+
+
+class XPosFlow(Supplied):
     """xPos: queries scaled by ζ^(pos/γ_s), keys by ζ^(-pos/γ_s) (``rotate_scaled(x, pos,
     sign, ctx)``); the dtype range checked (``check_range(q, k, q_pos, k_pos)``) on the
     positions given, or once per forward and dtype through the context."""
 
-    check_qk: Any
-    shared_key: Any
     check_range: Any
     rotate_scaled: Any
 
@@ -71,12 +77,10 @@ class XPosFlow:
         return self.rotate_scaled(q, q_pos, 1, ctx), self.rotate_scaled(k, k_pos, -1, ctx)
 
 
-class PoPEFlow:
+class PoPEFlow(Supplied):
     """PoPE: queries at phases pos·θ - δ (``polar(x, pos, shift)``, ``phase_bias()``), keys
     at pos·θ; δ has a row per query head."""
 
-    config: Any
-    check_qk: Any
     polar: Any
     phase_bias: Any
 
@@ -88,14 +92,13 @@ class PoPEFlow:
         return self.polar(q, q_pos, self.phase_bias()), self.polar(k, k_pos, None)
 
 
-class RandomizedFlow:
+class RandomizedFlow(Supplied):
     """Randomized positions: the ``base`` encoding's hooks at the drawn positions
     (``transform(pos, batch, ctx)``, one draw per forward through the context); the base's
     rotation shares its own context over the drawn positions, so its tables are made once."""
 
     base: Any
     transform: Any
-    shared_key: Any
 
     def embed(self, x: Any, pos: Any, *, ctx: Ctx = None) -> Any:
         return self.base.embed(x, self.transform(pos, x.shape[0], ctx))
