@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .context import shared_for
+
 #: A hook's ``ctx``: the framework's ``PositionContext`` or None.
 Ctx = Any
 
@@ -94,11 +96,33 @@ class PoPEFlow(Supplied):
 
 class RandomizedFlow(Supplied):
     """Randomized positions: the ``base`` encoding's hooks at the drawn positions
-    (``transform(pos, batch, ctx)``, one draw per forward through the context); the base's
+    (``transform``, one draw per forward through the context); the base's
     rotation shares its own context over the drawn positions, so its tables are made once."""
 
     base: Any
-    transform: Any
+    check_positions: Any
+    draw: Any
+
+    @property
+    def sampling(self) -> bool:
+        """True when positions are drawn at random (the framework's training mode or
+        ``sample_in_eval``)."""
+        raise NotImplementedError
+
+    def transform(self, pos: Any, batch: int, ctx: Ctx = None) -> Any:
+        """Positions (T,) or (B, T) -> sampled positions (B, T) (``pos`` when not ``sampling``):
+        one draw per forward for the context's positions (the keys' draw is the queries' when
+        they are one array), a fresh one (``draw(pos, batch)``) otherwise.
+
+        Raises: ValueError for negative positions or more than ``max_len`` of them (where
+        their values are checked).
+        """
+        if ctx is None:
+            pos = self.check_positions(pos)
+        if not self.sampling:
+            return pos
+        key = self.shared_key("randomized", batch)
+        return shared_for(ctx, pos, key, lambda: self.draw(pos, batch))
 
     def embed(self, x: Any, pos: Any, *, ctx: Ctx = None) -> Any:
         return self.base.embed(x, self.transform(pos, x.shape[0], ctx))

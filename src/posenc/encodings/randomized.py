@@ -12,7 +12,6 @@ from ..registry import build, info, register
 from .base import PositionalEncoding, batch_positions
 from .capabilities import Capabilities
 from .configs import RandomizedConfig
-from .context import Ctx, shared_for
 from .flows import RandomizedFlow
 
 
@@ -36,6 +35,7 @@ class Randomized(RandomizedFlow, PositionalEncoding):
     config_class = RandomizedConfig
     config: RandomizedConfig
     config_attributes = ("max_len", "sample_in_eval")  # the others describe the base encoding
+    check_positions = staticmethod(check_positions)
 
     def __init__(self, **config: Any) -> None:
         super().__init__(**config)
@@ -72,18 +72,8 @@ class Randomized(RandomizedFlow, PositionalEncoding):
             subset = subset.masked_fill(~keep, self.max_len)  # (B, n), dropped picks sort last
         return subset.sort(dim=-1).values
 
-    def transform(self, pos: Tensor, batch: int, ctx: Ctx = None) -> Tensor:
-        """Positions (T,) or (B, T) -> sampled positions (B, T) (or ``pos`` when not sampling):
-        one draw per forward for the context's positions (the keys' draw is the queries' when
-        they are one tensor), a fresh one otherwise."""
-        if ctx is None:
-            pos = check_positions(pos)
-        if not self.sampling:
-            return pos
-        return shared_for(ctx, pos, ("randomized", self, batch), lambda: self._draw(pos, batch))
-
     @torch.compiler.disable
-    def _draw(self, pos: Tensor, batch: int) -> Tensor:
+    def draw(self, pos: Tensor, batch: int) -> Tensor:
         """A new draw for ``pos`` (B, T). Eager under ``torch.compile`` (the sampler's
         generator)."""
         check_nonnegative(pos)

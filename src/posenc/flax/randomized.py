@@ -8,10 +8,8 @@ import jax.numpy as jnp
 from flax import nnx
 
 from ..encodings import configs
-from ..encodings.context import shared_for
 from ..encodings.flows import RandomizedFlow
 from .base import (
-    Ctx,
     PositionalEncoding,
     accepted_keys,
     batch_positions,
@@ -47,6 +45,7 @@ class Randomized(RandomizedFlow, PositionalEncoding):
     ``nnx.Rngs(seed)`` (default: a key from ``rngs``) and run under ``jax.jit``."""
 
     config: configs.RandomizedConfig
+    check_positions = staticmethod(check_positions)
 
     def setup(self, rngs: nnx.Rngs) -> None:
         base_keys = self.config.base_keys(accepted_keys(self.base_encoding))
@@ -58,19 +57,6 @@ class Randomized(RandomizedFlow, PositionalEncoding):
     def sampling(self) -> bool:
         """True when positions are drawn at random (training, or ``sample_in_eval``)."""
         return not self.deterministic or self.sample_in_eval
-
-    def transform(self, pos: Array, batch: int, ctx: Ctx = None) -> Array:
-        """As torch's: positions (T,) or (B, T) -> sampled positions (B, T) (``pos`` when not
-        sampling), one draw per forward for the context's positions, else a fresh one.
-
-        Raises: ValueError for negative positions or more than ``max_len`` of them (checked
-        when positions are concrete).
-        """
-        if ctx is None:
-            pos = check_positions(pos)
-        if not self.sampling:
-            return pos
-        return shared_for(ctx, pos, ("randomized", batch), lambda: self.draw(pos, batch))
 
     def draw(self, pos: Array, batch: int) -> Array:
         """A new draw for ``pos`` (B, T)."""
