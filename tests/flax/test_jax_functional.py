@@ -115,6 +115,9 @@ CASES: dict[str, Callable[[Callable[[Any], Any], Any], Any]] = {
     "xpos_scale": lambda a, xp: PF.xpos_scale(a(BQ_POS), D, scale_base=64.0),
     "softplus": lambda a, xp: PF.softplus(a(np.linspace(-30.0, 30.0, 13))),
     "pope_polar": lambda a, xp: PF.pope_polar(a(X), a(np.cos(ANG)), a(np.sin(ANG))),
+    "pope_features": lambda a, xp: PF.pope_features(
+        a(X), a(BQ_POS), a(PF.rope_inv_freq(2 * D)), a(rng_fixed(3, (H, D)))
+    ),
     "cope_positions": lambda a, xp: PF.cope_positions(a(LOGITS), n_positions=4),
     "cope_interpolate": lambda a, xp: PF.cope_interpolate(
         PF.cope_positions(a(LOGITS), n_positions=4), a(rng_fixed(5, (B, H, Tq, 4)))

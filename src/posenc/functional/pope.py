@@ -46,7 +46,7 @@ def pope_features(x: Any, pos: Any, inv_freq: Any, shift: Any = None) -> Any:
     """
     xp = namespace(x, pos)
     phase = angles(pos, inv_freq)  # (T, D) | (B, T, D)
-    phase = phase[:, None] if phase.ndim == 3 else phase  # (B, 1, T, D)
+    phase = xp.expand_dims(phase, axis=1) if phase.ndim == 3 else phase  # (B, 1, T, D)
     if shift is not None:
         phase = phase - xp.astype(shift, phase.dtype)[:, None, :]  # (B|1, H, T, D)
     work = xp.result_type(x.dtype, xp.float32)
