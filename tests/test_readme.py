@@ -54,3 +54,15 @@ def test_readme_seq2seq_table_is_pasted_from_its_stored_run() -> None:
     block = results_markdown(ROOT / "benchmarks/results/lab-seq2seq.sqlite", command=command)
     pasted = block.removeprefix(BEGIN + "\n").removesuffix(END + "\n")
     assert pasted in text
+
+
+def test_readme_grid_table_is_pasted_from_its_stored_run() -> None:
+    """README's grid (resolution extrapolation) table and Heo et al.'s verdict are
+    ``posenc lab table`` of the committed grid store, pasted without the begin and end markers."""
+    from posenc.lab.table import BEGIN, END, results_markdown
+
+    text = (ROOT / "README.md").read_text()
+    command = "posenc lab table --out benchmarks/results/lab-grid.sqlite"
+    block = results_markdown(ROOT / "benchmarks/results/lab-grid.sqlite", command=command)
+    pasted = block.removeprefix(BEGIN + "\n").removesuffix(END + "\n")
+    assert pasted in text
