@@ -71,7 +71,8 @@ QUICK_STEPS = {"copy_rep": 2000, "sort": 3000, "ascending": 3000}
 #: 4000-step budget. learned_2d (init_std 1) stays at a constant answer, loss ln 2, at 8 x 8
 #: (seed 0): through 3250 steps of a 6000-step budget, 1300 at lr 1e-2, 2000 at init_std 0.02
 #: with pe_lr_scale 10 (init_std 1 with pe_lr_scale 10 or 8 heads: 2000); so 1000 steps. It
-#: learns 4 x 4 grids in 300-400 steps and grids drawn from 4..8 to 0.973 in 3000: a random
+#: learns 4 x 4 grids in 300-400 steps and grids drawn from 4..8 to 0.973 in 3000 (0.981 in
+#: 5000 under the worst-length gate, 167 CPU-s: still short of 0.99): a random
 #: table has no row structure to start from, small grids give one. rope_2d and rope_mixed
 #: pass in 100-850 steps.
 GRID_MODEL: dict[str, Any] = {"embed_std": 1.0}
