@@ -102,10 +102,13 @@ def measure(name: str, batch: int, length: int, rounds: int, steps: int) -> dict
 SHAPES = ((64, 16), (16, 128))
 QUICK_SHAPES = ((8, 16),)
 
-#: The trainer comparison's run: the quick preset's sort decoder (64 symbols + 3 specials),
-#: batch 64, n in 1..8 (2n + 2 tokens, the loss on the n + 1 answer tokens), ``SEEDS`` seeds of
-#: one configuration, ``RUN_STEPS`` AdamW steps a run (about what sort takes to the gate).
-SEEDS, RUN_STEPS, SORT_VOCAB, LAB_BATCH, LAB_LR, GRAD_CLIP = 3, 1000, 67, 64, 3e-3, 1.0
+#: The trainer comparison's run: the quick preset's sort decoder (32 symbols + 3 specials,
+#: feed-forward width ``LAB_FF``), batch 64, n in 1..8 (2n + 2 tokens, the loss on the n + 1
+#: answer tokens), ``SEEDS`` seeds of one configuration, ``RUN_STEPS`` AdamW steps a run
+#: (about what sort takes to the gate: 700-1100 steps). Kept by hand in step with
+#: ``posenc.lab.presets`` (bench does not import lab).
+SEEDS, RUN_STEPS, SORT_VOCAB, LAB_BATCH, LAB_LR, GRAD_CLIP = 3, 900, 35, 64, 3e-3, 1.0
+LAB_FF = 128
 #: Encodings the trainer comparison times (a learned bias table, a fixed one, none, rotary).
 TRAINER_ENCODINGS = ("nope", "alibi", "t5", "rope")
 Step = Callable[[torch.Tensor, torch.Tensor], None]  # tokens, targets (S, B, T) each
@@ -127,7 +130,13 @@ def seed_models(name: str, seeds: int, dtype: torch.dtype = torch.float32) -> li
     for s in range(seeds):
         torch.manual_seed(s)
         net = TinyTransformer(
-            vocab_size=SORT_VOCAB, pe=name, d_model=DIM, n_layers=DEPTH, n_heads=HEADS, max_len=18
+            vocab_size=SORT_VOCAB,
+            pe=name,
+            d_model=DIM,
+            n_layers=DEPTH,
+            n_heads=HEADS,
+            d_ff=LAB_FF,
+            max_len=18,
         )
         models.append(net.to(dtype).train())
     return models
