@@ -90,8 +90,17 @@ QUICK_MODEL: dict[str, Any] = {"d_ff": 128}
 #: with pe_lr_scale 10 (init_std 1 with pe_lr_scale 10 or 8 heads: 2000); so 1000 steps. It
 #: learns 4 x 4 grids in 300-400 steps and grids drawn from 4..8 to 0.973 in 3000 (0.981 in
 #: 5000 under the worst-length gate, 167 CPU-s: still short of 0.99): a random
-#: table has no row structure to start from, small grids give one. rope_2d and rope_mixed
-#: pass in 100-850 steps.
+#: table has no row structure to start from, small grids give one. Also at ln 2 at 8 x 8
+#: (seed 0; probes stopped while the 100-step mean loss was > 0.685; CPU-s on one thread):
+#: init_std 0.3 with pe_lr_scale 10 (1000 steps, 58 CPU-s), init_std 4 with pe_lr_scale 10
+#: (800) or 0.1 (a near-frozen random table: 1500, 91 CPU-s), d_model 128 (900, 123 CPU-s),
+#: one head (1500, 101 CPU-s), one layer (1500, 43 CPU-s), batch 256 (1500, 314 CPU-s),
+#: batch 256 at lr 1e-2 (700, 144 CPU-s), batch 512 (500, 216 CPU-s), one distractor symbol
+#: (1000): the share of the table's variance in its row and column means stays a random
+#: table's 0.23. Gradient noise is a lever at 6 x 6: batch 64 stays at ln 2 through 3000
+#: steps (107 CPU-s), batch 256 passes in 750 (99 CPU-s; the share grows 0.29 -> 0.35); one
+#: head does not help there (1200 steps). 8 x 8 needs more samples than these probes gave.
+#: rope_2d and rope_mixed pass in 100-850 steps.
 GRID_MODEL: dict[str, Any] = {"embed_std": 1.0}
 GRID_PE_CONFIG: dict[str, dict[str, Any]] = {
     "sincos_2d": {"scale": 4.0},
