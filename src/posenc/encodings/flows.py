@@ -1,5 +1,5 @@
 """The control flow of the hooks, written once for the torch encodings (``posenc.encodings``)
-and their Flax twins (``posenc.flax``), as ``posenc._models`` does for the modelself.
+and their Flax twins (``posenc.flax``), as ``posenc._models`` does for the models.
 
 An encoding class inherits its flow first (``class XPos(XPosFlow, PositionalEncoding)``) and
 its framework's base supplies the arithmetic: ``check_qk(q, k, q_pos, k_pos)`` (its input
@@ -24,7 +24,7 @@ class Hooks:
     them in this order (``posenc.encodings.base``)."""
 
     def embed(self, x: Any, pos: Any, *, ctx: Ctx = None) -> Any:
-        """Add position information to token embeddingself. x (B, T, C), pos (B, T) or (T,)."""
+        """Add position information to token embeddings. x (B, T, C), pos (B, T) or (T,)."""
         return x
 
     def rotate(self, q: Any, k: Any, q_pos: Any, k_pos: Any, *, ctx: Ctx = None) -> tuple[Any, Any]:
