@@ -100,7 +100,7 @@ def test_runs_that_did_not_learn_are_greyed_counted_and_never_ranked(tmp_path: P
     html = _store(tmp_path, expand(sweep), value)
     cells, classes = _table(html, "copy (4 symbols): exact match")
     assert cells["encoding"] == ["nope", "alibi"]
-    assert cells["learned"] == ["3 of 3", "2 of 3; did not learn: seed 2: 0.40 at 8"]
+    assert cells["learned"] == ["3 of 3", "2 of 3; did not learn: seed 2: gate 0.40, 0.40 at 8"]
     assert cells["16 (2x)"] == ["★ 0.81 [0.80, 0.82]", "0.11 [0.10, 0.11]"]
     assert classes["16 (2x)"] == ["num win", "num"]
     cells, classes = _table(html, "copy (16 symbols): exact match")

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import asdict
@@ -201,7 +202,8 @@ def _cell_text(p: Panel, enc: str, n: int, ranks: dict[str, int]) -> tuple[str, 
 
 
 def _learned_text(p: Panel, enc: str) -> str:
-    """ "3 of 3", or which seeds did not learn with their metric at the training length."""
+    """ "3 of 3", or which seeds did not learn with their gate score (the worst training
+    length's) and their metric at the longest training length."""
     runs = p.of(enc)
     failed = [r for r in runs if not learned(r)]
     text = f"{len(runs) - len(failed)} of {len(runs)}"
@@ -215,7 +217,9 @@ def _learned_text(p: Panel, enc: str) -> str:
 
 def _at_train(p: Panel, run: Run) -> str:
     value = run.metrics.get((p.metric, p.train_max))
-    return "–" if value is None else f"{value:.2f} at {p.train_max}"
+    at = "–" if value is None else f"{value:.2f} at {p.train_max}"
+    gate = run.gate_metric
+    return at if gate is None or math.isnan(gate) else f"gate {gate:.2f}, {at}"
 
 
 def _task_doc(task: str) -> str:

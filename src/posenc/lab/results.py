@@ -35,6 +35,7 @@ class Run:
     metrics: Mapping[tuple[str, int], float]
     config: Mapping[str, Any]
     passed_gate: bool | None = None
+    gate_metric: float | None = None
     checkpoint: str | None = None
     seconds: float = 0.0
     cpu_seconds: float = 0.0
@@ -94,6 +95,7 @@ def collect_runs(run_rows: list[dict[str, Any]], rows: list[dict[str, Any]]) -> 
             metrics=metrics[r["key"]],
             config=r["config"],
             passed_gate=None if r.get("passed_gate") is None else bool(r["passed_gate"]),
+            gate_metric=r.get("gate_metric"),
             checkpoint=r.get("checkpoint"),
             seconds=r.get("seconds", 0.0),
             cpu_seconds=r.get("cpu_seconds", 0.0),
