@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, ...]] = [
 ]
 #: Top-level modules outside a subpackage, by the group they belong to.
 TOP_LEVEL = {
+    "__main__": "cli",  # python -m posenc: the command
     "registry": "encodings",  # encodings register themselves; the registry loads them lazily
     "convert": "functional",  # checkpoint weight layouts: tensor arithmetic only
     "_validate": "helpers",

@@ -49,3 +49,11 @@ def test_help_does_not_import_torch() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     torch_loaded, exit_code = out.stdout.split()
     assert torch_loaded == "False" and exit_code == "0"
+
+
+def test_python_dash_m_posenc_is_the_command() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "posenc", "lab", "--help"], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Usage: posenc lab" in out.stdout and "compare" in out.stdout

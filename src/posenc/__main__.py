@@ -1,0 +1,6 @@
+"""``python -m posenc``: the ``posenc`` command (``posenc.cli``), for environments without the
+installed script on PATH."""
+
+from .cli import app
+
+app(prog_name="posenc")
