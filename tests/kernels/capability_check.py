@@ -24,6 +24,7 @@ from posenc.kernels import rope_cpp
 from posenc.kernels.native import build_isa
 from posenc.kernels.rope import rotate_pair
 from posenc.kernels.rope_eager import apply_rope
+from posenc.kernels.rope_tables import RopeTables
 
 SIZES = (1, 3, 17, 40, 63, 129, 200, 300)
 TOL = {torch.float32: 2e-5, torch.bfloat16: 2e-2, torch.float16: 2e-3}
@@ -56,6 +57,7 @@ def rope_cases(inductor: bool) -> None:
         for D, P in ((64, 32), (40, 20), (24, 8), (6, 3)):  # full, odd-sized, partial rotary
             angles = torch.randn(T, P, generator=g, dtype=torch.float64) * 3
             cos, sin = angles.cos().float(), angles.sin().float()
+            pair = [RopeTables(cos, sin)] * 2  # q's and k's
             for dtype in (torch.float32, torch.bfloat16, torch.float16):
                 q = torch.randn(2, 4, T, D, generator=g).to(dtype)
                 k = torch.randn(2, 2, T, D, generator=g).to(dtype)
@@ -64,15 +66,15 @@ def rope_cases(inductor: bool) -> None:
                     tag = f"T={T} D={D} P={P} {dtype} {layout}"
                     want_q = rope_reference(q, cos, sin, layout, 1.0)
                     want_k = rope_reference(k, cos, sin, layout, 1.0)
-                    oq, ok = rope_cpp.rope_pair([q, k], [(cos, sin)] * 2, layout)
+                    oq, ok = rope_cpp.rope_pair([q, k], pair, layout)
                     check(f"cpp {tag} q", oq, want_q, atol)
                     check(f"cpp {tag} k", ok, want_k, atol)
-                    bq, _ = rope_cpp.rope_pair([q, k], [(cos, sin)] * 2, layout, backward=True)
+                    bq, _ = rope_cpp.rope_pair([q, k], pair, layout, backward=True)
                     check(
                         f"cpp backward {tag}", bq, rope_reference(q, cos, sin, layout, -1.0), atol
                     )
                     qi, ki = q.clone(), k.clone()
-                    rope_cpp.rope_pair([qi, ki], [(cos, sin)] * 2, layout, inplace=True)
+                    rope_cpp.rope_pair([qi, ki], pair, layout, inplace=True)
                     check(f"cpp in place {tag}", qi, want_q, atol)
                     if dtype == torch.float32:
                         eager = apply_rope(q, cos, sin, layout=layout)
@@ -161,7 +163,7 @@ def grid_cases() -> None:
                     if not rope_cpp.supports(q, cos.float()):
                         failures.append(f"{tag}: the C++ kernel does not take these tables")
                         continue
-                    tables = [(cos.float(), sin.float())] * 2
+                    tables = [RopeTables(cos.float(), sin.float())] * 2
                     oq, ok = rope_cpp.rope_pair([q, k], tables, layout)
                     with torch.no_grad():
                         mq, mk = cpp.rotate(q, k, pos, pos)

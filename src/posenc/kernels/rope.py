@@ -36,7 +36,7 @@ from torch.autograd.function import once_differentiable
 
 from ..functional.rotary import check_rope_args, check_rope_inplace
 from . import rope_cpp, rope_eager, rope_inductor
-from .rope_tables import RopeTables
+from .rope_tables import RopeTables, pair_tables
 
 Kernel = Literal["auto", "eager", "cpp", "inductor", "triton"]
 KERNELS: tuple[Kernel, ...] = ("auto", "eager", "cpp", "inductor", "triton")
@@ -83,18 +83,17 @@ def rotate_pair(
         check_rope_inplace(k, cos_k, sin_k, "k")
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
-    args = (q, k, cos_q, sin_q, cos_k, sin_k, layout, inplace, prepared)
+    tables = pair_tables(cos_q, sin_q, cos_k, sin_k, prepared)
     chosen = _choose(kernel, q, k, cos_q, sin_q, cos_k, sin_k)
     if chosen == "inductor":
-        return rope_inductor.rope_pair(*args)
+        return rope_inductor.rope_pair(q, k, *tables, layout, inplace)
     if chosen == "eager":
-        return rope_eager.rope_pair(*args)
-    rotate = rope_cpp.rope_pair if chosen == "cpp" else _triton_rotate
+        return rope_eager.rope_pair(q, k, *tables, layout, inplace)
+    rotate = rope_cpp.rope_pair if chosen == "cpp" else _triton().rope_pair
     if inplace or not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)):
-        tables = [(cos_q, sin_q), (cos_k, sin_k)]  # no graph: no Function
-        oq, ok = rotate([q, k], tables, layout, inplace=inplace, prepared=list(prepared))
+        oq, ok = rotate([q, k], list(tables), layout, inplace=inplace)  # no graph: no Function
         return oq, ok
-    rotated: tuple[Tensor, Tensor] = PairRotation.apply(rotate, *args[:7], list(prepared))
+    rotated: tuple[Tensor, Tensor] = PairRotation.apply(rotate, q, k, *tables, layout)
     return rotated
 
 
@@ -163,22 +162,9 @@ def _triton() -> Any:
     return rope_triton
 
 
-#: A one-pass kernel: ``rotate(xs, tables, layout, *, backward=, inplace=, prepared=)``.
+#: A one-pass kernel: ``rotate(xs, tables, layout, *, backward=, inplace=)``, ``tables`` each
+#: x's ``RopeTables``.
 Rotate = Callable[..., list[Tensor]]
-
-
-def _triton_rotate(
-    xs: list[Tensor],
-    tables: list[tuple[Tensor, Tensor]],
-    layout: str,
-    *,
-    backward: bool = False,
-    inplace: bool = False,
-    prepared: list[RopeTables | None] | None = None,
-) -> list[Tensor]:
-    """``rope_cpp.rope_pair`` by the Triton kernel (which converts its tables per launch)."""
-    rotated: list[Tensor] = _triton().launch(xs, tables, layout, backward=backward, inplace=inplace)
-    return rotated
 
 
 class PairRotation(torch.autograd.Function):
@@ -187,34 +173,25 @@ class PairRotation(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: Any,
-        rotate: Rotate,
-        q: Tensor,
-        k: Tensor,
-        cq: Tensor,
-        sq: Tensor,
-        ck: Tensor,
-        sk: Tensor,
-        layout: str,
-        held: list[RopeTables | None],
+        ctx: Any, rotate: Rotate, q: Tensor, k: Tensor, tq: RopeTables, tk: RopeTables, layout: str
     ) -> tuple[Tensor, Tensor]:
-        ctx.save_for_backward(cq, sq, ck, sk)
-        ctx.rotate, ctx.layout, ctx.held = rotate, layout, held
+        ctx.save_for_backward(tq.cos, tq.sin, tk.cos, tk.sin)  # autograd's in-place check
+        ctx.rotate, ctx.layout, ctx.tables = rotate, layout, (tq, tk)
         ctx.set_materialize_grads(False)  # an unused output costs no zero-rotation
-        oq, ok = rotate([q, k], [(cq, sq), (ck, sk)], layout, prepared=held)
+        oq, ok = rotate([q, k], [tq, tk], layout)
         return oq, ok
 
     @staticmethod
     @once_differentiable  # the kernels record no graph: double backward is a clear error
     def backward(ctx: Any, gq: Tensor | None, gk: Tensor | None) -> tuple[Tensor | None, ...]:
-        cq, sq, ck, sk = ctx.saved_tensors
+        _ = ctx.saved_tensors  # raises if cos/sin were changed in place since the forward
         present = [
-            (g if g.stride(-1) == 1 else g.contiguous(), (c, s), h)
-            for g, c, s, h in ((gq, cq, sq, ctx.held[0]), (gk, ck, sk, ctx.held[1]))
+            (g if g.stride(-1) == 1 else g.contiguous(), t)
+            for g, t in zip((gq, gk), ctx.tables, strict=True)
             if g is not None
         ]
-        grads, tables, held = ([p[i] for p in present] for i in range(3))
-        rotated = iter(ctx.rotate(grads, tables, ctx.layout, backward=True, prepared=held))
+        grads, tables = [p[0] for p in present], [p[1] for p in present]
+        rotated = iter(ctx.rotate(grads, tables, ctx.layout, backward=True))
         dq = next(rotated) if gq is not None else None
         dk = next(rotated) if gk is not None else None
-        return None, dq, dk, None, None, None, None, None, None
+        return None, dq, dk, None, None, None

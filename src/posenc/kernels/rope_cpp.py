@@ -47,7 +47,7 @@ def supports(x: Tensor, cos: Tensor) -> bool:
     return all(cs[-d] in (1, xs[-d]) for d in range(2, nc + 1))
 
 
-def _f32(t: Tensor, tables: RopeTables | None = None) -> Tensor:
+def _f32(t: Tensor, tables: RopeTables) -> Tensor:
     """A float32 table with unit last stride (what the kernel reads): t itself, or its copy,
     made once per ``tables`` (one forward's: every layer's forward and backward share it; with
     bf16 tables, as Hugging Face's rotary embedding returns them for bf16 models, converting
@@ -59,20 +59,18 @@ def _f32(t: Tensor, tables: RopeTables | None = None) -> Tensor:
 
 def rope_pair(
     xs: list[Tensor],
-    tables: list[tuple[Tensor, Tensor]],
+    tables: list[RopeTables],
     layout: str,
     *,
     backward: bool = False,
     inplace: bool = False,
-    prepared: list[RopeTables | None] | None = None,
 ) -> list[Tensor]:
-    """Each x (..., T, D) rotated by its (cos, sin) (..., T, P), broadcast right-aligned (by -θ
-    when ``backward``); features past 2P are copied through. No autograd
-    (``rope.PairRotation``). ``inplace``: into the xs themselves (inference), returned.
-    ``prepared``: each pair's ``RopeTables``, keeping float32 copies."""
-    held = prepared or [None] * len(tables)
-    cos = [_f32(c, h) for (c, _), h in zip(tables, held, strict=True)]
-    sin = [_f32(s, h) for (_, s), h in zip(tables, held, strict=True)]
+    """Each x (..., T, D) rotated by its ``RopeTables``' cos, sin (..., T, P), broadcast
+    right-aligned (by -θ when ``backward``), which keep their float32 copies; features past 2P
+    are copied through. No autograd (``rope.PairRotation``). ``inplace``: into the xs
+    themselves (inference), returned."""
+    cos = [_f32(t.cos, t) for t in tables]
+    sin = [_f32(t.sin, t) for t in tables]
     sign, interleaved = -1.0 if backward else 1.0, layout == "interleaved"
     if inplace:
         load_kernel().rope_(xs, cos, sin, sign, interleaved)

@@ -169,22 +169,10 @@ def apply_rope_unchecked(
 
 
 def rope_pair(
-    q: Tensor,
-    k: Tensor,
-    cos_q: Tensor,
-    sin_q: Tensor,
-    cos_k: Tensor,
-    sin_k: Tensor,
-    layout: str,
-    inplace: bool,
-    prepared: tuple[RopeTables | None, RopeTables | None],
+    q: Tensor, k: Tensor, tables_q: RopeTables, tables_k: RopeTables, layout: str, inplace: bool
 ) -> tuple[Tensor, Tensor]:
-    """q and k by ``apply_rope_unchecked``, each with its ``RopeTables``; given none, q and k
-    sharing cos/sin share one set made for this call (the tables are derived once, not twice)."""
-    tables_q, tables_k = prepared
-    if tables_q is None and tables_k is None and cos_k is cos_q and sin_k is sin_q:
-        tables_q = tables_k = RopeTables(cos_q, sin_q)
+    """q by ``apply_rope_unchecked`` with its ``RopeTables``, k with its own."""
     return (
-        apply_rope_unchecked(q, cos_q, sin_q, layout, inplace, tables_q),
-        apply_rope_unchecked(k, cos_k, sin_k, layout, inplace, tables_k),
+        apply_rope_unchecked(q, tables_q.cos, tables_q.sin, layout, inplace, tables_q),
+        apply_rope_unchecked(k, tables_k.cos, tables_k.sin, layout, inplace, tables_k),
     )

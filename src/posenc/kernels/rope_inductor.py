@@ -76,19 +76,11 @@ def _compiled(layout: str, inplace: bool) -> Callable[..., tuple[Tensor, Tensor]
 
 
 def rope_pair(
-    q: Tensor,
-    k: Tensor,
-    cos_q: Tensor,
-    sin_q: Tensor,
-    cos_k: Tensor,
-    sin_k: Tensor,
-    layout: str,
-    inplace: bool,
-    prepared: tuple[RopeTables | None, RopeTables | None],
+    q: Tensor, k: Tensor, tables_q: RopeTables, tables_k: RopeTables, layout: str, inplace: bool
 ) -> tuple[Tensor, Tensor]:
-    """Rotate q (..., Tq, D) and k (..., Tk, D) (checked by the caller) in one compiled kernel;
-    ``inplace`` writes the results into q and k. Autograd differentiates the compiled graph.
-    ``prepared``: q's and k's ``RopeTables``, keeping the full-width tables per forward."""
+    """Rotate q (..., Tq, D) and k (..., Tk, D) (checked by the caller) by their ``RopeTables``
+    in one compiled kernel, which keep the full-width tables per forward; ``inplace`` writes the
+    results into q and k. Autograd differentiates the compiled graph."""
     import torch._dynamo.config as dynamo_config
     import torch._inductor.config as inductor_config
     from torch._dynamo.exc import FailOnRecompileLimitHit
@@ -99,9 +91,8 @@ def rope_pair(
         inductor_config.patch({"cpp.simdlen": simdlen}),
     ):
         work_q, work_k = (torch.promote_types(x.dtype, torch.float32) for x in (q, k))
-        cq, sq = full_tables(cos_q, sin_q, layout, work_q, prepared[0])
-        shared = cos_k is cos_q and sin_k is sin_q and work_k == work_q
-        ck, sk = (cq, sq) if shared else full_tables(cos_k, sin_k, layout, work_k, prepared[1])
+        cq, sq = full_tables(tables_q.cos, tables_q.sin, layout, work_q, tables_q)
+        ck, sk = full_tables(tables_k.cos, tables_k.sin, layout, work_k, tables_k)
         try:
             return _compiled(layout, inplace)(q, k, cq, sq, ck, sk)
         except FailOnRecompileLimitHit:  # raised before running: q and k are untouched
@@ -113,4 +104,4 @@ def rope_pair(
                     RuntimeWarning,
                     stacklevel=3,
                 )
-    return rope_eager.rope_pair(q, k, cos_q, sin_q, cos_k, sin_k, layout, inplace, prepared)
+    return rope_eager.rope_pair(q, k, tables_q, tables_k, layout, inplace)

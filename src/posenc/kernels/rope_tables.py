@@ -40,3 +40,21 @@ def derived(tables: RopeTables | None, key: Hashable, make: Callable[[], T]) -> 
     if tables is None or torch.compiler.is_compiling():
         return make()
     return tables.derived(key, make)
+
+
+def pair_tables(
+    cos_q: Tensor,
+    sin_q: Tensor,
+    cos_k: Tensor,
+    sin_k: Tensor,
+    prepared: tuple[RopeTables | None, RopeTables | None],
+) -> tuple[RopeTables, RopeTables]:
+    """q's and k's ``RopeTables``: the ``prepared`` ones (one forward's), else made for this call,
+    one set when k shares q's cos/sin (the derived tables are then made once, not twice)."""
+    tables_q, tables_k = prepared
+    if tables_q is None:
+        tables_q = RopeTables(cos_q, sin_q)
+    if tables_k is None:
+        shared = cos_k is cos_q and sin_k is sin_q
+        tables_k = tables_q if shared else RopeTables(cos_k, sin_k)
+    return tables_q, tables_k

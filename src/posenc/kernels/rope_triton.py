@@ -20,6 +20,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from .rope_tables import RopeTables
+
 #: Rows per program. Measured on an H100 (``benchmarks/gpu_study.py``,
 #: ``benchmarks/results/gpu-study-h100.json``; GPU time by CUDA-graph replay): 16 rows (4 warps)
 #: reached the copy floor where 4 rows took up to 2.6x longer (bf16, 64-wide heads).
@@ -160,6 +162,14 @@ def _table(t: Tensor, x4: Tensor) -> Tensor:
     one shape then share strides, which the kernel assumes."""
     t = t.float().contiguous()
     return _as4d(t).expand(*x4.shape[:3], t.shape[-1])
+
+
+def rope_pair(
+    xs: list[Tensor], tables: list[RopeTables], layout: str, **flags: bool
+) -> list[Tensor]:
+    """``launch`` by each x's ``RopeTables`` (the interface of ``rope_cpp.rope_pair``; the
+    tables are converted per launch); ``flags``: ``backward``, ``inplace``."""
+    return launch(xs, [(t.cos, t.sin) for t in tables], layout, **flags)
 
 
 def launch(
