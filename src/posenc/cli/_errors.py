@@ -10,6 +10,7 @@ import errno
 import sys
 import types
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -60,6 +61,17 @@ def _fail(message: str, code: int) -> None:
     """Print ``error: message`` (continuation lines as they are) and exit with ``code``."""
     typer.echo(f"error: {message.strip()}", err=True)
     sys.exit(code)
+
+
+def interrupted(finished: str, store: Path) -> typer.Exit:
+    """Say that a resumable command stopped on Ctrl-C with its ``finished`` units (``"runs"``)
+    kept in ``store``; returns the exit to raise (130, as for SIGINT)."""
+    typer.echo(
+        f"\ninterrupted: finished {finished} are kept in {store}; "
+        "run the same command again to resume",
+        err=True,
+    )
+    return typer.Exit(130)
 
 
 def _raised_by_posenc(err: BaseException) -> bool:

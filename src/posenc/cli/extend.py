@@ -14,6 +14,8 @@ from typing import Annotated, Any
 
 import typer
 
+from ._errors import interrupted
+
 Out = Annotated[
     Path, typer.Option("--out", help="Output folder (extend.sqlite, extend.html, checkpoints).")
 ]
@@ -50,12 +52,7 @@ def run_preset(out: Path, name: str, workers: int | None, sets: list[str]) -> No
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
-        typer.echo(
-            f"\ninterrupted: finished units are kept in {out / 'extend.sqlite'}; "
-            "run the same command again to resume",
-            err=True,
-        )
-        raise typer.Exit(130) from None
+        raise interrupted("units", out / "extend.sqlite") from None
     report = write_report(out, cfg)
     typer.echo(
         f"results: {outcome.store}  ({len(outcome.ran)} units run, {outcome.reused} reused; "

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
+from ._errors import interrupted
 from .extend import extend, run_preset
 
 if TYPE_CHECKING:
@@ -233,12 +234,7 @@ def _run(
                     record_environment(store)
             report = write_report(outcome.runs, out, title=f"posenc lab: {sweep.name}")
     except KeyboardInterrupt:
-        typer.echo(
-            f"\ninterrupted: finished runs are kept in {out / STORE_NAME}; "
-            "run the same command again to resume",
-            err=True,
-        )
-        raise typer.Exit(130) from None
+        raise interrupted("runs", out / STORE_NAME) from None
     ran = plural(outcome.ran, "run")
     typer.echo(f"results: {outcome.store}  ({ran}, {outcome.skipped} reused)")
     typer.echo(f"report:  {report.resolve()}")
