@@ -3,8 +3,8 @@
 A ``RoPE`` module keeps a ``RopeTables`` per position tensor in the forward's position context
 (``posenc.encodings.context``), so every layer of one forward reuses the eager kernel's
 full-width tables (and their negation for the backward, and their halves), and the C++ kernel's
-float32 copies; nothing outlives the forward. Called without one, a kernel derives what it
-needs on the spot.
+float32 copies; nothing outlives the forward. Called without one, ``rotate_pair`` makes one
+for the call (``pair_tables``), and ``rope_eager.apply_rope`` derives what it needs on the spot.
 """
 
 from __future__ import annotations
