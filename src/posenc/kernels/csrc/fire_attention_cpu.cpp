@@ -42,22 +42,14 @@ constexpr int64_t kBlockQ = 128;   // queries per tile
 constexpr int64_t kBlockKV = 512;  // keys per tile
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Row-major C (M, N) = alpha A (M, K) B (N, K)^T + beta C, through column-major BLAS.
-void gemm_abt(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-              int64_t ldb, float beta, float* C, int64_t ldc) {
+// Row-major C (M, N) = A (M, K) op(B) + beta C, through column-major BLAS: op(B) = B^T for
+// B (N, K) (trans_b "T", the scores q k^T), B itself for B (K, N) ("N", the values p v).
+void gemm(const char* trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
   const int la = static_cast<int>(ldb), lb = static_cast<int>(lda), lc = static_cast<int>(ldc);
   const float one = 1.0f;
-  sgemm_("T", "N", &m, &n, &k, &one, B, &la, A, &lb, &beta, C, &lc);
-}
-
-// Row-major C (M, N) = A (M, K) B (K, N) + beta C.
-void gemm_ab(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-             int64_t ldb, float beta, float* C, int64_t ldc) {
-  const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
-  const int la = static_cast<int>(ldb), lb = static_cast<int>(lda), lc = static_cast<int>(ldc);
-  const float one = 1.0f;
-  sgemm_("N", "N", &m, &n, &k, &one, B, &la, A, &lb, &beta, C, &lc);
+  sgemm_(trans_b, "N", &m, &n, &k, &one, B, &la, A, &lb, &beta, C, &lc);
 }
 
 namespace V = posenc_simd;
@@ -160,7 +152,7 @@ void attend_block(const Problem& p, int64_t b, int64_t h, int64_t r0, float* S, 
   std::fill(sum, sum + nq, 0.0f);
   for (int64_t c0 = 0; c0 < visible; c0 += kBlockKV) {
     const int64_t nk = std::min(kBlockKV, visible - c0);
-    gemm_abt(nq, nk, p.D, q, p.qs[2], k + c0 * p.ks[2], p.ks[2], 0.0f, S, kBlockKV);
+    gemm("T", nq, nk, p.D, q, p.qs[2], k + c0 * p.ks[2], p.ks[2], 0.0f, S, kBlockKV);
     for (int64_t i = 0; i < nq; ++i) {
       const int64_t r = r0 + i;
       float* s = S + i * kBlockKV;
@@ -178,8 +170,8 @@ void attend_block(const Problem& p, int64_t b, int64_t h, int64_t r0, float* S, 
         for (int64_t d = 0; d < p.D; ++d) o[d] *= alpha;
       }
     }
-    gemm_ab(nq, p.D, nk, S, kBlockKV, v + c0 * p.vs[2], p.vs[2], c0 > 0 ? 1.0f : 0.0f, out,
-            p.D);
+    gemm("N", nq, p.D, nk, S, kBlockKV, v + c0 * p.vs[2], p.vs[2], c0 > 0 ? 1.0f : 0.0f, out,
+         p.D);
   }
   for (int64_t i = 0; i < nq; ++i) {
     const float inv = 1.0f / sum[i];
