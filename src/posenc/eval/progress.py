@@ -27,18 +27,9 @@ def progress_bar(
 
         yield line
         return
-    from rich import progress as rp
-    from rich.console import Console
+    from ..lab.progress import progress_bar as rich_bar
 
-    bar = rp.Progress(
-        rp.TextColumn("{task.description}"),
-        rp.BarColumn(),
-        rp.MofNCompleteColumn(),
-        rp.TimeElapsedColumn(),
-        rp.TextColumn("eta"),
-        rp.TimeRemainingColumn(),
-        console=Console(stderr=True),
-    )
+    bar = rich_bar()
     with bar:
         task = bar.add_task(description, total=total)
         yield lambda label: bar.update(task, advance=1, description=label)

@@ -16,6 +16,24 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
+def progress_bar() -> Any:
+    """A rich progress bar on stderr (description, bar, n of N, elapsed, eta): the plain log
+    lines go there too and stdout stays clean."""
+    from rich import progress as rp
+    from rich.console import Console
+
+    return rp.Progress(
+        rp.TextColumn("{task.description}"),
+        rp.BarColumn(),
+        rp.MofNCompleteColumn(),
+        rp.TimeElapsedColumn(),
+        rp.TextColumn("eta"),
+        rp.TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    )
+
+
 class SweepProgress:
     """Context manager with ``steps(key, done, loss)``, ``run_done`` and ``run_failed``."""
 
@@ -39,19 +57,7 @@ class SweepProgress:
     def __enter__(self) -> SweepProgress:
         self.log(f"{plural(self.total, 'run')} to do, {self.skipped} already in the store")
         if self.live and self.total:
-            from rich import progress as rp
-            from rich.console import Console
-
-            self._bar = rp.Progress(
-                rp.TextColumn("{task.description}"),
-                rp.BarColumn(),
-                rp.MofNCompleteColumn(),
-                rp.TimeElapsedColumn(),
-                rp.TextColumn("eta"),
-                rp.TimeRemainingColumn(),
-                console=Console(stderr=True),  # where the plain lines go; stdout stays clean
-                transient=False,
-            )
+            self._bar = progress_bar()
             self._bar.start()
             self._runs = self._bar.add_task("runs", total=self.total)
             budgets = [*self.budgets.values()]
