@@ -70,13 +70,14 @@ def test_encoder_decoder_needs_a_prompt_answer_task(task: str) -> None:
 
 def test_decoder_keys_and_labels_are_unchanged() -> None:
     # keys as the lab computed them before model.architecture and embed_std existed (the
-    # defaults are left out of the digest), with the gate's rule: stored runs still resume
+    # defaults are left out of the digest), with the gate's rule and confirmation (2026-11-28;
+    # before: "7fd281aaa24243592ea4", "6a25fc31679bef2e87ae"): stored runs still resume
     run = RunConfig(encoding="rope", task=TaskConfig(name="reverse"))
-    assert run.key() == "7fd281aaa24243592ea4"
+    assert run.key() == "3e50a55149d8ec058078"
     small = ModelConfig(d_model=16, n_layers=1, n_heads=2)
     task = TaskConfig(name="copy_rep", train_len=(1, 4))
     t5 = RunConfig(encoding="t5", task=task, seed=2, model=small)
-    assert t5.key() == "6a25fc31679bef2e87ae"
+    assert t5.key() == "1486b55be374bb249ab2"
     both = expand(parse_sweep({"tasks": ["reverse"], "encodings": ["rope"]}))
     assert [r.key() for r in both] == [run.key()]
     enc_dec = RunConfig(encoding="rope", task=TaskConfig(name="reverse"), model=ENC_DEC)

@@ -192,38 +192,84 @@ def test_two_sweeps_saving_one_checkpoint_at_once_both_succeed(
     assert load_model(cfg, path) is not None
 
 
-def _gated(gate: float, steps: int, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[float]]:
-    """A run of copy_rep under ``gate`` (checked every 10 steps) and the scores it saw."""
+def _gated(
+    gate: float, steps: int, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Any, list[tuple[str, float]]]:
+    """A run of copy_rep under ``gate`` (checked every 10 steps) and the scores it saw, each
+    named by its samples: "gate" (the fixed ones) or "fresh" (a confirmation)."""
     from posenc.lab import train
 
-    scores: list[float] = []
-    score = train.gate_score
+    scores: list[tuple[str, float]] = []
+    score, fixed = train.gate_score, []
 
-    def logged(*args: Any) -> float:
-        scores.append(score(*args))
-        return scores[-1]
+    def logged(model: Any, batches: Any, *args: Any) -> float:
+        fixed[:] = fixed or [batches]  # the first check scores the fixed samples
+        scores.append(("gate" if batches is fixed[0] else "fresh", score(model, batches, *args)))
+        return scores[-1][1]
 
     monkeypatch.setattr(train, "gate_score", logged)
-    t = replace(FAST, steps=steps, gate=gate, gate_every=10, gate_samples=64)
+    t = replace(FAST, steps=steps, gate=gate, gate_every=10, gate_samples=64, gate_confirm=32)
     return train_run(replace(_cfg("nope", "copy_rep"), train=t)), scores
 
 
-def test_the_gate_stops_a_run_at_the_first_check_it_passes(
+def test_the_gate_stops_a_run_at_the_first_check_it_passes_and_a_fresh_draw_confirms(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     result, scores = _gated(0.9, 400, monkeypatch)
-    assert result.passed_gate and result.gate_metric == scores[-1] >= 0.9
-    assert all(s < 0.9 for s in scores[:-1])  # it went on while it did not pass
-    assert result.steps_trained == 10 * len(scores) < 400
+    assert scores[-2][0] == "gate" and scores[-1][0] == "fresh"
+    assert result.passed_gate and result.gate_metric == min(scores[-2][1], scores[-1][1]) >= 0.9
+    checks = [s for s in scores if s[0] == "gate"]
+    for (name, value), (after, _) in itertools.pairwise(scores):  # on while it did not pass
+        assert value < 0.9 or (name == "gate" and after == "fresh")
+    assert result.steps_trained == 10 * len(checks) < 400
     assert result.loss_curve[-1][0] == result.steps_trained - 1
+
+
+def test_a_pass_on_the_gate_s_samples_stands_only_when_fresh_ones_agree(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fixed samples pass from the first check; fresh draws (one per check, each new) fail
+    twice, then pass: the run trains on through both failed confirmations."""
+    from posenc.lab import train
+
+    draws: list[int] = []
+    fresh_scores = iter([0.5, 0.95, 1.0])
+
+    def confirm(task: Any, n_samples: int, draw: int) -> list[Any]:
+        draws.append(draw)
+        assert n_samples == 32
+        return ["fresh"]
+
+    def score(model: Any, batches: Any, device: Any, threshold: Any = None) -> float:
+        return next(fresh_scores) if batches == ["fresh"] else 1.0
+
+    monkeypatch.setattr(train, "confirm_batches", confirm)
+    monkeypatch.setattr(train, "gate_score", score)
+    t = replace(FAST, steps=400, gate=0.99, gate_every=10, gate_confirm=32)
+    result = train_run(replace(_cfg("nope", "copy_rep"), train=t))
+    assert draws == [9, 19, 29]  # a new draw at every confirmation
+    assert result.passed_gate and result.steps_trained == 30 and result.gate_metric == 1.0
+
+
+def test_confirmation_samples_are_fresh_per_draw_and_apart_from_the_gate_s() -> None:
+    from posenc.lab.evaluate import confirm_batches, gate_batches
+    from posenc.lab.tasks import make_task
+
+    task = make_task("copy_rep", train_len=(2, 4))
+    a, b, again = (confirm_batches(task, 16, draw) for draw in (0, 1, 0))
+    assert [x.tokens.shape[0] for x in a] == [16, 16, 16]  # every training length, n each
+    assert all(np.array_equal(x.tokens, y.tokens) for x, y in zip(a, again, strict=True))
+    assert not any(np.array_equal(x.tokens, y.tokens) for x, y in zip(a, b, strict=True))
+    gate = gate_batches(task, 48)
+    assert not any(np.array_equal(x.tokens, y.tokens) for x, y in zip(a, gate, strict=True))
 
 
 def test_a_run_that_misses_the_gate_trains_its_budget_and_says_so(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     result, scores = _gated(1.0, 25, monkeypatch)
-    assert len(scores) == 3  # after steps 10, 20 and the last, 25
-    assert not result.passed_gate and result.gate_metric == scores[-1] < 1.0
+    assert [name for name, _ in scores] == ["gate"] * 3  # after steps 10, 20, 25 (the last)
+    assert not result.passed_gate and result.gate_metric == scores[-1][1] < 1.0
     assert result.steps_trained == 25
 
 

@@ -22,7 +22,14 @@ from ..flax.convert import to_torch_state_dict
 from ..flax.model import TinyTransformer
 from ..flax.train import decoder_arrays, train_decoder
 from .config import RunConfig
-from .evaluate import GATED_KINDS, Metric, bucket_rows, eval_batch, gate_batches
+from .evaluate import (
+    GATED_KINDS,
+    Metric,
+    bucket_rows,
+    confirm_batches,
+    eval_batch,
+    gate_batches,
+)
 from .train import RunResult, loss_curve, save_checkpoint, train_batches
 
 Array = jax.Array
@@ -90,7 +97,7 @@ def train_run(
     curve = loss_curve(losses)
     model.eval()
     metrics = evaluate(model, task, n_samples=t.eval_samples)
-    score = gate_score(model, task, t.gate_samples)
+    score = gate_score(model, task, t.gate_samples, t.gate_confirm)
     path = _save(model, checkpoint_dir, cfg.key())
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     passed = task.kind not in GATED_KINDS or score >= t.gate
@@ -108,14 +115,16 @@ def train_run(
     )
 
 
-def gate_score(model: TinyTransformer, task: Any, n_samples: int) -> float:
+def gate_score(model: TinyTransformer, task: Any, n_samples: int, n_confirm: int) -> float:
     """The competence gate's score (``evaluate.gate_batches``: the worst training length's
-    exact match of greedy answers; next-character accuracy for ``lm``), taken once at the end:
-    this backend trains its whole step budget (the gate does not stop it early)."""
+    exact match of greedy answers, with ``evaluate.confirm_batches``' ``n_confirm`` fresh
+    samples a length; next-character accuracy for ``lm``), taken once at the end: this backend
+    trains its whole step budget (the gate does not stop it early)."""
     if task.kind == "lm":
         tokens = jnp.asarray(gate_batches(task, n_samples)[0].tokens)  # (B, n + 1)
         return float((jnp.argmax(model(tokens[:, :-1]), axis=-1) == tokens[:, 1:]).mean())
-    scores = [_generate(model, batch)["exact_match"] for batch in gate_batches(task, n_samples)]
+    batches = gate_batches(task, n_samples) + confirm_batches(task, n_confirm, draw=0)
+    scores = [_generate(model, batch)["exact_match"] for batch in batches]
     return float(np.min(scores))  # the worst training length, as the torch lab's gate
 
 

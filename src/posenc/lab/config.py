@@ -43,8 +43,9 @@ def _check_backend(backend: str) -> None:
 
 
 #: How the competence gate scores a run (``evaluate.gate_score``); part of every run's key.
-#: Until 2026-11-27 the gate pooled the training lengths, keys without this entry.
-GATE_RULE = "worst training length"
+#: Until 2026-11-27 the gate pooled the training lengths, keys without this entry; until
+#: 2026-11-28 a pass on the gate's fixed samples stood without a fresh confirmation.
+GATE_RULE = "worst training length, confirmed on fresh samples"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,7 +86,8 @@ class TrainConfig:
     clipping. The competence gate: every ``gate_every`` steps (and at the last) the model is
     scored on ``gate_samples`` held-out samples spread over the training lengths; a run stops
     as soon as the score (exact match, or accuracy) reaches ``gate`` at every training length
-    (the worst length's score, not the pooled one), so ``steps`` is a budget.
+    (the worst length's score, not the pooled one) and again on ``gate_confirm`` fresh samples
+    at every training length, drawn anew for each confirmation, so ``steps`` is a budget.
     ``gate = 0`` turns the gate off: the whole budget is trained and every run passes.
     ``pe_lr_scale`` multiplies the learning rate of the positional encoding's own parameters
     (T5's bias table: ``presets``)."""
@@ -101,6 +103,7 @@ class TrainConfig:
     gate: float = 0.99
     gate_every: int = 50
     gate_samples: int = 256
+    gate_confirm: int = 256
     pe_lr_scale: float = 1.0
 
     def __post_init__(self) -> None:
@@ -113,6 +116,7 @@ class TrainConfig:
             "eval_samples",
             "gate_every",
             "gate_samples",
+            "gate_confirm",
             "pe_lr_scale",
         )
         if isinstance(self.gate, bool) or not 0.0 <= self.gate <= 1.0:

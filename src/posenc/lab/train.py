@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from .config import RunConfig, TrainConfig
-from .evaluate import GATED_KINDS, Metric, evaluate, gate_batches, gate_score
+from .evaluate import GATED_KINDS, Metric, confirm_batches, evaluate, gate_batches, gate_score
 from .model import LabModel
 from .tasks import Batch, Task
 
@@ -126,9 +126,10 @@ class Gate:
     always pass."""
 
     def __init__(self, task: Task, train: TrainConfig) -> None:
-        self.batches = gate_batches(task, train.gate_samples)
+        self.task, self.batches = task, gate_batches(task, train.gate_samples)
         self.active = task.kind in GATED_KINDS and train.gate > 0
         self.threshold, self.every, self.steps = train.gate, train.gate_every, train.steps
+        self.confirm = train.gate_confirm
 
     def due(self, step: int) -> bool:
         """Score after step ``step`` (0-based)?"""
@@ -138,10 +139,17 @@ class Gate:
         return not self.active or score >= self.threshold
 
     def score(self, model: LabModel, device: torch.device, step: int) -> float:
-        """The score after step ``step``; a check before the last only decides pass or fail
+        """The score after step ``step``: the gate's samples, and where they pass, the worse
+        of that and a fresh confirmation (``confirm_batches``, ``gate_confirm`` a length, drawn
+        anew at each step). A check before the last only decides pass or fail
         (``gate_score``'s ``threshold``), the last one is exact (the run's ``gate_metric``)."""
         last = step + 1 == self.steps or not self.active
-        return gate_score(model, self.batches, device, None if last else self.threshold)
+        threshold = None if last else self.threshold
+        score = gate_score(model, self.batches, device, threshold)
+        if not self.active or score < self.threshold:
+            return score
+        fresh = confirm_batches(self.task, self.confirm, draw=step)
+        return min(score, gate_score(model, fresh, device, threshold))
 
 
 def optimizer(model: LabModel, t: TrainConfig) -> torch.optim.AdamW:
