@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from .._validate import check_ndim, check_positions, check_scores
 from .._validate import check_qk as check_qk_inputs
-from .._validate import check_scores
 from .capabilities import Capabilities
 from .configs import EncodingConfig
 from .context import PositionContext
@@ -101,6 +101,15 @@ class PositionalEncoding(Hooks, nn.Module):
     def check_qk(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
         """``check_qk`` with this encoding's head_dim (``posenc.encodings.flows``)."""
         return check_qk(q, k, q_pos, k_pos, self.head_dim)
+
+    #: The array checks the flows call (``posenc.encodings.flows``).
+    check_positions = staticmethod(check_positions)
+    check_ndim = staticmethod(check_ndim)
+
+    def param(self, name: str, dtype: torch.dtype | None = None) -> Tensor:
+        """The parameter or buffer ``name``, in ``dtype`` if given (``posenc.encodings.flows``)."""
+        value: Tensor = getattr(self, name)
+        return value if dtype is None else value.to(dtype)
 
     def fixed_buffers(self) -> dict[str, Tensor]:
         """The buffers computed from the configuration (frequencies, slopes). Not in the state

@@ -5,18 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import nn
 
-from .. import functional as PF
 from ..registry import register
-from .base import PositionalEncoding, check_qk
+from .base import PositionalEncoding
 from .capabilities import Capabilities
 from .configs import CoPEConfig
-from .context import Ctx
+from .flows import CoPEFlow
 
 
 @register("cope", family="contextual", paper="Golovneva et al., arXiv:2405.18719", year=2024)
-class CoPE(PositionalEncoding):
+class CoPE(CoPEFlow, PositionalEncoding):
     """Positions counted by the context, not by tokens (Golovneva et al. 2024, sec. 3):
 
     g_ij = σ(z_ij),  p_ij = min(Σ_(t=j..i) g_it, n_positions - 1),
@@ -37,13 +36,3 @@ class CoPE(PositionalEncoding):
 
     def reset_parameters(self) -> None:
         nn.init.normal_(self.pos_emb, std=0.02)
-
-    def relative_logits(
-        self, scores: Tensor, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None
-    ) -> Tensor:
-        if ctx is None:
-            check_qk(q, k, q_pos, k_pos, self.head_dim, scores)
-        work = torch.promote_types(scores.dtype, torch.float32)  # fractional counts need >= fp32
-        positions = PF.cope_positions(scores.to(work), n_positions=self.n_positions)  # like scores
-        per_position = q.to(work) @ self.pos_emb.to(work).T  # (B, H, Tq, P)
-        return scores + PF.cope_interpolate(positions, per_position).to(scores.dtype)

@@ -11,8 +11,12 @@ framework's ``PositionContext`` (``type(ctx)`` makes another of the same kind).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from .. import functional as PF
+from .._validate import check_positions_match, check_real_floating, check_scores
+from ..functional._xp import namespace
 from .context import shared_for
 
 #: A hook's ``ctx``: the framework's ``PositionContext`` or None.
@@ -54,11 +58,17 @@ class Hooks:
 
 
 class Supplied:
-    """What a framework's encoding base supplies to every flow (see the module docstring)."""
+    """What a framework's encoding base supplies to every flow (see the module docstring),
+    and ``check_positions(pos, what, axes)`` and ``check_ndim(x, ndim, what, layout)`` (its
+    array checks), ``param(name, dtype=None)`` (the parameter ``name`` as an array, cast to
+    ``dtype`` if given)."""
 
     config: Any
     check_qk: Any
     shared_key: Any
+    check_positions: Any
+    check_ndim: Any
+    param: Any
 
 
 class XPosFlow(Supplied):
@@ -136,3 +146,97 @@ class RandomizedFlow(Supplied):
             key = self.shared_key("randomized_base", *roles)
             base_ctx = ctx.shared(key, lambda: type(ctx)(new_q, new_k))
         return self.base.rotate(q, k, new_q, new_k, ctx=base_ctx)
+
+
+class RelativeFlow(Supplied):
+    """Relative logit terms: ``relative_logits`` = scores + ``extra_logits(scores, q, k, q_pos,
+    k_pos, ctx)`` (B, H, Tq, Tk), inputs checked unless a context comes with them (the term is
+    added to the scores, never broadcast)."""
+
+    def relative_logits(
+        self, scores: Any, q: Any, k: Any, q_pos: Any, k_pos: Any, *, ctx: Ctx = None
+    ) -> Any:
+        if ctx is None:
+            q_pos, k_pos = self.check_qk(q, k, q_pos, k_pos)
+            check_scores(scores, q, k)
+        return scores + self.extra_logits(scores, q, k, q_pos, k_pos, ctx)
+
+    def extra_logits(self, scores: Any, q: Any, k: Any, q_pos: Any, k_pos: Any, ctx: Ctx) -> Any:
+        """The term (B, H, Tq, Tk) added to the scaled, masked logits ``scores``."""
+        raise NotImplementedError
+
+
+class ShawFlow(RelativeFlow):
+    """Shaw et al. 2018: e_ij += q_i·a^K_ij / sqrt(D) and z_i += Σ_j α_ij a^V_ij, a_ij the row
+    clip(j - i, -K, K) + K of the tables ``key_table``, ``value_table`` (2K+1, D) (None:
+    no value term)."""
+
+    value_table: Any
+
+    def index(self, q_pos: Any, k_pos: Any) -> Any:
+        """Table rows clip(j - i, -K, K) + K: (Tq, Tk) or (B, Tq, Tk)."""
+        return PF.shaw_relative_index(q_pos, k_pos, max_distance=self.config.max_distance)
+
+    def extra_logits(self, scores: Any, q: Any, k: Any, q_pos: Any, k_pos: Any, ctx: Ctx) -> Any:
+        scaled = q / math.sqrt(self.config.head_dim)  # scale the (B, H, Tq, D) factor
+        table = self.param("key_table", q.dtype)
+        return PF.relative_key_logits(scaled, table, self.index(q_pos, k_pos))  # (B, H, Tq, Tk)
+
+    def relative_values(self, probs: Any, q_pos: Any, k_pos: Any, *, ctx: Ctx = None) -> Any:
+        if self.value_table is None:
+            return None
+        if ctx is None:  # a context's positions were checked by whoever built it
+            self.check_ndim(probs, 4, "probs", "(B, H, Tq, Tk)")
+            check_real_floating(probs, "probs")
+            q_pos, k_pos = (
+                self.check_positions(q_pos, "q_pos"),
+                self.check_positions(k_pos, "k_pos"),
+            )
+            check_positions_match(q_pos, probs.shape[0], probs.shape[2], "q_pos")
+            check_positions_match(k_pos, probs.shape[0], probs.shape[3], "k_pos")
+        table = self.param("value_table")
+        return PF.relative_value_output(probs, table, self.index(q_pos, k_pos))  # (B, H, Tq, D)
+
+
+class TransformerXLFlow(RelativeFlow):
+    """Transformer-XL: A_ij += (q_i·W_R R_(i-j) + u·k_j + v·W_R R_(i-j)) / sqrt(D), parameters
+    ``r_proj`` W_R (H·D, C), ``u``, ``v`` (H, D); ``position_rows(q_pos, k_pos, dtype, ctx)``
+    the W_R R rows the framework shares through the context (``PF.transformer_xl_terms``'s
+    ``rows``), or None to make them here."""
+
+    position_rows: Any
+
+    def extra_logits(self, scores: Any, q: Any, k: Any, q_pos: Any, k_pos: Any, ctx: Ctx) -> Any:
+        n_heads = self.config.n_heads
+        for what, x in (("q", q), ("k (key heads repeated)", k)):
+            if x.shape[1] != n_heads:
+                raise ValueError(f"{what} must have n_heads={n_heads} heads, got {x.shape[1]}")
+        scale = 1.0 / math.sqrt(self.config.head_dim)  # on the factors q, u, v, not the terms
+        return PF.transformer_xl_terms(
+            q * scale,
+            k,
+            q_pos,
+            k_pos,
+            r_proj=self.param("r_proj", q.dtype),
+            u=self.param("u", q.dtype) * scale,
+            v=self.param("v", q.dtype) * scale,
+            base=self.config.base,
+            rows=self.position_rows(q_pos, k_pos, q.dtype, ctx),
+        )  # (B, H, Tq, Tk), already divided by sqrt(D)
+
+
+class CoPEFlow(RelativeFlow):
+    """CoPE: z_ij += (1 - w) q_i·e[⌊p_ij⌋] + w q_i·e[⌈p_ij⌉] for the contextual positions
+    p_ij of the scores (``PF.cope_positions``), e ``pos_emb`` (n_positions, D), in float32 or
+    the scores' wider dtype."""
+
+    def extra_logits(self, scores: Any, q: Any, k: Any, q_pos: Any, k_pos: Any, ctx: Ctx) -> Any:
+        xp = namespace(scores, q)
+        work = xp.result_type(scores.dtype, xp.float32)  # fractional counts need >= fp32
+        positions = PF.cope_positions(
+            xp.astype(scores, work, copy=False), n_positions=self.config.n_positions
+        )  # like scores
+        per_position = (
+            xp.astype(q, work, copy=False) @ self.param("pos_emb", work).T
+        )  # (B, H, Tq, P)
+        return xp.astype(PF.cope_interpolate(positions, per_position), scores.dtype, copy=False)

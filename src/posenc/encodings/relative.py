@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from .. import functional as PF
-from .._validate import check_ndim, check_positions, check_positions_match, check_real_floating
 from ..registry import register
-from .base import PositionalEncoding, check_qk
+from .base import PositionalEncoding
 from .capabilities import Capabilities
 from .configs import ShawConfig, TransformerXLConfig
 from .context import Ctx, PositionContext
+from .flows import ShawFlow, TransformerXLFlow
 
 
 @register("shaw", family="relative", paper="Shaw et al., arXiv:1803.02155", year=2018)
-class Shaw(PositionalEncoding):
+class Shaw(ShawFlow, PositionalEncoding):
     """Learned relative embeddings for keys and values (Shaw et al. 2018, eq. 3-6):
 
     e_ij = q_i·(k_j + a^K_ij) / sqrt(D),  z_i = Σ_j α_ij (v_j + a^V_ij),
@@ -42,36 +41,9 @@ class Shaw(PositionalEncoding):
             if table is not None:
                 nn.init.normal_(table, std=0.02)
 
-    def index(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
-        """Table rows clip(j - i, -K, K) + K: (Tq, Tk) or (B, Tq, Tk)."""
-        return PF.shaw_relative_index(q_pos, k_pos, max_distance=self.max_distance)
-
-    def relative_logits(
-        self, scores: Tensor, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None
-    ) -> Tensor:
-        if ctx is None:
-            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim, scores)
-        scaled = q / math.sqrt(self.head_dim)  # scale the (B, H, Tq, D) factor, not the logits
-        return scores + PF.relative_key_logits(
-            scaled, self.key_table.to(q.dtype), self.index(q_pos, k_pos)
-        )  # (B, H, Tq, Tk)
-
-    def relative_values(
-        self, probs: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None
-    ) -> Tensor | None:
-        if self.value_table is None:
-            return None
-        if ctx is None:  # a context's positions were checked by whoever built it
-            check_ndim(probs, 4, "probs", "(B, H, Tq, Tk)")
-            check_real_floating(probs, "probs")
-            q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
-            check_positions_match(q_pos, probs.shape[0], probs.shape[2], "q_pos")
-            check_positions_match(k_pos, probs.shape[0], probs.shape[3], "k_pos")
-        return PF.relative_value_output(probs, self.value_table, self.index(q_pos, k_pos))
-
 
 @register("transformer_xl", family="relative", paper="Dai et al., arXiv:1901.02860", year=2019)
-class TransformerXL(PositionalEncoding):
+class TransformerXL(TransformerXLFlow, PositionalEncoding):
     """Transformer-XL relative attention (Dai et al. 2019, sec. 3.3):
 
     A_ij = q_i·k_j + q_i·W_R R_(i-j) + u·k_j + v·W_R R_(i-j), all divided by sqrt(D),
@@ -95,29 +67,13 @@ class TransformerXL(PositionalEncoding):
         for p in (self.r_proj, self.u, self.v):
             nn.init.normal_(p, std=0.02)
 
-    def relative_logits(
-        self, scores: Tensor, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None
-    ) -> Tensor:
+    def position_rows(
+        self, q_pos: Tensor, k_pos: Tensor, dtype: torch.dtype, ctx: Ctx
+    ) -> tuple[int, Tensor] | None:
+        """The context's W_R R rows (``rows``), made once per forward and dtype; None without
+        a context."""
         if ctx is None:
-            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim, scores)
-        for what, x in (("q", q), ("k (key heads repeated)", k)):
-            if x.shape[1] != self.n_heads:
-                raise ValueError(f"{what} must have n_heads={self.n_heads} heads, got {x.shape[1]}")
-        scale = 1.0 / math.sqrt(self.head_dim)  # on the factors q, u, v, not the (Tq, Tk) terms
-        terms = PF.transformer_xl_terms(
-            q * scale,
-            k,
-            q_pos,
-            k_pos,
-            r_proj=self.r_proj.to(q.dtype),
-            u=self.u.to(q.dtype) * scale,
-            v=self.v.to(q.dtype) * scale,
-            base=self.base,
-            rows=None if ctx is None else self._rows(ctx, q.dtype),
-        )  # (B, H, Tq, Tk), already divided by sqrt(D)
-        return scores + terms
-
-    def _rows(self, ctx: PositionContext, dtype: torch.dtype) -> tuple[int, Tensor]:
+            return None
         return ctx.shared(("txl_rows", self, dtype), lambda: self.rows(ctx, dtype))
 
     def rows(self, ctx: PositionContext, dtype: torch.dtype) -> tuple[int, Tensor]:

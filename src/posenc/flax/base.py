@@ -125,6 +125,19 @@ class PositionalEncoding(Hooks, nnx.Module):
             x, pos, self.dim, axes=self.axes, ndim=check_ndim, positions=check_positions
         )
 
+    def check_positions(self, pos: Any, what: str = "positions", axes: int = 1) -> Array:
+        """``check_positions`` (``posenc.encodings.flows``)."""
+        return check_positions(pos, what, axes)
+
+    def check_ndim(self, x: Any, ndim: int, what: str, layout: str) -> None:
+        """``check_ndim`` (``posenc.encodings.flows``)."""
+        check_ndim(x, ndim, what, layout)
+
+    def param(self, name: str, dtype: Any = None) -> Array:
+        """The parameter ``name``'s value, in ``dtype`` if given (``posenc.encodings.flows``)."""
+        value: Array = getattr(self, name)[...]
+        return value if dtype is None else value.astype(dtype)
+
 
 def register(config: type[EncodingConfig]) -> Callable[[_E], _E]:
     """Class decorator: register a Flax encoding taking ``config``'s arguments (and ``rngs``)

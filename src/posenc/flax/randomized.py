@@ -15,7 +15,6 @@ from .base import (
     batch_positions,
     bounds,
     build,
-    check_positions,
     register,
 )
 
@@ -45,7 +44,6 @@ class Randomized(RandomizedFlow, PositionalEncoding):
     ``nnx.Rngs(seed)`` (default: a key from ``rngs``) and run under ``jax.jit``."""
 
     config: configs.RandomizedConfig
-    check_positions = staticmethod(check_positions)
 
     def setup(self, rngs: nnx.Rngs) -> None:
         base_keys = self.config.base_keys(accepted_keys(self.base_encoding))
