@@ -181,7 +181,7 @@ def _signature(cls: type[PositionalEncoding]) -> inspect.Signature | None:
 
 def _widened(caps: Capabilities, own: Any) -> Capabilities:
     """``caps`` of a parent, with the hooks a subclass's namespace ``own`` defines."""
-    new_bias = "bias" in own
+    new_bias = "bias" in own or "formula" in own  # (``flows.BiasFlow``'s bias calls formula)
     return replace(
         caps,
         embeds=caps.embeds or "embed" in own,

@@ -17,22 +17,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import functional as PF
-from .._validate import as_4d, check_position_batches, check_positions
 from ..registry import register
 from .base import PositionalEncoding
 from .capabilities import Capabilities
 from .configs import ALiBiConfig, FIREConfig, KerpleConfig, T5Config
-from .context import Ctx
-
-
-def bias_positions(q_pos: Tensor, k_pos: Tensor, ctx: Ctx) -> tuple[Tensor, Tensor]:
-    """q_pos (Tq,) or (B, Tq) and k_pos (Tk,) or (B, Tk), batches 1 or equal, as int64: checked
-    unless a context comes with them (whoever built it checked them)."""
-    if ctx is not None:
-        return q_pos, k_pos
-    q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
-    check_position_batches(q_pos, k_pos)
-    return q_pos, k_pos
+from .flows import BiasFlow
 
 
 def _exact(like: Tensor) -> AbstractContextManager[Any]:
@@ -49,7 +38,7 @@ def work_dtype(*tensors: Tensor) -> torch.dtype:
 
 
 @register("alibi", family="bias", paper="Press et al., arXiv:2108.12409", year=2022)
-class ALiBi(PositionalEncoding):
+class ALiBi(BiasFlow, PositionalEncoding):
     """Attention with linear biases (Press et al. 2022): logits_ij - m_h·(i - j), no embedding.
 
     Slopes m_h = 2^(-8h/H) (``PF.alibi_slopes``, the official rule for H not a power of two) or
@@ -83,14 +72,13 @@ class ALiBi(PositionalEncoding):
         self.slopes = self.slopes64.to(self.slopes.dtype)
         return self
 
-    def bias(self, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None) -> Tensor:
-        q_pos, k_pos = bias_positions(q_pos, k_pos, ctx)
+    def formula(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         slopes = self.slopes64.to(work_dtype(self.slopes))
-        return as_4d(PF.alibi_bias(q_pos, k_pos, slopes, bidirectional=self.bidirectional))
+        return PF.alibi_bias(q_pos, k_pos, slopes, bidirectional=self.bidirectional)
 
 
 @register("t5", family="bias", paper="Raffel et al., arXiv:1910.10683", year=2020)
-class T5Bias(PositionalEncoding):
+class T5Bias(BiasFlow, PositionalEncoding):
     """T5 relative attention bias (Raffel et al. 2020): logits_ij + W[bucket(j - i), h].
 
     ``PF.t5_relative_bucket`` maps key-minus-query offsets to ``num_buckets`` buckets, exact
@@ -122,11 +110,10 @@ class T5Bias(PositionalEncoding):
             max_distance=self.max_distance,
         )
 
-    def bias(self, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None) -> Tensor:
-        q_pos, k_pos = bias_positions(q_pos, k_pos, ctx)
+    def formula(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         table = self.weight.to(work_dtype(self.weight))
         values = F.embedding(self.buckets(q_pos, k_pos), table)  # (..., Tq, Tk, H)
-        return as_4d(values.movedim(-1, -3))  # (B|1, H, Tq, Tk)
+        return values.movedim(-1, -3)  # (H, Tq, Tk) | (B, H, Tq, Tk)
 
 
 def clamp_straight_through(x: Tensor, low: float, high: float | None = None) -> Tensor:
@@ -135,7 +122,7 @@ def clamp_straight_through(x: Tensor, low: float, high: float | None = None) -> 
 
 
 @register("kerple", family="bias", paper="Chi et al., arXiv:2205.09921", year=2022)
-class Kerple(PositionalEncoding):
+class Kerple(BiasFlow, PositionalEncoding):
     """Kernelized relative positional bias (Chi et al. 2022), d = |i - j|, per head h:
 
     "log":   -r1·log(1 + r2·d),  r1, r2 >= eps;      "power": -r1·d^r2,  r1 >= eps, eps <= r2 <= 2.
@@ -171,14 +158,13 @@ class Kerple(PositionalEncoding):
         r2 = clamp_straight_through(self.r2.to(dtype), self.eps, self.r2_max)
         return r1, r2
 
-    def bias(self, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None) -> Tensor:
-        q_pos, k_pos = bias_positions(q_pos, k_pos, ctx)
+    def formula(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         r1, r2 = self.kernel_parameters()
-        return as_4d(PF.kerple_bias(q_pos, k_pos, r1, r2, variant=self.variant))
+        return PF.kerple_bias(q_pos, k_pos, r1, r2, variant=self.variant)
 
 
 @register("fire", family="bias", paper="Li et al., arXiv:2310.04418", year=2023)
-class FIRE(PositionalEncoding):
+class FIRE(BiasFlow, PositionalEncoding):
     """Functional interpolation for relative positions (Li et al. 2023):
 
     b_h(i, j) = f_θ(ψ(i - j) / ψ(max(L, i)))_h,  ψ(x) = log(c·|x| + 1),
@@ -216,15 +202,14 @@ class FIRE(PositionalEncoding):
         scale = self.threshold_scale
         return (scale.to(work_dtype(scale)) * self.init_threshold).abs()
 
-    def bias(self, q_pos: Tensor, k_pos: Tensor, *, ctx: Ctx = None) -> Tensor:
-        q_pos, k_pos = bias_positions(q_pos, k_pos, ctx)
+    def formula(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         with _exact(self.c):  # float32 or wider under autocast too
             c, threshold = self._c_threshold()
             x = PF.fire_distance(
                 q_pos, k_pos, c, threshold, eps=self.eps, bidirectional=self.bidirectional
             )  # (..., Tq, Tk)
             out = PF.fire_mlp(x, *self.mlp_pieces())  # (H, ..., Tq, Tk)
-        return as_4d(out.movedim(0, -3))  # (B|1, H, Tq, Tk)
+        return out.movedim(0, -3)  # (H, Tq, Tk) | (B, H, Tq, Tk)
 
     def _c_threshold(self) -> tuple[Tensor, Tensor]:
         dtype = work_dtype(self.c, self.mlp_in.weight)

@@ -15,8 +15,14 @@ import math
 from typing import Any
 
 from .. import functional as PF
-from .._validate import check_positions_match, check_real_floating, check_scores
-from ..functional._xp import namespace
+from .._validate import (
+    as_4d,
+    check_position_batches,
+    check_positions_match,
+    check_real_floating,
+    check_scores,
+)
+from ..functional._xp import namespace, widest_int
 from .context import shared_for
 
 #: A hook's ``ctx``: the framework's ``PositionContext`` or None.
@@ -146,6 +152,25 @@ class RandomizedFlow(Supplied):
             key = self.shared_key("randomized_base", *roles)
             base_ctx = ctx.shared(key, lambda: type(ctx)(new_q, new_k))
         return self.base.rotate(q, k, new_q, new_k, ctx=base_ctx)
+
+
+class BiasFlow(Supplied):
+    """A score bias of positions alone: ``bias`` checks them unless a context comes with them
+    (whoever built it checked them) and calls ``formula(q_pos, k_pos)`` -> (H, Tq, Tk) or
+    (B, H, Tq, Tk) with them as the widest signed int (i - j cannot wrap: uint8 0 - 1 = 255)."""
+
+    def bias(self, q_pos: Any, k_pos: Any, *, ctx: Ctx = None) -> Any:
+        if ctx is None:
+            q_pos = self.check_positions(q_pos, "q_pos")
+            k_pos = self.check_positions(k_pos, "k_pos")
+            check_position_batches(q_pos, k_pos)
+        xp = namespace(q_pos, k_pos)
+        q_pos, k_pos = (xp.astype(p, widest_int(xp), copy=False) for p in (q_pos, k_pos))
+        return as_4d(self.formula(q_pos, k_pos))  # (B|1, H, Tq, Tk)
+
+    def formula(self, q_pos: Any, k_pos: Any) -> Any:
+        """The bias (H, Tq, Tk) or (B, H, Tq, Tk) of checked positions."""
+        raise NotImplementedError
 
 
 class RelativeFlow(Supplied):

@@ -15,14 +15,11 @@ import numpy as np
 from flax import nnx
 
 from .. import functional as PF
-from .._validate import as_4d, check_position_batches
 from ..encodings import configs
-from ..encodings.flows import CoPEFlow, ShawFlow, TransformerXLFlow
-from ..functional._xp import widest_int
+from ..encodings.flows import BiasFlow, CoPEFlow, ShawFlow, TransformerXLFlow
 from .base import (
     Ctx,
     PositionalEncoding,
-    check_positions,
     is_concrete,
     register,
 )
@@ -35,24 +32,8 @@ def work_dtype(*arrays: Array) -> Any:
     return jnp.result_type(jnp.float32, *(a.dtype for a in arrays))
 
 
-class Bias(PositionalEncoding):
-    """A score bias: ``bias`` checks positions (unless a context comes with them) and calls
-    ``formula`` with them as the widest signed int (i - j cannot wrap: uint8 0 - 1 = 255)."""
-
-    def bias(self, q_pos: Array, k_pos: Array, *, ctx: Ctx = None) -> Array:
-        if ctx is None:
-            q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
-            check_position_batches(q_pos, k_pos)
-        wide = widest_int(jnp)
-        return as_4d(self.formula(q_pos.astype(wide), k_pos.astype(wide)))  # (B|1, H, Tq, Tk)
-
-    def formula(self, q_pos: Array, k_pos: Array) -> Array:
-        """The bias (H, Tq, Tk) or (B, H, Tq, Tk)."""
-        raise NotImplementedError
-
-
 @register(configs.ALiBiConfig)
-class ALiBi(Bias):
+class ALiBi(BiasFlow, PositionalEncoding):
     """As torch's ``ALiBi``; the slopes a float32 constant."""
 
     config: configs.ALiBiConfig
@@ -66,7 +47,7 @@ class ALiBi(Bias):
 
 
 @register(configs.T5Config)
-class T5Bias(Bias):
+class T5Bias(BiasFlow, PositionalEncoding):
     """As torch's ``T5Bias``: W ``weight`` (num_buckets, H) ~ N(0, init_std²)."""
 
     def setup(self, rngs: nnx.Rngs) -> None:
@@ -94,7 +75,7 @@ def clamp_straight_through(x: Array, low: float, high: float | None = None) -> A
 
 
 @register(configs.KerpleConfig)
-class Kerple(Bias):
+class Kerple(BiasFlow, PositionalEncoding):
     """As torch's ``Kerple``: r1, r2 (H,) learned, clamped with a straight-through gradient."""
 
     def setup(self, rngs: nnx.Rngs) -> None:
@@ -127,7 +108,7 @@ def _torch_linear(n_in: int, n_out: int, rngs: nnx.Rngs) -> nnx.Linear:
 
 
 @register(configs.FIREConfig)
-class FIRE(Bias):
+class FIRE(BiasFlow, PositionalEncoding):
     """As torch's ``FIRE``: ``mlp_in``, ``mlp_out``, c and the threshold scale learned; the MLP
     runs in float32 or wider."""
 
