@@ -63,6 +63,7 @@ class Learned(PositionalEncoding):
 
     capabilities = Capabilities(embeds=True)
     config_class = LearnedConfig
+    config: LearnedConfig
 
     def __init__(self, **config: Any) -> None:
         super().__init__(**config)
@@ -83,9 +84,6 @@ class Learned(PositionalEncoding):
     def _check_range(self, pos: Tensor) -> Tensor:
         """pos, after checking every position has a row (where ``values_checked``)."""
         check_nonnegative(pos)
-        if pos.numel() and values_checked(pos) and int(pos.max()) >= self.max_len:
-            raise ValueError(
-                f"position {int(pos.max())} is past the learned table (max_len={self.max_len}, "
-                f"valid positions 0..{self.max_len - 1})"
-            )
+        if pos.numel() and values_checked(pos):
+            self.config.check_rows(int(pos.min()), int(pos.max()))
         return pos

@@ -84,6 +84,17 @@ class LearnedConfig(EncodingConfig):
         check_positive_int(self.dim, "dim")
         check_positive_int(self.max_len, "max_len")
 
+    def check_rows(self, low: Any, high: Any) -> None:
+        """Raise ValueError unless positions low..high (ints or 0-d arrays: a host callback's
+        arguments) all have a row of the table."""
+        low, high = int(low), int(high)
+        if high >= self.max_len or low < 0:
+            p, side = (high, "past") if high >= self.max_len else (low, "before")
+            raise ValueError(
+                f"position {p} is {side} the learned table (max_len={self.max_len}, "
+                f"valid positions 0..{self.max_len - 1})"
+            )
+
 
 @dataclass(frozen=True, kw_only=True)
 class RotaryConfig(EncodingConfig):
@@ -285,6 +296,18 @@ class Learned2DConfig(EncodingConfig):
         check_positive_int(self.dim, "dim")
         check_positive_float(self.init_std, "init_std")
         object.__setattr__(self, "grid", PF.check_grid(self.grid, "grid"))
+
+    def check_rows(self, y_min: Any, y_max: Any, x_min: Any, x_max: Any) -> None:
+        """Raise ValueError unless grid positions in rows y_min..y_max and columns x_min..x_max
+        (ints or 0-d arrays: a host callback's arguments) all lie on the grid."""
+        y_min, y_max, x_min, x_max = (int(v) for v in (y_min, y_max, x_min, x_max))
+        rows, cols = self.grid
+        if y_min < 0 or x_min < 0 or y_max >= rows or x_max >= cols:
+            raise ValueError(
+                f"grid positions (row, column) must lie in 0..{rows - 1} x 0..{cols - 1} "
+                f"(grid={tuple(self.grid)}), got rows {y_min}..{y_max} and columns "
+                f"{x_min}..{x_max}: resample_ the table to a larger grid"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)

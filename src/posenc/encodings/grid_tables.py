@@ -101,13 +101,7 @@ class Learned2D(PositionalEncoding):
 
     def _check_range(self, pos: Tensor) -> Tensor:
         """pos, after checking every position lies on the grid (where ``values_checked``)."""
-        rows, cols = self.config.grid
         if pos.numel() and values_checked(pos):
             y, x = pos[..., 0], pos[..., 1]
-            if int(y.min()) < 0 or int(x.min()) < 0 or int(y.max()) >= rows or int(x.max()) >= cols:
-                raise ValueError(
-                    f"grid positions (row, column) must lie in 0..{rows - 1} x 0..{cols - 1} "
-                    f"(grid={self.config.grid}), got rows {int(y.min())}..{int(y.max())} and "
-                    f"columns {int(x.min())}..{int(x.max())}: resample_ the table to a larger grid"
-                )
+            self.config.check_rows(y.min(), y.max(), x.min(), x.max())
         return pos

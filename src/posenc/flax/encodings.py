@@ -70,11 +70,11 @@ class Sinusoidal(Absolute):
 
 class Table(Absolute):
     """A learned table W (n_0·n_1···, C) over the coordinates 0..n_a - 1 of each axis
-    (``box``), rows in row-major order; ``out_of_box(*mins_and_maxes, *box)`` raises for a
-    position outside it. Under ``jax.jit`` that check runs on the host when a position is
-    outside, and its row is NaN, never a clamped or wrapped row."""
+    (``box``), rows in row-major order; its config's ``check_rows(*mins_and_maxes)`` raises
+    for a position outside it. Under ``jax.jit`` that check runs on the host when a position
+    is outside, and its row is NaN, never a clamped or wrapped row."""
 
-    out_of_box: Callable[..., None]
+    config: configs.LearnedConfig | configs.Learned2DConfig
 
     @property
     def box(self) -> tuple[int, ...]:
@@ -88,12 +88,12 @@ class Table(Absolute):
         coords = self.coordinates(pos)
         found = [bounds(c) for c in coords]
         if None not in found:
-            self.out_of_box(*(e for b in found if b is not None for e in b), *self.box)
+            self.config.check_rows(*(e for b in found if b is not None for e in b))
         elif pos.size:  # traced: a host check that runs only when a position is outside
             ends = [e for c in coords for e in (c.min(), c.max())]
             pairs = zip(ends[::2], ends[1::2], self.box, strict=True)
             outside = jnp.any(jnp.stack([(low < 0) | (high >= n) for low, high, n in pairs]))
-            on_host_if(outside, self.out_of_box, *ends, *self.box)
+            on_host_if(outside, self.config.check_rows, *ends)
 
     def rows(self, pos: Array) -> Array:
         coords = self.coordinates(pos)
@@ -105,21 +105,11 @@ class Table(Absolute):
         return jnp.take(self.weight[...], index, axis=0, mode="fill", fill_value=jnp.nan)
 
 
-def _check_in_table(low: Any, high: Any, max_len: int) -> None:
-    low, high = int(low), int(high)
-    if high >= max_len or low < 0:
-        p, side = (high, "past") if high >= max_len else (low, "before")
-        raise ValueError(
-            f"position {p} is {side} the learned table (max_len={max_len}, "
-            f"valid positions 0..{max_len - 1})"
-        )
-
-
 @register(configs.LearnedConfig)
 class Learned(Table):
     """As torch's ``Learned``, W ``weight`` (max_len, C)."""
 
-    out_of_box = staticmethod(_check_in_table)
+    config: configs.LearnedConfig
 
     def setup(self, rngs: nnx.Rngs) -> None:
         self.weight = nnx.Param(0.02 * jax.random.normal(rngs.params(), (self.max_len, self.dim)))

@@ -8,7 +8,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -117,22 +116,11 @@ class Sincos2D(Absolute):
         return pe if self.scale == 1.0 else self.scale * pe
 
 
-def _check_on_grid(y_min: Any, y_max: Any, x_min: Any, x_max: Any, rows: int, cols: int) -> None:
-    y_min, y_max, x_min, x_max = (int(v) for v in (y_min, y_max, x_min, x_max))
-    if y_min < 0 or x_min < 0 or y_max >= rows or x_max >= cols:
-        raise ValueError(
-            f"grid positions (row, column) must lie in 0..{rows - 1} x 0..{cols - 1} "
-            f"(grid={(rows, cols)}), got rows {y_min}..{y_max} and columns {x_min}..{x_max}: "
-            "resample_ the table to a larger grid"
-        )
-
-
 @register(configs.Learned2DConfig)
 class Learned2D(Table):
     """As torch's ``Learned2D``, W ``weight`` (rows·columns, C)."""
 
     config: configs.Learned2DConfig
-    out_of_box = staticmethod(_check_on_grid)
 
     def setup(self, rngs: nnx.Rngs) -> None:
         rows, cols = self.config.grid
