@@ -6,15 +6,13 @@ from typing import Literal
 
 from torch import Tensor, nn
 
-from .._validate import check_context, check_encoding_heads, check_ndim, check_positive_int
-from ..encodings.base import PositionalEncoding, batch_positions
+from .._validate import check_encoding_heads, check_positive_int
+from ..encodings.base import PositionalEncoding
 from ..encodings.configs import AttentionConfig
 from ..encodings.context import PositionContext
-from ..functional.masks import allowed_keys
-from .backends import Call, attend
 from .cross import CrossAttention, Memory
-from .inputs import check_streamable, mask_inputs, new_context
-from .kv_cache import CachedKeys, KVCache
+from .inputs import check_streamable, new_context
+from .kv_cache import KVCache
 
 __all__ = ["BIAS_BACKENDS", "Attention", "Memory"]
 
@@ -86,65 +84,23 @@ class Attention(CrossAttention):
         self.qkv = nn.Linear(d_model, d_model + 2 * kv_width, bias=bias)
         self.proj = nn.Linear(d_model, d_model, bias=bias)
 
-    def forward(
-        self,
-        x: Tensor,
-        pos: Tensor | None = None,
-        *,
-        padding_mask: Tensor | None = None,
-        segment_ids: Tensor | None = None,
-        cache: KVCache | None = None,
-        ctx: PositionContext | None = None,
-    ) -> Tensor:
-        """x (B, T, C) at positions ``pos`` (T,) or (B, T) (default: cache length + 0..T-1), or
-        (T, A) or (B, T, A) for an encoding of A position axes (``pe.capabilities.axes``:
-        images, video, M-RoPE; no default: its positions are given).
+    cache_type = KVCache
 
-        ``padding_mask`` (B, T) bool, True for real tokens; ``segment_ids`` (B, T) int, tokens
-        attend only within their segment (packed sequences; default one segment, or after
-        cached entries each row's latest: a decode step continues its document). ``ctx``: the
-        forward's position context (``pe.prepare``, built by the model once for all layers:
-        its q_pos are this call's positions, its k_pos the cached keys' then these); made here
-        when not given. Returns (B, T, C).
-        """
-        check_ndim(x, 3, "x", "(B, T, C)")
-        B, T, C = x.shape
-        if self.d_model != C:
-            raise ValueError(f"x must have C = d_model = {self.d_model} features, got {C}")
-        if cache is not None and not isinstance(cache, KVCache):
-            raise TypeError(f"cache must be a KVCache (one layer's), got {type(cache).__name__}")
-        offset = 0 if cache is None else len(cache)
-        if ctx is None:
-            ctx = new_context(self.pe, pos, B, T, cache, x.device)
-        else:
-            check_context(ctx, pos, T, offset + T)
-        pos = ctx.q_pos
-        q, k, v = self._project(x)  # (B, H, T, D), (B, Hkv, T, D) x2
-        if cache is not None and cache.streams:
+    def new_context(
+        self, pos: Tensor | None, B: int, T: int, cache: KVCache | None, x: Tensor
+    ) -> PositionContext:
+        return new_context(self.pe, pos, B, T, cache, x.device)
+
+    def cache_offset(self, cache: KVCache | None) -> int:
+        return 0 if cache is None else len(cache)
+
+    def key_count(self, cache: KVCache | None, offset: int, T: int) -> int:
+        return offset + T
+
+    def streams(self, cache: KVCache) -> bool:
+        if cache.streams:
             check_streamable(self.pe)
-        # unrotated keys in the cache, all rotated at their current positions: dynamic
-        # frequencies, or a streaming cache's positions (they move as entries are evicted)
-        rerotate = cache is not None and (self.pe.kv_policy == "rerotate" or cache.streams)
-        if not rerotate:
-            q, k = self.pe.rotate(q, k, pos, pos, ctx=ctx)
-        new = CachedKeys(
-            k,
-            v,
-            batch_positions(pos, B, ctx.axes),
-            *mask_inputs(B, T, x, padding_mask, segment_ids, cache),
-        )
-        keys = new if cache is None else cache.append(new)
-        k_pos = ctx.k_pos  # (T,) | (B, T) or (B, L) (with A axes: (.., A)): equal to keys.pos
-        if rerotate:  # the cache holds unrotated keys: rotate all with the current frequencies
-            q, k_all = self.pe.rotate(q, keys.k, pos, k_pos, ctx=ctx)  # k_all (B, Hkv, L, D)
-            keys = keys._replace(k=k_all)
-        allowed = None  # nothing masked beyond what ``is_causal`` expresses
-        if padding_mask is not None or segment_ids is not None or offset:
-            allowed = allowed_keys(
-                keys.valid, new.segment, keys.segment, causal=self.causal, offset=offset
-            )  # (B, 1, T, L)
-        out = attend(self, Call(q, keys, ctx, allowed, offset))  # (B, H, T, D)
-        return self.proj(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
+        return cache.streams
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         B, T, _ = x.shape

@@ -7,20 +7,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple, cast
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._validate import (
-    check_cross,
-    check_cross_context,
-    check_memory,
-    check_positions,
-    check_positions_match,
-)
+from .._validate import check_ndim, check_positions
+from ..encodings.attention_flow import AttentionFlow
 from ..encodings.base import PositionalEncoding, batch_positions, default_positions
 from ..encodings.context import PositionContext
-from ..functional.masks import allowed_keys
 from .backends import Call, attend
 from .inputs import mask_inputs
 from .kv_cache import CachedKeys
@@ -38,9 +31,10 @@ class Memory(NamedTuple):
     padding_mask: Tensor | None
 
 
-class CrossAttention(nn.Module):
-    """``Attention``'s cross-attention methods (it derives from this): ``project_memory`` once
-    per source, then ``cross`` at every decoder layer call."""
+class CrossAttention(AttentionFlow, nn.Module):
+    """``Attention``'s torch side of ``posenc.encodings.attention_flow`` (it derives from
+    this): ``project_memory`` once per source, then ``cross`` at every decoder layer call, and
+    the hooks they share with ``forward``."""
 
     d_model: int
     n_heads: int
@@ -50,64 +44,42 @@ class CrossAttention(nn.Module):
     pe: PositionalEncoding
     qkv: nn.Linear
     proj: nn.Linear
+    keys_type = CachedKeys
+    memory_type = Memory
+    check_ndim = staticmethod(check_ndim)
+    check_positions = staticmethod(check_positions)
+    mask_inputs = staticmethod(mask_inputs)
+    batch_positions = staticmethod(batch_positions)
 
-    def project_memory(
-        self, memory: Tensor, pos: Tensor, padding_mask: Tensor | None = None, *, axes: int = 1
-    ) -> Memory:
-        """Cross-attention keys and values of an encoder output ``memory`` (B, S, C), projected
-        once per source by the key/value rows of ``qkv`` (the query rows project the decoder's
-        states in ``cross``), at source positions ``pos`` (S,) | (B, S) (an encoder of
-        ``axes`` A > 1 position axes: (S, A) | (B, S, A)); ``padding_mask`` (B, S) bool, True
-        for real tokens. Keys are kept unrotated: ``cross`` rotates them (only when its
-        encoding rotates) together with the queries."""
-        pos = check_memory(memory, pos, self.d_model, axes=axes)
+    def default_positions(self, T: int, x: Tensor) -> Tensor:
+        return default_positions(T, device=x.device)
+
+    def project_queries(self, x: Tensor) -> Tensor:
+        """q (B, H, T, D) of x (B, T, C) by the query rows of ``qkv``."""
+        B, T, C = x.shape
+        bias = None if self.qkv.bias is None else self.qkv.bias[:C]
+        q = F.linear(x, self.qkv.weight[:C], bias)  # (B, T, C)
+        return q.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def project_keys(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """k, v (B, Hkv, S, D) of memory (B, S, C) by the key/value rows of ``qkv``."""
         B, S, C = memory.shape
         D, Hkv = self.head_dim, self.n_kv_heads
         bias = None if self.qkv.bias is None else self.qkv.bias[C:]
         k, v = F.linear(memory, self.qkv.weight[C:], bias).split([Hkv * D, Hkv * D], dim=-1)
-        k = k.view(B, S, Hkv, D).transpose(1, 2)  # (B, Hkv, S, D)
-        v = v.view(B, S, Hkv, D).transpose(1, 2)  # (B, Hkv, S, D)
-        valid, segment = mask_inputs(B, S, memory, padding_mask, None)
-        keys = CachedKeys(k, v, batch_positions(pos, B, axes), valid, segment)
-        return Memory(keys, padding_mask)
+        return k.view(B, S, Hkv, D).transpose(1, 2), v.view(B, S, Hkv, D).transpose(1, 2)
 
-    def cross(
+    def plain(self, padding_mask: Tensor | None, segment_ids: Tensor | None, offset: int) -> bool:
+        """No padding, segments or cache offset: SDPA's ``is_causal`` (or nothing) masks."""
+        return padding_mask is None and segment_ids is None and not offset
+
+    def attend(
         self,
-        x: Tensor,
-        memory: Memory,
-        pos: Tensor | None = None,
-        *,
-        ctx: PositionContext | None = None,
+        q: Tensor,
+        keys: CachedKeys,
+        ctx: PositionContext,
+        allowed: Tensor | None,
+        offset: int,
     ) -> Tensor:
-        """Cross-attention of decoder states x (B, T, C) over an encoder's ``memory``: queries
-        projected by the query rows of ``qkv``, keys and values those of ``memory``; no
-        causal mask, padded source tokens masked. The encoding's hooks see the queries at their
-        positions ``pos`` (T,) | (B, T) (default 0..T-1) and the keys at their source positions
-        (the context's q_pos and k_pos; ``ctx`` = ``pe.prepare(pos, memory positions)``, made
-        here when not given): an ``EncoderDecoder`` gives its cross-attention NoPE, or its
-        decoder's rotation when asked (``cross_rotation``). Returns (B, T, C)."""
-        check_cross(x, memory, Memory, self.d_model, self.causal)
-        B, T, C = x.shape
-        keys = memory.keys
-        if ctx is None:
-            if pos is None:
-                pos = default_positions(T, device=x.device)
-            pos = check_positions(pos, "pos")
-            check_positions_match(pos, B, T, "pos")
-            ctx = self.pe.prepare(pos, keys.pos)
-        else:
-            check_cross_context(ctx, pos, T, keys.pos)
-        C, D = self.d_model, self.head_dim
-        bias = None if self.qkv.bias is None else self.qkv.bias[:C]
-        q = F.linear(x, self.qkv.weight[:C], bias).view(B, T, self.n_heads, D).transpose(1, 2)
-        q, k = self.pe.rotate(q, keys.k, ctx.q_pos, ctx.k_pos, ctx=ctx)  # (B, H|Hkv, T|S, D)
-        allowed = None
-        if memory.padding_mask is not None:
-            q_segment = torch.zeros(B, T, dtype=torch.long, device=x.device)
-            allowed = allowed_keys(
-                keys.valid, q_segment, keys.segment, causal=False
-            )  # (B, 1, T, S)
-        out = attend(
-            cast("Attention", self), Call(q, keys._replace(k=k), ctx, allowed, 0)
-        )  # (B, H, T, D)
-        return self.proj(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
+        """Softmax attention through the first backend that applies (``backends``)."""
+        return attend(cast("Attention", self), Call(q, keys, ctx, allowed, offset))

@@ -1,0 +1,167 @@
+"""The control flow of one attention call, written once for torch's ``posenc.attention.Attention``
+and Flax's ``posenc.flax.Attention`` (as ``flows`` is for the encodings' hooks and
+``posenc._models`` for the models): inputs checked, the forward's position context, the
+projection, the encoding's rotation, the KV cache, the mask of allowed keys, then the
+framework's softmax attention and the output projection.
+
+A framework's class inherits ``AttentionFlow`` first and supplies:
+
+- ``check_ndim(x, ndim, what, layout)``, ``check_positions(pos, what, axes)``: its array checks;
+- ``new_context(pos, B, T, cache, x)``: ``pe.prepare`` of T new tokens at ``pos`` (checked;
+  default after the cache's entries) and of every key's position with the cache;
+  ``default_positions(T, x)``: 0..T-1;
+- ``cache_offset(cache)``: entries cached so far (an int, or a traced scalar);
+  ``key_count(cache, offset, T)``: the keys a call sees with its cache; ``streams(cache)``:
+  whether keys are rotated at their positions inside the cache (raises for an encoding a
+  streaming cache cannot take);
+- ``_project(x)`` -> q (B, H, T, D), k, v (B, Hkv, T, D); ``project_queries(x)`` -> q;
+  ``project_keys(memory)`` -> k, v (B, Hkv, S, D) (the query and the key/value rows of ``qkv``);
+- ``mask_inputs(B, T, like, padding_mask, segment_ids, cache)`` -> validity and segment ids
+  (B, T), checked; ``batch_positions(pos, B, axes)``;
+- ``plain(padding_mask, segment_ids, offset)``: True where the causal or bidirectional mask
+  alone applies, so ``attend`` is given no mask (None);
+- ``attend(q, keys, ctx, allowed, offset)`` -> (B, H, T, D);
+- the types ``cache_type``, ``keys_type`` (CachedKeys) and ``memory_type`` (Memory).
+
+Shapes: x (B, T, C); q (B, H, T, D); keys (B, Hkv, L, D) (L = cached + new); masks (B, 1, T, L).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._validate import (
+    check_context,
+    check_cross,
+    check_cross_context,
+    check_memory,
+    check_positions_match,
+)
+from ..functional._xp import device_of, namespace
+from ..functional.masks import allowed_keys
+
+
+class AttentionFlow:
+    """``forward`` (self-attention with an optional KV cache), ``project_memory`` and ``cross``
+    (cross-attention over an encoder's output); see the module docstring for the hooks."""
+
+    d_model: int
+    causal: bool
+    pe: Any
+    proj: Any
+    cache_type: type[Any]
+    keys_type: Any
+    memory_type: Any
+    check_ndim: Any
+    check_positions: Any
+    new_context: Any
+    default_positions: Any
+    cache_offset: Any
+    key_count: Any
+    streams: Any
+    _project: Any
+    project_queries: Any
+    project_keys: Any
+    mask_inputs: Any
+    batch_positions: Any
+    plain: Any
+    attend: Any
+
+    def forward(
+        self,
+        x: Any,
+        pos: Any = None,
+        *,
+        padding_mask: Any = None,
+        segment_ids: Any = None,
+        cache: Any = None,
+        ctx: Any = None,
+    ) -> Any:
+        """x (B, T, C) at positions ``pos`` (T,) or (B, T) (default: cache length + 0..T-1), or
+        (T, A) or (B, T, A) for an encoding of A position axes (given: grids have no default),
+        or those of ``ctx``, the forward's position context (its q_pos this call's positions,
+        its k_pos the cached keys' then these). ``padding_mask`` (B, T) bool, True for real
+        tokens; ``segment_ids`` (B, T) integer, tokens attend within their segment (default
+        one, or after cached entries each row's latest). Returns (B, T, C)."""
+        self.check_ndim(x, 3, "x", "(B, T, C)")
+        B, T, C = x.shape
+        if self.d_model != C:
+            raise ValueError(f"x must have C = d_model = {self.d_model} features, got {C}")
+        if cache is not None and not isinstance(cache, self.cache_type):
+            raise TypeError(f"cache must be a KVCache (one layer's), got {type(cache).__name__}")
+        offset = self.cache_offset(cache)
+        if ctx is None:
+            ctx = self.new_context(pos, B, T, cache, x)
+        else:
+            check_context(ctx, pos, T, self.key_count(cache, offset, T))
+        pos = ctx.q_pos
+        q, k, v = self._project(x)  # (B, H, T, D), (B, Hkv, T, D) x2
+        # unrotated keys in the cache, all rotated at their current positions: dynamic
+        # frequencies, or a streaming cache's positions (they move as entries are evicted)
+        rerotate = cache is not None and (self.streams(cache) or self.pe.kv_policy == "rerotate")
+        if not rerotate:
+            q, k = self.pe.rotate(q, k, pos, pos, ctx=ctx)
+        masks = self.mask_inputs(B, T, x, padding_mask, segment_ids, cache)
+        new = self.keys_type(k, v, self.batch_positions(pos, B, ctx.axes), *masks)
+        keys = new if cache is None else cache.append(new)
+        if rerotate:  # the cache holds unrotated keys: rotate all with the current frequencies
+            q, k_all = self.pe.rotate(q, keys.k, pos, ctx.k_pos, ctx=ctx)  # (B, Hkv, L, D)
+            keys = keys._replace(k=k_all)
+        allowed = None  # nothing masked beyond the causal or bidirectional mask
+        if not self.plain(padding_mask, segment_ids, offset):
+            allowed = allowed_keys(
+                keys.valid, new.segment, keys.segment, causal=self.causal, offset=offset
+            )  # (B, 1, T, L)
+        out = self.attend(q, keys, ctx, allowed, offset)  # (B, H, T, D)
+        return self.proj(out.swapaxes(1, 2).reshape(B, T, C))  # (B, T, C)
+
+    def project_memory(
+        self, memory: Any, pos: Any, padding_mask: Any = None, *, axes: int = 1
+    ) -> Any:
+        """Cross-attention keys and values of an encoder output ``memory`` (B, S, C), projected
+        once per source by the key/value rows of ``qkv`` (the query rows project the decoder's
+        states in ``cross``), at source positions ``pos`` (S,) | (B, S) (an encoder of
+        ``axes`` A > 1 position axes: (S, A) | (B, S, A)); ``padding_mask`` (B, S) bool, True
+        for real tokens. Keys are kept unrotated: ``cross`` rotates them (only when its
+        encoding rotates) together with the queries."""
+        pos = check_memory(
+            memory,
+            pos,
+            self.d_model,
+            axes=axes,
+            ndim=self.check_ndim,
+            positions=self.check_positions,
+        )
+        B, S, _ = memory.shape
+        k, v = self.project_keys(memory)  # (B, Hkv, S, D) x2
+        valid, segment = self.mask_inputs(B, S, memory, padding_mask, None, None)
+        keys = self.keys_type(k, v, self.batch_positions(pos, B, axes), valid, segment)
+        return self.memory_type(keys, padding_mask)
+
+    def cross(self, x: Any, memory: Any, pos: Any = None, *, ctx: Any = None) -> Any:
+        """Cross-attention of decoder states x (B, T, C) over an encoder's ``memory``: queries
+        projected by the query rows of ``qkv``, keys and values those of ``memory``; no
+        causal mask, padded source tokens masked. The encoding's hooks see the queries at their
+        positions ``pos`` (T,) | (B, T) (default 0..T-1) and the keys at their source positions
+        (the context's q_pos and k_pos; ``ctx`` = ``pe.prepare(pos, memory positions)``, made
+        here when not given): an ``EncoderDecoder`` gives its cross-attention NoPE, or its
+        decoder's rotation when asked (``cross_rotation``). Returns (B, T, C)."""
+        check_cross(x, memory, self.memory_type, self.d_model, self.causal, ndim=self.check_ndim)
+        B, T, C = x.shape
+        keys = memory.keys
+        if ctx is None:
+            pos = self.default_positions(T, x) if pos is None else pos
+            pos = self.check_positions(pos, "pos")
+            check_positions_match(pos, B, T, "pos")
+            ctx = self.pe.prepare(pos, keys.pos)
+        else:
+            check_cross_context(ctx, pos, T, keys.pos)
+        q = self.project_queries(x)  # (B, H, T, D)
+        q, k = self.pe.rotate(q, keys.k, ctx.q_pos, ctx.k_pos, ctx=ctx)  # (B, H|Hkv, T|S, D)
+        allowed = None
+        if memory.padding_mask is not None or not self.plain(None, None, 0):
+            xp = namespace(keys.segment)
+            q_segment = xp.zeros((B, T), dtype=keys.segment.dtype, device=device_of(x))
+            allowed = allowed_keys(keys.valid, q_segment, keys.segment, causal=False)  # (B,1,T,S)
+        out = self.attend(q, keys._replace(k=k), ctx, allowed, 0)  # (B, H, T, D)
+        return self.proj(out.swapaxes(1, 2).reshape(B, T, C))  # (B, T, C)
