@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..encodings.attention_flow import explicit_attention
 from ..encodings.context import PositionContext
 from .fire_fused import fire_fused_attention
 from .flex import flex_bias_attention, flex_runs_on
@@ -242,24 +244,23 @@ def _explicit(
     allowed: Tensor | None,
     ctx: PositionContext,
 ) -> Tensor:
-    """softmax(q kᵀ/√D + bias + relative terms) v (+ relative values) for one query block.
+    """``explicit_attention`` of one query block (causal: the block's own mask).
     Shapes: q (B, H, T, D); k, v (B, H, L, D) (heads already repeated) -> (B, H, T, D)."""
-    pe = layer.pe
-    scores = (q / math.sqrt(layer.head_dim)) @ k.transpose(-2, -1)  # (B, H, T, L)
-    bias = pe.bias(q_pos, k_pos, ctx=ctx) if pe.capabilities.bias != "none" else None
-    if bias is not None:
-        scores = scores + bias  # (B|1, H|1, T, L)
     if allowed is None and layer.causal:
         allowed = _causal(q.shape[2], k.shape[2], q.device)
-    if allowed is not None:
-        scores = scores.masked_fill(~allowed, float("-inf"))
-    scores = pe.relative_logits(scores, q, k, q_pos, k_pos, ctx=ctx)
-    work = torch.promote_types(scores.dtype, torch.float32)  # float64 stays float64
-    probs = torch.softmax(scores.to(work), dim=-1).to(q.dtype)
-    probs = F.dropout(probs, layer.dropout, layer.training)
-    out = probs @ v  # (B, H, T, D)
-    extra = pe.relative_values(probs, q_pos, k_pos, ctx=ctx)
-    return out if extra is None else out + extra
+    dropout = partial(F.dropout, p=layer.dropout, training=layer.training)
+    return explicit_attention(
+        layer.pe,
+        q,
+        k,
+        v,
+        allowed,
+        ctx,
+        (q_pos, k_pos),
+        head_dim=layer.head_dim,
+        softmax=partial(torch.softmax, dim=-1),
+        dropout=dropout,
+    )
 
 
 def _causal(T: int, L: int, device: torch.device) -> Tensor:

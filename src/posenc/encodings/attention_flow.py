@@ -28,6 +28,8 @@ Shapes: x (B, T, C); q (B, H, T, D); keys (B, Hkv, L, D) (L = cached + new); mas
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
 from .._validate import (
@@ -165,3 +167,41 @@ class AttentionFlow:
             allowed = allowed_keys(keys.valid, q_segment, keys.segment, causal=False)  # (B,1,T,S)
         out = self.attend(q, keys._replace(k=k), ctx, allowed, 0)  # (B, H, T, D)
         return self.proj(out.swapaxes(1, 2).reshape(B, T, C))  # (B, T, C)
+
+
+def explicit_attention(
+    pe: Any,
+    q: Any,
+    k: Any,
+    v: Any,
+    allowed: Any,
+    ctx: Any,
+    positions: tuple[Any, Any],
+    *,
+    head_dim: int,
+    softmax: Callable[[Any], Any],
+    dropout: Callable[[Any], Any],
+) -> Any:
+    """softmax(q kᵀ / √D + bias, masked, then the relative terms) v + relative values: the
+    encoding ``pe``'s hooks at ``positions`` (q_pos, k_pos) in the order of
+    ``posenc.encodings.base``, for one query block (torch) or call (Flax).
+
+    Shapes: q (B, H, T, D); k, v (B, H, L, D) (key heads repeated); ``allowed`` bool,
+    broadcastable to (B, H, T, L), or None (nothing masked) -> (B, H, T, D). ``softmax`` runs
+    over the last axis of float32 (or wider) scores; the weights return to q's dtype, then
+    ``dropout``. D = ``head_dim``, not q's width (PoPE doubles it).
+    """
+    xp = namespace(q, k)
+    q_pos, k_pos = positions
+    scores = (q / math.sqrt(head_dim)) @ k.swapaxes(-2, -1)  # (B, H, T, L)
+    bias = pe.bias(q_pos, k_pos, ctx=ctx)  # (B|1, H|1, T, L) or None
+    if bias is not None:
+        scores = scores + bias
+    if allowed is not None:
+        scores = xp.where(allowed, scores, -math.inf)
+    scores = pe.relative_logits(scores, q, k, q_pos, k_pos, ctx=ctx)
+    work = xp.result_type(scores.dtype, xp.float32)  # float64 stays float64
+    probs = dropout(xp.astype(softmax(xp.astype(scores, work, copy=False)), q.dtype, copy=False))
+    out = probs @ v  # (B, H, T, D)
+    extra = pe.relative_values(probs, q_pos, k_pos, ctx=ctx)
+    return out if extra is None else out + extra

@@ -4,7 +4,7 @@ encoding's relative terms, softmax in float32 or wider, relative values, project
 
 from __future__ import annotations
 
-import math
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -16,7 +16,7 @@ from .._validate import (
     check_positions_given,
     check_positions_match,
 )
-from ..encodings.attention_flow import AttentionFlow
+from ..encodings.attention_flow import AttentionFlow, explicit_attention
 from ..encodings.configs import AttentionConfig
 from ..functional.masks import mask_inputs as default_masks
 from .base import (
@@ -160,15 +160,16 @@ class Attention(AttentionFlow, nnx.Module):
     ) -> Array:
         groups = self.n_heads // self.n_kv_heads
         k, v = (jnp.repeat(x, groups, axis=1) for x in (keys.k, keys.v))  # (B, H, L, D)
-        q_pos, k_pos = ctx.q_pos, ctx.k_pos
-        scores = (q @ jnp.swapaxes(k, -2, -1)) / math.sqrt(self.head_dim)  # (B, H, T, L)
-        bias = self.pe.bias(q_pos, k_pos, ctx=ctx)  # (B|1, H|1, T, L) or None
-        if bias is not None:
-            scores = scores + bias.astype(scores.dtype)
-        scores = jnp.where(allowed, scores, -jnp.inf)
-        scores = self.pe.relative_logits(scores, q, k, q_pos, k_pos, ctx=ctx)
-        work = jnp.promote_types(scores.dtype, jnp.float32)  # bf16 logits: softmax in float32
-        probs = self.drop(jax.nn.softmax(scores.astype(work), axis=-1).astype(q.dtype))
-        out = probs @ v  # (B, H, T, D)
-        extra = self.pe.relative_values(probs, q_pos, k_pos, ctx=ctx)
-        return out if extra is None else out + extra
+        softmax = partial(jax.nn.softmax, axis=-1)
+        return explicit_attention(
+            self.pe,
+            q,
+            k,
+            v,
+            allowed,
+            ctx,
+            (ctx.q_pos, ctx.k_pos),
+            head_dim=self.head_dim,
+            softmax=softmax,
+            dropout=self.drop,
+        )
