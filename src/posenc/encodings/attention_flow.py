@@ -39,7 +39,7 @@ from .._validate import (
     check_memory,
     check_positions_match,
 )
-from ..functional._xp import device_of, namespace
+from ..functional._xp import astype, at_least_float32, device_of, fill_outside, namespace
 from ..functional.masks import allowed_keys
 
 
@@ -191,17 +191,16 @@ def explicit_attention(
     over the last axis of float32 (or wider) scores; the weights return to q's dtype, then
     ``dropout``. D = ``head_dim``, not q's width (PoPE doubles it).
     """
-    xp = namespace(q, k)
     q_pos, k_pos = positions
     scores = (q / math.sqrt(head_dim)) @ k.swapaxes(-2, -1)  # (B, H, T, L)
     bias = pe.bias(q_pos, k_pos, ctx=ctx)  # (B|1, H|1, T, L) or None
     if bias is not None:
         scores = scores + bias
     if allowed is not None:
-        scores = xp.where(allowed, scores, -math.inf)
+        scores = fill_outside(scores, allowed, -math.inf)
     scores = pe.relative_logits(scores, q, k, q_pos, k_pos, ctx=ctx)
-    work = xp.result_type(scores.dtype, xp.float32)  # float64 stays float64
-    probs = dropout(xp.astype(softmax(xp.astype(scores, work, copy=False)), q.dtype, copy=False))
+    work = at_least_float32(scores)  # float64 stays float64
+    probs = dropout(astype(softmax(astype(scores, work)), q.dtype))
     out = probs @ v  # (B, H, T, D)
     extra = pe.relative_values(probs, q_pos, k_pos, ctx=ctx)
     return out if extra is None else out + extra

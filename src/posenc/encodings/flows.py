@@ -22,7 +22,7 @@ from .._validate import (
     check_real_floating,
     check_scores,
 )
-from ..functional._xp import namespace, widest_int
+from ..functional._xp import astype, at_least_float32, namespace, widest_int
 from .context import shared_for
 
 #: A hook's ``ctx``: the framework's ``PositionContext`` or None.
@@ -164,9 +164,8 @@ class BiasFlow(Supplied):
             q_pos = self.check_positions(q_pos, "q_pos")
             k_pos = self.check_positions(k_pos, "k_pos")
             check_position_batches(q_pos, k_pos)
-        xp = namespace(q_pos, k_pos)
-        q_pos, k_pos = (xp.astype(p, widest_int(xp), copy=False) for p in (q_pos, k_pos))
-        return as_4d(self.formula(q_pos, k_pos))  # (B|1, H, Tq, Tk)
+        wide = widest_int(namespace(q_pos, k_pos))
+        return as_4d(self.formula(astype(q_pos, wide), astype(k_pos, wide)))  # (B|1, H, Tq, Tk)
 
     def formula(self, q_pos: Any, k_pos: Any) -> Any:
         """The bias (H, Tq, Tk) or (B, H, Tq, Tk) of checked positions."""
@@ -256,12 +255,7 @@ class CoPEFlow(RelativeFlow):
     the scores' wider dtype."""
 
     def extra_logits(self, scores: Any, q: Any, k: Any, q_pos: Any, k_pos: Any, ctx: Ctx) -> Any:
-        xp = namespace(scores, q)
-        work = xp.result_type(scores.dtype, xp.float32)  # fractional counts need >= fp32
-        positions = PF.cope_positions(
-            xp.astype(scores, work, copy=False), n_positions=self.config.n_positions
-        )  # like scores
-        per_position = (
-            xp.astype(q, work, copy=False) @ self.param("pos_emb", work).T
-        )  # (B, H, Tq, P)
-        return xp.astype(PF.cope_interpolate(positions, per_position), scores.dtype, copy=False)
+        work = at_least_float32(scores)  # fractional counts need >= fp32
+        positions = PF.cope_positions(astype(scores, work), n_positions=self.config.n_positions)
+        per_position = astype(q, work) @ self.param("pos_emb", work).T  # (B, H, Tq, P)
+        return astype(PF.cope_interpolate(positions, per_position), scores.dtype)

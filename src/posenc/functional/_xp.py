@@ -50,6 +50,31 @@ def device_of(x: Any) -> Any:
     return array_api_compat.device(x)
 
 
+def astype(x: Any, dtype: Any) -> Any:
+    """x in ``dtype``, x itself where it has that dtype already (torch: ``Tensor.to``;
+    array-api-compat's ``astype`` copies by default, through wrappers a forward pays for)."""
+    if isinstance(x, torch.Tensor):
+        return x if x.dtype == dtype else x.to(dtype)
+    return namespace(x).astype(x, dtype, copy=False)
+
+
+def at_least_float32(x: Any) -> Any:
+    """float32, or x's dtype where wider (float64): the dtype softmax and fractional counts
+    run in (bfloat16 and float16 would round them)."""
+    if isinstance(x, torch.Tensor):
+        return torch.promote_types(x.dtype, torch.float32)
+    xp = namespace(x)
+    return xp.result_type(x.dtype, xp.float32)
+
+
+def fill_outside(x: Any, allowed: Any, value: float) -> Any:
+    """x where the boolean ``allowed`` (broadcastable to x) holds, ``value`` elsewhere
+    (torch: one ``masked_fill``)."""
+    if isinstance(x, torch.Tensor):
+        return x.masked_fill(~allowed, value)
+    return namespace(x).where(allowed, x, value)
+
+
 def clip(x: Any, low: float | None = None, high: float | None = None) -> Any:
     """min(max(x, low), high) elementwise (either bound may be None).
 
