@@ -142,12 +142,20 @@ def check_scores(scores: Any, q: Any, k: Any) -> None:
         )
 
 
-def check_mask_tensor(x: Any, what: str, kind: str, shape: tuple[int, int] | None = None) -> None:
-    """Raise unless ``x`` is a torch tensor (B, T), of ``shape`` if given, with a bool dtype
-    (``kind`` "bool": padding masks) or an integer or bool one ("integer": segment ids)."""
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{what} must be a {kind} torch.Tensor (B, T), got {type(x).__name__}")
-    if kind == "bool":
+def check_mask_tensor(
+    x: Any, what: str, kind: str, shape: tuple[int, int] | None = None, *, arrays: bool = False
+) -> None:
+    """Raise unless ``x`` is a torch tensor (B, T) (any array with ``arrays``: NumPy, JAX), of
+    ``shape`` if given, with a bool dtype (``kind`` "bool": padding masks) or an integer one
+    ("integer": segment ids; torch's may be bool)."""
+    tensor = isinstance(x, Tensor)
+    if not (tensor or (arrays and hasattr(x, "dtype") and hasattr(x, "shape"))):
+        noun = "array" if arrays else "torch.Tensor"
+        raise TypeError(f"{what} must be a {kind} {noun} (B, T), got {type(x).__name__}")
+    if not tensor:
+        xp = array_api_compat.array_namespace(x)
+        dtype_ok = xp.isdtype(x.dtype, "bool" if kind == "bool" else "integral")
+    elif kind == "bool":
         dtype_ok = x.dtype == torch.bool
     else:
         dtype_ok = not (x.dtype.is_floating_point or x.dtype.is_complex)
@@ -155,8 +163,8 @@ def check_mask_tensor(x: Any, what: str, kind: str, shape: tuple[int, int] | Non
         want = "(B, T)" if shape is None else str(shape)
         article = "an" if kind[0] in "aeiou" else "a"
         raise ValueError(
-            f"{what} must be {article} {kind} tensor of shape {want}, got {x.dtype} "
-            f"{tuple(x.shape)}"
+            f"{what} must be {article} {kind} {'tensor' if tensor else 'array'} of shape "
+            f"{want}, got {x.dtype} {tuple(x.shape)}"
         )
 
 

@@ -15,7 +15,6 @@ from ..encodings.attention_flow import AttentionFlow
 from ..encodings.base import PositionalEncoding, batch_positions, default_positions
 from ..encodings.context import PositionContext
 from .backends import Call, attend
-from .inputs import mask_inputs
 from .kv_cache import CachedKeys
 
 if TYPE_CHECKING:
@@ -48,7 +47,6 @@ class CrossAttention(AttentionFlow, nn.Module):
     memory_type = Memory
     check_ndim = staticmethod(check_ndim)
     check_positions = staticmethod(check_positions)
-    mask_inputs = staticmethod(mask_inputs)
     batch_positions = staticmethod(batch_positions)
 
     def default_positions(self, T: int, x: Tensor) -> Tensor:

@@ -1,6 +1,6 @@
 """What one attention forward is handed, checked once where it enters: the forward's position
-context (``new_context``), the keys' validity and segments (``mask_inputs``), and whether a
-streaming cache can take the encoding (``check_streamable``)."""
+context (``new_context``) and whether a streaming cache can take the encoding
+(``check_streamable``); the keys' validity and segments: ``attention_flow.mask_inputs``."""
 
 from __future__ import annotations
 
@@ -8,33 +8,13 @@ import torch
 from torch import Tensor
 
 from .._validate import (
-    check_mask_tensor,
     check_positions,
     check_positions_given,
     check_positions_match,
 )
 from ..encodings.base import PositionalEncoding, batch_positions, default_positions
 from ..encodings.context import PositionContext
-from ..functional import masks, torch_xp
 from .kv_cache import KVCache
-
-
-def mask_inputs(
-    B: int,
-    T: int,
-    x: Tensor,
-    padding_mask: Tensor | None,
-    segment_ids: Tensor | None,
-    cache: KVCache | None = None,
-) -> tuple[Tensor, Tensor]:
-    """``functional.masks.mask_inputs`` of the masks given (checked) or the defaults, on x's
-    device: validity (B, T) bool and segment ids (B, T) int64."""
-    if padding_mask is not None:
-        check_mask_tensor(padding_mask, "padding_mask", "bool", (B, T))
-    if segment_ids is not None:
-        check_mask_tensor(segment_ids, "segment_ids", "integer", (B, T))
-    last = None if cache is None else cache.last_segment()  # (B, 1) or None
-    return masks.mask_inputs(B, T, padding_mask, segment_ids, last, xp=torch_xp, device=x.device)
 
 
 def new_context(

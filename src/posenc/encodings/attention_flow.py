@@ -16,8 +16,7 @@ A framework's class inherits ``AttentionFlow`` first and supplies:
   streaming cache cannot take);
 - ``_project(x)`` -> q (B, H, T, D), k, v (B, Hkv, T, D); ``project_queries(x)`` -> q;
   ``project_keys(memory)`` -> k, v (B, Hkv, S, D) (the query and the key/value rows of ``qkv``);
-- ``mask_inputs(B, T, like, padding_mask, segment_ids, cache)`` -> validity and segment ids
-  (B, T), checked; ``batch_positions(pos, B, axes)``;
+- ``batch_positions(pos, B, axes)``;
 - ``plain(padding_mask, segment_ids, offset)``: True where the causal or bidirectional mask
   alone applies, so ``attend`` is given no mask (None);
 - ``attend(q, keys, ctx, allowed, offset)`` -> (B, H, T, D);
@@ -32,13 +31,17 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from torch import Tensor
+
 from .._validate import (
     check_context,
     check_cross,
     check_cross_context,
+    check_mask_tensor,
     check_memory,
     check_positions_match,
 )
+from ..functional import masks
 from ..functional._xp import astype, at_least_float32, device_of, fill_outside, namespace
 from ..functional.masks import allowed_keys
 
@@ -64,7 +67,6 @@ class AttentionFlow:
     _project: Any
     project_queries: Any
     project_keys: Any
-    mask_inputs: Any
     batch_positions: Any
     plain: Any
     attend: Any
@@ -103,8 +105,8 @@ class AttentionFlow:
         rerotate = cache is not None and (self.streams(cache) or self.pe.kv_policy == "rerotate")
         if not rerotate:
             q, k = self.pe.rotate(q, k, pos, pos, ctx=ctx)
-        masks = self.mask_inputs(B, T, x, padding_mask, segment_ids, cache)
-        new = self.keys_type(k, v, self.batch_positions(pos, B, ctx.axes), *masks)
+        valid, segment = mask_inputs(B, T, x, padding_mask, segment_ids, cache)
+        new = self.keys_type(k, v, self.batch_positions(pos, B, ctx.axes), valid, segment)
         keys = new if cache is None else cache.append(new)
         if rerotate:  # the cache holds unrotated keys: rotate all with the current frequencies
             q, k_all = self.pe.rotate(q, keys.k, pos, ctx.k_pos, ctx=ctx)  # (B, Hkv, L, D)
@@ -136,7 +138,7 @@ class AttentionFlow:
         )
         B, S, _ = memory.shape
         k, v = self.project_keys(memory)  # (B, Hkv, S, D) x2
-        valid, segment = self.mask_inputs(B, S, memory, padding_mask, None, None)
+        valid, segment = mask_inputs(B, S, memory, padding_mask, None)
         keys = self.keys_type(k, v, self.batch_positions(pos, B, axes), valid, segment)
         return self.memory_type(keys, padding_mask)
 
@@ -167,6 +169,27 @@ class AttentionFlow:
             allowed = allowed_keys(keys.valid, q_segment, keys.segment, causal=False)  # (B,1,T,S)
         out = self.attend(q, keys._replace(k=k), ctx, allowed, 0)  # (B, H, T, D)
         return self.proj(out.swapaxes(1, 2).reshape(B, T, C))  # (B, T, C)
+
+
+def mask_inputs(
+    B: int, T: int, like: Any, padding_mask: Any, segment_ids: Any, cache: Any = None
+) -> tuple[Any, Any]:
+    """``functional.masks.mask_inputs`` of the masks given, checked (``padding_mask`` (B, T)
+    bool, ``segment_ids`` (B, T) integer: torch tensors where ``like`` is one, else any array,
+    taken into ``like``'s namespace), or the defaults, on ``like``'s device, after the entries
+    of ``cache`` (None: nothing cached): validity (B, T) bool and segment ids (B, T) int64 (the
+    widest int)."""
+    xp, arrays = namespace(like), not isinstance(like, Tensor)
+    if padding_mask is not None:
+        check_mask_tensor(padding_mask, "padding_mask", "bool", (B, T), arrays=arrays)
+    if segment_ids is not None:
+        check_mask_tensor(segment_ids, "segment_ids", "integer", (B, T), arrays=arrays)
+    if arrays:  # NumPy masks for JAX inputs
+        padding_mask, segment_ids = (
+            None if m is None else xp.asarray(m) for m in (padding_mask, segment_ids)
+        )
+    last = None if cache is None else cache.last_segment()  # (B, 1) or None
+    return masks.mask_inputs(B, T, padding_mask, segment_ids, last, xp=xp, device=device_of(like))
 
 
 def explicit_attention(

@@ -18,7 +18,6 @@ from .._validate import (
 )
 from ..encodings.attention_flow import AttentionFlow, explicit_attention
 from ..encodings.configs import AttentionConfig
-from ..functional.masks import mask_inputs as default_masks
 from .base import (
     PositionalEncoding,
     PositionContext,
@@ -55,30 +54,6 @@ def context(
     return pe.prepare(pos, keys)
 
 
-def mask_inputs(
-    B: int,
-    T: int,
-    like: Array,
-    padding_mask: Array | None,
-    segment_ids: Array | None,
-    cache: KVCache | None = None,
-) -> tuple[Array, Array]:
-    """As torch's: ``PF.mask_inputs`` of the masks given (checked) or the defaults."""
-    for x, what, kind, dtype in (
-        (padding_mask, "padding_mask", "a bool", jnp.bool_),
-        (segment_ids, "segment_ids", "an integer", jnp.integer),
-    ):
-        if x is not None and (tuple(x.shape) != (B, T) or not jnp.issubdtype(x.dtype, dtype)):
-            raise ValueError(
-                f"{what} must be {kind} array of shape ({B}, {T}), got {x.dtype} {tuple(x.shape)}"
-            )
-    padding_mask, segment_ids = (
-        None if x is None else jnp.asarray(x) for x in (padding_mask, segment_ids)
-    )
-    last = None if cache is None else cache.last_segment()  # (B, 1) or None
-    return default_masks(B, T, padding_mask, segment_ids, last, xp=jnp)
-
-
 class Attention(AttentionFlow, nnx.Module):
     """As torch's ``Attention`` (one explicit path: no query blocks or fused backends), with
     parameters ``qkv`` (C -> C + 2·Hkv·D) and ``proj`` (C -> C); dropout acts on the attention
@@ -108,7 +83,6 @@ class Attention(AttentionFlow, nnx.Module):
 
     check_ndim = staticmethod(check_ndim)
     batch_positions = staticmethod(batch_positions)
-    mask_inputs = staticmethod(mask_inputs)
     check_positions = staticmethod(check_positions)
 
     def new_context(
