@@ -21,7 +21,7 @@ from ..registry import register
 from .base import PositionalEncoding
 from .capabilities import Capabilities
 from .configs import ALiBiConfig, FIREConfig, KerpleConfig, T5Config
-from .flows import BiasFlow
+from .flows import BiasFlow, KerpleFlow, T5Flow
 
 
 def _exact(like: Tensor) -> AbstractContextManager[Any]:
@@ -78,7 +78,7 @@ class ALiBi(BiasFlow, PositionalEncoding):
 
 
 @register("t5", family="bias", paper="Raffel et al., arXiv:1910.10683", year=2020)
-class T5Bias(BiasFlow, PositionalEncoding):
+class T5Bias(T5Flow, PositionalEncoding):
     """T5 relative attention bias (Raffel et al. 2020): logits_ij + W[bucket(j - i), h].
 
     ``PF.t5_relative_bucket`` maps key-minus-query offsets to ``num_buckets`` buckets, exact
@@ -100,29 +100,13 @@ class T5Bias(BiasFlow, PositionalEncoding):
     def reset_parameters(self) -> None:
         nn.init.normal_(self.weight, std=self.init_std)
 
-    def buckets(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
-        """int64 bucket (..., Tq, Tk) of each key-minus-query offset."""
-        relative = -PF.relative_offsets(q_pos, k_pos)  # key - query, T5's sign
-        return PF.t5_relative_bucket(
-            relative,
-            bidirectional=self.bidirectional,
-            num_buckets=self.num_buckets,
-            max_distance=self.max_distance,
-        )
-
-    def formula(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
-        table = self.weight.to(work_dtype(self.weight))
-        values = F.embedding(self.buckets(q_pos, k_pos), table)  # (..., Tq, Tk, H)
-        return values.movedim(-1, -3)  # (H, Tq, Tk) | (B, H, Tq, Tk)
-
-
-def clamp_straight_through(x: Tensor, low: float, high: float | None = None) -> Tensor:
-    """clamp(x, low, high) in value, identity in gradient, so a clamped parameter can recover."""
-    return x + (x.clamp(low, high) - x).detach()
+    def lookup(self, table: Tensor, index: Tensor) -> Tensor:
+        """table[index] by ``F.embedding`` (its backward accumulates rows densely)."""
+        return F.embedding(index, table)
 
 
 @register("kerple", family="bias", paper="Chi et al., arXiv:2205.09921", year=2022)
-class Kerple(BiasFlow, PositionalEncoding):
+class Kerple(KerpleFlow, PositionalEncoding):
     """Kernelized relative positional bias (Chi et al. 2022), d = |i - j|, per head h:
 
     "log":   -r1·log(1 + r2·d),  r1, r2 >= eps;      "power": -r1·d^r2,  r1 >= eps, eps <= r2 <= 2.
@@ -135,6 +119,7 @@ class Kerple(BiasFlow, PositionalEncoding):
 
     capabilities = Capabilities(bias="offset")
     config_class = KerpleConfig
+    stop_gradient = staticmethod(Tensor.detach)
 
     def __init__(self, **config: Any) -> None:
         super().__init__(**config)
@@ -150,17 +135,6 @@ class Kerple(BiasFlow, PositionalEncoding):
                     p.uniform_(0.0, scale)
                 else:
                     p.fill_(init)
-
-    def kernel_parameters(self) -> tuple[Tensor, Tensor]:
-        """r1, r2 (H,) clamped to their ranges, in float32 or wider."""
-        dtype = work_dtype(self.r1)
-        r1 = clamp_straight_through(self.r1.to(dtype), self.eps)
-        r2 = clamp_straight_through(self.r2.to(dtype), self.eps, self.r2_max)
-        return r1, r2
-
-    def formula(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
-        r1, r2 = self.kernel_parameters()
-        return PF.kerple_bias(q_pos, k_pos, r1, r2, variant=self.variant)
 
 
 @register("fire", family="bias", paper="Li et al., arXiv:2310.04418", year=2023)

@@ -22,7 +22,7 @@ from .._validate import (
     check_real_floating,
     check_scores,
 )
-from ..functional._xp import astype, at_least_float32, namespace, widest_int
+from ..functional._xp import astype, at_least_float32, clip, move_axis, namespace, widest_int
 from .context import shared_for
 
 #: A hook's ``ctx``: the framework's ``PositionContext`` or None.
@@ -170,6 +170,53 @@ class BiasFlow(Supplied):
     def formula(self, q_pos: Any, k_pos: Any) -> Any:
         """The bias (H, Tq, Tk) or (B, H, Tq, Tk) of checked positions."""
         raise NotImplementedError
+
+
+class T5Flow(BiasFlow):
+    """T5's bias W[bucket(j - i), h] from the table ``weight`` W (num_buckets, H), read in
+    float32 or wider by ``lookup(table, index)`` -> table[index] (index (..., Tq, Tk) ->
+    (..., Tq, Tk, H))."""
+
+    lookup: Any
+
+    def buckets(self, q_pos: Any, k_pos: Any) -> Any:
+        """Integer bucket (..., Tq, Tk) of each key-minus-query offset."""
+        c = self.config
+        return PF.t5_relative_bucket(
+            -PF.relative_offsets(q_pos, k_pos),  # key - query, T5's sign
+            bidirectional=c.bidirectional,
+            num_buckets=c.num_buckets,
+            max_distance=c.max_distance,
+        )
+
+    def formula(self, q_pos: Any, k_pos: Any) -> Any:
+        table = self.param("weight")
+        values = self.lookup(astype(table, at_least_float32(table)), self.buckets(q_pos, k_pos))
+        return move_axis(values, -1, -3)  # (..., Tq, Tk, H) -> (H, Tq, Tk) | (B, H, Tq, Tk)
+
+
+class KerpleFlow(BiasFlow):
+    """Kerple's bias of r1, r2 (H,) learned, clamped to their ranges with a straight-through
+    gradient (``stop_gradient(x)``: x cut from the gradient)."""
+
+    stop_gradient: Any
+
+    def clamp_straight_through(self, x: Any, low: float, high: float | None = None) -> Any:
+        """clamp(x, low, high) in value, identity in gradient, so a clamped parameter can
+        recover."""
+        return x + self.stop_gradient(clip(x, low, high) - x)
+
+    def kernel_parameters(self) -> tuple[Any, Any]:
+        """r1, r2 (H,) clamped to their ranges, in float32 or wider."""
+        c, r1, r2 = self.config, self.param("r1"), self.param("r2")
+        dtype = at_least_float32(r1)
+        r1 = self.clamp_straight_through(astype(r1, dtype), c.eps)
+        r2 = self.clamp_straight_through(astype(r2, dtype), c.eps, c.r2_max)
+        return r1, r2
+
+    def formula(self, q_pos: Any, k_pos: Any) -> Any:
+        r1, r2 = self.kernel_parameters()
+        return PF.kerple_bias(q_pos, k_pos, r1, r2, variant=self.config.variant)
 
 
 class RelativeFlow(Supplied):

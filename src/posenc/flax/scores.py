@@ -16,7 +16,14 @@ from flax import nnx
 
 from .. import functional as PF
 from ..encodings import configs
-from ..encodings.flows import BiasFlow, CoPEFlow, ShawFlow, TransformerXLFlow
+from ..encodings.flows import (
+    BiasFlow,
+    CoPEFlow,
+    KerpleFlow,
+    ShawFlow,
+    T5Flow,
+    TransformerXLFlow,
+)
 from .base import (
     Ctx,
     PositionalEncoding,
@@ -47,36 +54,22 @@ class ALiBi(BiasFlow, PositionalEncoding):
 
 
 @register(configs.T5Config)
-class T5Bias(BiasFlow, PositionalEncoding):
+class T5Bias(T5Flow, PositionalEncoding):
     """As torch's ``T5Bias``: W ``weight`` (num_buckets, H) ~ N(0, init_std²)."""
 
     def setup(self, rngs: nnx.Rngs) -> None:
         shape = (self.num_buckets, self.n_heads)
         self.weight = nnx.Param(self.init_std * jax.random.normal(rngs.params(), shape))
 
-    def buckets(self, q_pos: Array, k_pos: Array) -> Array:
-        """Integer bucket (..., Tq, Tk) of each key-minus-query offset."""
-        return PF.t5_relative_bucket(
-            -PF.relative_offsets(q_pos, k_pos),
-            bidirectional=self.bidirectional,
-            num_buckets=self.num_buckets,
-            max_distance=self.max_distance,
-        )
-
-    def formula(self, q_pos: Array, k_pos: Array) -> Array:
-        table = self.weight[...]
-        values = table.astype(work_dtype(table))[self.buckets(q_pos, k_pos)]  # (..., Tq, Tk, H)
-        return jnp.moveaxis(values, -1, -3)
-
-
-def clamp_straight_through(x: Array, low: float, high: float | None = None) -> Array:
-    """clamp(x, low, high) in value, identity in gradient."""
-    return x + jax.lax.stop_gradient(jnp.clip(x, low, high) - x)
+    def lookup(self, table: Array, index: Array) -> Array:
+        return table[index]
 
 
 @register(configs.KerpleConfig)
-class Kerple(BiasFlow, PositionalEncoding):
+class Kerple(KerpleFlow, PositionalEncoding):
     """As torch's ``Kerple``: r1, r2 (H,) learned, clamped with a straight-through gradient."""
+
+    stop_gradient = staticmethod(jax.lax.stop_gradient)
 
     def setup(self, rngs: nnx.Rngs) -> None:
         self.r1, self.r2 = (
@@ -87,17 +80,6 @@ class Kerple(BiasFlow, PositionalEncoding):
             )
             for init, scale in zip((self.init_r1, self.init_r2), self.init_scales, strict=True)
         )
-
-    def kernel_parameters(self) -> tuple[Array, Array]:
-        """r1, r2 (H,) clamped to their ranges, float32 or wider."""
-        dtype = work_dtype(self.r1[...])
-        r1 = clamp_straight_through(self.r1[...].astype(dtype), self.eps)
-        r2 = clamp_straight_through(self.r2[...].astype(dtype), self.eps, self.r2_max)
-        return r1, r2
-
-    def formula(self, q_pos: Array, k_pos: Array) -> Array:
-        r1, r2 = self.kernel_parameters()
-        return PF.kerple_bias(q_pos, k_pos, r1, r2, variant=self.variant)
 
 
 def _torch_linear(n_in: int, n_out: int, rngs: nnx.Rngs) -> nnx.Linear:

@@ -67,6 +67,13 @@ def at_least_float32(x: Any) -> Any:
     return xp.result_type(x.dtype, xp.float32)
 
 
+def move_axis(x: Any, source: int, destination: int) -> Any:
+    """x with axis ``source`` moved to ``destination`` (torch: ``Tensor.movedim``)."""
+    if isinstance(x, torch.Tensor):
+        return x.movedim(source, destination)
+    return namespace(x).moveaxis(x, source, destination)
+
+
 def fill_outside(x: Any, allowed: Any, value: float) -> Any:
     """x where the boolean ``allowed`` (broadcastable to x) holds, ``value`` elsewhere
     (torch: one ``masked_fill``)."""
