@@ -75,6 +75,53 @@ class Supplied:
     check_positions: Any
     check_ndim: Any
     param: Any
+    prepare: Any
+
+
+class AbsoluteFlow(Supplied):
+    """An additive table: ``embed`` adds ``rows(pos)`` (..., C) in x's dtype. Unless a context
+    comes with them, x and the positions are checked (``check_embed(x, pos)``) and their values
+    (``check_values(pos)``: the table has a row for each); ``prepare`` checks the values once
+    per forward (every key was a query once)."""
+
+    check_embed: Any
+
+    def prepare(self, q_pos: Any, k_pos: Any = None) -> Any:
+        self.check_values(q_pos)
+        return super().prepare(q_pos, k_pos)
+
+    def check_values(self, pos: Any) -> None:
+        """Raise for positions the table has no row for (default: every position has one)."""
+
+    def embed(self, x: Any, pos: Any, *, ctx: Ctx = None) -> Any:
+        if ctx is None:
+            pos = self.check_embed(x, pos)
+            self.check_values(pos)
+        return x + astype(self.rows(pos), x.dtype)  # (B, T, C)
+
+    def rows(self, pos: Any) -> Any:
+        """The table's rows for positions (...,) | (..., A) -> (..., C)."""
+        raise NotImplementedError
+
+
+class SinusoidalFlow(AbsoluteFlow):
+    """x + scale·PE[p] for the fixed table ``table(pos)`` (float64, or the widest float)."""
+
+    def table(self, pos: Any) -> Any:
+        """PE rows for positions (...,) -> (..., C) (``PF.sinusoidal_table``)."""
+        return PF.sinusoidal_table(pos, self.config.dim, base=self.config.base)
+
+    def rows(self, pos: Any) -> Any:
+        pe, scale = self.table(pos), self.config.scale
+        return pe if scale == 1.0 else scale * pe
+
+
+class Sincos2DFlow(SinusoidalFlow):
+    """As ``SinusoidalFlow``, MAE's 2-D table at grid positions (..., 2)."""
+
+    def table(self, pos: Any) -> Any:
+        """PE rows for positions (..., 2) -> (..., C) (``PF.sincos_2d_table``)."""
+        return PF.sincos_2d_table(pos, self.config.dim, base=self.config.base)
 
 
 class XPosFlow(Supplied):

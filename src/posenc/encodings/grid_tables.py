@@ -11,23 +11,17 @@ from torch import Tensor, nn
 
 from .. import functional as PF
 from .._validate import (
-    check_embed,
     values_checked,
 )
 from ..registry import register
 from .base import PositionalEncoding
 from .capabilities import Capabilities
 from .configs import Learned2DConfig, Sincos2DConfig
-from .context import Ctx, PositionContext
-
-
-def _check_embed_inputs(x: Tensor, pos: Tensor, dim: int) -> Tensor:
-    """x (B, T, C) with C = ``dim``, positions (T, 2) | (B, T, 2) -> int64 positions."""
-    return check_embed(x, pos, dim, axes=2)
+from .flows import AbsoluteFlow, Sincos2DFlow
 
 
 @register("sincos_2d", family="additive", paper="He et al., arXiv:2111.06377", year=2022)
-class Sincos2D(PositionalEncoding):
+class Sincos2D(Sincos2DFlow, PositionalEncoding):
     """MAE's fixed 2-D sin-cos table added to patch embeddings (He et al. 2022, released code
     ``get_2d_sincos_pos_embed``): at grid position (y, x) (row, column),
 
@@ -41,18 +35,9 @@ class Sincos2D(PositionalEncoding):
     capabilities = Capabilities(embeds=True)
     config_class = Sincos2DConfig
 
-    def table(self, pos: Tensor) -> Tensor:
-        """PE rows for positions (..., 2) -> (..., C), float64."""
-        return PF.sincos_2d_table(pos, self.dim, base=self.base)
-
-    def embed(self, x: Tensor, pos: Tensor, *, ctx: Ctx = None) -> Tensor:
-        pos = pos if ctx is not None else _check_embed_inputs(x, pos, self.dim)
-        pe = self.table(pos)  # (T, C) | (B, T, C) float64
-        return x + (pe if self.scale == 1.0 else self.scale * pe).to(x.dtype)  # (B, T, C)
-
 
 @register("learned_2d", family="additive", paper="Dosovitskiy et al., arXiv:2010.11929", year=2021)
-class Learned2D(PositionalEncoding):
+class Learned2D(AbsoluteFlow, PositionalEncoding):
     """A learned table over a grid of ``grid`` = (rows, columns) patches, as ViT's position
     embedding (Dosovitskiy et al. 2021): x + W[y·columns + x] at grid position (y, x), W
     (rows·columns, C) initialised N(0, init_std²) (0.02, ViT's), rows in raster order.
@@ -74,15 +59,8 @@ class Learned2D(PositionalEncoding):
     def reset_parameters(self) -> None:
         nn.init.normal_(self.weight, std=self.config.init_std)
 
-    def prepare(self, q_pos: Tensor, k_pos: Tensor | None = None) -> PositionContext:
-        self._check_range(q_pos)  # once per forward (keys were queries once)
-        return super().prepare(q_pos, k_pos)
-
-    def embed(self, x: Tensor, pos: Tensor, *, ctx: Ctx = None) -> Tensor:
-        if ctx is None:
-            pos = self._check_range(_check_embed_inputs(x, pos, self.dim))
-        rows = pos[..., 0] * self.config.grid[1] + pos[..., 1]  # (T,) | (B, T) raster index
-        return x + self.weight[rows].to(x.dtype)  # (B, T, C)
+    def rows(self, pos: Tensor) -> Tensor:
+        return self.weight[pos[..., 0] * self.config.grid[1] + pos[..., 1]]  # raster order
 
     def resample_(
         self, grid: Sequence[int], *, mode: PF.ResampleMode = "bicubic", antialias: bool = True
@@ -99,9 +77,8 @@ class Learned2D(PositionalEncoding):
         self.__dict__["grid"] = new
         return self
 
-    def _check_range(self, pos: Tensor) -> Tensor:
-        """pos, after checking every position lies on the grid (where ``values_checked``)."""
+    def check_values(self, pos: Tensor) -> None:
+        """Every position lies on the grid (checked where ``values_checked``)."""
         if pos.numel() and values_checked(pos):
             y, x = pos[..., 0], pos[..., 1]
             self.config.check_rows(y.min(), y.max(), x.min(), x.max())
-        return pos

@@ -16,11 +16,10 @@ from flax import nnx
 from .. import functional as PF
 from ..encodings import configs
 from ..encodings.context import shared_for
-from ..encodings.flows import PoPEFlow, XPosFlow
+from ..encodings.flows import AbsoluteFlow, PoPEFlow, SinusoidalFlow, XPosFlow
 from .base import (
     Ctx,
     PositionalEncoding,
-    PositionContext,
     bounds,
     is_concrete,
     on_host_if,
@@ -35,37 +34,19 @@ class NoPE(PositionalEncoding):
     """As torch's ``NoPE``: identity hooks."""
 
 
-class Absolute(PositionalEncoding):
-    """An additive table on positions of ``axes`` axes: ``embed`` checks x and positions unless
-    a context (``prepare``, which checks the positions' values once) comes with them."""
-
-    def prepare(self, q_pos: Array, k_pos: Array | None = None) -> PositionContext:
-        self.check_values(q_pos)
-        return super().prepare(q_pos, k_pos)
+class Absolute(AbsoluteFlow, PositionalEncoding):
+    """An additive table on positions of ``axes`` axes (``posenc.encodings.flows``); the
+    values are checked where they are concrete (outside ``jax.jit``)."""
 
     def check_values(self, pos: Array) -> None:
         """Raise for positions the table has no row for (default: negative ones)."""
         if (b := bounds(pos)) is not None and b[0] < 0:
             raise ValueError(f"positions must be >= 0 for an absolute encoding, got min {b[0]}")
 
-    def embed(self, x: Array, pos: Array, *, ctx: Ctx = None) -> Array:
-        if ctx is None:
-            pos = self.check_embed(x, pos)
-            self.check_values(pos)
-        return x + self.rows(pos).astype(x.dtype)  # (B, T, C)
-
-    def rows(self, pos: Array) -> Array:
-        """The table's rows for positions (...,) | (..., A) -> (..., C)."""
-        raise NotImplementedError
-
 
 @register(configs.SinusoidalConfig)
-class Sinusoidal(Absolute):
+class Sinusoidal(SinusoidalFlow, Absolute):
     """As torch's ``Sinusoidal``; the table in the widest float JAX allows, cast to x's."""
-
-    def rows(self, pos: Array) -> Array:
-        pe = PF.sinusoidal_table(pos, self.dim, base=self.base)
-        return pe if self.scale == 1.0 else self.scale * pe
 
 
 class Table(Absolute):

@@ -16,12 +16,13 @@ from flax import nnx
 
 from .. import functional as PF
 from ..encodings import configs
+from ..encodings.flows import Sincos2DFlow
 from .base import (
     Ctx,
     PositionalEncoding,
     register,
 )
-from .encodings import Absolute, Table, rotate_at
+from .encodings import Table, rotate_at
 
 Array = jax.Array
 
@@ -105,15 +106,8 @@ class RoPEMixed(GridRotary):
 
 
 @register(configs.Sincos2DConfig)
-class Sincos2D(Absolute):
+class Sincos2D(Sincos2DFlow, PositionalEncoding):
     """As torch's ``Sincos2D``: rows at any grid positions."""
-
-    def check_values(self, pos: Array) -> None:
-        """Every position has a row."""
-
-    def rows(self, pos: Array) -> Array:
-        pe = PF.sincos_2d_table(pos, self.dim, base=self.base)
-        return pe if self.scale == 1.0 else self.scale * pe
 
 
 @register(configs.Learned2DConfig)
