@@ -1,33 +1,23 @@
 """Cross-attention of a decoder over an encoder's output (``EncoderDecoder``): the encoder
-output's keys and values projected once per source (``Memory``), and the decoder's queries
-over them. The same ``Attention`` weights serve: the key/value rows of its ``qkv`` project the
-memory, the query rows the decoder's states."""
+output's keys and values projected once per source (``attention_flow.Memory``), and the
+decoder's queries over them. The same ``Attention`` weights serve: the key/value rows of its
+``qkv`` project the memory, the query rows the decoder's states."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple, cast
+from typing import TYPE_CHECKING, cast
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._validate import check_ndim, check_positions
-from ..encodings.attention_flow import AttentionFlow
+from ..encodings.attention_flow import AttentionFlow, CachedKeys
 from ..encodings.base import PositionalEncoding, batch_positions, default_positions
 from ..encodings.context import PositionContext
 from .backends import Call, attend
-from .kv_cache import CachedKeys
 
 if TYPE_CHECKING:
     from .attention import Attention
-
-
-class Memory(NamedTuple):
-    """An encoder output as one cross-attention layer reads it (``Attention.project_memory``):
-    its keys and values (B, Hkv, S, D) computed once, with the source positions and validity,
-    and the source padding mask (B, S) or None (no padding: nothing to mask)."""
-
-    keys: CachedKeys
-    padding_mask: Tensor | None
 
 
 class CrossAttention(AttentionFlow, nn.Module):
@@ -43,8 +33,6 @@ class CrossAttention(AttentionFlow, nn.Module):
     pe: PositionalEncoding
     qkv: nn.Linear
     proj: nn.Linear
-    keys_type = CachedKeys
-    memory_type = Memory
     check_ndim = staticmethod(check_ndim)
     check_positions = staticmethod(check_positions)
     batch_positions = staticmethod(batch_positions)

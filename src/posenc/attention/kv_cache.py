@@ -3,25 +3,13 @@ streaming form that keeps attention sinks and a window (StreamingLLM)."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import torch
 from torch import Tensor
 
 from .._validate import check_cache_axes, check_positive_int
+from ..encodings.attention_flow import TIME_AXIS, CachedKeys
 
-
-class CachedKeys(NamedTuple):
-    """Everything attention needs about the keys seen so far (L cached entries)."""
-
-    k: Tensor  # (B, Hkv, L, D), as the encoding left them (rotated for rotary encodings)
-    v: Tensor  # (B, Hkv, L, Dv)
-    pos: Tensor  # (B, L) int64, the position each key was encoded at ((B, L, A): A axes)
-    valid: Tensor  # (B, L) bool, False for padding
-    segment: Tensor  # (B, L) int64, packed-sequence id
-
-
-_TIME_DIM: tuple[int, ...] = (2, 2, 1, 1, 1)  # time axis of each CachedKeys field
+__all__ = ["CachedKeys", "KVCache"]
 
 
 class KVCache:
@@ -132,21 +120,21 @@ class KVCache:
             self._store = CachedKeys(
                 *(
                     torch.cat([buf.narrow(dim, 0, self.length), x], dim)
-                    for buf, x, dim in zip(self._store, new, _TIME_DIM, strict=True)
+                    for buf, x, dim in zip(self._store, new, TIME_AXIS, strict=True)
                 )
             )
             self.length = end
             return self._store
         if end > self.capacity:
             bigger = _allocate(new, max(2 * self.capacity, end))
-            for dst, src, dim in zip(bigger, self._store, _TIME_DIM, strict=True):
+            for dst, src, dim in zip(bigger, self._store, TIME_AXIS, strict=True):
                 dst.narrow(dim, 0, self.length).copy_(src.narrow(dim, 0, self.length))
             self._store = bigger
-        for buf, x, dim in zip(self._store, new, _TIME_DIM, strict=True):
+        for buf, x, dim in zip(self._store, new, TIME_AXIS, strict=True):
             buf.narrow(dim, self.length, T).copy_(x)
         self.length = end
         return CachedKeys(
-            *(buf.narrow(dim, 0, end) for buf, dim in zip(self._store, _TIME_DIM, strict=True))
+            *(buf.narrow(dim, 0, end) for buf, dim in zip(self._store, TIME_AXIS, strict=True))
         )
 
     def _evict(self) -> None:
@@ -156,7 +144,7 @@ class KVCache:
         if self._store is None or keep == self.length:
             return
         S, recent, start = self.sinks, keep - self.sinks, self.length - (keep - self.sinks)
-        fields = zip(self._store, _TIME_DIM, strict=True)
+        fields = zip(self._store, TIME_AXIS, strict=True)
         if any(t.requires_grad for t in self._store):  # views in earlier graphs: out of place
             self._store = CachedKeys(
                 *(torch.cat([x.narrow(d, 0, S), x.narrow(d, start, recent)], d) for x, d in fields)
@@ -197,7 +185,7 @@ def _check_entry(new: CachedKeys) -> None:
 
 def _allocate(like: CachedKeys, capacity: int) -> CachedKeys:
     """Empty storage like ``like``, ``capacity`` entries along each field's time axis."""
-    fields = zip(like, _TIME_DIM, strict=True)
+    fields = zip(like, TIME_AXIS, strict=True)
     return CachedKeys(
         *(x.new_empty((*x.shape[:d], capacity, *x.shape[d + 1 :])) for x, d in fields)
     )

@@ -20,7 +20,7 @@ A framework's class inherits ``AttentionFlow`` first and supplies:
 - ``plain(padding_mask, segment_ids, offset)``: True where the causal or bidirectional mask
   alone applies, so ``attend`` is given no mask (None);
 - ``attend(q, keys, ctx, allowed, offset)`` -> (B, H, T, D);
-- the types ``cache_type``, ``keys_type`` (CachedKeys) and ``memory_type`` (Memory).
+- ``cache_type``, the framework's KV cache.
 
 Shapes: x (B, T, C); q (B, H, T, D); keys (B, Hkv, L, D) (L = cached + new); masks (B, 1, T, L).
 """
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from torch import Tensor
 
@@ -46,6 +46,29 @@ from ..functional._xp import astype, at_least_float32, device_of, fill_outside, 
 from ..functional.masks import allowed_keys
 
 
+class CachedKeys(NamedTuple):
+    """Everything attention needs about the L keys seen so far (torch tensors or JAX arrays)."""
+
+    k: Any  # (B, Hkv, L, D), as the encoding left them (rotated for rotary encodings)
+    v: Any  # (B, Hkv, L, Dv)
+    pos: Any  # (B, L) integer, the position each key was encoded at ((B, L, A): A axes)
+    valid: Any  # (B, L) bool, False for padding (and a Flax cache's unwritten slots)
+    segment: Any  # (B, L) integer (the widest), packed-sequence id
+
+
+#: The time axis of each ``CachedKeys`` field.
+TIME_AXIS: tuple[int, ...] = (2, 2, 1, 1, 1)
+
+
+class Memory(NamedTuple):
+    """An encoder output as one cross-attention layer reads it (``project_memory``): its keys
+    and values (B, Hkv, S, D) computed once, with the source positions and validity, and the
+    source padding mask (B, S) or None (no padding: nothing to mask)."""
+
+    keys: CachedKeys
+    padding_mask: Any
+
+
 class AttentionFlow:
     """``forward`` (self-attention with an optional KV cache), ``project_memory`` and ``cross``
     (cross-attention over an encoder's output); see the module docstring for the hooks."""
@@ -55,8 +78,6 @@ class AttentionFlow:
     pe: Any
     proj: Any
     cache_type: type[Any]
-    keys_type: Any
-    memory_type: Any
     check_ndim: Any
     check_positions: Any
     new_context: Any
@@ -106,7 +127,7 @@ class AttentionFlow:
         if not rerotate:
             q, k = self.pe.rotate(q, k, pos, pos, ctx=ctx)
         valid, segment = mask_inputs(B, T, x, padding_mask, segment_ids, cache)
-        new = self.keys_type(k, v, self.batch_positions(pos, B, ctx.axes), valid, segment)
+        new = CachedKeys(k, v, self.batch_positions(pos, B, ctx.axes), valid, segment)
         keys = new if cache is None else cache.append(new)
         if rerotate:  # the cache holds unrotated keys: rotate all with the current frequencies
             q, k_all = self.pe.rotate(q, keys.k, pos, ctx.k_pos, ctx=ctx)  # (B, Hkv, L, D)
@@ -139,8 +160,8 @@ class AttentionFlow:
         B, S, _ = memory.shape
         k, v = self.project_keys(memory)  # (B, Hkv, S, D) x2
         valid, segment = mask_inputs(B, S, memory, padding_mask, None)
-        keys = self.keys_type(k, v, self.batch_positions(pos, B, axes), valid, segment)
-        return self.memory_type(keys, padding_mask)
+        keys = CachedKeys(k, v, self.batch_positions(pos, B, axes), valid, segment)
+        return Memory(keys, padding_mask)
 
     def cross(self, x: Any, memory: Any, pos: Any = None, *, ctx: Any = None) -> Any:
         """Cross-attention of decoder states x (B, T, C) over an encoder's ``memory``: queries
@@ -150,7 +171,7 @@ class AttentionFlow:
         (the context's q_pos and k_pos; ``ctx`` = ``pe.prepare(pos, memory positions)``, made
         here when not given): an ``EncoderDecoder`` gives its cross-attention NoPE, or its
         decoder's rotation when asked (``cross_rotation``). Returns (B, T, C)."""
-        check_cross(x, memory, self.memory_type, self.d_model, self.causal, ndim=self.check_ndim)
+        check_cross(x, memory, Memory, self.d_model, self.causal, ndim=self.check_ndim)
         B, T, C = x.shape
         keys = memory.keys
         if ctx is None:

@@ -12,13 +12,14 @@ except ImportError as err:  # pragma: no cover - depends on the environment
         f"(jax>=0.4.30, flax>=0.11); import failed with: {err}"
     ) from err
 
-from .attention import Attention, Memory
+from ..encodings.attention_flow import CachedKeys, Memory
+from .attention import Attention
 from .base import ENCODINGS, PositionalEncoding, PositionContext, build, build_for_model
 from .convert import load_torch_state_dict, to_torch_state_dict
 from .encoder_decoder import DecoderBlock, EncoderDecoder
 from .encodings import Learned, NoPE, PoPE, RoPE, Sinusoidal, XPos
 from .grid import Learned2D, MRoPE, RoPE2D, RoPE3D, RoPEMixed, Sincos2D
-from .kv_cache import CachedKeys, KVCache
+from .kv_cache import KVCache
 from .model import Block, TinyTransformer
 from .randomized import Randomized
 from .scores import FIRE, ALiBi, CoPE, Kerple, Shaw, T5Bias, TransformerXL

@@ -5,7 +5,7 @@ encoding's relative terms, softmax in float32 or wider, relative values, project
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +16,7 @@ from .._validate import (
     check_positions_given,
     check_positions_match,
 )
-from ..encodings.attention_flow import AttentionFlow, explicit_attention
+from ..encodings.attention_flow import AttentionFlow, CachedKeys, explicit_attention
 from ..encodings.configs import AttentionConfig
 from .base import (
     PositionalEncoding,
@@ -25,17 +25,9 @@ from .base import (
     check_ndim,
     check_positions,
 )
-from .kv_cache import CachedKeys, KVCache
+from .kv_cache import KVCache
 
 Array = jax.Array
-
-
-class Memory(NamedTuple):
-    """As torch's ``Memory``: an encoder output's cross-attention keys and values, computed
-    once, and the source padding mask (B, S) or None."""
-
-    keys: CachedKeys
-    padding_mask: Array | None
 
 
 def context(
@@ -62,7 +54,7 @@ class Attention(AttentionFlow, nnx.Module):
     ``cross``: ``posenc.encodings.attention_flow``; ``masks`` are ``padding_mask`` (B, T) bool
     and ``segment_ids`` (B, T) integer, as torch's."""
 
-    cache_type, keys_type, memory_type = KVCache, CachedKeys, Memory
+    cache_type = KVCache
 
     def __init__(
         self, d_model: int, n_heads: int, *, pe: PositionalEncoding, rngs: nnx.Rngs, **config: Any

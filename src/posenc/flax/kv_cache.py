@@ -5,29 +5,17 @@ compiled decoding step; unwritten slots are invalid keys). Its ``nnx.Cache`` var
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
 from .._validate import check_cache_axes, check_positive_int
+from ..encodings.attention_flow import TIME_AXIS, CachedKeys
 from .base import is_concrete, on_host_if
 
 Array = jax.Array
-
-
-class CachedKeys(NamedTuple):
-    """Everything attention needs about the L keys seen so far."""
-
-    k: Array  # (B, Hkv, L, D), as the encoding left them
-    v: Array  # (B, Hkv, L, D)
-    pos: Array  # (B, L) integer positions ((B, L, A): A position axes)
-    valid: Array  # (B, L) bool, False for padding (and unwritten preallocated slots)
-    segment: Array  # (B, L) integer packed-sequence id
-
-
-_TIME_AXIS = (2, 2, 1, 1, 1)  # time axis of each CachedKeys field
 
 
 class KVCache(nnx.Module):
@@ -109,7 +97,7 @@ class KVCache(nnx.Module):
                 on_host_if(start + T > self.capacity, _check_room, start, T, self.capacity)
             self.length.set_value(self.length.get_value() + T)
         olds = (None,) * len(new) if old is None else old
-        pairs = zip(olds, new, _TIME_AXIS, strict=True)
+        pairs = zip(olds, new, TIME_AXIS, strict=True)
         keys = CachedKeys(*(self._joined(o, n, axis, start) for o, n, axis in pairs))
         self.store.set_value(keys)
         return keys
