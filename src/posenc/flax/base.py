@@ -62,6 +62,30 @@ class PositionContext(context.PositionContext):
 Ctx = PositionContext | None
 
 
+def check_positions(pos: Any, what: str = "positions", axes: int = 1) -> Array:
+    """Integer array (T,) or (B, T) (with ``axes`` A > 1: (T, A) or (B, T, A)), NumPy or JAX
+    -> JAX array (unsigned ones as the widest signed int, as torch's int64: differences would
+    wrap, 0 - 1 = 255).
+
+    Raises: TypeError for a non-array or a float/bool dtype; ValueError for another shape.
+    """
+    if not hasattr(pos, "dtype") or not hasattr(pos, "shape"):
+        raise TypeError(f"{what} must be an integer array, got {type(pos).__name__}")
+    if not jnp.issubdtype(pos.dtype, jnp.integer):
+        raise TypeError(f"{what} must be an integer array, got dtype {pos.dtype}")
+    check_position_rank(pos, what, axes)
+    unsigned = jnp.issubdtype(pos.dtype, jnp.unsignedinteger)
+    return jnp.asarray(pos).astype(widest_int(jnp)) if unsigned else jnp.asarray(pos)
+
+
+def check_ndim(x: Any, ndim: int, what: str, layout: str) -> None:
+    """Raise unless ``x`` is an array of rank ``ndim`` (``layout`` names the axes)."""
+    if not hasattr(x, "ndim"):
+        raise TypeError(f"{what} must be an array {layout}, got {type(x).__name__}")
+    if x.ndim != ndim:
+        raise ValueError(f"{what} must have shape {layout}, got {tuple(x.shape)}")
+
+
 class PositionalEncoding(Hooks, nnx.Module):
     """Base class: every hook is the identity (no position information), as in NoPE."""
 
@@ -125,13 +149,9 @@ class PositionalEncoding(Hooks, nnx.Module):
             x, pos, self.dim, axes=self.axes, ndim=check_ndim, positions=check_positions
         )
 
-    def check_positions(self, pos: Any, what: str = "positions", axes: int = 1) -> Array:
-        """``check_positions`` (``posenc.encodings.flows``)."""
-        return check_positions(pos, what, axes)
-
-    def check_ndim(self, x: Any, ndim: int, what: str, layout: str) -> None:
-        """``check_ndim`` (``posenc.encodings.flows``)."""
-        check_ndim(x, ndim, what, layout)
+    #: The array checks the flows call (``posenc.encodings.flows``).
+    check_positions = staticmethod(check_positions)
+    check_ndim = staticmethod(check_ndim)
 
     def param(self, name: str, dtype: Any = None) -> Array:
         """The parameter ``name``'s value, in ``dtype`` if given (``posenc.encodings.flows``)."""
@@ -181,30 +201,6 @@ def build_for_model(
     """As torch's ``registry.build_for_model``, with ``rngs``."""
     sizes = {"dim": dim, "n_heads": n_heads, "max_len": max_len}
     return build(name, rngs=rngs, **sized_config(accepted_keys(name), config, **sizes))
-
-
-def check_positions(pos: Any, what: str = "positions", axes: int = 1) -> Array:
-    """Integer array (T,) or (B, T) (with ``axes`` A > 1: (T, A) or (B, T, A)), NumPy or JAX
-    -> JAX array (unsigned ones as the widest signed int, as torch's int64: differences would
-    wrap, 0 - 1 = 255).
-
-    Raises: TypeError for a non-array or a float/bool dtype; ValueError for another shape.
-    """
-    if not hasattr(pos, "dtype") or not hasattr(pos, "shape"):
-        raise TypeError(f"{what} must be an integer array, got {type(pos).__name__}")
-    if not jnp.issubdtype(pos.dtype, jnp.integer):
-        raise TypeError(f"{what} must be an integer array, got dtype {pos.dtype}")
-    check_position_rank(pos, what, axes)
-    unsigned = jnp.issubdtype(pos.dtype, jnp.unsignedinteger)
-    return jnp.asarray(pos).astype(widest_int(jnp)) if unsigned else jnp.asarray(pos)
-
-
-def check_ndim(x: Any, ndim: int, what: str, layout: str) -> None:
-    """Raise unless ``x`` is an array of rank ``ndim`` (``layout`` names the axes)."""
-    if not hasattr(x, "ndim"):
-        raise TypeError(f"{what} must be an array {layout}, got {type(x).__name__}")
-    if x.ndim != ndim:
-        raise ValueError(f"{what} must have shape {layout}, got {tuple(x.shape)}")
 
 
 def is_concrete(x: Array) -> bool:
