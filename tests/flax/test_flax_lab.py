@@ -82,3 +82,14 @@ def test_jax_backend_refuses_a_pe_learning_rate_scale() -> None:
     train = TrainConfig(pe_lr_scale=10.0)
     with pytest.raises(ValueError, match=r"pe_lr_scale must be 1 \(torch only\), got 10\.0"):
         build_model(RunConfig(encoding="t5", task=TaskConfig(name="copy"), train=train))
+
+
+def test_the_flax_schedule_decays_over_decay_steps_then_holds_its_floor() -> None:
+    """As torch's ``lr_factor``: warm-up, cosine to 10% at the horizon, 10% after it."""
+    from posenc.flax.train import schedule
+    from posenc.lab.train import lr_factor
+
+    got = [float(schedule(1.0, steps=20, warmup=5)(s)) for s in range(30)]
+    want = [lr_factor(s, warmup=5, steps=20) for s in range(30)]
+    assert got == pytest.approx(want, rel=1e-5)
+    assert got[20:] == pytest.approx([0.1] * 10)

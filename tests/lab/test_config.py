@@ -10,6 +10,7 @@ import pytest
 from posenc.lab.config import (
     RunConfig,
     TaskConfig,
+    TrainConfig,
     apply_overrides,
     expand,
     load_sweep,
@@ -97,6 +98,10 @@ def test_overrides_set_nested_keys_with_parsed_values(tmp_path: Path) -> None:
         (
             {"tasks": ["copy"], "task_train": {"copy": {"steps": -3}}},
             r"^lab config: task_train\.copy\.steps must be > 0, got -3$",
+        ),
+        (
+            {"tasks": ["copy"], "task_train": {"copy": {"decay_steps": 0}}},
+            r"^lab config: task_train\.copy\.decay_steps must be > 0, got 0$",
         ),
         (
             {"tasks": ["copy"], "encoding_train": {"t5": {"pe_lr_scale": 0}}},
@@ -260,6 +265,7 @@ def test_keys_carry_the_gate_rule_so_runs_gated_the_earlier_way_are_retrained() 
         data.pop(popped)
     for popped in ("architecture", "embed_std"):
         data["model"].pop(popped)
+    assert data["train"].pop("decay_steps") is None  # left out of the key when None
 
     def digest(d: dict) -> str:
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
@@ -270,3 +276,5 @@ def test_keys_carry_the_gate_rule_so_runs_gated_the_earlier_way_are_retrained() 
     data["train"]["gate_confirm"] = confirm
     data["train"]["gate_rule"] = GATE_RULE
     assert run.key() == digest(data) != "a0db679bfdc3b253c3b5"
+    decayed = RunConfig(encoding="rope", task=run.task, train=TrainConfig(decay_steps=600))
+    assert decayed.key() != run.key()

@@ -120,6 +120,26 @@ def test_lr_schedule_warms_up_then_decays_to_floor() -> None:
     assert f[-1] == pytest.approx(0.1, abs=1e-3)
 
 
+def test_lr_schedule_holds_its_floor_past_the_decay() -> None:
+    f = [lr_factor(s, warmup=10, steps=100) for s in range(150)]
+    assert f[100:] == [pytest.approx(0.1)] * 50
+
+
+def _losses(train: TrainConfig) -> list[float]:
+    losses: list[float] = []
+    train_run(replace(_cfg("rope"), train=train), on_step=lambda _, loss: losses.append(loss))
+    return losses
+
+
+def test_a_budget_past_the_decay_leaves_the_steps_before_it_unchanged() -> None:
+    """decay_steps: the first steps of a longer budget are the shorter budget's, to the bit."""
+    short = _losses(replace(FAST, steps=20, decay_steps=20, gate=0.0))
+    longer = _losses(replace(FAST, steps=30, decay_steps=20, gate=0.0))
+    assert len(longer) == 30 and longer[:20] == short
+    stretched = _losses(replace(FAST, steps=30, gate=0.0))  # the decay follows the budget
+    assert stretched[:20] != short
+
+
 def test_cuda_without_a_gpu_is_refused() -> None:
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")

@@ -52,11 +52,13 @@ def train_decoder(
     steps: int,
     lr: float = 3e-3,
     warmup: int = 10,
+    decay_steps: int | None = None,
     weight_decay: float = 0.0,
     grad_clip: float = 1.0,
     on_step: Callable[[int, float], None] | None = None,
 ) -> list[float]:
     """Train ``model`` in place for ``steps`` batches from ``sample``; returns the loss per step.
+    The cosine decay ends at ``decay_steps`` (None: ``steps``), the rate at its floor after.
 
     One ``nnx.jit`` step (compiled once per batch shape; eager for encodings that are not
     ``jittable``). Raises: ValueError for steps < 1 or warmup < 0.
@@ -66,7 +68,10 @@ def train_decoder(
     tx = optax.chain(
         optax.clip_by_global_norm(grad_clip),
         optax.adamw(
-            schedule(lr, steps=steps, warmup=warmup), b1=0.9, b2=0.98, weight_decay=weight_decay
+            schedule(lr, steps=decay_steps or steps, warmup=warmup),
+            b1=0.9,
+            b2=0.98,
+            weight_decay=weight_decay,
         ),
     )
     opt = nnx.Optimizer(model, tx, wrt=nnx.Param)

@@ -90,6 +90,7 @@ def train_run(
         steps=t.steps,
         lr=t.lr,
         warmup=t.warmup,
+        decay_steps=t.decay_steps,
         weight_decay=t.weight_decay,
         grad_clip=t.grad_clip,
         on_step=on_step,

@@ -82,8 +82,11 @@ class ModelConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    """AdamW with linear warm-up then cosine decay (over ``steps``) to 10% of ``lr``; gradient
-    clipping. The competence gate: every ``gate_every`` steps (and at the last) the model is
+    """AdamW with linear warm-up then cosine decay to 10% of ``lr`` over ``decay_steps`` (None:
+    ``steps``), the rate staying at 10% after it; gradient clipping. A budget past the decay
+    (``steps > decay_steps``) leaves every step before it as it was and gives a run that has
+    not passed the gate more steps at the floor rate, where a longer decay would change them
+    all. The competence gate: every ``gate_every`` steps (and at the last) the model is
     scored on ``gate_samples`` held-out samples spread over the training lengths; a run stops
     as soon as the score (exact match, or accuracy) reaches ``gate`` at every training length
     (the worst length's score, not the pooled one) and again on ``gate_confirm`` fresh samples
@@ -105,6 +108,7 @@ class TrainConfig:
     gate_samples: int = 256
     gate_confirm: int = 256
     pe_lr_scale: float = 1.0
+    decay_steps: int | None = None
 
     def __post_init__(self) -> None:
         _positive(
@@ -124,6 +128,8 @@ class TrainConfig:
         for n in ("lr", "weight_decay"):  # inf trains to NaN (grad_clip = inf: no clipping)
             if not math.isfinite(getattr(self, n)):
                 raise ValueError(f"{n} must be finite, got {getattr(self, n)}")
+        if self.decay_steps is not None:
+            _positive(self, "decay_steps")
         if self.weight_decay < 0 or self.warmup < 0:
             raise ValueError(
                 f"weight_decay and warmup must be >= 0, got {self.weight_decay}, {self.warmup}"
@@ -173,9 +179,10 @@ class RunConfig:
     def key(self) -> str:
         """Hex digest of the canonical JSON of everything but ``device`` (and ``backend`` when
         it is the default torch, ``model.architecture`` when it is the default decoder,
-        ``model.embed_std`` when it is the default 0.02, so the keys of runs made before
-        these existed are unchanged), with the competence gate's rule (``GATE_RULE``): runs
-        gated by the earlier pooled score are retrained, not resumed as if gated by this one."""
+        ``model.embed_std`` when it is the default 0.02, ``train.decay_steps`` when None, so
+        the keys of runs made before these existed are unchanged), with the competence gate's
+        rule (``GATE_RULE``): runs gated by the earlier pooled score are retrained, not resumed
+        as if gated by this one."""
         data = asdict(self)
         data["train"]["gate_rule"] = GATE_RULE
         data.pop("device")
@@ -185,6 +192,8 @@ class RunConfig:
             data["model"].pop("architecture")
         if data["model"]["embed_std"] == 0.02:
             data["model"].pop("embed_std")
+        if data["train"]["decay_steps"] is None:
+            data["train"].pop("decay_steps")
         blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:20]
 

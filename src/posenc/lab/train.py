@@ -47,7 +47,8 @@ class RunResult:
 
 
 def lr_factor(step: int, *, warmup: int, steps: int, floor: float = 0.1) -> float:
-    """Linear warm-up over ``warmup`` steps, then cosine decay from 1 to ``floor``."""
+    """Linear warm-up over ``warmup`` steps, then cosine decay from 1 to ``floor`` at step
+    ``steps``, ``floor`` after it."""
     if step < warmup:
         return (step + 1) / warmup
     t = (step - warmup) / max(1, steps - warmup)
@@ -185,7 +186,7 @@ def fit(
     opt, gate = optimizer(model, t), Gate(task, t)
     next_batch, losses, score = train_batches(task, cfg), [], math.nan
     for step in range(t.steps):
-        factor = lr_factor(step, warmup=t.warmup, steps=t.steps)
+        factor = lr_factor(step, warmup=t.warmup, steps=t.decay_steps or t.steps)
         for group in opt.param_groups:
             group["lr"] = t.lr * group["lr_scale"] * factor
         loss = model.loss(next_batch(), device)
