@@ -174,6 +174,8 @@ def test_quick_preset_covers_the_required_encodings_and_tasks() -> None:
     assert lens == {"copy_rep": (8, 12, 16, 32), "sort": (8, 12, 16), "ascending": (8, 12, 16, 32)}
     assert q.tasks[1].build().n_symbols == 32 and q.model.d_ff == 128
     assert q.train_for("ascending").batch_size == 128 and q.train_for("sort").batch_size == 64
+    # the decay ends at 2000 steps whatever the budget; the rest is for runs short of the gate
+    assert {(t.lr, t.decay_steps, t.steps) for t in map(q.train_for, lens)} == {(2e-3, 2000, 4000)}
     full = preset("full")
     assert len(full.seeds) >= 3 and len(expand(full)) > len(expand(q))
     lm = expand(preset("lm"))
