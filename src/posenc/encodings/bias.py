@@ -7,7 +7,6 @@ alone, finite on every pair; causal attention masks future keys itself. The form
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
@@ -17,6 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import functional as PF
+from ..functional._xp import at_least_float32
 from ..registry import register
 from .base import PositionalEncoding
 from .capabilities import Capabilities
@@ -30,11 +30,6 @@ def _exact(like: Tensor) -> AbstractContextManager[Any]:
     if not torch.amp.is_autocast_available(device):  # meta: no autocast to turn off
         return nullcontext()
     return torch.autocast(device, enabled=False)
-
-
-def work_dtype(*tensors: Tensor) -> torch.dtype:
-    """float32, or the widest dtype among ``tensors`` if wider (bias precision under bf16)."""
-    return functools.reduce(torch.promote_types, (t.dtype for t in tensors), torch.float32)
 
 
 @register("alibi", family="bias", paper="Press et al., arXiv:2108.12409", year=2022)
@@ -73,7 +68,7 @@ class ALiBi(BiasFlow, PositionalEncoding):
         return self
 
     def formula(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
-        slopes = self.slopes64.to(work_dtype(self.slopes))
+        slopes = self.slopes64.to(at_least_float32(self.slopes))
         return PF.alibi_bias(q_pos, k_pos, slopes, bidirectional=self.bidirectional)
 
 
@@ -174,7 +169,7 @@ class FIRE(BiasFlow, PositionalEncoding):
         """The learned threshold L = |s·init_threshold| (0-d), in float32 or wider (float16
         would overflow at init_threshold > 65504, bfloat16 round 1001 to 1000)."""
         scale = self.threshold_scale
-        return (scale.to(work_dtype(scale)) * self.init_threshold).abs()
+        return (scale.to(at_least_float32(scale)) * self.init_threshold).abs()
 
     def formula(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         with _exact(self.c):  # float32 or wider under autocast too
@@ -186,13 +181,13 @@ class FIRE(BiasFlow, PositionalEncoding):
         return out.movedim(0, -3)  # (H, Tq, Tk) | (B, H, Tq, Tk)
 
     def _c_threshold(self) -> tuple[Tensor, Tensor]:
-        dtype = work_dtype(self.c, self.mlp_in.weight)
+        dtype = at_least_float32(self.c, self.mlp_in.weight)
         return self.c.to(dtype), self.threshold.to(dtype)
 
     def mlp_pieces(self) -> tuple[Tensor, Tensor, Tensor]:
         """The MLP as kinks (hidden,), slopes and intercepts (H, hidden + 1): f_h(x) =
         slopes[h, m] x + intercepts[h, m] on piece m = #kinks below x (``PF.fire_mlp_pieces``)."""
-        dtype = work_dtype(self.c, self.mlp_in.weight)
+        dtype = at_least_float32(self.c, self.mlp_in.weight)
         w1, b1 = self.mlp_in.weight[:, 0].to(dtype), self.mlp_in.bias.to(dtype)
         w2, b2 = self.mlp_out.weight.to(dtype), self.mlp_out.bias.to(dtype)
         with _exact(w1):  # autocast would run the products in bf16 (0.04 off at bias 13)

@@ -24,6 +24,7 @@ from ..encodings.flows import (
     T5Flow,
     TransformerXLFlow,
 )
+from ..functional._xp import at_least_float32
 from .base import (
     Ctx,
     PositionalEncoding,
@@ -32,11 +33,6 @@ from .base import (
 )
 
 Array = jax.Array
-
-
-def work_dtype(*arrays: Array) -> Any:
-    """float32, or the widest dtype among ``arrays`` if wider."""
-    return jnp.result_type(jnp.float32, *(a.dtype for a in arrays))
 
 
 @register(configs.ALiBiConfig)
@@ -104,10 +100,10 @@ class FIRE(BiasFlow, PositionalEncoding):
     def threshold(self) -> Array:
         """The learned threshold L = |s·init_threshold| (0-d), in float32 or wider."""
         scale = self.threshold_scale[...]
-        return jnp.abs(scale.astype(work_dtype(scale)) * self.init_threshold)
+        return jnp.abs(scale.astype(at_least_float32(scale)) * self.init_threshold)
 
     def formula(self, q_pos: Array, k_pos: Array) -> Array:
-        dtype = work_dtype(self.c[...], self.mlp_in.kernel[...])
+        dtype = at_least_float32(self.c[...], self.mlp_in.kernel[...])
         c, threshold = self.c[...].astype(dtype), self.threshold.astype(dtype)
         x = PF.fire_distance(
             q_pos, k_pos, c, threshold, eps=self.eps, bidirectional=self.bidirectional

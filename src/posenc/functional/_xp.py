@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from types import ModuleType
 from typing import Any
 
@@ -58,13 +59,13 @@ def astype(x: Any, dtype: Any) -> Any:
     return namespace(x).astype(x, dtype, copy=False)
 
 
-def at_least_float32(x: Any) -> Any:
-    """float32, or x's dtype where wider (float64): the dtype softmax and fractional counts
-    run in (bfloat16 and float16 would round them)."""
-    if isinstance(x, torch.Tensor):
-        return torch.promote_types(x.dtype, torch.float32)
-    xp = namespace(x)
-    return xp.result_type(x.dtype, xp.float32)
+def at_least_float32(*arrays: Any) -> Any:
+    """float32, or the widest dtype among ``arrays`` where wider (float64): the dtype softmax,
+    fractional counts and score biases run in (bfloat16 and float16 would round them)."""
+    if all(isinstance(a, torch.Tensor) for a in arrays):
+        return functools.reduce(torch.promote_types, (a.dtype for a in arrays), torch.float32)
+    xp = namespace(*arrays)
+    return xp.result_type(xp.float32, *(a.dtype for a in arrays))
 
 
 def move_axis(x: Any, source: int, destination: int) -> Any:
