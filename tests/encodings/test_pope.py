@@ -108,3 +108,53 @@ def test_wrong_shapes_raise() -> None:
     q, k, _ = qkv(H=2, D=8)
     with pytest.raises(ValueError, match="n_heads=3 heads, got 2"):
         pe.rotate(q, k, torch.arange(5), torch.arange(5))
+
+
+def _count_tables(monkeypatch: pytest.MonkeyPatch, share: bool = True) -> list[int]:
+    """Count the cos/sin tables of pos·θ PoPE makes (``PF.rope_cos_sin`` through the flow);
+    ``share=False`` makes every layer compute its own, as without a context."""
+    calls = [0]
+    rope_cos_sin = posenc.functional.rope_cos_sin
+
+    def counted(*args):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        return rope_cos_sin(*args)
+
+    monkeypatch.setattr(posenc.functional, "rope_cos_sin", counted)
+    if not share:
+        monkeypatch.setattr(posenc.encodings.flows, "shared_for", lambda c, p, k, make: make())
+    return calls
+
+
+@pytest.mark.parametrize("phase_bias", [True, False])
+def test_model_forward_makes_tables_once(phase_bias: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 2-layer forward makes cos/sin of pos·θ once (the context), each layer applying its δ;
+    the logits equal every layer computing its own tables."""
+    torch.manual_seed(0)
+    model = posenc.TinyTransformer(
+        vocab_size=11, pe="pope", d_model=16, n_heads=2, pe_config={"phase_bias": phase_bias}
+    ).double()
+    if model.pe.delta is not None:
+        with torch.no_grad():
+            model.pe.delta.uniform_(-7.0, 0.5)
+    idx = torch.randint(0, 11, (2, 6))
+    with torch.no_grad():
+        calls = _count_tables(monkeypatch)
+        shared = model(idx)
+        assert calls[0] == 1  # one context, queries and keys at the same positions
+        monkeypatch.undo()
+        calls = _count_tables(monkeypatch, share=False)
+        unshared = model(idx)
+        assert calls[0] == 4  # 2 layers x (queries, keys)
+    torch.testing.assert_close(shared, unshared, rtol=0, atol=0)
+
+
+def test_rotate_with_context_equals_without() -> None:
+    pe = _pope(head_dim=8, n_heads=3)
+    q, k, _ = qkv(B=2, H=3, Tq=4, Tk=6, D=8)
+    q_pos, k_pos = torch.tensor([[2, 3, 4, 5], [9, 10, 11, 12]]), torch.arange(6)
+    ctx = pe.prepare(q_pos, k_pos)
+    with_ctx = pe.rotate(q, k, q_pos, k_pos, ctx=ctx)
+    assert len(ctx._shared) == 2  # (role, key) for the queries' and the keys' positions
+    for got, want in zip(with_ctx, pe.rotate(q, k, q_pos, k_pos), strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)

@@ -99,6 +99,26 @@ def test_pope_equals_torch_odd_head_dim_per_row_positions() -> None:
     assert got == pytest.approx(want, rel=1e-5, abs=1e-5)
 
 
+def test_pope_model_forward_makes_tables_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 2-layer Flax forward makes cos/sin of pos·θ once (the context); the logits equal
+    every layer computing its own (``tests/encodings/test_pope.py``)."""
+    model = pfx.TinyTransformer(vocab_size=11, pe="pope", d_model=16, n_heads=2)
+    model.pe.delta[...] = jnp.linspace(-7.0, 0.5, 16).reshape(2, 8)
+    idx = jnp.asarray(np.random.default_rng(0).integers(0, 11, (2, 6)))
+    calls, rope_cos_sin = [0], posenc.functional.rope_cos_sin
+
+    def counted(*args):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        return rope_cos_sin(*args)
+
+    monkeypatch.setattr(posenc.functional, "rope_cos_sin", counted)
+    shared = np.asarray(model(idx))
+    assert calls[0] == 1
+    monkeypatch.setattr(posenc.encodings.flows, "shared_for", lambda c, p, k, make: make())
+    np.testing.assert_array_equal(np.asarray(model(idx)), shared)
+    assert calls[0] == 1 + 4  # 2 layers x (queries, keys)
+
+
 @pytest.mark.parametrize(
     ("geometry", "match"),
     [

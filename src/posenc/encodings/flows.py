@@ -143,10 +143,11 @@ class XPosFlow(Supplied):
 
 
 class PoPEFlow(Supplied):
-    """PoPE: queries at phases pos·θ - δ (``polar(x, pos, shift)``, ``phase_bias()``), keys
-    at pos·θ; δ has a row per query head."""
+    """PoPE: queries at phases pos·θ - δ (``phase_bias()``: a row per query head), keys at
+    pos·θ, θ ``inv_freq`` (D,) (the framework's array); cos and sin of pos·θ made once per
+    forward through the context, δ applied by each layer."""
 
-    polar: Any
+    inv_freq: Any
     phase_bias: Any
 
     def rotate(self, q: Any, k: Any, q_pos: Any, k_pos: Any, *, ctx: Ctx = None) -> tuple[Any, Any]:
@@ -154,7 +155,15 @@ class PoPEFlow(Supplied):
             q_pos, k_pos = self.check_qk(q, k, q_pos, k_pos)
         if q.shape[1] != self.config.n_heads:
             raise ValueError(f"q must have n_heads={self.config.n_heads} heads, got {q.shape[1]}")
-        return self.polar(q, q_pos, self.phase_bias()), self.polar(k, k_pos, None)
+        return self.polar(q, q_pos, self.phase_bias(), ctx), self.polar(k, k_pos, None, ctx)
+
+    def polar(self, x: Any, pos: Any, shift: Any, ctx: Ctx = None) -> Any:
+        """x (B, H, T, D) at positions (T,) or (B, T) -> (B, H, T, 2D), phases pos·θ - shift
+        (``PF.pope_features``)."""
+        inv_freq = self.inv_freq
+        key = self.shared_key("pope")
+        cos_sin = shared_for(ctx, pos, key, lambda: PF.rope_cos_sin(pos, inv_freq))
+        return PF.pope_features(x, pos, inv_freq, shift, cos_sin=cos_sin)
 
 
 class RandomizedFlow(Supplied):

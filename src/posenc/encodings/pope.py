@@ -50,7 +50,3 @@ class PoPE(PoPEFlow, PositionalEncoding):
     def phase_bias(self) -> Tensor | None:
         """δ clamped to [-2π, 0], (H, D), or None."""
         return None if self.delta is None else self.delta.clamp(-2 * math.pi, 0.0)
-
-    def polar(self, x: Tensor, pos: Tensor, shift: Tensor | None) -> Tensor:
-        """x (B, H, T, D) at positions (T,) or (B, T) -> (B, H, T, 2D), phases pos·θ - shift."""
-        return PF.pope_features(x, pos, self.inv_freq, shift)

@@ -231,6 +231,7 @@ class PoPE(PoPEFlow, PositionalEncoding):
         inside = (delta >= -2 * math.pi) & (delta <= 0.0)
         return jnp.where(inside, delta, jnp.clip(delta, -2 * math.pi, 0.0))
 
-    def polar(self, x: Array, pos: Array, shift: Array | None) -> Array:
-        """x (B, H, T, D) at positions (T,) or (B, T) -> (B, H, T, 2D), phases pos·θ - shift."""
-        return PF.pope_features(x, pos, jnp.asarray(self.inv_freq64), shift)
+    @property
+    def inv_freq(self) -> Array:
+        """θ (D,) as a JAX array (float64 under ``jax_enable_x64``)."""
+        return jnp.asarray(self.inv_freq64)

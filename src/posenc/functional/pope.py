@@ -6,7 +6,7 @@ from typing import Any
 
 from .._validate import check_real_floating
 from ._xp import namespace
-from .frequencies import angles
+from .rotary import rope_cos_sin
 
 
 def softplus(x: Any) -> Any:
@@ -39,15 +39,24 @@ def pope_polar(x: Any, cos: Any, sin: Any) -> Any:
     return xp.astype(xp.concat([mag * cos, mag * sin], axis=-1), x.dtype)  # (..., T, 2D)
 
 
-def pope_features(x: Any, pos: Any, inv_freq: Any, shift: Any = None) -> Any:
-    """``pope_polar`` of x at phases pos·θ_c - shift_hc, computed in float64 (the widest float);
-    cos and sin in float32 or x's wider dtype. ``shift``: the queries' phase bias δ, or None.
-    Shapes: x (B, H, T, D), pos (T,) | (B, T), inv_freq θ (D,), shift (H, D) -> (B, H, T, 2D).
+def pope_features(
+    x: Any, pos: Any, inv_freq: Any, shift: Any = None, *, cos_sin: tuple[Any, Any] | None = None
+) -> Any:
+    """``pope_polar`` of x at phases pos·θ_c - shift_hc; cos and sin in float32 or x's wider
+    dtype. ``shift``: the queries' phase bias δ, or None. ``cos_sin``: cos, sin of pos·θ
+    (``rope_cos_sin(pos, inv_freq)``, float64: the widest float), made here when None; a
+    model shares them by its layers. δ enters by angle subtraction in float64,
+    cos(a - δ) = cos a cos δ + sin a sin δ, sin(a - δ) = sin a cos δ - cos a sin δ.
+    Shapes: x (B, H, T, D), pos (T,) | (B, T), inv_freq θ (D,), shift (H, D), cos_sin (T, D) |
+    (B, T, D) each -> (B, H, T, 2D).
     """
     xp = namespace(x, pos)
-    phase = angles(pos, inv_freq)  # (T, D) | (B, T, D)
-    phase = xp.expand_dims(phase, axis=1) if phase.ndim == 3 else phase  # (B, 1, T, D)
+    cos, sin = rope_cos_sin(pos, inv_freq) if cos_sin is None else cos_sin
+    if cos.ndim == 3:
+        cos, sin = xp.expand_dims(cos, axis=1), xp.expand_dims(sin, axis=1)  # (B, 1, T, D)
     if shift is not None:
-        phase = phase - xp.astype(shift, phase.dtype)[:, None, :]  # (B|1, H, T, D)
+        delta = xp.astype(shift, cos.dtype)[:, None, :]  # (H, 1, D)
+        cos_d, sin_d = xp.cos(delta), xp.sin(delta)
+        cos, sin = cos * cos_d + sin * sin_d, sin * cos_d - cos * sin_d  # (B|1, H, T, D)
     work = xp.result_type(x.dtype, xp.float32)
-    return pope_polar(x, xp.astype(xp.cos(phase), work), xp.astype(xp.sin(phase), work))
+    return pope_polar(x, xp.astype(cos, work), xp.astype(sin, work))
