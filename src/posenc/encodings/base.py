@@ -101,7 +101,7 @@ class PositionalEncoding(Hooks, nn.Module):
 
     def check_qk(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
         """``check_qk`` with this encoding's head_dim (``posenc.encodings.flows``)."""
-        return check_qk(q, k, q_pos, k_pos, self.head_dim)
+        return check_qk(q, k, q_pos, k_pos, self.head_dim, axes=self.config.axes)
 
     def check_embed(self, x: Tensor, pos: Tensor) -> Tensor:
         """``check_embed`` with this encoding's dim and axes (``posenc.encodings.flows``)."""

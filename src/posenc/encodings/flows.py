@@ -12,6 +12,7 @@ framework's ``PositionContext`` (``type(ctx)`` makes another of the same kind).
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
 from .. import functional as PF
@@ -22,7 +23,15 @@ from .._validate import (
     check_real_floating,
     check_scores,
 )
-from ..functional._xp import astype, at_least_float32, clip, move_axis, namespace, widest_int
+from ..functional._xp import (
+    as_array_of,
+    astype,
+    at_least_float32,
+    clip,
+    move_axis,
+    namespace,
+    widest_int,
+)
 from .context import shared_for
 
 #: A hook's ``ctx``: the framework's ``PositionContext`` or None.
@@ -124,15 +133,160 @@ class Sincos2DFlow(SinusoidalFlow):
         return PF.sincos_2d_table(pos, self.config.dim, base=self.config.base)
 
 
-class XPosFlow(Supplied):
-    """xPos: queries scaled by ζ^(pos/γ_s), keys by ζ^(-pos/γ_s) (``rotate_scaled(x, pos,
-    sign, ctx)``); the dtype range checked (``check_range(q, k, q_pos, k_pos)``) on the
-    positions given, or once per forward and dtype through the context."""
+def in_dtype(dtype: Any, *arrays: Any) -> tuple[Any, ...]:
+    """``arrays`` in ``dtype`` (None: float32)."""
+    xp = namespace(*arrays)
+    return tuple(astype(a, xp.float32 if dtype is None else dtype) for a in arrays)
 
+
+class RotaryFlow(Supplied):
+    """Rotations by cos/sin tables: ``rotate`` checks its inputs unless a context comes with
+    them and turns q and k by their ``pair_tables(q, k, q_pos, k_pos, ctx)`` through the
+    framework's ``rotate_pair(q, k, tq, tk, inplace)`` (torch's RoPEs: their kernel);
+    ``apply_tables(x, tables, inplace)`` rotates one array. ``tables(x, pos, ctx, key,
+    cos_sin)``: ``cos_sin()`` in float32 or x's wider dtype, broadcastable to x ((B, T, P) as
+    (B, 1, T, P) unless ``per_head``), made once per forward through the context and held as
+    the framework's ``wrap_tables(cos, sin)``."""
+
+    name: str
+    per_head = False
+    rotate_pair: Any
+    apply_tables: Any
+    wrap_tables: Any
+
+    def rotate(
+        self, q: Any, k: Any, q_pos: Any, k_pos: Any, *, ctx: Ctx = None, inplace: bool = False
+    ) -> tuple[Any, Any]:
+        """R(q_pos) q, R(k_pos) k for q (B, H, Tq, D), k (B, Hkv, Tk, D); ``inplace=True``
+        (torch, inference) overwrites q and k instead of allocating."""
+        if ctx is None:
+            q_pos, k_pos = self.check_qk(q, k, q_pos, k_pos)
+        tq, tk = self.pair_tables(q, k, q_pos, k_pos, ctx)
+        return self.rotate_pair(q, k, tq, tk, inplace)
+
+    def pair_tables(self, q: Any, k: Any, q_pos: Any, k_pos: Any, ctx: Ctx) -> tuple[Any, Any]:
+        """The tables of q at ``q_pos`` and of k at ``k_pos`` (``tables``)."""
+        raise NotImplementedError
+
+    def tables(self, x: Any, pos: Any, ctx: Ctx, key: tuple[Any, ...], cos_sin: Any) -> Any:
+        work = at_least_float32(x)
+
+        def make() -> Any:
+            cos, sin = in_dtype(work, *cos_sin())
+            if cos.ndim == 3 and not self.per_head:  # (B, T, P) -> (B, 1, T, P)
+                cos, sin = cos[:, None], sin[:, None]
+            return self.wrap_tables(cos, sin)
+
+        return shared_for(ctx, pos, self.shared_key(*key, work), make)
+
+
+class RoPEFlow(RotaryFlow):
+    """RoPE: tables cos, sin of pos·θ (θ ``inv_freq64`` (P,) float64) times the scaling's
+    ``attention_scaling``; dynamic scaling (``config.dynamic``) takes θ from
+    ``default_inv_freq64`` at the current length max(positions) + 1 (``max_position(
+    *positions)``: the framework's host read), read once per forward through the context."""
+
+    inv_freq64: Any
+    default_inv_freq64: Any
+    attention_scaling: float
+    max_position: Any
+
+    def frequencies(self, seq_len: int | None = None) -> tuple[Any, float]:
+        """(inv_freq (P,) float64, attention_scaling) at the current length ``seq_len``."""
+        if not self.config.dynamic or seq_len is None:
+            return self.inv_freq64, self.attention_scaling
+        return self.config.scaling.apply(self.default_inv_freq64, seq_len)
+
+    def seq_len(self, *positions: Any) -> int | None:
+        """max(positions) + 1 for dynamic scaling (what transformers uses), else None."""
+        if not self.config.dynamic:
+            return None
+        return int(self.max_position(*positions)) + 1
+
+    def cos_sin(self, pos: Any, dtype: Any = None, seq_len: int | None = None) -> tuple[Any, Any]:
+        """cos, sin (..., P) in ``dtype`` (default float32) for integer positions (...,), from
+        float64 angles, times the scaling's attention factor. ``seq_len`` (dynamic scaling)
+        defaults to max(pos) + 1."""
+        seq_len = self.seq_len(pos) if seq_len is None else seq_len
+        inv_freq, scale = self.frequencies(seq_len)
+        cos, sin = PF.rope_cos_sin(pos, as_array_of(inv_freq, pos))  # float64
+        if scale != 1.0:
+            cos, sin = cos * scale, sin * scale
+        return in_dtype(dtype, cos, sin)
+
+    def rope_tables(self, x: Any, pos: Any, seq_len: int | None = None, ctx: Ctx = None) -> Any:
+        """The tables of x (B, H, T, D) at positions (T,) or (B, T) (``tables``)."""
+        make = partial(self.cos_sin, pos, at_least_float32(x), seq_len)
+        return self.tables(x, pos, ctx, ("rope", seq_len), make)
+
+    def rotate_one(self, x: Any, pos: Any, seq_len: int | None = None, ctx: Ctx = None) -> Any:
+        """Rotate x (B, H, T, D) at positions (T,) or (B, T) (dynamic scaling at ``seq_len``)."""
+        return self.apply_tables(x, self.rope_tables(x, pos, seq_len, ctx))
+
+    def pair_tables(self, q: Any, k: Any, q_pos: Any, k_pos: Any, ctx: Ctx) -> tuple[Any, Any]:
+        seq_len = self.current_length(q_pos, k_pos, ctx)
+        return self.rope_tables(q, q_pos, seq_len, ctx), self.rope_tables(k, k_pos, seq_len, ctx)
+
+    def current_length(self, q_pos: Any, k_pos: Any, ctx: Ctx) -> int | None:
+        """The dynamic length of a call: of the whole context (read once per forward), or of
+        these positions; None without dynamic scaling."""
+        if not self.config.dynamic:
+            return None
+        roles = (None, None) if ctx is None else (ctx.role(q_pos), ctx.role(k_pos))
+        if ctx is None or None in roles:
+            return self.seq_len(q_pos, k_pos)
+        key = self.shared_key("rope_seq_len", *roles)
+        return ctx.shared(key, lambda: self.seq_len(q_pos, k_pos))
+
+
+class GridFlow(RotaryFlow):
+    """RoPE on grids: ``angles(pos)`` of positions (..., T, A), (..., T, P) per pair or
+    (..., H, T, P) per head (``per_head``: keys need the queries' heads, ``check_heads``), in
+    float64; cos/sin once per forward through the context."""
+
+    def angles(self, pos: Any) -> Any:
+        """Angles of every pair at positions (..., T, A): (..., T, P), or (..., H, T, P)."""
+        raise NotImplementedError
+
+    def cos_sin(self, pos: Any, dtype: Any = None) -> tuple[Any, Any]:
+        """cos, sin of ``angles(pos)`` in ``dtype`` (default float32), from float64 angles."""
+        angles = self.angles(pos)
+        xp = namespace(angles)
+        return in_dtype(dtype, xp.cos(angles), xp.sin(angles))
+
+    def pair_tables(self, q: Any, k: Any, q_pos: Any, k_pos: Any, ctx: Ctx) -> tuple[Any, Any]:
+        if self.per_head:
+            self.config.check_heads(q, k)
+        return self.grid_tables(q, q_pos, ctx), self.grid_tables(k, k_pos, ctx)
+
+    def grid_tables(self, x: Any, pos: Any, ctx: Ctx) -> Any:
+        make = partial(self.cos_sin, pos, at_least_float32(x))
+        return self.tables(x, pos, ctx, (self.name,), make)
+
+
+class AxialFlow(GridFlow):
+    """Axial RoPE: pair p turns by its axis's coordinate, pos[a(p)]·θ_p (θ ``inv_freq64`` (P,)
+    float64, a ``axis_of_pair`` (P,), from the config's ``inv_freq()`` and ``pair_axes()``)."""
+
+    inv_freq64: Any
+    axis_of_pair: Any
+
+    def angles(self, pos: Any) -> Any:
+        axes = as_array_of(self.axis_of_pair, pos)
+        return PF.axis_angles(pos, as_array_of(self.inv_freq64, pos), axes)  # (..., T, P)
+
+
+class XPosFlow(RotaryFlow):
+    """xPos: queries scaled by ζ^(pos/γ_s), keys by ζ^(-pos/γ_s) (``rotate_scaled``, θ
+    ``inv_freq`` (P,) float64); the dtype range checked (``check_range(q, k, q_pos, k_pos)``)
+    on the positions given, or once per forward and dtype through the context."""
+
+    inv_freq: Any
     check_range: Any
-    rotate_scaled: Any
 
-    def rotate(self, q: Any, k: Any, q_pos: Any, k_pos: Any, *, ctx: Ctx = None) -> tuple[Any, Any]:
+    def rotate(  # type: ignore[override]
+        self, q: Any, k: Any, q_pos: Any, k_pos: Any, *, ctx: Ctx = None
+    ) -> tuple[Any, Any]:
         if ctx is None:
             q_pos, k_pos = self.check_qk(q, k, q_pos, k_pos)
             self.check_range(q, k, q_pos, k_pos)
@@ -140,6 +294,18 @@ class XPosFlow(Supplied):
             key = self.shared_key("xpos_range", q.dtype, k.dtype)
             ctx.shared(key, lambda: self.check_range(q, k, ctx.q_pos, ctx.k_pos))
         return self.rotate_scaled(q, q_pos, 1, ctx), self.rotate_scaled(k, k_pos, -1, ctx)
+
+    def rotate_scaled(self, x: Any, pos: Any, sign: int, ctx: Ctx = None) -> Any:
+        """Rotate x (B, H, T, D) at positions (T,) or (B, T), scaled by ζ^(sign·pos/γ_s)."""
+        make = partial(self.scaled_cos_sin, pos, sign)
+        return self.apply_tables(x, self.tables(x, pos, ctx, ("xpos", sign), make))
+
+    def scaled_cos_sin(self, pos: Any, sign: int) -> tuple[Any, Any]:
+        """ζ^(sign·pos/γ_s) cos, sin (..., P) of pos·θ, float64."""
+        c = self.config
+        cos, sin = PF.rope_cos_sin(pos, as_array_of(self.inv_freq, pos))
+        scale = PF.xpos_scale(sign * pos, c.rotary_dim, scale_base=c.scale_base, gamma=c.gamma)
+        return cos * scale, sin * scale
 
 
 class PoPEFlow(Supplied):
@@ -160,7 +326,7 @@ class PoPEFlow(Supplied):
     def polar(self, x: Any, pos: Any, shift: Any, ctx: Ctx = None) -> Any:
         """x (B, H, T, D) at positions (T,) or (B, T) -> (B, H, T, 2D), phases pos·θ - shift
         (``PF.pope_features``)."""
-        inv_freq = self.inv_freq
+        inv_freq = as_array_of(self.inv_freq, pos)
         key = self.shared_key("pope")
         cos_sin = shared_for(ctx, pos, key, lambda: PF.rope_cos_sin(pos, inv_freq))
         return PF.pope_features(x, pos, inv_freq, shift, cos_sin=cos_sin)

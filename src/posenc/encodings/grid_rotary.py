@@ -11,53 +11,21 @@ from torch import Tensor, nn
 
 from .. import functional as PF
 from ..kernels.rope import Kernel
-from ..kernels.rope_tables import RopeTables
 from ..registry import register
 from .configs import AxialRoPEConfig, MRoPEConfig, RoPE3DConfig, RoPEMixedConfig
-from .context import Ctx, shared_for
+from .flows import AxialFlow, GridFlow
 from .rotary import KernelRotary
 
 
-class GridRotary(KernelRotary):
-    """Base of the grid RoPEs: ``angles(pos)`` (..., T, P) per pair, or (..., H, T, P) per
-    head (``per_head``), in float64; cos/sin made once per forward through the context and
-    handed to the RoPE ``kernel`` (``posenc.kernels.rope``: "eager", "cpp", "inductor",
-    "triton", "auto"; learnable angles always run "eager")."""
-
-    per_head = False
-
-    def angles(self, pos: Tensor) -> Tensor:
-        """Angles of every pair at positions (..., T, A): (..., T, P), or (..., H, T, P)."""
-        raise NotImplementedError
-
-    def cos_sin(self, pos: Tensor, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
-        """cos, sin of ``angles(pos)`` in ``dtype``, from float64 angles."""
-        ang = self.angles(pos)
-        return torch.cos(ang).to(dtype), torch.sin(ang).to(dtype)
-
-    def _tables(self, x: Tensor, pos: Tensor, ctx: Ctx = None) -> RopeTables:
-        """cos, sin broadcastable to x (B, H, T, D): (T, P) or (B, 1, T, P) per pair, (H, T, P)
-        or (B, H, T, P) per head; made once per forward for the context's positions."""
-        dtype = torch.promote_types(x.dtype, torch.float32)
-
-        def make() -> RopeTables:
-            cos, sin = self.cos_sin(pos, dtype)
-            if not self.per_head and cos.ndim == 3:  # (B, T, P) -> (B, 1, T, P)
-                cos, sin = cos[:, None], sin[:, None]
-            return RopeTables(cos, sin)
-
-        return shared_for(ctx, pos, (self.name, self, dtype), make)
-
-    def pair_tables(
-        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, ctx: Ctx
-    ) -> tuple[RopeTables, RopeTables]:
-        return self._tables(q, q_pos, ctx), self._tables(k, k_pos, ctx)
+class GridRotary(GridFlow, KernelRotary):
+    """Base of the grid RoPEs (``posenc.encodings.flows.GridFlow``): cos/sin of float64 angles
+    made once per forward and handed to the RoPE ``kernel`` (``posenc.kernels.rope``: "eager",
+    "cpp", "inductor", "triton", "auto"; learnable angles always run "eager")."""
 
 
-class AxialRoPE(GridRotary):
-    """Axial RoPE: pair p turns by its axis's coordinate, pos[a(p)]·θ_p (``config_class``
-    says which axis and frequency each pair has: ``inv_freq()``, ``pair_axes()``); the
-    frequencies ``inv_freq64`` stay float64 under ``model.to(bf16)``."""
+class AxialRoPE(AxialFlow, GridRotary):
+    """Axial RoPE (``posenc.encodings.flows.AxialFlow``); the frequencies ``inv_freq64`` stay
+    float64 under ``model.to(bf16)``."""
 
     config: AxialRoPEConfig | MRoPEConfig
     keep_dtype_buffers = ("inv_freq64",)
@@ -73,9 +41,6 @@ class AxialRoPE(GridRotary):
             "inv_freq64": self.config.inv_freq(PF.torch_xp),
             "axis_of_pair": torch.tensor(self.config.pair_axes(), dtype=torch.long),
         }
-
-    def angles(self, pos: Tensor) -> Tensor:
-        return PF.axis_angles(pos, self.inv_freq64, self.axis_of_pair)  # (..., T, P)
 
 
 @register("rope_2d", family="rotary", paper="Heo et al., arXiv:2403.13298", year=2024)
@@ -141,9 +106,3 @@ class RoPEMixed(GridRotary):
 
     def angles(self, pos: Tensor) -> Tensor:
         return PF.mixed_angles(pos, self.freqs)  # (..., H, T, P), float64
-
-    def pair_tables(
-        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, ctx: Ctx
-    ) -> tuple[RopeTables, RopeTables]:
-        self.config.check_heads(q, k)
-        return super().pair_tables(q, k, q_pos, k_pos, ctx)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from .. import functional as PF
@@ -12,44 +11,36 @@ from ..kernels.rope import Kernel, check_kernel, rotate_tables
 from ..kernels.rope_eager import apply_rope
 from ..kernels.rope_tables import RopeTables
 from ..registry import register
-from .base import PositionalEncoding, check_qk
+from .base import PositionalEncoding
 from .capabilities import Capabilities
 from .configs import RoPEConfig
-from .context import Ctx, shared_for
+from .flows import RoPEFlow
 
 
-class KernelRotary(PositionalEncoding):
-    """Base of the RoPEs rotating by a ``kernel`` (``posenc.kernels.rope``): ``rotate`` checks
-    its inputs (unless a context comes with them: the caller that built it checked them) and
-    rotates q and k by their ``pair_tables``, made once per forward through the context."""
+class Rotary(PositionalEncoding):
+    """torch's side of the rotary flows (``posenc.encodings.flows``): tables held as
+    ``RopeTables`` (what the kernels derive from them, made once per forward) and applied by
+    the eager kernel."""
 
     capabilities = Capabilities(rotates=True)
+
+    def wrap_tables(self, cos: Tensor, sin: Tensor) -> RopeTables:
+        return RopeTables(cos, sin)
+
+    def apply_tables(self, x: Tensor, tables: RopeTables, inplace: bool = False) -> Tensor:
+        return apply_rope(x, tables.cos, tables.sin, layout=self.layout, inplace=inplace)
+
+
+class KernelRotary(Rotary):
+    """Base of the RoPEs rotating q and k by a ``kernel`` (``posenc.kernels.rope``)."""
 
     def __init__(self, *, kernel: Kernel = "eager", **config: Any) -> None:
         super().__init__(**config)
         self.kernel: Kernel = check_kernel(kernel)
 
-    def pair_tables(
-        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, ctx: Ctx
-    ) -> tuple[RopeTables, RopeTables]:
-        """cos, sin tables of q at ``q_pos`` and of k at ``k_pos``, broadcastable to each."""
-        raise NotImplementedError
-
-    def rotate(
-        self,
-        q: Tensor,
-        k: Tensor,
-        q_pos: Tensor,
-        k_pos: Tensor,
-        *,
-        ctx: Ctx = None,
-        inplace: bool = False,
+    def rotate_pair(
+        self, q: Tensor, k: Tensor, tq: RopeTables, tk: RopeTables, inplace: bool
     ) -> tuple[Tensor, Tensor]:
-        """R(q_pos) q, R(k_pos) k for q (B, H, Tq, D), k (B, Hkv, Tk, D) by the module's
-        ``kernel``; ``inplace=True`` (inference) overwrites q and k instead of allocating."""
-        if ctx is None:
-            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim, axes=self.config.axes)
-        tq, tk = self.pair_tables(q, k, q_pos, k_pos, ctx)
         return rotate_tables(q, k, tq, tk, layout=self.layout, inplace=inplace, kernel=self.kernel)
 
     def extra_repr(self) -> str:
@@ -57,7 +48,7 @@ class KernelRotary(PositionalEncoding):
 
 
 @register("rope", family="rotary", paper="Su et al., arXiv:2104.09864", year=2021)
-class RoPE(KernelRotary):
+class RoPE(RoPEFlow, KernelRotary):
     """Rotary position embedding (Su et al. 2021, RoFormer): q_m -> R_m q_m, k_n -> R_n k_n with
 
     R_m rotating pair i by m·θ_i, θ_i = base^(-2i/d), so <R_m q, R_n k> = <q, R_(n-m) k>.
@@ -109,59 +100,6 @@ class RoPE(KernelRotary):
         """Frequencies (P,) in float32, before any dynamic adjustment (Hugging Face's buffer)."""
         return self.inv_freq64.float()
 
-    def frequencies(self, seq_len: int | None = None) -> tuple[Tensor, float]:
-        """(inv_freq (P,) float64, attention_scaling) at the current length ``seq_len``."""
-        if not self.dynamic or seq_len is None:
-            return self.inv_freq64, self.attention_scaling
-        return self.scaling.apply(self.default_inv_freq64, seq_len)
-
-    def seq_len(self, *positions: Tensor) -> int | None:
-        """max(positions) + 1 for dynamic scaling (what transformers uses), else None."""
-        if not self.dynamic:
-            return None
-        return max((int(p.max()) for p in positions if p.numel()), default=-1) + 1
-
-    def cos_sin(
-        self, pos: Tensor, dtype: torch.dtype = torch.float32, seq_len: int | None = None
-    ) -> tuple[Tensor, Tensor]:
-        """cos, sin (..., P) in ``dtype`` for int64 positions (...,), from float64 angles, times
-        the scaling's attention factor. ``seq_len`` (dynamic scaling) defaults to max(pos) + 1."""
-        seq_len = self.seq_len(pos) if seq_len is None else seq_len
-        inv_freq, scale = self.frequencies(seq_len)
-        cos, sin = PF.rope_cos_sin(pos, inv_freq)  # float64
-        if scale != 1.0:
-            cos, sin = cos * scale, sin * scale
-        return cos.to(dtype), sin.to(dtype)
-
-    def _tables(self, x: Tensor, pos: Tensor, seq_len: int | None, ctx: Ctx = None) -> RopeTables:
-        """cos, sin broadcastable to x (B, H, T, D): (T, P) or (B, 1, T, P), with what the
-        kernels derive from them; made once per forward for the context's positions (every
-        layer rotates at the same ones)."""
-        dtype = torch.promote_types(x.dtype, torch.float32)
-
-        def make() -> RopeTables:
-            cos, sin = self.cos_sin(pos, dtype, seq_len)
-            return RopeTables(*((cos[:, None], sin[:, None]) if cos.ndim == 3 else (cos, sin)))
-
-        return shared_for(ctx, pos, ("rope", self, dtype, seq_len), make)
-
-    def rotate_one(self, x: Tensor, pos: Tensor, seq_len: int | None = None) -> Tensor:
-        """Rotate x (B, H, T, D) at positions (T,) or (B, T) (dynamic scaling at ``seq_len``)."""
-        tables = self._tables(x, pos, seq_len)
-        return apply_rope(x, tables.cos, tables.sin, layout=self.layout)  # the eager kernel
-
-    def pair_tables(
-        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, ctx: Ctx
-    ) -> tuple[RopeTables, RopeTables]:
-        seq_len = self._seq_len(q_pos, k_pos, ctx)
-        return self._tables(q, q_pos, seq_len, ctx), self._tables(k, k_pos, seq_len, ctx)
-
-    def _seq_len(self, q_pos: Tensor, k_pos: Tensor, ctx: Ctx) -> int | None:
-        """The dynamic length of a call: of the whole context (read once per forward), or of
-        these positions."""
-        if not self.dynamic:
-            return None
-        roles = (None, None) if ctx is None else (ctx.role(q_pos), ctx.role(k_pos))
-        if ctx is None or None in roles:
-            return self.seq_len(q_pos, k_pos)
-        return ctx.shared(("rope_seq_len", self, *roles), lambda: self.seq_len(q_pos, k_pos))
+    def max_position(self, *positions: Tensor) -> int:
+        """max(positions), -1 for none: one host read per tensor."""
+        return max((int(p.max()) for p in positions if p.numel()), default=-1)

@@ -9,17 +9,14 @@ from torch import Tensor
 
 from .. import functional as PF
 from .._validate import values_checked
-from ..kernels import rope_eager
 from ..registry import register
-from .base import PositionalEncoding
-from .capabilities import Capabilities
 from .configs import XPosConfig
-from .context import Ctx, shared_for
 from .flows import XPosFlow
+from .rotary import Rotary
 
 
 @register("xpos", family="rotary", paper="Sun et al., arXiv:2212.10554", year=2022)
-class XPos(XPosFlow, PositionalEncoding):
+class XPos(XPosFlow, Rotary):
     """RoPE with exponential decay (Sun et al. 2022, eq. 11; torchscale ``XPOS``):
 
     q_n -> ζ^(n/γ_s) ⊙ R_n q_n,  k_m -> ζ^(-m/γ_s) ⊙ R_m k_m,  ζ_i = (2i/d + γ)/(1 + γ),
@@ -32,7 +29,6 @@ class XPos(XPosFlow, PositionalEncoding):
     overflow: a ValueError.
     """
 
-    capabilities = Capabilities(rotates=True)
     config_class = XPosConfig
     config: XPosConfig
 
@@ -45,23 +41,6 @@ class XPos(XPosFlow, PositionalEncoding):
 
     def fixed_buffers(self) -> dict[str, Tensor]:
         return {"inv_freq": PF.rope_inv_freq(self.rotary_dim, base=self.base, xp=PF.torch_xp)}
-
-    def rotate_scaled(self, x: Tensor, pos: Tensor, sign: float, ctx: Ctx = None) -> Tensor:
-        """Rotate x (B, H, T, D) at positions (T,) or (B, T) and scale by ζ^(sign·pos/γ_s)
-        (tables shared by the layers of one forward through ``ctx``)."""
-        work = torch.promote_types(x.dtype, torch.float32)
-        key = ("xpos", self, sign, work)
-        cos, sin = shared_for(ctx, pos, key, lambda: self.tables(pos, sign, work))
-        return rope_eager.apply_rope(x, cos, sin, layout=self.layout)
-
-    def tables(self, pos: Tensor, sign: float, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        """ζ^(sign·pos/γ_s) cos, sin in ``dtype``: (T, P) or (B, 1, T, P)."""
-        cos, sin = PF.rope_cos_sin(pos, self.inv_freq)  # (T, P) or (B, T, P) float64
-        scale = PF.xpos_scale(
-            sign * pos, self.rotary_dim, scale_base=self.scale_base, gamma=self.gamma
-        )
-        cos, sin = (cos * scale).to(dtype), (sin * scale).to(dtype)
-        return (cos[:, None], sin[:, None]) if cos.ndim == 3 else (cos, sin)
 
     def check_range(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> None:
         """Raise where the scaled queries or keys would overflow q's or k's dtype (NaN scores

@@ -4,21 +4,15 @@ absolute, rotary, xpos and pope (same arguments, parameters and hooks)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable
-from functools import partial
-from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
 from .. import functional as PF
 from ..encodings import configs
-from ..encodings.context import shared_for
-from ..encodings.flows import AbsoluteFlow, PoPEFlow, SinusoidalFlow, XPosFlow
+from ..encodings.flows import AbsoluteFlow, PoPEFlow, RoPEFlow, SinusoidalFlow, XPosFlow
 from .base import (
-    Ctx,
     PositionalEncoding,
     bounds,
     is_concrete,
@@ -100,36 +94,24 @@ class Learned(Table):
         return (self.max_len,)
 
 
-def rotate_at(
-    x: Array,
-    pos: Array,
-    layout: PF.Layout,
-    ctx: Ctx,
-    key: Hashable,
-    cos_sin: Callable[[], tuple[Array, Array]],
-    per_head: bool = False,
-) -> Array:
-    """Rotate x (B, H, T, D) at positions ``pos`` by the tables ``cos_sin()``: (..., T, P) per
-    pair, or (..., H, T, P) ``per_head``, cast to float32 or x's wider dtype, (B, T, P) as
-    (B, 1, T, P); shared by the layers of a forward through ``ctx`` (``key``)."""
-    work = jnp.promote_types(x.dtype, jnp.float32)
+class Rotary(PositionalEncoding):
+    """Flax's side of the rotary flows (``posenc.encodings.flows``): cos, sin tables applied
+    by ``PF.apply_rope``."""
 
-    def tables() -> tuple[Array, Array]:
-        cos, sin = (t.astype(work) for t in cos_sin())
-        return (cos[:, None], sin[:, None]) if cos.ndim == 3 and not per_head else (cos, sin)
+    def wrap_tables(self, cos: Array, sin: Array) -> tuple[Array, Array]:
+        return cos, sin
 
-    cos, sin = shared_for(ctx, pos, (key, work), tables)
-    return PF.apply_rope(x, cos, sin, layout=layout)
+    def apply_tables(self, x: Array, tables: tuple[Array, Array], inplace: bool = False) -> Array:
+        return PF.apply_rope(x, *tables, layout=self.layout, inplace=inplace)
 
-
-def rope_tables(pos: Array, inv_freq: Any, scale: Any) -> tuple[Array, Array]:
-    """cos, sin (..., T, P) of pos·θ for θ (P,) float64, scaled by s (a number or (..., T, P))."""
-    cos, sin = PF.rope_cos_sin(pos, jnp.asarray(inv_freq))
-    return cos * scale, sin * scale
+    def rotate_pair(
+        self, q: Array, k: Array, tq: tuple[Array, Array], tk: tuple[Array, Array], inplace: bool
+    ) -> tuple[Array, Array]:
+        return self.apply_tables(q, tq, inplace), self.apply_tables(k, tk, inplace)
 
 
 @register(configs.RoPEConfig)
-class RoPE(PositionalEncoding):
+class RoPE(RoPEFlow, Rotary):
     """As torch's ``RoPE`` (no ``kernel``): frequencies are float64 NumPy constants; angles
     run in float64 under ``jax_enable_x64``, else float32 (exact to ~1e-6 rad below ~10^4
     positions). Dynamic scaling reads max(pos), so it needs concrete positions (not under
@@ -146,59 +128,26 @@ class RoPE(PositionalEncoding):
     def jittable(self) -> bool:
         return not self.config.dynamic
 
-    def frequencies(self, seq_len: int | None = None) -> tuple[np.ndarray, float]:
-        """As torch's: (inv_freq (P,) float64, attention_scaling) at the length ``seq_len``."""
-        if not self.config.dynamic or seq_len is None:
-            return self.inv_freq64, self.attention_scaling
-        inv_freq, scale = self.scaling.apply(self.default_inv_freq64, seq_len)
-        return np.asarray(inv_freq), scale
-
-    def seq_len(self, *positions: Array) -> int | None:
-        """As torch's: max(positions) + 1 for dynamic scaling, else None."""
-        if not self.config.dynamic:
-            return None
+    def max_position(self, *positions: Array) -> int:
+        """max(positions), -1 for none, read on the host. Raises: ValueError under
+        ``jax.jit``."""
         if not all(is_concrete(p) for p in positions):
             raise ValueError(
                 f"dynamic RoPE scaling ({self.scaling.method!r}) needs concrete positions to "
                 "read the current length; call it outside jax.jit"
             )
-        return max((b[1] for p in positions if (b := bounds(p)) is not None), default=-1) + 1
-
-    def rotate_one(
-        self, x: Array, pos: Array, seq_len: int | None = None, ctx: Ctx = None
-    ) -> Array:
-        """Rotate x (B, H, T, D) at positions (T,) or (B, T) (dynamic scaling at ``seq_len``)."""
-        tables = partial(rope_tables, pos, *self.frequencies(seq_len))
-        return rotate_at(x, pos, self.layout, ctx, ("rope", seq_len), tables)
-
-    def rotate(
-        self, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
-    ) -> tuple[Array, Array]:
-        if ctx is None:
-            q_pos, k_pos = self.check_qk(q, k, q_pos, k_pos)
-        seq_len = self.seq_len(q_pos, k_pos)
-        return self.rotate_one(q, q_pos, seq_len, ctx), self.rotate_one(k, k_pos, seq_len, ctx)
+        return max((b[1] for p in positions if (b := bounds(p)) is not None), default=-1)
 
 
 @register(configs.XPosConfig)
-class XPos(XPosFlow, PositionalEncoding):
+class XPos(XPosFlow, Rotary):
     """As torch's ``XPos``: RoPE scaled by ζ^(±pos/γ_s); tables and the range check once per
     forward through ``ctx``; the range is checked where positions are concrete."""
 
     config: configs.XPosConfig
 
     def setup(self, rngs: nnx.Rngs) -> None:
-        self.inv_freq64 = PF.rope_inv_freq(self.rotary_dim, base=self.base)  # (P,) NumPy
-
-    def rotate_scaled(self, x: Array, pos: Array, sign: int, ctx: Ctx = None) -> Array:
-        """Rotate x (B, H, T, D) at positions (T,) or (B, T), scaled by ζ^(sign·pos/γ_s)."""
-        c = self.config
-
-        def tables() -> tuple[Array, Array]:
-            scale = PF.xpos_scale(sign * pos, c.rotary_dim, scale_base=c.scale_base, gamma=c.gamma)
-            return rope_tables(pos, self.inv_freq64, scale)
-
-        return rotate_at(x, pos, self.layout, ctx, ("xpos", sign), tables)
+        self.inv_freq = PF.rope_inv_freq(self.rotary_dim, base=self.base)  # (P,) NumPy
 
     def check_range(self, q: Array, k: Array, q_pos: Array, k_pos: Array) -> None:
         """As torch's: raise where the scaled q or k would overflow their dtype (concrete
@@ -218,7 +167,7 @@ class PoPE(PoPEFlow, PositionalEncoding):
     config: configs.PoPEConfig
 
     def setup(self, rngs: nnx.Rngs) -> None:
-        self.inv_freq64 = PF.rope_inv_freq(2 * self.head_dim, base=self.base)  # (D,) base^(-c/D)
+        self.inv_freq = PF.rope_inv_freq(2 * self.head_dim, base=self.base)  # (D,) base^(-c/D)
         delta = jnp.zeros((self.n_heads, self.head_dim))
         self.delta = nnx.Param(delta) if self.config.phase_bias else None
 
@@ -230,8 +179,3 @@ class PoPE(PoPEFlow, PositionalEncoding):
         delta = self.delta[...]
         inside = (delta >= -2 * math.pi) & (delta <= 0.0)
         return jnp.where(inside, delta, jnp.clip(delta, -2 * math.pi, 0.0))
-
-    @property
-    def inv_freq(self) -> Array:
-        """θ (D,) as a JAX array (float64 under ``jax_enable_x64``)."""
-        return jnp.asarray(self.inv_freq64)

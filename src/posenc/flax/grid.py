@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
-from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -16,56 +15,28 @@ from flax import nnx
 
 from .. import functional as PF
 from ..encodings import configs
-from ..encodings.flows import Sincos2DFlow
+from ..encodings.flows import AxialFlow, GridFlow, Sincos2DFlow
 from .base import (
-    Ctx,
     PositionalEncoding,
     register,
 )
-from .encodings import Table, rotate_at
+from .encodings import Rotary, Table
 
 Array = jax.Array
 
 
-class GridRotary(PositionalEncoding):
-    """As torch's ``GridRotary``: ``angles(pos)`` (..., T, P) per pair or (..., H, T, P) per
-    head, cos/sin once per forward through the context, rotated by ``PF.apply_rope``."""
-
-    per_head = False
-
-    def angles(self, pos: Array) -> Array:
-        raise NotImplementedError
-
-    def cos_sin(self, pos: Array) -> tuple[Array, Array]:
-        """cos, sin of ``angles(pos)``."""
-        angles = self.angles(pos)
-        return jnp.cos(angles), jnp.sin(angles)
-
-    def rotate_one(self, x: Array, pos: Array, ctx: Ctx = None) -> Array:
-        """Rotate x (B, H, T, D) at positions (T, A) or (B, T, A)."""
-        tables = partial(self.cos_sin, pos)
-        return rotate_at(x, pos, self.layout, ctx, self.name, tables, self.per_head)
-
-    def rotate(
-        self, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
-    ) -> tuple[Array, Array]:
-        if ctx is None:
-            q_pos, k_pos = self.check_qk(q, k, q_pos, k_pos)
-        return self.rotate_one(q, q_pos, ctx), self.rotate_one(k, k_pos, ctx)
+class GridRotary(GridFlow, Rotary):
+    """As torch's ``GridRotary`` (``posenc.encodings.flows.GridFlow``)."""
 
 
-class AxialRoPE(GridRotary):
-    """As torch's ``AxialRoPE``: pair p turns by pos[a(p)]·θ_p, θ float64 NumPy constants."""
+class AxialRoPE(AxialFlow, GridRotary):
+    """As torch's ``AxialRoPE``: θ and the pairs' axes NumPy constants."""
 
     config: configs.AxialRoPEConfig | configs.MRoPEConfig
 
     def setup(self, rngs: nnx.Rngs) -> None:
         self.inv_freq64 = self.config.inv_freq()  # (P,) float64 NumPy
         self.axis_of_pair = np.asarray(self.config.pair_axes())  # (P,)
-
-    def angles(self, pos: Array) -> Array:
-        axes = jnp.asarray(self.axis_of_pair)
-        return PF.axis_angles(pos, jnp.asarray(self.inv_freq64), axes)  # (..., T, P)
 
 
 @register(configs.AxialRoPEConfig)
@@ -97,12 +68,6 @@ class RoPEMixed(GridRotary):
 
     def angles(self, pos: Array) -> Array:
         return PF.mixed_angles(pos, self.freqs[...])  # (..., H, T, P)
-
-    def rotate(
-        self, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: Ctx = None
-    ) -> tuple[Array, Array]:
-        self.config.check_heads(q, k)
-        return super().rotate(q, k, q_pos, k_pos, ctx=ctx)
 
 
 @register(configs.Sincos2DConfig)

@@ -51,6 +51,14 @@ def device_of(x: Any) -> Any:
     return array_api_compat.device(x)
 
 
+def as_array_of(x: Any, like: Any) -> Any:
+    """``x`` (a module's constant: a NumPy array in Flax's) as an array of ``like``'s namespace;
+    a torch tensor as it is."""
+    if isinstance(x, torch.Tensor):
+        return x
+    return namespace(like).asarray(x)
+
+
 def astype(x: Any, dtype: Any) -> Any:
     """x in ``dtype``, x itself where it has that dtype already (torch: ``Tensor.to``;
     array-api-compat's ``astype`` copies by default, through wrappers a forward pays for)."""
