@@ -146,6 +146,9 @@ class Hooks:
     def pe_axes(self, pe: Any) -> int:
         raise NotImplementedError
 
+    def pe_capabilities(self, pe: Any) -> Any:
+        raise NotImplementedError
+
 
 class TransformerFlow(Hooks):
     """TinyTransformer: tokens -> ``pe.embed`` -> blocks -> norm -> head."""
@@ -197,6 +200,20 @@ class EncoderDecoderFlow(Hooks):
     decoder: Any
     decoder_norm: Any
     head: Any
+
+    def place_encodings(
+        self, pe: Any, pe_config: dict[str, Any] | None, c: Any, *, nope: Any, **stacks: Any
+    ) -> None:
+        """``encoder_pe`` and ``decoder_pe`` from ``pe`` (``stack_encodings``, keywords
+        ``stacks``), checked to read the position axes their stacks take (``c``: the
+        ``EncoderDecoderConfig``), and ``cross_pe``: ``nope()``, or with ``cross_rotation`` the
+        decoder's (checked to only rotate)."""
+        self.encoder_pe, self.decoder_pe = stack_encodings(pe, pe_config, **stacks)
+        pes = (self.encoder_pe, self.decoder_pe)
+        names = [p.name or type(p).__name__ for p in pes]
+        c.check_axes(*((self.pe_axes(p), n) for p, n in zip(pes, names, strict=True)))
+        c.check_cross_rotation(self.pe_capabilities(self.decoder_pe), names[1])
+        self.cross_pe = self.decoder_pe if c.cross_rotation else nope()
 
     def encode(self, src: Any, src_pos: Any = None, *, src_padding_mask: Any = None) -> Any:
         """Encoder states (B, S, C) of source tokens ``src`` (B, S) at ``src_pos`` (S,) or

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._models import DecoderBlockFlow, EncoderDecoderFlow, stack_encodings
+from .._models import DecoderBlockFlow, EncoderDecoderFlow
 from .._validate import check_mask_tensor, check_positive_int
 from ..encodings.base import PositionalEncoding
 from ..encodings.configs import EncoderDecoderConfig
@@ -106,11 +106,9 @@ class EncoderDecoder(TorchHooks, EncoderDecoderFlow, nn.Module):
         self.config = c
         size = {"dim": c.d_model, "n_heads": c.n_heads, "max_len": c.max_len}
         kind = "PositionalEncoding"
-        self.encoder_pe, self.decoder_pe = stack_encodings(
-            pe, pe_config, size=size, base=PositionalEncoding, kind=kind, **REGISTRY
+        self.place_encodings(
+            pe, pe_config, c, nope=NoPE, size=size, base=PositionalEncoding, kind=kind, **REGISTRY
         )
-        c.check_axes(*(_axes_and_name(p) for p in (self.encoder_pe, self.decoder_pe)))
-        self.cross_pe = _cross_encoding(self.decoder_pe, c)
         self.src_tok = nn.Embedding(c.src_vocab_size, d_model)
         self.tgt_tok = self.src_tok if share_embeddings else nn.Embedding(tgt_vocab_size, d_model)
         d_ff = c.d_ff or 4 * d_model
@@ -190,14 +188,3 @@ class EncoderDecoder(TorchHooks, EncoderDecoderFlow, nn.Module):
             return self.decode(tokens, memory, positions, cache=cache)[:, -1]  # (B, V)
 
         return decoding.run(first, step, torch.ones(B, dtype=torch.long, device=src.device))
-
-
-def _axes_and_name(pe: PositionalEncoding) -> tuple[int, str]:
-    return pe.capabilities.axes, pe.name or type(pe).__name__
-
-
-def _cross_encoding(decoder_pe: PositionalEncoding, c: EncoderDecoderConfig) -> PositionalEncoding:
-    """Cross-attention's encoding: NoPE, or with ``cross_rotation`` the decoder's (checked to
-    only rotate)."""
-    c.check_cross_rotation(decoder_pe.capabilities, decoder_pe.name or type(decoder_pe).__name__)
-    return decoder_pe if c.cross_rotation else NoPE()

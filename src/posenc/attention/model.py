@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from .._models import BlockFlow, Hooks, TransformerFlow, model_encoding
 from .._validate import check_mask_tensor, check_ndim
 from ..encodings.base import PositionalEncoding, default_positions
+from ..encodings.capabilities import Capabilities
 from ..encodings.configs import TransformerConfig
 from ..encodings.context import PositionContext
 from .attention import Attention
@@ -49,6 +50,9 @@ class TorchHooks(Hooks):
 
     def pe_axes(self, pe: PositionalEncoding) -> int:
         return pe.capabilities.axes
+
+    def pe_capabilities(self, pe: PositionalEncoding) -> Capabilities:
+        return pe.capabilities
 
 
 def _build(name: str, **config: Any) -> PositionalEncoding:

@@ -11,7 +11,7 @@ from typing import Any
 import jax
 from flax import nnx
 
-from .._models import DecoderBlockFlow, EncoderDecoderFlow, stack_encodings
+from .._models import DecoderBlockFlow, EncoderDecoderFlow
 from ..encodings.configs import EncoderDecoderConfig
 from .attention import Attention, KVCache
 from .base import PositionalEncoding
@@ -54,14 +54,9 @@ class EncoderDecoder(FlaxHooks, EncoderDecoderFlow, nnx.Module):
         c = EncoderDecoderConfig(**config)
         rngs = rngs or nnx.Rngs(0)
         kind = "Flax PositionalEncoding"
-        self.encoder_pe, self.decoder_pe = stack_encodings(
-            pe, pe_config, base=PositionalEncoding, kind=kind, **registry(c, rngs)
+        self.place_encodings(
+            pe, pe_config, c, nope=NoPE, base=PositionalEncoding, kind=kind, **registry(c, rngs)
         )
-        from ..registry import info
-
-        c.check_axes(*((p.axes, p.name) for p in (self.encoder_pe, self.decoder_pe)))
-        c.check_cross_rotation(info(self.decoder_pe.name).cls.capabilities, self.decoder_pe.name)
-        self.cross_pe = self.decoder_pe if c.cross_rotation else NoPE()
         self.config = c
         d, d_ff = c.d_model, c.d_ff or 4 * c.d_model
         self.src_tok = nnx.Embed(c.src_vocab_size, d, embedding_init=_INIT, rngs=rngs)

@@ -14,7 +14,9 @@ import optax
 from flax import nnx
 
 from .._models import BlockFlow, Hooks, TransformerFlow, model_encoding
+from ..encodings.capabilities import Capabilities
 from ..encodings.configs import TransformerConfig
+from ..registry import info
 from .attention import Attention, KVCache, context
 from .base import PositionalEncoding, PositionContext, accepted_keys, build_for_model, check_ndim
 
@@ -47,6 +49,9 @@ class FlaxHooks(Hooks):
 
     def pe_axes(self, pe: PositionalEncoding) -> int:
         return pe.axes
+
+    def pe_capabilities(self, pe: PositionalEncoding) -> Capabilities:
+        return info(pe.name).cls.capabilities  # the torch twin's declaration
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.forward(*args, **kwargs)  # type: ignore[attr-defined]
