@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from .._validate import check_embed as check_embed_inputs
 from .._validate import check_ndim, check_positions, check_scores
 from .._validate import check_qk as check_qk_inputs
 from .capabilities import Capabilities
@@ -98,14 +97,6 @@ class PositionalEncoding(Hooks, nn.Module):
     def shared_key(self, name: str, *parts: Hashable) -> tuple[Hashable, ...]:
         """The context key of this module's shared work ``name`` (``posenc.encodings.flows``)."""
         return (name, self, *parts)
-
-    def check_qk(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
-        """``check_qk`` with this encoding's head_dim (``posenc.encodings.flows``)."""
-        return check_qk(q, k, q_pos, k_pos, self.head_dim, axes=self.config.axes)
-
-    def check_embed(self, x: Tensor, pos: Tensor) -> Tensor:
-        """``check_embed`` with this encoding's dim and axes (``posenc.encodings.flows``)."""
-        return check_embed_inputs(x, pos, self.dim, axes=self.config.axes)
 
     #: The array checks the flows call (``posenc.encodings.flows``).
     check_positions = staticmethod(check_positions)

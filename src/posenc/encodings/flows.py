@@ -18,8 +18,10 @@ from typing import Any
 from .. import functional as PF
 from .._validate import (
     as_4d,
+    check_embed,
     check_position_batches,
     check_positions_match,
+    check_qk,
     check_real_floating,
     check_scores,
 )
@@ -40,7 +42,24 @@ Ctx = Any
 
 class Hooks:
     """Every hook the identity (no position information), as in NoPE. An attention layer calls
-    them in this order (``posenc.encodings.base``)."""
+    them in this order (``posenc.encodings.base``). The input checks of a hook called without
+    a context (``check_qk``, ``check_embed``) use the framework's array checks."""
+
+    config: Any
+    check_ndim: Any
+    check_positions: Any
+
+    def check_qk(self, q: Any, k: Any, q_pos: Any, k_pos: Any) -> tuple[Any, Any]:
+        """``_validate.check_qk`` with this encoding's head_dim and axes: positions back as the
+        framework's integer arrays."""
+        c, checks = self.config, {"ndim": self.check_ndim, "positions": self.check_positions}
+        return check_qk(q, k, q_pos, k_pos, c.head_dim, axes=c.axes, **checks)
+
+    def check_embed(self, x: Any, pos: Any) -> Any:
+        """``_validate.check_embed`` with this encoding's dim and axes: positions back as the
+        framework's integer arrays."""
+        c, checks = self.config, {"ndim": self.check_ndim, "positions": self.check_positions}
+        return check_embed(x, pos, c.dim, axes=c.axes, **checks)
 
     def embed(self, x: Any, pos: Any, *, ctx: Ctx = None) -> Any:
         """Add position information to token embeddings. x (B, T, C), pos (B, T) or (T,)."""
@@ -80,6 +99,7 @@ class Supplied:
 
     config: Any
     check_qk: Any
+    check_embed: Any
     shared_key: Any
     check_positions: Any
     check_ndim: Any
@@ -92,8 +112,6 @@ class AbsoluteFlow(Supplied):
     comes with them, x and the positions are checked (``check_embed(x, pos)``) and their values
     (``check_values(pos)``: the table has a row for each); ``prepare`` checks the values once
     per forward (every key was a query once)."""
-
-    check_embed: Any
 
     def prepare(self, q_pos: Any, k_pos: Any = None) -> Any:
         self.check_values(q_pos)

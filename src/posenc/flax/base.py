@@ -17,9 +17,7 @@ from flax import nnx
 from flax.nnx.tracers import TraceState
 
 from .._models import sized_config
-from .._validate import check_embed as shared_check_embed
 from .._validate import check_position_rank
-from .._validate import check_qk as shared_check_qk
 from ..encodings import context
 from ..encodings.configs import EncodingConfig
 from ..encodings.flows import Hooks
@@ -129,25 +127,6 @@ class PositionalEncoding(Hooks, nnx.Module):
         """The context key of this module's shared work ``name``: hashable values only (a
         pytree's keys; ``posenc.encodings.flows``)."""
         return (name, *parts)
-
-    def check_qk(self, q: Array, k: Array, q_pos: Any, k_pos: Any) -> tuple[Array, Array]:
-        """``check_qk`` with this encoding's head_dim (``posenc.encodings.flows``)."""
-        return shared_check_qk(
-            q,
-            k,
-            q_pos,
-            k_pos,
-            self.head_dim,
-            ndim=check_ndim,
-            positions=check_positions,
-            axes=self.axes,
-        )
-
-    def check_embed(self, x: Array, pos: Any) -> Array:
-        """``check_embed`` with this encoding's dim: positions back as a JAX array."""
-        return shared_check_embed(
-            x, pos, self.dim, axes=self.axes, ndim=check_ndim, positions=check_positions
-        )
 
     #: The array checks the flows call (``posenc.encodings.flows``).
     check_positions = staticmethod(check_positions)
