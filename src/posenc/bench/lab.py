@@ -105,9 +105,9 @@ QUICK_SHAPES = ((8, 16),)
 #: The trainer comparison's run: the quick preset's sort decoder (32 symbols + 3 specials,
 #: feed-forward width ``LAB_FF``), batch 64, n in 1..8 (2n + 2 tokens, the loss on the n + 1
 #: answer tokens), ``SEEDS`` seeds of one configuration, ``RUN_STEPS`` AdamW steps a run
-#: (sort takes 1087 on average to the gate in the quick store). Kept by hand in step with
+#: (sort takes 983 on average to the gate in the quick store). Kept by hand in step with
 #: ``posenc.lab.presets`` (bench does not import lab).
-SEEDS, RUN_STEPS, SORT_VOCAB, LAB_BATCH, LAB_LR, GRAD_CLIP = 3, 900, 35, 64, 3e-3, 1.0
+SEEDS, RUN_STEPS, SORT_VOCAB, LAB_BATCH, LAB_LR, GRAD_CLIP = 3, 900, 35, 64, 2e-3, 1.0
 LAB_FF = 128
 #: Encodings the trainer comparison times (a learned bias table, a fixed one, none, rotary).
 TRAINER_ENCODINGS = ("nope", "alibi", "t5", "rope")
