@@ -48,7 +48,8 @@ def transformer_xl_terms(
     the H heads. W_R R is computed once per distinct offset in [min(i - j), max(i - j)] and
     gathered per pair (the relative shift of the paper, for any positions); ``rows`` = (lo,
     ``transformer_xl_position_rows(lo, ...)``) reuses rows computed for a wider offset range
-    (query blocks of one attention call).
+    (query blocks of one attention call), sliced to these positions' offsets where their
+    values are read (``values_checked``).
     Shapes: q (B, H, Tq, D); k (B, H, Tk, D); q_pos (Tq,) | (B, Tq); k_pos (Tk,) | (B, Tk);
     r_proj (H*D, C); u, v (H, D) -> (B, H, Tq, Tk).
     Raises: ValueError when ``rows`` misses an offset of these positions.
@@ -72,6 +73,9 @@ def transformer_xl_terms(
                     f"rows cover offsets {lo}..{lo + w_r.shape[1] - 1}, "
                     f"the positions need {least}..{most}"
                 )
+            # only the rows these offsets meet: a query block of a long sequence spans about
+            # half the context's offsets, and the product below is the layer's largest
+            w_r, lo = w_r[:, least - lo : most - lo + 1], least
     position = xp.matmul(q + v[:, None, :], xp.matrix_transpose(w_r))  # (B, H, Tq, R)
     content = xp.matmul(u[:, None, :], xp.matrix_transpose(k))  # (B, H, 1, Tk)
     return gather_relative(position, offsets - lo) + content
