@@ -134,7 +134,7 @@ def preset_data(name: str) -> dict[str, Any]:
         "seq2seq": (list(SEQ2SEQ_ENCODINGS), SEQ2SEQ_PRESET_TASKS, [0, 1, 2], 1500, 256),
         "grid": (list(GRID_ENCODINGS), ("grid_cross",), [0, 1, 2], GRID_STEPS, 256),
     }[name]
-    data = {
+    data: dict[str, Any] = {
         "name": name,
         "encodings": encodings,
         "tasks": list(tasks),
