@@ -93,3 +93,10 @@ def test_the_flax_schedule_decays_over_decay_steps_then_holds_its_floor() -> Non
     want = [lr_factor(s, warmup=5, steps=20) for s in range(30)]
     assert got == pytest.approx(want, rel=1e-5)
     assert got[20:] == pytest.approx([0.1] * 10)
+
+
+def test_the_flax_trainer_refuses_a_decay_of_no_steps() -> None:
+    from posenc.flax.train import train_decoder
+
+    with pytest.raises(ValueError, match=r"decay_steps must be an integer >= 1, got 0"):
+        train_decoder(None, None, steps=5, decay_steps=0)  # type: ignore[arg-type]

@@ -61,10 +61,12 @@ def train_decoder(
     The cosine decay ends at ``decay_steps`` (None: ``steps``), the rate at its floor after.
 
     One ``nnx.jit`` step (compiled once per batch shape; eager for encodings that are not
-    ``jittable``). Raises: ValueError for steps < 1 or warmup < 0.
+    ``jittable``). Raises: ValueError for steps or decay_steps < 1, or warmup < 0.
     """
     check_positive_int(steps, "steps")
     check_positive_int(warmup, "warmup", minimum=0)
+    if decay_steps is not None:
+        check_positive_int(decay_steps, "decay_steps")
     tx = optax.chain(
         optax.clip_by_global_norm(grad_clip),
         optax.adamw(

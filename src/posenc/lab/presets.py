@@ -83,7 +83,7 @@ QUICK_STEPS = {"copy_rep": 4000, "sort": 4000, "ascending": 4000}
 QUICK_DECAY = 2000
 #: The quick preset's rate: at 3e-3 its 81 runs needed 1000 CPU-seconds (467, 1087 and 894
 #: steps on average for ``copy_rep``, ``sort``, ``ascending``); at 2e-3 with the same
-#: budgets 755 (431, 983 and about 650), the same number passing (warm-up 200 at 3e-3: 756).
+#: budgets 755 (431, 983 and 667), the same number passing (warm-up 200 at 3e-3: 756).
 QUICK_LR = 2e-3
 #: ``ascending`` answers one token a sample, so a batch of 64 gives little signal: with the
 #: gate on the worst training length, at batch 64 sinusoidal (seeds 0, 2) and learned (seed 0)
