@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: attention``'s (``nope``: the same model without position, timed in the same rounds).
 STEP_ENCODINGS = ("learned", "sinusoidal", "rope", "alibi", "t5", "kerple", "fire")
 STEP_SCRIPT = """
-import json, sys, torch
+import json, os, platform, sys, torch
 from posenc.bench.harness import as_json, interleaved
 from posenc.bench.lab import posenc_model, step_fn
 torch.set_num_threads(1)
@@ -45,7 +45,11 @@ for name in {encodings!r}:
     timings = interleaved(fns, rounds={rounds}, warmup=1)
     us = {{k: {{"median": as_json(t)["median"] / 20}} for k, t in timings.items()}}
     cases.append({{"encoding": name, "mode": "train step (B 64, T 24)", "us": us}})
-open(sys.argv[1], "w").write(json.dumps({{"machine": {{}}, "attention": cases}}))
+cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+            if line.startswith("model name")), platform.processor())
+machine = {{"cpu": cpu, "torch": torch.__version__, "threads": torch.get_num_threads(),
+           "loadavg": list(os.getloadavg())}}
+open(sys.argv[1], "w").write(json.dumps({{"machine": machine, "attention": cases}}))
 """
 
 
