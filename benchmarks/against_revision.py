@@ -49,7 +49,7 @@ cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
             if line.startswith("model name")), platform.processor())
 machine = {{"cpu": cpu, "torch": torch.__version__, "threads": torch.get_num_threads(),
            "loadavg": list(os.getloadavg())}}
-open(sys.argv[1], "w").write(json.dumps({{"machine": machine, "attention": cases}}))
+open(sys.argv[1], "w").write(json.dumps({{"machine": machine, "cases": cases}}))
 """
 
 
@@ -65,7 +65,7 @@ def bench(src: Path, out: Path, suite: str, quick: bool) -> list[dict[str, Any]]
         code = STEP_SCRIPT.format(encodings=names, rounds=3 if quick else 7)
         argv = [sys.executable, "-c", code, str(out)]
     subprocess.run(argv, env=env, check=True, cwd=src.parent)
-    return list(json.loads(out.read_text())["attention"])
+    return list(json.loads(out.read_text())["attention" if suite == "attention" else "cases"])
 
 
 def summarise(runs: dict[str, list[list[dict[str, Any]]]]) -> list[dict[str, Any]]:
