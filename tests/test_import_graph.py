@@ -34,7 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("encodings",),
     ("extension", "kernels"),
     ("functional",),
-    ("helpers",),  # posenc._validate, _memo, _forms, _models, _version: import only each other
+    ("helpers",),  # posenc._validate, _files, _memo, _forms, _models, _version: only each other
 ]
 #: Top-level modules outside a subpackage, by the group they belong to.
 TOP_LEVEL = {
@@ -42,6 +42,7 @@ TOP_LEVEL = {
     "registry": "encodings",  # encodings register themselves; the registry loads them lazily
     "convert": "functional",  # checkpoint weight layouts: tensor arithmetic only
     "_validate": "helpers",
+    "_files": "helpers",  # atomic writes of user files
     "_memo": "helpers",
     "_forms": "helpers",
     "_models": "helpers",  # torch's and Flax's model control flow, framework-neutral

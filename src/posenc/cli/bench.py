@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from enum import Enum
@@ -11,6 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+from .._files import atomic_write
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -115,13 +116,7 @@ class _Record:
     def save(self) -> None:
         """Write the JSON atomically (a temporary file beside it, then renamed over it): a
         killed run leaves the last complete write, never half a file."""
-        tmp = self.out.with_name(f".{self.out.name}.{os.getpid()}.tmp")
-        try:
-            tmp.write_text(json.dumps(self.result, indent=1))
-            os.replace(tmp, self.out)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        atomic_write(self.out, json.dumps(self.result, indent=1))
 
     @contextmanager
     def suite(

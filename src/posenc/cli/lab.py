@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 
 from ._errors import interrupted
+from ._options import check_out, out_path
 from .extend import extend, run_preset
 
 if TYPE_CHECKING:
@@ -26,7 +26,10 @@ app = typer.Typer(
     invoke_without_command=True,
 )
 
-Out = Annotated[Path, typer.Option("--out", help="Output folder (results.sqlite, report.html).")]
+Out = Annotated[
+    Path,
+    typer.Option("--out", parser=out_path, help="Output folder (results.sqlite, report.html)."),
+]
 Sets = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override a config key, e.g. --set model.n_layers=4 (repeatable)."),
@@ -184,26 +187,6 @@ def _guard(fn: Callable[[], T]) -> T:
         raise typer.Exit(2) from None
 
 
-def _check_out(out: Path) -> None:
-    """Exit 2 with one line if a sweep could not write to ``out`` (before any work)."""
-    from ..lab.sweep import STORE_NAME
-
-    found, store = out.absolute(), out.absolute() / STORE_NAME
-    while not found.exists():  # the part of OUT that exists (a file stops the walk too)
-        found = found.parent
-    if not found.is_dir():
-        path, problem = found, "is a file, not a directory"
-    elif not os.access(found, os.W_OK | os.X_OK):
-        path, problem = found, "is not writable"
-    elif store.exists() and not os.access(store, os.W_OK):
-        path, problem = store, "is read-only"
-    else:
-        return
-    where = "" if path == out.absolute() else f": {path}"
-    typer.echo(f"error: --out {out}{where} {problem}", err=True)
-    raise typer.Exit(2)
-
-
 def _run(
     sweep: SweepConfig,
     out: Path,
@@ -224,11 +207,12 @@ def _run(
     ex = _guard(
         lambda: make_executor(executor, workers=workers, address=address, gpus_per_run=gpus_per_run)
     )
-    _check_out(out)
+    check_out(out, STORE_NAME)
     _guard(lambda: ResultStore(out / STORE_NAME).close())  # not a store, another schema
     try:  # the report too under the lock: a second sweep on OUT waits for both
-        with sweep_lock(out):
-            outcome = run_sweep(sweep, out, executor=ex, lock=False)
+        with sweep_lock(out) as held:
+            outcome = run_sweep(sweep, out, executor=ex, lock=False, held=held)
+            held.check()  # the folder still there: the report goes beside the runs
             if outcome.ran:  # the report and `lab table` name the CPU the runs came from
                 with ResultStore(out / STORE_NAME) as store:
                     record_environment(store)

@@ -159,6 +159,7 @@ def plot(
     ] = False,
 ) -> None:
     """Draw one figure per encoding (overlay kinds: one figure for all) into --out."""
+    from .._files import atomic_open
     from ..plots import PLOTS
 
     if kind not in PLOTS:
@@ -172,5 +173,6 @@ def plot(
     out.mkdir(parents=True, exist_ok=True)
     for stem, fig in figures.items():
         path = out / f"{stem}.{fmt}"
-        fig.savefig(path, format=fmt)
+        with atomic_open(path, "wb") as f:
+            fig.savefig(f, format=fmt)
         typer.echo(str(path))

@@ -9,6 +9,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from .._files import atomic_open, atomic_write
 from ..plots._style import figure_axes, heatmap, outside_legend, overlay, styled
 from .passkey import PasskeyResult
 from .perplexity import PerplexityResult
@@ -58,6 +59,7 @@ def save(result: PerplexityResult | PasskeyResult, out: str | Path) -> tuple[Pat
     else:
         stem, fig = "passkey", passkey_figure(result)
     data, image = out / f"{stem}.json", out / f"{stem}.png"
-    data.write_text(json.dumps(result.to_dict(), indent=2, allow_nan=False) + "\n")
-    fig.savefig(image)
+    atomic_write(data, json.dumps(result.to_dict(), indent=2, allow_nan=False) + "\n")
+    with atomic_open(image, "wb") as f:
+        fig.savefig(f, format="png")
     return data, image

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .._files import atomic_write
 from ..report.html import FigureBlock, Section, Table, figure_to_data_uri, render_page
 from .config import ExtendConfig
 from .figures import LABELS, loss_by_position, passkey_grids, streaming
@@ -96,7 +97,7 @@ def write_report(out: str | Path, cfg: ExtendConfig) -> Path:
         f"{len(cfg.seeds)} seeds; intervals are 95% percentile bootstraps over seeds."
     )
     path = out / REPORT_NAME
-    path.write_text(render_page(f"posenc extension lab: {cfg.name}", sections, intro=intro))
+    atomic_write(path, render_page(f"posenc extension lab: {cfg.name}", sections, intro=intro))
     return path
 
 

@@ -81,10 +81,7 @@ def record_environment(store: ResultStore, env: dict[str, str] | None = None) ->
     env = environment() if env is None else env
     known = stored_environments(store)
     if env not in known:
-        with store.conn:
-            store.conn.execute(
-                "INSERT OR REPLACE INTO meta VALUES (?, ?)", (_KEY, json.dumps([*known, env]))
-            )
+        store.set_meta(_KEY, json.dumps([*known, env]))
 
 
 def stored_environments(store: ResultStore) -> list[dict[str, str]]:

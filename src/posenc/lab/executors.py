@@ -26,14 +26,17 @@ from .train import RunResult, train_run
 
 @dataclass(frozen=True)
 class RunFailure:
-    """A run that raised: the sweep logs it, keeps going, and stores nothing for it."""
+    """A run that raised: the sweep logs it, keeps going, and stores nothing for it (unless
+    ``errno``, an OSError's, says it could not write its files: ``sweep.WRITE_ERRNOS``)."""
 
     config: RunConfig
     error: str
+    errno: int | None = None
 
     @classmethod
     def of(cls, config: RunConfig, err: BaseException) -> RunFailure:
-        return cls(config, f"{type(err).__name__}: {err}")
+        code = err.errno if isinstance(err, OSError) else None
+        return cls(config, f"{type(err).__name__}: {err}", code)
 
 
 Outcome = RunResult | RunFailure

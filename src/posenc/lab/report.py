@@ -17,6 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from .._files import atomic_write
 from ..report.html import (
     FigureBlock,
     Section,
@@ -67,7 +68,7 @@ def write_report(runs: list[RunConfig], out_dir: str | Path, *, title: str = "po
         "Answer first; how the numbers are made is at the end."
     )
     path = out / REPORT_NAME
-    path.write_text(render_page(title, sections, intro=intro))
+    atomic_write(path, render_page(title, sections, intro=intro))
     return path
 
 

@@ -11,19 +11,31 @@ Schema version 2 added the gate's columns. A version-1 store is migrated when op
 writing, and read as if migrated when opened read-only: its runs get ``steps_trained`` = the
 configured steps, ``gate_metric`` = the evaluation's exact match at the longest training length
 (token accuracy for ``lm``) and ``passed_gate`` = that metric >= 0.99 (``lm``: 1).
+
+Only posenc's own stores are opened: a SQLite file holding other tables (another
+application's), a ``meta`` table without a version or a version that is not an integer is
+refused (ValueError) and left as it is. A store opened for writing is checked whole first
+(``PRAGMA quick_check``), so a damaged one is refused before any run is trained. Every write
+first checks that the file is still the one opened (same device and inode): a store removed or
+replaced during a sweep stops it (``StoreError``) instead of writing into a deleted file. A
+write SQLite or the OS refuses (disk full, read-only, damaged) raises ``StoreError`` naming the
+file and the cause; its transaction is rolled back, so what was stored stays as it was.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
+import os
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .._files import atomic_open
 from .config import TaskConfig, stored_label
 from .train import RunResult
 
@@ -45,6 +57,8 @@ CREATE TABLE IF NOT EXISTS curves (
     run_key TEXT NOT NULL REFERENCES runs(key), step INTEGER NOT NULL, loss REAL NOT NULL,
     PRIMARY KEY (run_key, step));
 """
+#: The tables of a result store (``meta`` may hold other keys: the environments).
+TABLES = frozenset({"meta", "runs", "metrics", "curves"})
 #: The gate's columns of ``runs`` (added by schema version 2).
 GATE_COLUMNS = ("steps_trained", "gate_metric", "passed_gate")
 #: Columns of ``rows()`` and of the CSV/Parquet export, in order.
@@ -82,12 +96,20 @@ RUN_COLUMNS = (
 )
 
 
+class StoreError(OSError):
+    """A result store that could not be written at run time: removed or replaced while open,
+    or a write that SQLite or the OS refused (the message names the file and the cause).
+    Nothing of the failed write is kept (its transaction is rolled back)."""
+
+
 class ResultStore:
     """``ResultStore(path)`` opens or creates the database; use as a context manager.
     ``readonly=True`` opens an existing store for reading only (export, a store this user
     cannot write) and creates nothing.
 
-    Raises: ValueError if the file is not a result store or holds another schema version.
+    Raises: ValueError if the file is not a result store (another application's SQLite file, a
+    damaged one, a version that is missing or not an integer) or holds another schema version;
+    StoreError when the store cannot be created (a folder that cannot be written).
     """
 
     def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
@@ -95,10 +117,14 @@ class ResultStore:
         if readonly:
             self.conn = self._connect_readonly()
         else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(self.path, timeout=30)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self.conn = sqlite3.connect(self.path, timeout=30)
+            except (OSError, sqlite3.Error) as err:
+                raise StoreError(f"{self.path}: cannot create the result store: {err}") from err
         try:
             self._open(readonly)
+            self._identity = _identity(self.path)
         except BaseException:
             self.conn.close()
             raise
@@ -116,34 +142,68 @@ class ResultStore:
         return conn
 
     def _open(self, readonly: bool) -> None:
+        not_store = f"{self.path}: not a posenc result store"
         try:  # the first read: "file is not a database", or (read-only) no meta table
-            if readonly:
-                self.conn.execute("SELECT count(*) FROM meta")
-            else:
-                self.conn.execute("PRAGMA journal_mode=WAL")
-        except sqlite3.DatabaseError as err:
-            raise ValueError(f"{self.path}: not a posenc result store (SQLite: {err})") from err
-        if not readonly:
-            self.conn.execute("PRAGMA synchronous=NORMAL")
-            with self.conn:
-                self.conn.executescript(_SCHEMA)
-                self.conn.execute(
-                    "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
-                    (str(SCHEMA_VERSION),),
+            tables = {
+                name
+                for (name,) in self.conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
                 )
-        found = self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        version = int(found[0])
+            }
+            if not readonly:
+                damage = self.conn.execute("PRAGMA quick_check").fetchall()
+                if damage != [("ok",)]:
+                    found = "; ".join(str(r[0]) for r in damage[:3])
+                    raise ValueError(f"{not_store}: a damaged SQLite file ({found})")
+        except sqlite3.DatabaseError as err:
+            raise ValueError(f"{not_store} (SQLite: {err})") from err
+        foreign = sorted(tables - TABLES)
+        if foreign:  # another application's database: adopting it would mix two schemas
+            raise ValueError(
+                f"{not_store}: it holds the tables {', '.join(foreign)} of another application; "
+                "give --out a folder of its own"
+            )
+        if (tables or readonly) and "meta" not in tables:
+            raise ValueError(f"{not_store}: it has no meta table (tables {sorted(tables)})")
+        version = self._version(not_store) if tables else SCHEMA_VERSION  # before any write
+        if not readonly:
+            try:
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                self.conn.execute("PRAGMA synchronous=NORMAL")
+                # one transaction: a kill leaves no store, or one with its version
+                self.conn.executescript(
+                    f"BEGIN; {_SCHEMA} INSERT OR IGNORE INTO meta VALUES ('schema_version', "
+                    f"'{SCHEMA_VERSION}'); COMMIT;"
+                    if not tables
+                    else _SCHEMA
+                )
+            except sqlite3.Error as err:
+                raise StoreError(f"{self.path}: cannot write the result store: {err}") from err
         #: version-1 runs' gate columns, derived (a read-only store cannot be migrated)
         self._derived: dict[str, tuple[int, float | None, int]] | None = None
         if version == 1 and readonly:
             self._derived = _v1_gate_columns(self.conn)
         elif version == 1:
             self._migrate_v1()
-        elif version != SCHEMA_VERSION:
+
+    def _version(self, not_store: str) -> int:
+        """The stored schema version. Raises ValueError when it is missing, not an integer,
+        or one this posenc does not read."""
+        found = self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if found is None:
+            raise ValueError(f"{not_store}: its meta table has no schema_version")
+        try:
+            version = int(found[0])
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"{not_store}: its schema_version is {found[0]!r}, not an integer"
+            ) from None
+        if version not in (1, SCHEMA_VERSION):
             raise ValueError(
                 f"{self.path}: result store schema version {found[0]}, this posenc reads "
                 f"versions 1 to {SCHEMA_VERSION}; export it with the posenc that wrote it"
             )
+        return version
 
     def _migrate_v1(self) -> None:
         """Add the gate's columns to a version-1 store and fill them (module docstring)."""
@@ -169,8 +229,45 @@ class ResultStore:
     def close(self) -> None:
         self.conn.close()
 
+    def check_intact(self) -> None:
+        """Raise StoreError unless ``path`` is still the file this store opened (not removed,
+        not replaced by another file): a write now would go to a deleted file, and be lost."""
+        try:
+            now = _identity(self.path)
+        except FileNotFoundError:
+            raise StoreError(
+                f"{self.path} was removed while this sweep had it open; stopped (runs stored "
+                "in it since it was opened are gone with it)"
+            ) from None
+        if now != self._identity:
+            raise StoreError(
+                f"{self.path} was replaced by another file while this sweep had it open; stopped "
+                "without writing to either"
+            )
+
+    @contextlib.contextmanager
+    def _writing(self, what: str) -> Iterator[sqlite3.Connection]:
+        """One write transaction on an intact store; SQLite's and the OS's refusals as a
+        StoreError naming the file (the transaction rolled back)."""
+        self.check_intact()
+        try:
+            with self.conn:
+                yield self.conn
+        except (sqlite3.Error, OSError) as err:
+            if isinstance(err, StoreError):
+                raise
+            raise StoreError(f"{self.path}: cannot write {what}: {err}") from err
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Set ``meta[key] = value`` (one transaction)."""
+        with self._writing(f"meta {key!r}") as conn:
+            conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
     def finished_keys(self) -> set[str]:
-        return {k for (k,) in self.conn.execute("SELECT key FROM runs")}
+        try:
+            return {k for (k,) in self.conn.execute("SELECT key FROM runs")}
+        except sqlite3.Error as err:
+            raise StoreError(f"{self.path}: cannot read the stored runs: {err}") from err
 
     def add(self, result: RunResult, *, sweep: str) -> bool:
         """Write a finished run in one transaction; False (and no change) if already stored.
@@ -185,8 +282,8 @@ class ResultStore:
         lo, hi = TaskConfig(**cfg["task"]).build().train_len  # the task's defaults resolved
         final = result.loss_curve[-1][1] if result.loss_curve else None
         gate = None if math.isnan(result.gate_metric) else result.gate_metric
-        with self.conn:  # one transaction: all of the run or none of it
-            cur = self.conn.execute(
+        with self._writing(f"run {result.key}") as conn:  # all of the run or none of it
+            cur = conn.execute(
                 f"INSERT OR IGNORE INTO runs ({', '.join(RUN_COLUMNS)}) "
                 f"VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
                 (
@@ -210,11 +307,11 @@ class ResultStore:
             )
             if cur.rowcount == 0:
                 return False
-            self.conn.executemany(
+            conn.executemany(
                 "INSERT INTO metrics VALUES (?,?,?,?)",
                 [(result.key, n, name, v) for n, name, v in result.metrics],
             )
-            self.conn.executemany(
+            conn.executemany(
                 "INSERT INTO curves VALUES (?,?,?)",
                 [(result.key, s, v) for s, v in result.loss_curve],
             )
@@ -259,7 +356,7 @@ class ResultStore:
     def export_csv(self, path: str | Path) -> int:
         """Write ``rows()`` as CSV; returns the number of rows."""
         rows = self.rows()
-        with Path(path).open("w", newline="") as f:
+        with atomic_open(path, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=COLUMNS)
             writer.writeheader()
             writer.writerows(rows)
@@ -280,8 +377,15 @@ class ResultStore:
             list((types | {"gate_metric": pa.float64(), "value": pa.float64()}).items())
         )
         rows = self.rows()
-        pq.write_table(pa.Table.from_pylist(rows, schema=schema), str(path))
+        with atomic_open(path, "wb") as f:
+            pq.write_table(pa.Table.from_pylist(rows, schema=schema), f)
         return len(rows)
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    """(device, inode) of ``path``: which file it is, whatever its name."""
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
 
 
 def _v1_gate_columns(conn: sqlite3.Connection) -> dict[str, tuple[int, float | None, int]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .._files import atomic_write
 from ..report.html import Table
 from .environment import stored_environments
 from .findings import check_findings
@@ -90,4 +91,4 @@ def write_into(path: str | Path, block: str) -> None:
     if start < 0 or end < start:
         raise ValueError(f"{path}: needs the lines {BEGIN} and {END} (in that order)")
     after = text[end + len(END) :]
-    Path(path).write_text(text[:start] + block + after.removeprefix("\n"))
+    atomic_write(path, text[:start] + block + after.removeprefix("\n"))

@@ -9,8 +9,6 @@ On CPU a run is deterministic: the same ``RunConfig`` gives the same weights and
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -20,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._files import atomic_open
 from .config import RunConfig, TrainConfig
 from .evaluate import GATED_KINDS, Metric, confirm_batches, evaluate, gate_batches, gate_score
 from .model import LabModel
@@ -209,20 +208,25 @@ def _save(model: LabModel, directory: str | Path | None, key: str) -> str | None
 
 
 def save_checkpoint(state: dict[str, Any], directory: str | Path | None, key: str) -> str | None:
-    """Write ``state`` to ``directory/key.pt`` atomically; None when no directory is given."""
+    """Write ``state`` to ``directory/key.pt`` atomically (``posenc._files``: a kill or a full
+    disk leaves the old file or the new one); None when no directory is given.
+
+    The archive is written through a file object, so torch names it ``archive`` whatever the
+    temporary file is called: identical states give identical bytes. A failed write raises the
+    OSError that says why (ENOSPC: disk full) with the checkpoint's name, not torch's
+    "[enforce fail at inline_container.cc]" RuntimeError that hides it.
+    """
     if directory is None:
         return None
     path = Path(directory) / f"{key}.pt"
     path.parent.mkdir(parents=True, exist_ok=True)
-    # a temporary name of this save alone: two sweeps saving the same run never share one
-    fd, name = tempfile.mkstemp(prefix=f"{key}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        torch.save(state, tmp)
-        tmp.replace(path)  # a kill mid-write never leaves a truncated checkpoint
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_open(path, "wb") as f:
+        try:
+            torch.save(state, f)
+        except RuntimeError as err:  # torch's writer meets the file's OSError and raises this
+            if isinstance(err.__context__, OSError):
+                raise err.__context__ from None
+            raise
     return str(path)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from .._files import atomic_write
 from ..analysis import CHECKS, CheckResult, all_checks, run_checks
 from ..analysis.subjects import EXAMPLE_SCALINGS, resolve, subject_names
 from ..encodings.base import PositionalEncoding
@@ -262,10 +263,4 @@ def write_report(
     path = Path(out_dir) / "index.html"
     html = build_report(encodings, fmt=fmt, extra=extra)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(".index.html.partial")
-    try:
-        partial.write_text(html, encoding="utf-8")
-        partial.replace(path)
-    finally:
-        partial.unlink(missing_ok=True)
-    return path
+    return atomic_write(path, html)
