@@ -26,6 +26,38 @@ def check_positive_int(value: Any, what: str, *, minimum: int = 1) -> None:
         raise ValueError(f"{what} must be an integer >= {minimum}, got {value}")
 
 
+#: Seeds are ints in [0, SEED_LIMIT): what every generator a run seeds takes (numpy's legacy
+#: RandomState and JAX's PRNGKey stop at 2**32; torch.manual_seed at 2**64; SQLite at 2**63).
+SEED_LIMIT = 2**32
+
+
+def check_seed(value: Any, what: str = "seed") -> None:
+    """Raise unless ``value`` is an int in [0, 2**32) (``SEED_LIMIT``; a bool is no seed)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(
+            f"{what} must be an int in [0, 2**32), got {type(value).__name__} {value!r}"
+        )
+    if not 0 <= value < SEED_LIMIT:
+        raise ValueError(f"{what} must be an int in [0, 2**32), got {value}")
+
+
+def check_device(device: Any) -> torch.device:
+    """``device`` ("cpu", "cuda", "cuda:1", a torch.device) as a torch.device this torch can
+    use. Raises ValueError for an unknown device type or CUDA where this torch has none."""
+    try:
+        found = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {device!r}") from err
+    if found.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"device {device!r} requested but this torch has no CUDA device "
+            "(torch.cuda.is_available() is False): use --device cpu"
+        )
+    if found.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {device!r}")
+    return found
+
+
 def check_positive_float(value: Any, what: str, *, upper: float | None = None) -> None:
     """Raise unless ``value`` is a finite real number > 0 (and <= ``upper`` where given)."""
     if isinstance(value, bool) or not isinstance(value, int | float):

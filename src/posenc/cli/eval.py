@@ -9,6 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
+from ._options import check_out, out_path
+
 app = typer.Typer(
     help="Evaluate long context: perplexity by position, passkey retrieval.",
     no_args_is_help=True,
@@ -26,7 +28,7 @@ Scaling = Annotated[
         help='RoPE scaling as JSON, e.g. \'{"rope_type": "yarn", "factor": 4.0}\' (at load).',
     ),
 ]
-Out = Annotated[Path, typer.Option("--out", help="Output folder (JSON and PNG).")]
+Out = Annotated[Path, typer.Option("--out", parser=out_path, help="Output folder (JSON and PNG).")]
 Device = Annotated[str, typer.Option(help="cpu or cuda.")]
 Dtype = Annotated[
     str | None, typer.Option(help="float32 (default), bfloat16, float16 or auto (transformers).")
@@ -52,15 +54,17 @@ def ppl(
     from ..eval import load_model, perplexity, save
 
     sizes = _ints(lengths, "--lengths")
-    if not text.is_file():
-        raise typer.BadParameter(f"no file at {text}", param_hint="--text")
+    if stride is not None and stride < 1:
+        raise typer.BadParameter(f"must be >= 1, got {stride}", param_hint="--stride")
+    content = _text(text)
+    check_out(out, "ppl.json", "ppl.png")  # every input and output checked before the work
     lm = load_model(model, scaling=_scaling(scaling), device=device, dtype=dtype)
     if lm.tokenizer is None:
         raise typer.BadParameter(
             f"{model} has no text tokenizer (a lab model of a task other than lm)",
             param_hint="MODEL",
         )
-    tokens = lm.tokenizer.encode(text.read_text(encoding="utf-8"))
+    tokens = lm.tokenizer.encode(content)
     result = perplexity(
         lm, tokens, lengths=sizes, stride=stride, buckets=buckets, max_windows=max_windows
     )
@@ -86,6 +90,7 @@ def passkey_command(
 ) -> None:
     """Retrieval of a number hidden in filler text at each length and depth; writes
     OUT/passkey.json and passkey.png (token form for models without a tokenizer)."""
+    from .._validate import SEED_LIMIT
     from ..eval import load_model, passkey, save
 
     sizes, where = _ints(lengths, "--lengths"), _floats(depths, "--depths")
@@ -93,12 +98,37 @@ def passkey_command(
         raise typer.BadParameter(
             f"depths must lie in [0, 1], got {depths!r}", param_hint="--depths"
         )
+    if not 0 <= seed < SEED_LIMIT:
+        raise typer.BadParameter(f"must be an int in [0, 2**32), got {seed}", param_hint="--seed")
+    if digits < 1:
+        raise typer.BadParameter(f"must be >= 1, got {digits}", param_hint="--digits")
+    check_out(out, "passkey.json", "passkey.png")
     lm = load_model(model, scaling=_scaling(scaling), device=device, dtype=dtype)
     result = passkey(lm, lengths=sizes, depths=where, trials=trials, digits=digits, seed=seed)
     for d, row in zip(result.depths, result.accuracy, strict=True):
         cells = "  ".join(f"{n}: {a:.2f}" for n, a in zip(result.lengths, row, strict=True))
         typer.echo(f"depth {d:<4g} accuracy by length  {cells}")
     _written(save(result, out))
+
+
+def _text(path: Path) -> str:
+    """The UTF-8 text of ``--text``; BadParameter for a missing, unreadable or binary file."""
+    if not path.is_file():
+        raise typer.BadParameter(f"no file at {path}", param_hint="--text")
+    try:
+        content = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise typer.BadParameter(
+            f"{path} is not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start})",
+            param_hint="--text",
+        ) from None
+    except OSError as err:
+        raise typer.BadParameter(f"{path}: {err.strerror}", param_hint="--text") from None
+    if "\x00" in content:
+        raise typer.BadParameter(f"{path} holds NUL bytes: not text", param_hint="--text")
+    if not content.strip():
+        raise typer.BadParameter(f"{path} is empty: no text to score", param_hint="--text")
+    return content
 
 
 def _ints(text: str, option: str) -> list[int]:

@@ -197,16 +197,19 @@ def _run(
 ) -> None:
     from ..lab.config import expand
     from ..lab.environment import record_environment
-    from ..lab.executors import make_executor
+    from ..lab.executors import LocalExecutor, make_executor
+    from ..lab.footprint import check_fits
     from ..lab.progress import plural
     from ..lab.report import write_report
     from ..lab.store import ResultStore
     from ..lab.sweep import STORE_NAME, run_sweep, sweep_lock
 
-    _guard(lambda: expand(sweep))  # unknown encodings/tasks: one line, before any output
+    runs = _guard(lambda: expand(sweep))  # unknown encodings/tasks: one line, before any output
     ex = _guard(
         lambda: make_executor(executor, workers=workers, address=address, gpus_per_run=gpus_per_run)
     )
+    at_once = ex.workers if isinstance(ex, LocalExecutor) else 1
+    _guard(lambda: check_fits(runs, min(at_once, len(runs))))  # sizes: before any work
     check_out(out, STORE_NAME)
     _guard(lambda: ResultStore(out / STORE_NAME).close())  # not a store, another schema
     try:  # the report too under the lock: a second sweep on OUT waits for both

@@ -11,12 +11,14 @@ goes to the RoPE encoding (``pe_config["scaling"]``; frequencies are not in the 
 from __future__ import annotations
 
 import copy
+import pickle
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from .._validate import check_device
 from ..extension import scaling_config
 from .models import CausalLM, CharTokenizer, as_tokenizer
 
@@ -37,10 +39,12 @@ def load_model(
     ``scaling``: a transformers rope-scaling dict, e.g. ``{"rope_type": "yarn", "factor":
     4.0, "original_max_position_embeddings": 2048}``. ``dtype``: "float32", "bfloat16",
     "float16" or "auto" (the checkpoint's; transformers only); default float32.
-    Raises: ValueError for a path that is neither, a scaling the model cannot take (no RoPE,
-    per-layer RoPE, a bad method) or a lab checkpoint without its result store.
+    Raises: ValueError for a path that is neither, a device this torch cannot use, a scaling
+    the model cannot take (no RoPE, per-layer RoPE, a bad method), a lab checkpoint without
+    its result store, or one that cannot be read (truncated) or does not fit its run.
     """
     path = Path(path)
+    check_device(device)  # before any loading: an unusable device is a usage error
     if (path / "config.json").is_file():
         return _load_hf(path, scaling, device, dtype)
     if path.is_file() and path.suffix == ".pt":
@@ -163,7 +167,16 @@ def _load_lab(path: Path, scaling: dict[str, Any] | None, device: str) -> Causal
             )
         cfg = replace(cfg, pe_config={**cfg.pe_config, "scaling": scaling})
     model, task = build_model(cfg)
-    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError) as err:  # truncated
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"lab checkpoint {path} cannot be read (truncated?): {first}") from None
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, TypeError) as err:
+        first = str(err).strip().splitlines()[0]
+        raise ValueError(f"lab checkpoint {path} does not fit its run's model: {first}") from None
     tokenizer = CharTokenizer(ALPHABET, FIRST) if task.kind == "lm" else None
     name = f"{cfg.encoding} {cfg.task.name} seed {cfg.seed}"
     return CausalLM(model.to(device), tokenizer=tokenizer, name=name)

@@ -23,9 +23,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._validate import check_positive_int
+from .._validate import check_positive_int, check_seed
 from .models import CausalLM, Tokenizer, as_causal_lm, as_tokenizer
 from .progress import progress_bar
+
+#: Digits of a text passkey at most: the key is drawn as one int64 (< 10**18).
+MAX_TEXT_DIGITS = 18
 
 INSTRUCTION = (
     "There is an important info hidden inside a lot of irrelevant text. Find it and memorize "
@@ -119,12 +122,15 @@ def passkey(
     ``digits``: digits of the key (text) or key tokens (token form); ``trials`` keys per cell,
     drawn from ``seed``.
     Raises: ValueError for depths outside [0, 1], a length too short for the prompt without
-    filler, or bad counts.
+    filler, bad counts, a seed outside [0, 2**32) or a text key of more than 18 digits.
     """
     lm = as_causal_lm(model)
     form = _form(lm, vocab)
     check_positive_int(trials, "trials")
     check_positive_int(digits, "digits")
+    check_seed(seed)
+    if not isinstance(form, TokenVocab) and digits > MAX_TEXT_DIGITS:  # an int64 draw
+        raise ValueError(f"digits must be in 1..{MAX_TEXT_DIGITS} for a text passkey, got {digits}")
     if any(not 0.0 <= d <= 1.0 for d in depths):
         raise ValueError(f"depths must lie in [0, 1], got {list(depths)}")
     for L in lengths:

@@ -92,7 +92,9 @@ def perplexity(
         check_positive_int(L, "length", minimum=2)
         if L > ids.numel():
             raise ValueError(f"length {L} is longer than the text ({ids.numel()} tokens)")
-    plans = {L: _windows(ids.numel(), L, stride or L, max_windows) for L in lengths}
+    plans = {
+        L: _windows(ids.numel(), L, L if stride is None else stride, max_windows) for L in lengths
+    }
     total = sum(len(p) for p in plans.values())
     results = []
     with progress_bar(total, "perplexity", progress) as step:
@@ -117,7 +119,7 @@ def perplexity(
                 for a, b, s, c in zip(edges[:-1], edges[1:], sums, counts, strict=True)
             ]
             loss = nll_sum / scored
-            s = stride or L
+            s = L if stride is None else stride
             results.append(
                 LengthResult(L, s, len(plans[L]), scored, loss, float(np.exp(loss)), rows)
             )
@@ -126,6 +128,8 @@ def perplexity(
 
 def _tokens(tokens: Any) -> torch.Tensor:
     ids = torch.as_tensor(tokens)
+    if ids.numel() == 0:  # [] is a float32 tensor: say what is wrong, not its dtype
+        raise ValueError("tokens must hold at least 2 token ids, got none (an empty text?)")
     if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
         raise TypeError(f"tokens must be integer token ids, got {ids.dtype}")
     if ids.ndim != 1:

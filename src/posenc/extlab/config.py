@@ -13,7 +13,8 @@ import json
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from .._validate import check_positive_float, check_positive_int
+from .._validate import check_positive_float, check_positive_int, check_seed
+from ..lab.config import check_sweep_name
 
 #: RoPE's context-extension methods, in display order ("none": unchanged, extrapolation).
 METHODS = ("none", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope")
@@ -74,6 +75,16 @@ class ExtendConfig:
             value = getattr(self, f.name)
             if isinstance(value, list):  # from JSON: tuples
                 object.__setattr__(self, f.name, tuple(value))
+            elif isinstance(f.default, tuple) and not isinstance(value, tuple):
+                raise TypeError(
+                    f"extend config {f.name!r} must be a list, got {type(value).__name__} "
+                    f"{value!r} (e.g. --set {f.name}={json.dumps(list(f.default)[:2])})"
+                )
+        if not isinstance(self.name, str):
+            raise TypeError(f"extend config 'name' must be a string, got {self.name!r}")
+        check_sweep_name(self.name)
+        for seed in self.seeds:
+            check_seed(seed, "extend config 'seeds' item")
         ints = ["context", "d_model", "n_layers", "n_heads", "steps", "batch", "warmup"]
         ints += ["passkey_digits", "eval_tokens", "bucket", "trials", "window", "stream_rows"]
         ints += ["search_generations", "search_children", "search_windows"]

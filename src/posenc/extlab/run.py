@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from ..kernels.native import cpu_model
-from ..lab.sweep import sweep_lock
+from ..lab.store import StoreError
+from ..lab.sweep import WRITE_ERRNOS, sweep_lock
 from .config import ExtendConfig
 from .store import STORE_NAME, ExtendStore, UnitResult
 from .units import Unit, execute, plan
@@ -137,7 +138,10 @@ class _Run:
         )
 
     def fail(self, name: str, err: Exception) -> None:
-        """One unit's failure is reported; the others go on."""
+        """One unit's failure is reported; the others go on, unless it could not write its
+        files (``WRITE_ERRNOS``: every later unit would fail so): StoreError, stop."""
+        if isinstance(err, OSError) and err.errno in WRITE_ERRNOS:
+            raise StoreError(f"unit {name} not stored: {err}") from err
         self.outcome.failed[name] = f"{type(err).__name__}: {err}"
         self.say(f"FAILED {name}: {self.outcome.failed[name]}")
 
@@ -183,9 +187,11 @@ class _Run:
                     if job.ready():
                         del running[name]
                         try:
-                            self.record(job.get())
+                            result = job.get()
                         except Exception as err:
                             self.fail(name, err)
+                            continue
+                        self.record(result)  # a store that cannot keep it stops the run
             pool.close()
         finally:  # on Ctrl-C (or an error): stop the workers now, keep what is stored
             pool.terminate()

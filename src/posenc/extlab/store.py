@@ -7,17 +7,21 @@ number per row: seed, encoding, method, variant ``free``/``tuned``, factor, cont
 metric, bucket start..stop or passkey depth, value). A unit and its rows are written in one
 transaction, so a run killed at any moment keeps every finished unit and nothing of the others;
 running it again does only what is missing. A store holds one configuration: opening it with
-another raises.
+another raises. As the lab's store does, each write first checks that the file is still the
+one opened, and a write SQLite or the OS refuses raises ``StoreError`` (nothing of it kept).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple
 
+from ..lab.store import StoreError, file_identity
 from .config import ExtendConfig
 
 STORE_NAME = "extend.sqlite"
@@ -72,8 +76,18 @@ class ExtendStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.path)
         try:
+            tables = {
+                n for (n,) in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+            foreign = sorted(tables - {"meta", "units", "results"})
+            if foreign:  # another application's database (or the lab's results.sqlite)
+                raise ValueError(
+                    f"{self.path} is not an extension-lab store: it holds the tables "
+                    f"{', '.join(foreign)}"
+                )
             self.db.executescript(_TABLES)
             self._claim(cfg)
+            self._identity = file_identity(self.path)
         except sqlite3.DatabaseError as err:
             self.db.close()
             raise ValueError(f"{self.path} is not an extension-lab store ({err})") from None
@@ -119,9 +133,28 @@ class ExtendStore:
         """Names of the finished units."""
         return {name for (name,) in self.db.execute("SELECT name FROM units")}
 
+    @contextlib.contextmanager
+    def _writing(self, what: str) -> Iterator[sqlite3.Connection]:
+        """One transaction on the file this store opened; refusals as StoreError."""
+        try:
+            now: tuple[int, int] | None = file_identity(self.path)
+        except FileNotFoundError:
+            now = None
+        if now != self._identity:
+            raise StoreError(
+                f"{self.path} was removed or replaced while this run had it open; stopped"
+            )
+        try:
+            with self.db:
+                yield self.db
+        except (sqlite3.Error, OSError) as err:
+            if isinstance(err, StoreError):
+                raise
+            raise StoreError(f"{self.path}: cannot write {what}: {err}") from err
+
     def add(self, unit: UnitResult) -> None:
         """Store a finished unit and its rows, atomically (replacing an earlier copy)."""
-        with self.db:
+        with self._writing(f"unit {unit.name!r}"):
             self.db.execute("DELETE FROM results WHERE unit = ?", (unit.name,))
             self.db.execute(
                 "INSERT OR REPLACE INTO units VALUES (?, ?, ?, ?)",
@@ -133,7 +166,7 @@ class ExtendStore:
             )
 
     def set_meta(self, key: str, value: str) -> None:
-        with self.db:
+        with self._writing(f"meta {key!r}"):
             self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
     def meta(self) -> dict[str, str]:

@@ -15,11 +15,31 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic import BeforeValidator, ConfigDict, TypeAdapter, ValidationError
+from pydantic_core import PydanticCustomError
+
+from .._validate import SEED_LIMIT, check_seed
 
 _FORBID = ConfigDict(extra="forbid")
+
+
+def _not_bool(kind: str, expected: str) -> BeforeValidator:
+    """pydantic turns true into 1 for an int (1.0 for a float): refuse a bool there."""
+
+    def refuse(value: object) -> object:
+        if isinstance(value, bool):
+            raise PydanticCustomError(kind, "Input should be {expected}", {"expected": expected})
+        return value
+
+    return BeforeValidator(refuse)
+
+
+#: An int field of a config: a bool (``steps = true``) is refused, not read as 1.
+Int = Annotated[int, _not_bool("int_type", "an integer")]
+#: A float field of a config: a bool is refused, not read as 1.0.
+Float = Annotated[float, _not_bool("float_type", "a number")]
 #: Frameworks a run can train with: torch (posenc.lab.train) or jax (posenc.lab.backend_flax).
 BACKENDS = ("torch", "jax")
 #: Model architectures a run can train: a decoder-only ``TinyTransformer`` (an encoder for
@@ -56,13 +76,13 @@ class ModelConfig:
     token embeddings' N(0, embed_std²) init (GPT-2's 0.02; the grid preset's patches 1.0)."""
 
     __pydantic_config__ = _FORBID
-    d_model: int = 64
-    n_layers: int = 2
-    n_heads: int = 4
-    d_ff: int | None = None
-    dropout: float = 0.0
+    d_model: Int = 64
+    n_layers: Int = 2
+    n_heads: Int = 4
+    d_ff: Int | None = None
+    dropout: Float = 0.0
     architecture: Architecture = "decoder"
-    embed_std: float = 0.02
+    embed_std: Float = 0.02
 
     def __post_init__(self) -> None:
         if self.architecture not in ARCHITECTURES:
@@ -96,19 +116,19 @@ class TrainConfig:
     (T5's bias table: ``presets``)."""
 
     __pydantic_config__ = _FORBID
-    steps: int = 600
-    batch_size: int = 64
-    lr: float = 1e-3
-    weight_decay: float = 0.01
-    warmup: int = 50
-    grad_clip: float = 1.0
-    eval_samples: int = 256
-    gate: float = 0.99
-    gate_every: int = 50
-    gate_samples: int = 256
-    gate_confirm: int = 256
-    pe_lr_scale: float = 1.0
-    decay_steps: int | None = None
+    steps: Int = 600
+    batch_size: Int = 64
+    lr: Float = 1e-3
+    weight_decay: Float = 0.01
+    warmup: Int = 50
+    grad_clip: Float = 1.0
+    eval_samples: Int = 256
+    gate: Float = 0.99
+    gate_every: Int = 50
+    gate_samples: Int = 256
+    gate_confirm: Int = 256
+    pe_lr_scale: Float = 1.0
+    decay_steps: Int | None = None
 
     def __post_init__(self) -> None:
         _positive(
@@ -142,9 +162,9 @@ class TaskConfig:
 
     __pydantic_config__ = _FORBID
     name: str
-    train_len: tuple[int, int] | None = None
-    eval_lens: tuple[int, ...] | None = None
-    n_symbols: int | None = None
+    train_len: tuple[Int, Int] | None = None
+    eval_lens: tuple[Int, ...] | None = None
+    n_symbols: Int | None = None
 
     def build(self) -> Any:
         from .tasks import make_task
@@ -160,7 +180,7 @@ class RunConfig:
     __pydantic_config__ = _FORBID
     encoding: str
     task: TaskConfig
-    seed: int = 0
+    seed: Int = 0
     pe_config: dict[str, Any] = field(default_factory=dict)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -168,6 +188,7 @@ class RunConfig:
     backend: str = "torch"
 
     def __post_init__(self) -> None:
+        check_seed(self.seed)
         _check_backend(self.backend)
         _check_architecture(self.model.architecture, self.backend)
 
@@ -255,8 +276,8 @@ class SweepConfig:
     name: str = "sweep"
     encodings: tuple[str, ...] = ("all",)
     tasks: tuple[TaskConfig, ...] = ()
-    seeds: tuple[int, ...] = (0,)
-    train_max_lens: tuple[int | None, ...] = (None,)
+    seeds: tuple[Int, ...] = (0,)
+    train_max_lens: tuple[Int | None, ...] = (None,)
     pe_config: dict[str, dict[str, Any]] = field(default_factory=dict)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -287,8 +308,10 @@ class SweepConfig:
         for task in {t.name for t in self.tasks} | set(self.task_train):
             for encoding in (None, *self.encoding_train):
                 self.train_for(task, encoding)
-        if any(s < 0 for s in self.seeds):  # numpy's generators take no negative seed
-            raise ValueError(f"seeds must be >= 0, got {self.seeds}")
+        for seed in self.seeds:  # numpy's generators take no negative seed, JAX none >= 2**32
+            if not 0 <= seed < SEED_LIMIT:
+                raise ValueError(f"seeds must be ints in [0, 2**32), got {list(self.seeds)}")
+        check_sweep_name(self.name)
         _check_backend(self.backend)
         if self.device != "cpu" and not self.device.startswith("cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {self.device!r}")
@@ -313,6 +336,18 @@ class SweepConfig:
                 problems = [describe_problem(dict(e), _dotted(e["loc"])) for e in err.errors()]
                 raise ValueError("; ".join(f"{what}.{name}.{p}" for p in problems)) from None
         return train
+
+
+def check_sweep_name(name: str) -> None:
+    """Raise ValueError for a sweep name that would break the files it is written into: an
+    HTML comment's ``<!--`` or ``-->`` (``lab table --into``'s markers are comments: a name
+    holding one would end the generated block early) or a control character (a line break)."""
+    bad = [s for s in ("<!--", "-->") if s in name]
+    if bad or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        what = f"{bad[0]!r}" if bad else "a control character"
+        raise ValueError(
+            f"name must not contain {what} (it goes into Markdown and HTML), got {name!r}"
+        )
 
 
 def parse_sweep(data: dict[str, Any]) -> SweepConfig:
@@ -418,9 +453,9 @@ def read_mapping(path: Path) -> dict[str, Any]:
         import yaml
 
         try:
-            data = yaml.safe_load(text) or {}
+            data = load_yaml(text) or {}
         except yaml.YAMLError as err:
-            raise ValueError(f"{path}: invalid YAML: {err}") from None
+            raise ValueError(f"{path}: invalid YAML: {yaml_problem(err)}") from None
         if not isinstance(data, dict):
             raise ValueError(
                 f"{path}: expected a mapping at the top level, got {type(data).__name__}"
@@ -429,8 +464,79 @@ def read_mapping(path: Path) -> dict[str, Any]:
     raise ValueError(f"config file must end in .toml, .yaml or .yml, got {path.name!r}")
 
 
+def load_yaml(text: str) -> Any:
+    """``text`` read as YAML with YAML 1.2's plain scalars: ``true``/``false`` (not yes/no/on/
+    off), decimal numbers only (``0x10``, ``010``, ``1_000`` and ``1:20`` stay strings, where
+    YAML 1.1 reads 16, 8, 1000 and 80), and a key given twice in one mapping refused.
+
+    Raises: yaml.YAMLError (a ``ConstructorError`` naming the repeated key and its line).
+    """
+    import yaml
+
+    return yaml.load(text, Loader=_strict_loader())
+
+
+def yaml_problem(err: Exception) -> str:
+    """A YAML error in one line: what is wrong and where (line and column, 1-based)."""
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    mark = getattr(err, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{problem}{where}"
+
+
+def _strict_loader() -> type:
+    import yaml
+
+    class StrictLoader(yaml.SafeLoader):
+        """SafeLoader with YAML 1.2 core scalars and no repeated keys (``load_yaml``)."""
+
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
+            seen: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        "while reading a mapping",
+                        node.start_mark,
+                        f"found the key {key!r} twice (the second would silently win)",
+                        key_node.start_mark,
+                    )
+                seen[key] = key_node
+            return super().construct_mapping(node, deep=deep)
+
+    resolvers = {
+        first: [(tag, rx) for tag, rx in found if not tag.endswith((":bool", ":int", ":float"))]
+        for first, found in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    StrictLoader.yaml_implicit_resolvers = resolvers
+    StrictLoader.add_implicit_resolver(
+        "tag:yaml.org,2002:bool",
+        re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+        list("tTfF"),
+    )
+    StrictLoader.add_constructor(  # decimal: "010" is 10, as YAML 1.2 reads it (1.1: 8)
+        "tag:yaml.org,2002:int", lambda loader, node: int(loader.construct_scalar(node), 10)
+    )
+    StrictLoader.add_implicit_resolver(
+        "tag:yaml.org,2002:int", re.compile(r"^[-+]?[0-9]+$"), list("-+0123456789")
+    )
+    StrictLoader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(
+            r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+            r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+        ),
+        list("-+0123456789."),
+    )
+    return StrictLoader
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    """``model.n_layers=4`` sets data["model"]["n_layers"] = 4 (values parsed as YAML)."""
+    """``model.n_layers=4`` sets data["model"]["n_layers"] = 4 (values parsed as YAML, by
+    ``load_yaml``: ``encodings=[rope, alibi]`` is a list, ``0x10`` a string).
+
+    Raises: ValueError naming the override for a malformed one or a value that is no YAML
+    (``encodings=[nope``)."""
     import yaml
 
     out = json.loads(json.dumps(data))  # deep copy of plain data
@@ -438,19 +544,26 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise ValueError(f"override must look like key.sub=value, got {item!r}")
+        try:
+            value = load_yaml(raw)
+        except yaml.YAMLError as err:
+            raise ValueError(f"--set {item!r}: not a valid value ({yaml_problem(err)})") from None
+        if isinstance(value, list) and any(v is None for v in value):
+            raise ValueError(f"--set {item!r}: an empty item in the list")
         *parents, leaf = key.strip().split(".")
         node = out
         for p in parents:
             node = node.setdefault(p, {})
             if not isinstance(node, dict):
                 raise ValueError(f"override {item!r}: {p!r} is not a table")
-        node[leaf] = yaml.safe_load(raw)
+        node[leaf] = value
     return out
 
 
 def expand(sweep: SweepConfig) -> list[RunConfig]:
     """One RunConfig per grid cell, in a fixed order. Raises ValueError for unknown encodings,
-    bad encoding config, or task settings a task refuses (naming the task)."""
+    bad encoding config, task settings a task refuses (naming the task), or a run that cannot
+    fit in this machine's memory (``footprint.check_fits``: what it needs, what there is)."""
     from ..registry import build_for_model, names
 
     for key in ("pe_config", "encoding_train"):
@@ -492,6 +605,9 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
                 for architecture in sweep.architecture_list  # side by side per encoding
                 for s in sweep.seeds
             ]
+    from .footprint import check_fits
+
+    check_fits(runs)  # before building anything of the model's size (the encodings below)
     m = sweep.model
     for enc in encodings:
         with _config_key("encodings", enc, TypeError):

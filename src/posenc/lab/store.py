@@ -124,7 +124,7 @@ class ResultStore:
                 raise StoreError(f"{self.path}: cannot create the result store: {err}") from err
         try:
             self._open(readonly)
-            self._identity = _identity(self.path)
+            self._identity = file_identity(self.path)
         except BaseException:
             self.conn.close()
             raise
@@ -233,7 +233,7 @@ class ResultStore:
         """Raise StoreError unless ``path`` is still the file this store opened (not removed,
         not replaced by another file): a write now would go to a deleted file, and be lost."""
         try:
-            now = _identity(self.path)
+            now = file_identity(self.path)
         except FileNotFoundError:
             raise StoreError(
                 f"{self.path} was removed while this sweep had it open; stopped (runs stored "
@@ -382,7 +382,7 @@ class ResultStore:
         return len(rows)
 
 
-def _identity(path: Path) -> tuple[int, int]:
+def file_identity(path: Path) -> tuple[int, int]:
     """(device, inode) of ``path``: which file it is, whatever its name."""
     st = os.stat(path)
     return st.st_dev, st.st_ino

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .config import RunConfig, SweepConfig, expand
 from .executors import Executor, LocalExecutor, RunFailure
+from .footprint import check_fits
 from .progress import SweepProgress
 from .store import ResultStore, StoreError
 
@@ -105,8 +106,9 @@ def run_sweep(
     it, and may pass it as ``held`` to be checked). ``executor`` defaults to a local process
     pool.
 
-    Raises: StoreError at the first result that cannot be kept (module doc); the runs in flight
-    are stopped, the runs stored before it stay stored.
+    Raises: ValueError before any run when one cannot fit in memory (``footprint.check_fits``);
+    StoreError at the first result that cannot be kept (module doc): the runs in flight are
+    stopped, the runs stored before it stay stored.
     """
     out = Path(out_dir)
     runs = list({r.key(): r for r in expand(sweep)}.values())  # equal keys: equal runs
@@ -116,11 +118,12 @@ def run_sweep(
     ):
         finished = store.finished_keys()
         todo = [r for r in runs if r.key() not in finished]
+        executor = LocalExecutor() if executor is None else executor
+        check_fits(todo, executor.workers if isinstance(executor, LocalExecutor) else 1)
         budgets = {r.key(): r.train.steps for r in todo}  # task_train: budgets per task
         progress = SweepProgress(
             len(todo), len(runs) - len(todo), steps=sweep.train.steps, budgets=budgets, live=live
         )
-        executor = LocalExecutor() if executor is None else executor
         if isinstance(executor, LocalExecutor) and executor.on_steps is None:
             executor.on_steps = progress.steps
         failed = []

@@ -84,11 +84,19 @@ def markdown_table(table: Table) -> list[str]:
 def write_into(path: str | Path, block: str) -> None:
     """Replace the text from ``BEGIN`` to ``END`` (inclusive) in ``path`` with ``block``.
 
-    Raises: ValueError if ``path`` lacks the markers, or holds them out of order.
+    Raises: ValueError if ``path`` lacks the markers, holds them out of order or more than
+    once, or ``block`` holds a marker anywhere but its ends (the next write would cut there).
     """
     text = Path(path).read_text()
     start, end = text.find(BEGIN), text.find(END)
     if start < 0 or end < start:
         raise ValueError(f"{path}: needs the lines {BEGIN} and {END} (in that order)")
+    if text.count(BEGIN) > 1 or text.count(END) > 1:
+        raise ValueError(f"{path}: holds {BEGIN} or {END} more than once; keep one pair")
+    if block.count(BEGIN) != 1 or block.count(END) != 1 or not block.startswith(BEGIN):
+        raise ValueError(
+            f"the block for {path} must begin with {BEGIN} and hold each marker once (a sweep "
+            "name holding one?)"
+        )
     after = text[end + len(END) :]
     atomic_write(path, text[:start] + block + after.removeprefix("\n"))

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from .._files import atomic_open
+from .._validate import check_device
 from .config import RunConfig, TrainConfig
 from .evaluate import GATED_KINDS, Metric, confirm_batches, evaluate, gate_batches, gate_score
 from .model import LabModel
@@ -88,9 +89,7 @@ def train_run(
 
         return train_run_jax(cfg, checkpoint_dir=checkpoint_dir, on_step=on_step)
     start, cpu_start = time.perf_counter(), time.process_time()
-    device = torch.device(cfg.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {cfg.device!r} requested but torch.cuda.is_available() is False")
+    device = check_device(cfg.device)
     model, task = build_model(cfg)
     trained = fit(model.to(device), task, cfg, device, on_step)
     metrics = evaluate(model, task, n_samples=cfg.train.eval_samples, device=device)
