@@ -49,13 +49,21 @@ def model_encoding(
     """``pe`` as given, or by name built for the model's ``size`` (dim, n_heads, max_len) with
     ``pe_config``, in its encoder form for an ``encoder`` (``posenc._forms.encoder_form``).
 
-    Raises: ValueError for ``pe_config`` with a built encoding.
+    Raises: ValueError for ``pe_config`` with a built encoding, or holding a key of ``size``
+    (the model passes those from its own arguments).
     """
     if not isinstance(pe, str):
         if pe_config:
             raise ValueError("pe_config applies only when pe is given by name")
         return pe
     config = pe_config or {}
+    twice = sorted(set(config) & set(size))
+    if twice:
+        raise ValueError(
+            f"pe_config must not set {', '.join(map(repr, twice))}: the model passes "
+            f"{', '.join(f'{k}={size[k]}' for k in twice)} from its own arguments (give "
+            "max_len, d_model or n_heads to the model instead)"
+        )
     return build(pe, **size, **(encoder_form(parameters(pe), config) if encoder else config))
 
 

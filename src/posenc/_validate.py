@@ -136,6 +136,62 @@ def values_checked(t: Tensor) -> bool:
     return t.device.type == "cpu" and not torch.compiler.is_compiling()
 
 
+#: Largest |position| a rotary or sinusoidal angle pos·θ is computed for. The float64 angle
+#: carries an absolute error up to |pos|·θ·2^-53 rad (θ <= 1): 2^-13 rad (1.2e-4) at 2^40.
+#: Measured (tests/functional/test_position_range.py): RoPE scores of N(0, 1) heads of 64
+#: shifted by 2^32 move by 3e-6, by 2^40 by 5e-4 (below bfloat16's rounding of scores ~8),
+#: by 2^44 by 0.01 and by 2^53 by 13 (one ulp of pos·θ is then 1 rad or more).
+ANGLE_POSITION_LIMIT = 2**40
+#: Largest |position| a relative offset i - j is computed for: offsets then lie within 2^53,
+#: where float64 holds every integer exactly (biases are float), and int64 never overflows
+#: (2^62 - (-2^62) wraps to a negative number).
+OFFSET_POSITION_LIMIT = 2**52
+
+
+def check_position_range(pos: Any, limit: int, what: str = "positions") -> None:
+    """Raise ValueError when a position of ``pos`` (torch, NumPy or JAX, integer or float)
+    lies outside [-limit, limit] (``ANGLE_POSITION_LIMIT``, ``OFFSET_POSITION_LIMIT``): past
+    it the encoding's numbers are silently wrong. Read where values are free
+    (``values_checked`` for torch; NumPy; JAX outside ``jit``, whose tracers have no values)."""
+    if isinstance(pos, Tensor):
+        if not pos.numel() or not values_checked(pos):
+            return
+        low, high = pos.min().item(), pos.max().item()
+    else:
+        if "Tracer" in type(pos).__name__ or not getattr(pos, "size", 0):
+            return
+        xp = array_api_compat.array_namespace(pos)
+        as_number = int if xp.isdtype(pos.dtype, "integral") else float
+        low, high = as_number(xp.min(pos)), as_number(xp.max(pos))
+    if not (-limit <= low and high <= limit):  # NaN fails too
+        worst = high if abs(high) >= abs(low) else low
+        raise ValueError(
+            f"{what} must lie in [-2**{limit.bit_length() - 1}, 2**{limit.bit_length() - 1}] "
+            f"(where its float64 numbers hold), got {worst}"
+        )
+
+
+def check_token_range(idx: Any, vocab_size: int, what: str = "idx") -> None:
+    """Raise ValueError unless every token id of ``idx`` (torch, NumPy or JAX integer array)
+    lies in 0..vocab_size-1: an embedding lookup past it fails deep inside ("index out of range
+    in self") or, on an accelerator, reads garbage. Read where values are free (as
+    ``check_position_range``)."""
+    if isinstance(idx, Tensor):
+        if not idx.numel() or not values_checked(idx):
+            return
+        low, high = int(idx.min()), int(idx.max())
+    else:
+        if "Tracer" in type(idx).__name__ or not getattr(idx, "size", 0):
+            return
+        xp = array_api_compat.array_namespace(idx)
+        low, high = int(xp.min(idx)), int(xp.max(idx))
+    if low < 0 or high >= vocab_size:
+        raise ValueError(
+            f"{what} must hold token ids in 0..{vocab_size - 1} (vocab_size {vocab_size}), "
+            f"got {low if low < 0 else high}"
+        )
+
+
 def check_nonnegative(pos: Tensor, what: str = "positions") -> None:
     """Absolute encodings index a table: negative positions mean nothing there (checked where
     ``values_checked``)."""

@@ -268,3 +268,45 @@ def test_a_foreign_sqlite_file_is_refused_and_left_alone(
     with sqlite3.connect(path) as conn:
         tables = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert "runs" not in tables
+
+
+@pytest.mark.slow
+def test_rm_rf_of_the_output_folder_mid_sweep_exits_1(tmp_path: Path) -> None:
+    """The probe's case end to end: ``posenc lab sweep --out s8 &``, two runs stored, ``rm -rf
+    s8``: the sweep stops with exit 1 and one line, not "(10 runs, 0 reused)" and exit 0."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    config = tmp_path / "tiny.toml"
+    config.write_text(
+        TOML.replace("seeds = [0, 1, 2, 3]", "seeds = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]")
+        .replace("steps = 4", "steps = 150")
+        .replace("[train]", "[train]\ngate = 0")
+    )
+    out = tmp_path / "s8"
+    env = os.environ | {"PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"}
+    args = [sys.executable, "-m", "posenc", "lab", "sweep", str(config), "--out", str(out)]
+    proc = subprocess.Popen(
+        [*args, "--workers", "1"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if _stored(out / STORE_NAME) >= 2:
+                break
+        except sqlite3.Error:
+            pass
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    shutil.rmtree(out)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1, (stdout, stderr)
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "removed" in errors[0], stderr
+    assert "Traceback" not in stderr and "reused" not in stdout

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._models import DecoderBlockFlow, EncoderDecoderFlow
-from .._validate import check_mask_tensor, check_positive_int
+from .._validate import check_mask_tensor, check_positive_int, check_token_range
 from ..encodings.base import PositionalEncoding
 from ..encodings.configs import EncoderDecoderConfig
 from ..encodings.nope import NoPE
@@ -138,6 +138,8 @@ class EncoderDecoder(TorchHooks, EncoderDecoderFlow, nn.Module):
 
     def check_tokens(self, idx: Tensor, what: str) -> None:
         check_token_ids(idx, what)  # (B, T) integer, T >= 1
+        table = self.src_tok if what == "src" else self.tgt_tok
+        check_token_range(idx, table.num_embeddings, what)
 
     def loss(self, src: Tensor, tgt: Tensor, targets: Tensor, **kwargs: Any) -> Tensor:
         """Mean cross-entropy of next-token ``targets`` (B, T) of decoder inputs ``tgt``

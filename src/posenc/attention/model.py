@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._models import BlockFlow, Hooks, TransformerFlow, model_encoding
-from .._validate import check_mask_tensor, check_ndim
+from .._validate import check_mask_tensor, check_ndim, check_token_range
 from ..encodings.base import PositionalEncoding, default_positions
 from ..encodings.capabilities import Capabilities
 from ..encodings.configs import TransformerConfig
@@ -94,8 +94,14 @@ class TinyTransformer(TorchHooks, TransformerFlow, nn.Module):
     encoding by name takes its encoder form unless ``pe_config`` sets it (``bidirectional``:
     ALiBi's -m|i - j|, T5's bidirectional buckets, FIRE's ψ(max(L, i, j)) normaliser;
     ``posenc._forms.ENCODER_FORM``).
+    NaN and inf are not checked for (no ``check_finite``: a host read per forward): they pass
+    through as IEEE arithmetic carries them. One in a token's embedding makes every logit of
+    its row NaN, earlier positions too (attention's P·V multiplies a masked key's value row by
+    0, and 0·NaN is NaN); other rows of the batch are untouched.
     Raises: TypeError/ValueError naming the argument for a size that is not a positive int
-    (``d_ff`` None means 4·d_model) or a d_model not divisible by n_heads.
+    (``d_ff`` None means 4·d_model), a d_model not divisible by n_heads, or a ``pe_config``
+    key the model sets itself (dim, n_heads, max_len); at forward, ValueError for a token id
+    outside 0..vocab_size-1.
     """
 
     def __init__(
@@ -149,6 +155,11 @@ class TinyTransformer(TorchHooks, TransformerFlow, nn.Module):
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         init_weights(self, self.pe)
+
+    def check_tokens(self, idx: Tensor, what: str) -> None:
+        """``idx`` (B, T) integer token ids in 0..vocab_size-1 (TypeError/ValueError)."""
+        super().check_tokens(idx, what)
+        check_token_range(idx, self.tok.num_embeddings, what)
 
     def new_cache(self, *, window: int | None = None, sinks: int = 0) -> list[KVCache]:
         """One empty KV cache per layer, for incremental decoding; with ``window`` (and

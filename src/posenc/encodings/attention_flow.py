@@ -40,6 +40,7 @@ from .._validate import (
     check_mask_tensor,
     check_memory,
     check_positions_match,
+    check_real_floating,
 )
 from ..functional import masks
 from ..functional._xp import astype, at_least_float32, device_of, fill_outside, namespace
@@ -109,6 +110,7 @@ class AttentionFlow:
         tokens; ``segment_ids`` (B, T) integer, tokens attend within their segment (default
         one, or after cached entries each row's latest). Returns (B, T, C)."""
         self.check_ndim(x, 3, "x", "(B, T, C)")
+        check_real_floating(x, "x")  # token ids go through an embedding first
         B, T, C = x.shape
         if self.d_model != C:
             raise ValueError(f"x must have C = d_model = {self.d_model} features, got {C}")

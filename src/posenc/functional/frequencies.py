@@ -5,7 +5,13 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from .._validate import check_even, check_positive_float, check_positive_int
+from .._validate import (
+    ANGLE_POSITION_LIMIT,
+    check_even,
+    check_position_range,
+    check_positive_float,
+    check_positive_int,
+)
 from ._xp import namespace, np_xp, widest_float
 
 
@@ -48,8 +54,14 @@ def angles(pos: Any, inv_freq: Any) -> Any:
     """Rotation angles pos·θ_i, computed in float64 so large positions keep their digits.
 
     float32 ``pos * inv_freq`` loses ~pos·2^-24 rad (0.06 rad at pos 1e6); float64 keeps 1e-10.
+    Supported positions: |pos| <= 2^40 (``ANGLE_POSITION_LIMIT``), where the float64 angle's
+    error |pos|·θ·2^-53 stays below 2^-13 rad; past it RoPE scores and sinusoidal rows go
+    silently wrong (shifted by 2^53 scores move by units, at 2^62 neighbouring rows are
+    equal), so they are refused.
     Shapes: pos (...,) integer, inv_freq (P,) -> (..., P) float64 (float32: JAX without x64).
+    Raises: ValueError for a position outside [-2^40, 2^40] (checked where values are free).
     """
+    check_position_range(pos, ANGLE_POSITION_LIMIT)
     xp = namespace(pos, inv_freq)
     wide = widest_float(xp)
     return xp.astype(pos, wide)[..., None] * xp.astype(inv_freq, wide)

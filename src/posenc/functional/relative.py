@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from .._validate import OFFSET_POSITION_LIMIT, check_position_range
 from ._xp import namespace, widest_int
 
 
@@ -15,8 +16,12 @@ def relative_offsets(q_pos: Any, k_pos: Any) -> Any:
     Causal attention sees offsets >= 0. (T5 uses the opposite sign: key minus query.)
     Shapes: q_pos (..., Tq), k_pos (..., Tk) -> (..., Tq, Tk), the leading dims broadcast.
     Unsigned positions are taken as the widest signed int first (uint8 0 - 1 would wrap to 255).
+    Supported positions: |pos| <= 2^52 (``OFFSET_POSITION_LIMIT``): every offset then lies
+    within 2^53, exact in float64 (the biases made from it are float), and the int64
+    subtraction cannot overflow (2^62 - (-2^62) wraps negative: ALiBi would reward distance).
     Raises: TypeError for positions that are not integer arrays (float, bool); ValueError for
-    0-d positions or leading (batch) dims that do not broadcast.
+    0-d positions, leading (batch) dims that do not broadcast, or a position outside
+    [-2^52, 2^52] (checked where values are free, ``check_position_range``).
     """
     xp = namespace(q_pos, k_pos)
     for what, p in (("q_pos", q_pos), ("k_pos", k_pos)):
@@ -31,6 +36,8 @@ def relative_offsets(q_pos: Any, k_pos: Any) -> Any:
             f"q_pos (..., Tq) and k_pos (..., Tk) must have broadcastable batch dims, got "
             f"{tuple(q_pos.shape)} and {tuple(k_pos.shape)}"
         )
+    check_position_range(q_pos, OFFSET_POSITION_LIMIT, "q_pos")
+    check_position_range(k_pos, OFFSET_POSITION_LIMIT, "k_pos")
     if _unsigned(xp, q_pos.dtype) or _unsigned(xp, k_pos.dtype):
         q_pos, k_pos = xp.astype(q_pos, widest_int(xp)), xp.astype(k_pos, widest_int(xp))
     return q_pos[..., :, None] - k_pos[..., None, :]

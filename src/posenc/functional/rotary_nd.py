@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from .._validate import check_positive_int
+from .._validate import ANGLE_POSITION_LIMIT, check_position_range, check_positive_int
 from ._xp import device_of, namespace, np_xp, widest_float
 from .frequencies import rope_inv_freq
 
@@ -77,7 +77,9 @@ def axis_angles(pos: Any, inv_freq: Any, axes_of_pairs: Any) -> Any:
 
     Shapes: pos (..., A) integer; inv_freq (P,); axes_of_pairs (P,) integer (``pair_axes``)
     -> (..., P).
+    Raises: ValueError for a coordinate outside [-2^40, 2^40] (``angles``' range).
     """
+    check_position_range(pos, ANGLE_POSITION_LIMIT)
     xp = namespace(pos, inv_freq)
     wide = widest_float(xp)
     per_pair = xp.take(pos, axes_of_pairs, axis=pos.ndim - 1)  # (..., P)
@@ -114,7 +116,9 @@ def mixed_angles(pos: Any, freqs: Any) -> Any:
     float64 (float32: JAX without x64) and the frequencies' dtype.
 
     Shapes: pos (..., T, A) integer; freqs (H, A, P) -> (..., H, T, P).
+    Raises: ValueError for a coordinate outside [-2^40, 2^40] (``angles``' range).
     """
+    check_position_range(pos, ANGLE_POSITION_LIMIT)
     xp = namespace(pos, freqs)
     wide = xp.result_type(widest_float(xp), freqs.dtype)
     return xp.matmul(xp.astype(pos, wide)[..., None, :, :], xp.astype(freqs, wide))

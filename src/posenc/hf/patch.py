@@ -79,8 +79,14 @@ def patch(
 
     Raises: ValueError for a model already patched, one without a rotary embedding posenc can
     replace, or a config ``rope_from_hf`` refuses (each error names why); TypeError for a bad
-    ``scaling``; RuntimeError for a kernel that cannot run here.
+    ``scaling``; RuntimeError for a kernel that cannot run here; TypeError for a ``model``
+    that is not a torch module (None: a load that returned nothing).
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(
+            f"model must be a loaded transformers model (a torch.nn.Module), got "
+            f"{type(model).__name__}"
+        )
     if is_patched(model):
         raise ValueError("model is already patched by posenc.hf.patch; call unpatch(model) first")
     if kernel is not None:
