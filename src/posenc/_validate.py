@@ -148,21 +148,35 @@ ANGLE_POSITION_LIMIT = 2**40
 OFFSET_POSITION_LIMIT = 2**52
 
 
+_NARROW_INTS = (torch.int8, torch.uint8, torch.int16, torch.int32)
+
+
+def value_range(x: Any) -> tuple[float, float] | None:
+    """(min, max) of array ``x`` (torch, NumPy, JAX; ints as Python ints), or None where its
+    values are not free to read: empty, a torch tensor not ``values_checked``, a JAX tracer."""
+    if isinstance(x, Tensor):
+        if not x.numel() or not values_checked(x):
+            return None
+        low, high = torch.aminmax(x)  # one pass
+        return low.item(), high.item()
+    if "Tracer" in type(x).__name__ or not getattr(x, "size", 0):
+        return None
+    xp = array_api_compat.array_namespace(x)
+    as_number = int if xp.isdtype(x.dtype, "integral") else float
+    return as_number(xp.min(x)), as_number(xp.max(x))
+
+
 def check_position_range(pos: Any, limit: int, what: str = "positions") -> None:
     """Raise ValueError when a position of ``pos`` (torch, NumPy or JAX, integer or float)
     lies outside [-limit, limit] (``ANGLE_POSITION_LIMIT``, ``OFFSET_POSITION_LIMIT``): past
     it the encoding's numbers are silently wrong. Read where values are free
     (``values_checked`` for torch; NumPy; JAX outside ``jit``, whose tracers have no values)."""
-    if isinstance(pos, Tensor):
-        if not pos.numel() or not values_checked(pos):
-            return
-        low, high = pos.min().item(), pos.max().item()
-    else:
-        if "Tracer" in type(pos).__name__ or not getattr(pos, "size", 0):
-            return
-        xp = array_api_compat.array_namespace(pos)
-        as_number = int if xp.isdtype(pos.dtype, "integral") else float
-        low, high = as_number(xp.min(pos)), as_number(xp.max(pos))
+    if isinstance(pos, Tensor) and pos.dtype in _NARROW_INTS and limit >= 2**31:
+        return  # an int32 (or narrower) position cannot leave the range
+    found = value_range(pos)
+    if found is None:
+        return
+    low, high = found
     if not (-limit <= low and high <= limit):  # NaN fails too
         worst = high if abs(high) >= abs(low) else low
         raise ValueError(
@@ -176,15 +190,10 @@ def check_token_range(idx: Any, vocab_size: int, what: str = "idx") -> None:
     lies in 0..vocab_size-1: an embedding lookup past it fails deep inside ("index out of range
     in self") or, on an accelerator, reads garbage. Read where values are free (as
     ``check_position_range``)."""
-    if isinstance(idx, Tensor):
-        if not idx.numel() or not values_checked(idx):
-            return
-        low, high = int(idx.min()), int(idx.max())
-    else:
-        if "Tracer" in type(idx).__name__ or not getattr(idx, "size", 0):
-            return
-        xp = array_api_compat.array_namespace(idx)
-        low, high = int(xp.min(idx)), int(xp.max(idx))
+    found = value_range(idx)
+    if found is None:
+        return
+    low, high = found
     if low < 0 or high >= vocab_size:
         raise ValueError(
             f"{what} must hold token ids in 0..{vocab_size - 1} (vocab_size {vocab_size}), "

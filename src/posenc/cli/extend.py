@@ -15,9 +15,13 @@ from typing import Annotated, Any
 import typer
 
 from ._errors import interrupted
+from ._options import check_out, out_path
 
 Out = Annotated[
-    Path, typer.Option("--out", help="Output folder (extend.sqlite, extend.html, checkpoints).")
+    Path,
+    typer.Option(
+        "--out", parser=out_path, help="Output folder (extend.sqlite, extend.html, checkpoints)."
+    ),
 ]
 Quick = Annotated[
     bool, typer.Option("--quick", help="The smoke-test variant: every code path in seconds.")
@@ -47,6 +51,11 @@ def run_preset(out: Path, name: str, workers: int | None, sets: list[str]) -> No
 
     try:
         cfg = preset(name, **_overrides(sets))
+    except (ValueError, TypeError) as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    check_out(out, "extend.sqlite")
+    try:
         outcome = run_extend(cfg, out, workers=workers)
     except (ValueError, TypeError) as err:
         typer.echo(f"error: {err}", err=True)

@@ -16,12 +16,11 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple
 
-from ..lab.store import StoreError, file_identity
+from ..lab.store import file_identity, guarded_write
 from .config import ExtendConfig
 
 STORE_NAME = "extend.sqlite"
@@ -133,24 +132,9 @@ class ExtendStore:
         """Names of the finished units."""
         return {name for (name,) in self.db.execute("SELECT name FROM units")}
 
-    @contextlib.contextmanager
-    def _writing(self, what: str) -> Iterator[sqlite3.Connection]:
-        """One transaction on the file this store opened; refusals as StoreError."""
-        try:
-            now: tuple[int, int] | None = file_identity(self.path)
-        except FileNotFoundError:
-            now = None
-        if now != self._identity:
-            raise StoreError(
-                f"{self.path} was removed or replaced while this run had it open; stopped"
-            )
-        try:
-            with self.db:
-                yield self.db
-        except (sqlite3.Error, OSError) as err:
-            if isinstance(err, StoreError):
-                raise
-            raise StoreError(f"{self.path}: cannot write {what}: {err}") from err
+    def _writing(self, what: str) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """One transaction on the file this store opened (``lab.store.guarded_write``)."""
+        return guarded_write(self.db, self.path, self._identity, what)
 
     def add(self, unit: UnitResult) -> None:
         """Store a finished unit and its rows, atomically (replacing an earlier copy)."""

@@ -37,7 +37,8 @@ def relative_offsets(q_pos: Any, k_pos: Any) -> Any:
             f"{tuple(q_pos.shape)} and {tuple(k_pos.shape)}"
         )
     check_position_range(q_pos, OFFSET_POSITION_LIMIT, "q_pos")
-    check_position_range(k_pos, OFFSET_POSITION_LIMIT, "k_pos")
+    if k_pos is not q_pos:  # self-attention passes one array twice: read it once
+        check_position_range(k_pos, OFFSET_POSITION_LIMIT, "k_pos")
     if _unsigned(xp, q_pos.dtype) or _unsigned(xp, k_pos.dtype):
         q_pos, k_pos = xp.astype(q_pos, widest_int(xp)), xp.astype(k_pos, widest_int(xp))
     return q_pos[..., :, None] - k_pos[..., None, :]

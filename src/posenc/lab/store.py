@@ -232,31 +232,10 @@ class ResultStore:
     def check_intact(self) -> None:
         """Raise StoreError unless ``path`` is still the file this store opened (not removed,
         not replaced by another file): a write now would go to a deleted file, and be lost."""
-        try:
-            now = file_identity(self.path)
-        except FileNotFoundError:
-            raise StoreError(
-                f"{self.path} was removed while this sweep had it open; stopped (runs stored "
-                "in it since it was opened are gone with it)"
-            ) from None
-        if now != self._identity:
-            raise StoreError(
-                f"{self.path} was replaced by another file while this sweep had it open; stopped "
-                "without writing to either"
-            )
+        check_same_file(self.path, self._identity)
 
-    @contextlib.contextmanager
-    def _writing(self, what: str) -> Iterator[sqlite3.Connection]:
-        """One write transaction on an intact store; SQLite's and the OS's refusals as a
-        StoreError naming the file (the transaction rolled back)."""
-        self.check_intact()
-        try:
-            with self.conn:
-                yield self.conn
-        except (sqlite3.Error, OSError) as err:
-            if isinstance(err, StoreError):
-                raise
-            raise StoreError(f"{self.path}: cannot write {what}: {err}") from err
+    def _writing(self, what: str) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return guarded_write(self.conn, self.path, self._identity, what)
 
     def set_meta(self, key: str, value: str) -> None:
         """Set ``meta[key] = value`` (one transaction)."""
@@ -380,6 +359,39 @@ class ResultStore:
         with atomic_open(path, "wb") as f:
             pq.write_table(pa.Table.from_pylist(rows, schema=schema), f)
         return len(rows)
+
+
+def check_same_file(path: Path, identity: tuple[int, int]) -> None:
+    """Raise StoreError unless ``path`` is the file of ``identity`` (``file_identity``)."""
+    try:
+        now = file_identity(path)
+    except FileNotFoundError:
+        raise StoreError(
+            f"{path} was removed while it was open for writing; stopped (what was stored in "
+            "it since it was opened is gone with it)"
+        ) from None
+    if now != identity:
+        raise StoreError(
+            f"{path} was replaced by another file while it was open for writing; stopped "
+            "without writing to either"
+        )
+
+
+@contextlib.contextmanager
+def guarded_write(
+    conn: sqlite3.Connection, path: Path, identity: tuple[int, int], what: str
+) -> Iterator[sqlite3.Connection]:
+    """One write transaction on ``conn``, the database at ``path``, once it is checked to be
+    the file opened (``check_same_file``); SQLite's and the OS's refusals (disk full,
+    read-only, damaged) as a StoreError naming the file and ``what`` (rolled back)."""
+    check_same_file(path, identity)
+    try:
+        with conn:
+            yield conn
+    except (sqlite3.Error, OSError) as err:
+        if isinstance(err, StoreError):
+            raise
+        raise StoreError(f"{path}: cannot write {what}: {err}") from err
 
 
 def file_identity(path: Path) -> tuple[int, int]:
