@@ -46,7 +46,7 @@ def clean_stale(path: Path) -> list[Path]:
 
 def _alive(pid: int) -> bool:
     if pid == os.getpid():
-        return False  # this process writes one temporary file per write, none is stale
+        return True  # another thread of this process may be writing it
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

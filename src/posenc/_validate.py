@@ -50,8 +50,8 @@ def check_device(device: Any) -> torch.device:
         raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {device!r}") from err
     if found.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(
-            f"device {device!r} requested but this torch has no CUDA device "
-            "(torch.cuda.is_available() is False): use --device cpu"
+            f"device {device!r} requested but torch.cuda.is_available() is False (this torch "
+            "has no CUDA device): use --device cpu"
         )
     if found.type not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {device!r}")
@@ -130,10 +130,15 @@ def position_length(pos: Any, axes: int = 1) -> int:
 
 def values_checked(t: Tensor) -> bool:
     """Whether checks of ``t``'s values (not its shape or dtype) run: on CPU in eager mode,
-    where reading them is free. Never on an accelerator (a host read waits for the device) nor
-    while ``torch.compile`` traces (a data-dependent branch breaks the graph): there a bad
-    value fails inside the kernel that meets it (an index out of a table's range)."""
-    return t.device.type == "cpu" and not torch.compiler.is_compiling()
+    where reading them is free. Never on an accelerator (a host read waits for the device),
+    while ``torch.compile`` traces (a data-dependent branch breaks the graph) nor inside
+    ``torch.func`` transforms (vmap, grad: a wrapped tensor has no one value to read): there a
+    bad value fails inside the kernel that meets it (an index out of a table's range)."""
+    return (
+        t.device.type == "cpu"
+        and not torch.compiler.is_compiling()
+        and not torch._C._functorch.is_functorch_wrapped_tensor(t)
+    )
 
 
 #: Largest |position| a rotary or sinusoidal angle pos·θ is computed for. The float64 angle
@@ -159,11 +164,19 @@ def value_range(x: Any) -> tuple[float, float] | None:
             return None
         low, high = torch.aminmax(x)  # one pass
         return low.item(), high.item()
-    if "Tracer" in type(x).__name__ or not getattr(x, "size", 0):
+    if _traced(x) or not getattr(x, "size", 0):
         return None
     xp = array_api_compat.array_namespace(x)
+    low, high = xp.min(x), xp.max(x)
+    if _traced(low):  # a concrete array inside a JAX trace: its reductions are staged
+        return None
     as_number = int if xp.isdtype(x.dtype, "integral") else float
-    return as_number(xp.min(x)), as_number(xp.max(x))
+    return as_number(low), as_number(high)
+
+
+def _traced(x: Any) -> bool:
+    """Whether ``x`` is a JAX tracer (a value inside ``jit``/``grad``: none to read)."""
+    return any(c.__name__ == "Tracer" for c in type(x).__mro__)
 
 
 def check_position_range(pos: Any, limit: int, what: str = "positions") -> None:

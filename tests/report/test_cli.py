@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -90,10 +91,10 @@ def test_write_report_keeps_an_older_page_when_writing_fails(
 ) -> None:
     (tmp_path / "index.html").write_text("older page")
 
-    def fail(self: Path, *_: object, **__: object) -> None:
+    def fail(*_: object, **__: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(Path, "replace", fail)
+    monkeypatch.setattr(os, "replace", fail)  # the rename of posenc._files' atomic write
     with pytest.raises(OSError, match="No space"):
         posenc.report.write_report(tmp_path, ["nope"], fmt="svg")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["index.html"]
