@@ -143,3 +143,13 @@ def test_the_tutorials_figures_from_the_command_line(tmp_path: Path) -> None:
     settings = parse_settings(["dim=128", "token_scale=0.5"])
     fig = _figures("contamination-dims", PLOTS["contamination-dims"], ["sinusoidal"], settings)
     assert "angle(e, e + PE) = 52.1°" in next(iter(fig.values())).axes[0].get_title()
+
+
+def test_plot_sets_an_odd_width_without_naming_heads(tmp_path: Path) -> None:
+    """Seed 000's table: ``--set dim=9 --set base=100.0`` (and dim=10) with no n_heads."""
+    for dim in (9, 10):
+        for kind in ("heatmap", "shift-matrix", "wavelengths"):
+            args = ["plot", kind, "sinusoidal", "--set", f"dim={dim}", "--set", "base=100.0"]
+            result = runner.invoke(app, [*args, "--out", str(tmp_path / str(dim))])
+            assert result.exit_code == 0, result.output
+    assert len(list((tmp_path / "9").iterdir())) == 3

@@ -161,6 +161,19 @@ def test_shift_matrix_is_block_rotation() -> None:
     np.testing.assert_allclose(table[:-3] @ M.T, table[3:], atol=1e-12)  # PE[p+3] = M_3 PE[p]
 
 
+def test_odd_width_tables_draw_wavelengths_and_the_shift_matrix() -> None:
+    """Seed 000's table (width 9, base 100): five frequencies, the last the sine-only column's
+    base^(-8/9); M_k spans the eight paired columns and shifts them (n_dims capped there)."""
+    pe = subject("sinusoidal", dim=9, base=100.0)
+    (line,) = wavelengths([pe], train_len=None).axes[0].lines
+    np.testing.assert_allclose(line.get_ydata(), 2 * np.pi * 100.0 ** (np.arange(0, 9, 2) / 9))
+    fig = shift_matrix_blocks(pe, k=2, n_dims=16)
+    M = np.asarray(fig.axes[0].images[0].get_array())
+    assert M.shape == (8, 8)
+    table = ref_absolute.sinusoidal(15, 9, 100.0)
+    np.testing.assert_allclose(table[:-2, :8] @ M.T, table[2:, :8], atol=1e-13)
+
+
 def test_rotation_pair_walks_the_unit_circle() -> None:
     ax = rotation_pair("rope", pair=1, n_positions=16).axes[0]
     points = np.asarray(ax.collections[0].get_offsets())

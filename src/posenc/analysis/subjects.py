@@ -49,9 +49,10 @@ EXAMPLE_SCALINGS: dict[str, dict[str, object]] = {
 
 def subject(name: str, **config: object) -> PositionalEncoding:
     """Encoding ``name`` built for the shared geometry (extra ``config`` keys passed through;
-    ``dim``, ``n_heads`` or ``max_len`` there replace the geometry's), in eval mode (randomized
-    positions sample only in training). "rope:<method>" is RoPE with the example
-    ``EXAMPLE_SCALINGS[method]`` context extension.
+    ``dim``, ``n_heads`` or ``max_len`` there replace the geometry's; a ``dim`` without
+    ``n_heads`` gets H = gcd(dim, 4) heads, so that a table of any width builds: seed 000's
+    ``dim=9`` has one head), in eval mode (randomized positions sample only in training).
+    "rope:<method>" is RoPE with the example ``EXAMPLE_SCALINGS[method]`` context extension.
     """
     base, _, method = name.partition(":")
     if method:
@@ -62,6 +63,9 @@ def subject(name: str, **config: object) -> PositionalEncoding:
             )
         config = {"scaling": {"rope_type": method, **EXAMPLE_SCALINGS[method]}, **config}
     geometry: dict[str, object] = {"dim": D_MODEL, "n_heads": N_HEADS, "max_len": MAX_LEN}
+    dim = config.get("dim")
+    if isinstance(dim, int) and not isinstance(dim, bool) and dim > 0 and "n_heads" not in config:
+        geometry["n_heads"] = math.gcd(dim, N_HEADS)  # H divides C (an odd C: one head)
     pe = build_for_model(base, **(geometry | config))  # type: ignore[arg-type]
     pe = pe.eval()
     if method:

@@ -39,7 +39,7 @@ def _literal(raw: str) -> Any:
         return raw.strip()
 
 
-def _accepts(name: str, config: dict[str, Any]) -> bool:
+def accepts(name: str, config: dict[str, Any]) -> bool:
     """True when subject ``name`` ("rope:yarn" -> rope) takes every key of ``config``: its own
     parameters or the model geometry (dim, n_heads, max_len) it is built for."""
     from ..registry import info
@@ -59,7 +59,7 @@ def _encodings(
         return [subject(n, **config) for n in names]
     applies = chosen.applies or (lambda pe: True)
     pes = []
-    for name in (n for n in subject_names() if _accepts(n, config)):
+    for name in (n for n in subject_names() if accepts(n, config)):
         try:
             pe = subject(name, **config)
         except ValueError as err:  # e.g. the rope:longrope example's 4 factors at head_dim 16

@@ -38,7 +38,7 @@ from .shaw import (
     shaw_relative_index,
 )
 from .sincos_2d import sincos_2d_table
-from .sinusoidal import sinusoidal_table
+from .sinusoidal import shift_matrix, sinusoidal_table
 from .t5 import check_t5_buckets, t5_relative_bucket
 from .transformer_xl import transformer_xl_position_rows, transformer_xl_terms
 from .xpos import check_xpos_range, xpos_max_position, xpos_scale
@@ -89,6 +89,7 @@ __all__ = [
     "rope_inv_freq",
     "rotary_dim",
     "shaw_relative_index",
+    "shift_matrix",
     "sincos_2d_table",
     "sinusoidal_table",
     "softplus",

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from .. import functional as PF
 from .._validate import check_positive_int
 from ..analysis.subjects import evaluating, head_shape, is_rotary, resolve
-from ..analysis.table_checks import shift_matrix, sinusoid_like
+from ..analysis.table_checks import sinusoid_like
 from ..encodings.base import PositionalEncoding
 from ._style import (
     SEQUENTIAL,
@@ -30,7 +30,9 @@ from .tables import feature_pairs, position_features
 
 
 def inv_freq_of(pe: PositionalEncoding | str) -> np.ndarray:
-    """θ_i of an encoding with frequencies: its ``inv_freq`` buffer, or base^(-2i/dim).
+    """θ_i of an encoding with frequencies: its ``inv_freq`` buffer, or base^(-2i/dim) for
+    every even column 2i < dim of a table (an odd width's last, sine-only column included:
+    ceil(dim/2) frequencies, ``PF.inv_freq_series``).
 
     Raises: ValueError for encodings without frequencies (learned tables, biases).
     """
@@ -40,7 +42,7 @@ def inv_freq_of(pe: PositionalEncoding | str) -> np.ndarray:
         return inv_freq.double().cpu().numpy()
     table_pe: Any = pe
     if hasattr(table_pe, "base") and hasattr(table_pe, "dim"):
-        return np.asarray(PF.rope_inv_freq(table_pe.dim, base=table_pe.base))
+        return np.asarray(PF.inv_freq_series(table_pe.dim, base=table_pe.base))
     raise unsupported(pe, "has no frequencies", "an inv_freq buffer or base and dim")
 
 
@@ -72,7 +74,9 @@ def wavelengths(
 def shift_matrix_blocks(
     pe: PositionalEncoding | str, *, k: int = 5, n_dims: int = 16, ax: Axes | None = None
 ) -> Figure:
-    """M_k, the block-diagonal rotation with PE[p + k] = M_k PE[p] (first n_dims dimensions).
+    """M_k, the block-diagonal rotation with PE[p + k] = M_k PE[p] (first n_dims dimensions;
+    ``PF.shift_matrix``). An odd width's last column, a sine alone, has no shift map: M_k
+    spans the dim - 1 paired columns (n_dims is capped there).
 
     Raises: ValueError for an encoding other than a fixed sinusoidal table (Vaswani's (sin, cos)
     pairs), or n_dims < 1.
@@ -85,7 +89,8 @@ def shift_matrix_blocks(
             "has no sinusoidal table PE[p] shifted by M_k",
             "a fixed additive table with base and dim (sinusoidal)",
         )
-    M = shift_matrix(k, torch.from_numpy(inv_freq_of(pe))).numpy()[:n_dims, :n_dims]
+    table_pe: Any = pe
+    M = PF.shift_matrix(k, table_pe.dim, base=table_pe.base)[:n_dims, :n_dims]  # (2P, 2P) crop
     fig, ax = figure_axes(ax, (5.0, 4.2))
     heatmap(ax, M, label="entry of M_k")
     ax.set(
