@@ -7,7 +7,7 @@ from typing import Literal
 from torch import Tensor, nn
 
 from .._validate import check_encoding_heads, check_positive_int
-from ..encodings.attention_flow import Memory
+from ..encodings.attention_flow import Memory, check_embedded
 from ..encodings.base import PositionalEncoding
 from ..encodings.configs import AttentionConfig
 from ..encodings.context import PositionContext
@@ -26,12 +26,21 @@ class Attention(CrossAttention):
     scores = (rotate(q) · rotate(k)) / sqrt(D) + bias(q_pos, k_pos), then the encoding's relative
     terms; softmax over allowed keys; output projection. Runs through
     ``F.scaled_dot_product_attention`` (bias as ``attn_mask``) unless the encoding rewrites
-    logits or values, where an explicit path is used.
+    logits or values, where an explicit path is used. ``layer(x, pos, return_weights=True)``
+    also returns the softmax weights (B, H, T, L), computed on the explicit path (slower:
+    ``AttentionFlow.forward``).
+
+    The layer never calls ``embed``: an additive encoding (sinusoidal, learned) belongs on the
+    token embeddings before the first layer, ``x = pe.embed(tok(idx), pos)``. Built around one,
+    the layer would change nothing, so it refuses unless told ``embedded=True`` (the models
+    pass it: ``TinyTransformer`` embeds, then hands the same encoding to every layer).
 
     Args:
         d_model: model width C; must be divisible by ``n_heads``.
         n_heads: query heads H. ``n_kv_heads`` (default H) key/value heads, dividing H.
         pe: the encoding whose hooks are called (shared across layers if the caller wishes).
+        embedded: the caller applies ``pe.embed`` to the input (required for an additive
+            encoding, else ValueError; harmless for the others).
         causal: mask keys after the query (by order in the sequence/cache, not by position id).
         block_size: queries per block when the encoding has a ``bias``, so the (Tq, Tk) bias
             is never materialised whole; default: about 4M bias entries per block (16 MiB).
@@ -52,6 +61,7 @@ class Attention(CrossAttention):
         *,
         pe: PositionalEncoding,
         causal: bool,
+        embedded: bool = False,
         n_kv_heads: int | None = None,
         dropout: float = 0.0,
         bias: bool = False,
@@ -71,6 +81,7 @@ class Attention(CrossAttention):
         if not isinstance(pe, PositionalEncoding):
             raise TypeError(f"pe must be a PositionalEncoding, got {type(pe).__name__}")
         check_encoding_heads(pe, n_heads, cfg.head_dim)
+        check_embedded(pe, embedded)
         if block_size is not None:
             check_positive_int(block_size, "block_size")
         if bias_backend not in BIAS_BACKENDS:
@@ -79,6 +90,7 @@ class Attention(CrossAttention):
         self.head_dim = cfg.head_dim
         self.causal, self.dropout = causal, dropout
         self.pe: PositionalEncoding = pe
+        self.embedded = embedded
         self.block_size = block_size  # query block for score-bias encodings (memory O(H·block·T))
         self.bias_backend = bias_backend
         kv_width = n_kv_heads * self.head_dim

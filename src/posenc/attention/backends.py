@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..encodings.attention_flow import explicit_attention
+from ..encodings.attention_flow import explicit_weights
 from ..encodings.context import PositionContext
 from .fire_fused import fire_fused_attention
 from .flex import flex_bias_attention, flex_runs_on
@@ -246,10 +246,24 @@ def _explicit(
 ) -> Tensor:
     """``explicit_attention`` of one query block (causal: the block's own mask).
     Shapes: q (B, H, T, D); k, v (B, H, L, D) (heads already repeated) -> (B, H, T, D)."""
+    return _explicit_weights(layer, q, k, v, q_pos, k_pos, allowed, ctx)[0]
+
+
+def _explicit_weights(
+    layer: Attention,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    q_pos: Tensor,
+    k_pos: Tensor,
+    allowed: Tensor | None,
+    ctx: PositionContext,
+) -> tuple[Tensor, Tensor]:
+    """``explicit_weights``: output (B, H, T, D) and softmax weights (B, H, T, L)."""
     if allowed is None and layer.causal:
         allowed = _causal(q.shape[2], k.shape[2], q.device)
     dropout = partial(F.dropout, p=layer.dropout, training=layer.training)
-    return explicit_attention(
+    return explicit_weights(
         layer.pe,
         q,
         k,
@@ -261,6 +275,17 @@ def _explicit(
         softmax=partial(torch.softmax, dim=-1),
         dropout=dropout,
     )
+
+
+def attend_weights(layer: Attention, call: Call) -> tuple[Tensor, Tensor]:
+    """The explicit path over the whole call (no query blocks, no fused kernel), with the
+    softmax weights: (B, H, T, D) and (B, H, T, L) (``Attention(..., return_weights=True)``)."""
+    groups = layer.n_heads // layer.n_kv_heads
+    k, v = call.keys.k, call.keys.v
+    k = k.repeat_interleave(groups, dim=1) if groups > 1 else k  # (B, H, L, D)
+    v = v.repeat_interleave(groups, dim=1) if groups > 1 else v
+    ctx = call.ctx
+    return _explicit_weights(layer, call.q, k, v, ctx.q_pos, ctx.k_pos, call.allowed, ctx)
 
 
 def _causal(T: int, L: int, device: torch.device) -> Tensor:

@@ -14,7 +14,7 @@ from .._validate import check_ndim, check_positions
 from ..encodings.attention_flow import AttentionFlow, CachedKeys
 from ..encodings.base import PositionalEncoding, batch_positions, default_positions
 from ..encodings.context import PositionContext
-from .backends import Call, attend
+from .backends import Call, attend, attend_weights
 
 if TYPE_CHECKING:
     from .attention import Attention
@@ -69,3 +69,14 @@ class CrossAttention(AttentionFlow, nn.Module):
     ) -> Tensor:
         """Softmax attention through the first backend that applies (``backends``)."""
         return attend(cast("Attention", self), Call(q, keys, ctx, allowed, offset))
+
+    def attend_weights(
+        self,
+        q: Tensor,
+        keys: CachedKeys,
+        ctx: PositionContext,
+        allowed: Tensor | None,
+        offset: int,
+    ) -> tuple[Tensor, Tensor]:
+        """Softmax attention by the explicit path, with its weights (``backends``)."""
+        return attend_weights(cast("Attention", self), Call(q, keys, ctx, allowed, offset))

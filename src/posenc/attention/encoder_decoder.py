@@ -114,8 +114,14 @@ class EncoderDecoder(TorchHooks, EncoderDecoderFlow, nn.Module):
         d_ff = c.d_ff or 4 * d_model
 
         def attention(pe: PositionalEncoding, causal: bool) -> Attention:
-            return Attention(
-                d_model, n_heads, pe=pe, causal=causal, n_kv_heads=n_kv_heads, dropout=dropout
+            return Attention(  # embedded: ``encode``/``decode`` add each stack's pe.embed
+                d_model,
+                n_heads,
+                pe=pe,
+                causal=causal,
+                embedded=True,
+                n_kv_heads=n_kv_heads,
+                dropout=dropout,
             )
 
         self.encoder = nn.ModuleList(

@@ -138,6 +138,7 @@ class TinyTransformer(TorchHooks, TransformerFlow, nn.Module):
                     n_heads,
                     pe=self.pe,
                     causal=causal,
+                    embedded=True,  # ``features`` adds pe.embed to the token embeddings
                     n_kv_heads=n_kv_heads,
                     dropout=dropout,
                 ),

@@ -54,7 +54,7 @@ def _impls(
     for label, pe_name in (("nope", "nope"), ("posenc", name)):
         torch.manual_seed(0)
         pe = registry.build_for_model(pe_name, dim=C, n_heads=H, max_len=T)
-        layers[label] = Attention(C, H, pe=pe, causal=True).to(device)
+        layers[label] = Attention(C, H, pe=pe, causal=True, embedded=True).to(device)
     xt = _xt_layer(name, C, H)
     if xt is not None:
         layers["x_transformers"] = xt.to(device)

@@ -19,7 +19,8 @@ A framework's class inherits ``AttentionFlow`` first and supplies:
 - ``batch_positions(pos, B, axes)``;
 - ``plain(padding_mask, segment_ids, offset)``: True where the causal or bidirectional mask
   alone applies, so ``attend`` is given no mask (None);
-- ``attend(q, keys, ctx, allowed, offset)`` -> (B, H, T, D);
+- ``attend(q, keys, ctx, allowed, offset)`` -> (B, H, T, D); ``attend_weights(...)`` (same
+  arguments) -> (B, H, T, D) and the softmax weights (B, H, T, L), by the explicit path;
 - ``cache_type``, the framework's KV cache.
 
 Shapes: x (B, T, C); q (B, H, T, D); keys (B, Hkv, L, D) (L = cached + new); masks (B, 1, T, L).
@@ -44,6 +45,7 @@ from .._validate import (
 from ..functional import masks
 from ..functional._xp import astype, at_least_float32, device_of, fill_outside, namespace
 from ..functional.masks import allowed_keys
+from .flows import AbsoluteFlow, RandomizedFlow
 
 
 class CachedKeys(NamedTuple):
@@ -91,6 +93,7 @@ class AttentionFlow:
     batch_positions: Any
     plain: Any
     attend: Any
+    attend_weights: Any
 
     def forward(
         self,
@@ -101,13 +104,20 @@ class AttentionFlow:
         segment_ids: Any = None,
         cache: Any = None,
         ctx: Any = None,
+        return_weights: bool = False,
     ) -> Any:
         """x (B, T, C) at positions ``pos`` (T,) or (B, T) (default: cache length + 0..T-1), or
         (T, A) or (B, T, A) for an encoding of A position axes (given: grids have no default),
         or those of ``ctx``, the forward's position context (its q_pos this call's positions,
         its k_pos the cached keys' then these). ``padding_mask`` (B, T) bool, True for real
         tokens; ``segment_ids`` (B, T) integer, tokens attend within their segment (default
-        one, or after cached entries each row's latest). Returns (B, T, C)."""
+        one, or after cached entries each row's latest). Returns (B, T, C).
+
+        ``return_weights=True`` returns (y (B, T, C), weights (B, H, T, L)): the softmax
+        weights of every query over the L keys it sees (cached ones first), 0 where masked,
+        before dropout. They come from the explicit path (``explicit_weights``: the whole
+        (B, H, T, L) scores at once, no fused kernel, no query blocks), so it is slower and
+        takes O(B·H·T·L) memory; y equals the default call's output up to rounding."""
         self.check_ndim(x, 3, "x", "(B, T, C)")
         B, T, C = x.shape
         if self.d_model != C:
@@ -137,6 +147,9 @@ class AttentionFlow:
             allowed = allowed_keys(
                 keys.valid, new.segment, keys.segment, causal=self.causal, offset=offset
             )  # (B, 1, T, L)
+        if return_weights:
+            out, weights = self.attend_weights(q, keys, ctx, allowed, offset)  # (B,H,T,D|L)
+            return self.proj(out.swapaxes(1, 2).reshape(B, T, C)), weights
         out = self.attend(q, keys, ctx, allowed, offset)  # (B, H, T, D)
         return self.proj(out.swapaxes(1, 2).reshape(B, T, C))  # (B, T, C)
 
@@ -226,14 +239,36 @@ def explicit_attention(
     softmax: Callable[[Any], Any],
     dropout: Callable[[Any], Any],
 ) -> Any:
+    """The output of ``explicit_weights`` (same arguments), for one query block (torch) or
+    call (Flax). Shapes: -> (B, H, T, D)."""
+    out, _ = explicit_weights(
+        pe, q, k, v, allowed, ctx, positions, head_dim=head_dim, softmax=softmax, dropout=dropout
+    )
+    return out
+
+
+def explicit_weights(
+    pe: Any,
+    q: Any,
+    k: Any,
+    v: Any,
+    allowed: Any,
+    ctx: Any,
+    positions: tuple[Any, Any],
+    *,
+    head_dim: int,
+    softmax: Callable[[Any], Any],
+    dropout: Callable[[Any], Any],
+) -> tuple[Any, Any]:
     """softmax(q kᵀ / √D + bias, masked, then the relative terms) v + relative values: the
     encoding ``pe``'s hooks at ``positions`` (q_pos, k_pos) in the order of
-    ``posenc.encodings.base``, for one query block (torch) or call (Flax).
+    ``posenc.encodings.base``, with the softmax weights.
 
     Shapes: q (B, H, T, D); k, v (B, H, L, D) (key heads repeated); ``allowed`` bool,
-    broadcastable to (B, H, T, L), or None (nothing masked) -> (B, H, T, D). ``softmax`` runs
-    over the last axis of float32 (or wider) scores; the weights return to q's dtype, then
-    ``dropout``. D = ``head_dim``, not q's width (PoPE doubles it).
+    broadcastable to (B, H, T, L), or None (nothing masked) -> output (B, H, T, D) and weights
+    (B, H, T, L) (before ``dropout``, which the output's weights go through). ``softmax`` runs
+    over the last axis of float32 (or wider) scores; the weights return to q's dtype. D =
+    ``head_dim``, not q's width (PoPE doubles it).
     """
     q_pos, k_pos = positions
     scores = (q / math.sqrt(head_dim)) @ k.swapaxes(-2, -1)  # (B, H, T, L)
@@ -244,7 +279,38 @@ def explicit_attention(
         scores = fill_outside(scores, allowed, -math.inf)
     scores = pe.relative_logits(scores, q, k, q_pos, k_pos, ctx=ctx)
     work = at_least_float32(scores)  # float64 stays float64
-    probs = dropout(astype(softmax(astype(scores, work)), q.dtype))
+    weights = astype(softmax(astype(scores, work)), q.dtype)
+    probs = dropout(weights)
     out = probs @ v  # (B, H, T, D)
     extra = pe.relative_values(probs, q_pos, k_pos, ctx=ctx)
-    return out if extra is None else out + extra
+    return (out if extra is None else out + extra), weights
+
+
+def adds_to_embeddings(pe: Any) -> bool:
+    """True for an encoding whose ``embed`` adds to token embeddings: an additive table
+    (``AbsoluteFlow``: sinusoidal, learned, their grid forms), randomized positions around one,
+    or a torch encoding declaring ``capabilities.embeds`` (its own ``embed``)."""
+    if isinstance(pe, RandomizedFlow):
+        return adds_to_embeddings(pe.base)
+    if isinstance(pe, AbsoluteFlow):
+        return True
+    return bool(getattr(getattr(pe, "capabilities", None), "embeds", False))
+
+
+def check_embedded(pe: Any, embedded: Any) -> None:
+    """Refuse to build an attention layer around an additive encoding unless the caller says
+    its input already holds the embedding (``embedded=True``): the layer calls rotate, bias and
+    the relative terms, never ``embed``, which belongs on the token embeddings before the first
+    layer; built without it, the encoding would do nothing, silently.
+
+    Raises: TypeError for an ``embedded`` that is not a bool; ValueError for an additive
+    encoding with ``embedded=False``.
+    """
+    if not isinstance(embedded, bool):
+        raise TypeError(f"embedded must be a bool, got {type(embedded).__name__}")
+    if adds_to_embeddings(pe) and not embedded:
+        raise ValueError(
+            f"encoding {pe.name!r} is additive: an additive encoding is applied to token "
+            "embeddings, not inside attention: call pe.embed(x, pos) on the layer's input and "
+            "build the layer with embedded=True, or use TinyTransformer (which does both)"
+        )

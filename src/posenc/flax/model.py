@@ -76,8 +76,9 @@ def cross_entropy(logits: Array, targets: Array) -> Array:
 
 def attention_layers(n: int, rngs: nnx.Rngs, **config: Any) -> list[Attention]:
     """``n`` ``Attention`` layers of ``config`` (``pe``, ``AttentionConfig`` arguments), then
-    torch's init of their ``qkv`` and ``proj`` kernels: N(0, 0.02²)."""
-    layers = [Attention(rngs=rngs, **config) for _ in range(n)]
+    torch's init of their ``qkv`` and ``proj`` kernels: N(0, 0.02²). The models add
+    ``pe.embed`` to the token embeddings themselves: the layers are built ``embedded``."""
+    layers = [Attention(rngs=rngs, embedded=True, **config) for _ in range(n)]
     for linear in (x for a in layers for x in (a.qkv, a.proj)):
         linear.kernel.set_value(_INIT(rngs.params(), linear.kernel.shape, linear.kernel.dtype))
     return layers

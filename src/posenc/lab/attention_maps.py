@@ -1,52 +1,35 @@
 """Attention weights of every layer of a trained model, the mean attention distance, and the
 lab report's attention sections (only of runs that passed the competence gate).
 
-Each layer's weights are recomputed from its input (captured by a forward pre-hook) with
-``posenc.analysis.attention_weights``, which calls the encoding's hooks in ``Attention``'s
-order. Mean attention distance: sum_j p_ij |i - j|, averaged over queries, heads and batch.
+Each layer's weights are recomputed from its input (captured by a forward pre-hook) by the
+layer itself (``return_weights=True``: ``posenc.analysis.subjects.layer_weights``). Mean
+attention distance: sum_j p_ij |i - j|, averaged over queries, heads and batch.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..analysis.subjects import attention_weights
-from ..attention import Attention, EncoderDecoder, TinyTransformer
+from ..analysis.subjects import layer_weights
+from ..attention import EncoderDecoder, TinyTransformer
 from ..report.html import FigureBlock, Section, Table, figure_to_data_uri
 from .config import RunConfig
 from .figures import attention_figure
 from .results import Run, learned
 
 
-@torch.no_grad()
 def attention_maps(
     net: TinyTransformer | EncoderDecoder, tokens: Tensor, pos: Tensor | None = None
 ) -> list[Tensor]:
     """Per layer, weights (B, H, T, T) of ``net`` reading ``tokens`` (B, T) at ``pos`` (the
     default positions when None; (T, 2) on a grid); of an ``EncoderDecoder``, its encoder's
-    self-attention reading source tokens ``tokens``."""
-    captured: list[tuple[Attention, Tensor, Tensor]] = []
-
-    def grab(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        # the model hands each layer the forward's position context
-        captured.append((module, args[0], kwargs["ctx"].q_pos))
-
-    blocks, read = (
-        (net.encoder, net.encode) if isinstance(net, EncoderDecoder) else (net.blocks, net)
-    )
-    layers = [cast(Attention, block.attn) for block in blocks]
-    hooks = [attn.register_forward_pre_hook(grab, with_kwargs=True) for attn in layers]
-    try:
-        read(tokens) if isinstance(net, EncoderDecoder) else net(tokens, pos)
-    finally:
-        for h in hooks:
-            h.remove()
-    return [attention_weights(attn, x, pos).float() for attn, x, pos in captured]
+    self-attention reading source tokens ``tokens`` (``analysis.subjects.layer_weights``),
+    in float32."""
+    return [w.float() for w in layer_weights(net, tokens, pos)]
 
 
 def mean_distance(probs: Tensor) -> float:
