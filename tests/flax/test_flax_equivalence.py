@@ -467,4 +467,5 @@ def test_attention_weights_equal_torch(name: str) -> None:
     close(y, want_y)
     jy, jw = nnx.jit(lambda m, a: m(a, return_weights=True))(fa, jnp.asarray(x))
     close(jw, want_w, atol=1e-5)
+    close(jy, want_y)
     assert w.shape == (2, H, T, T) and np.allclose(np.asarray(w).sum(-1), 1.0, atol=1e-5)
