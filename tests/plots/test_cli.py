@@ -189,7 +189,7 @@ def test_plot_attention_draws_a_lab_checkpoint(tmp_path: Path) -> None:
     )
     run_sweep(sweep, tmp_path, executor=LocalExecutor(1), live=False)
     (checkpoint,) = (tmp_path / "checkpoints").glob("*.pt")
-    net, tokens, _, cfg = checkpoint_input(checkpoint)
+    _, tokens, _, cfg = checkpoint_input(checkpoint)
     assert cfg.key() == checkpoint.stem and tokens.shape[0] == 1
     args = ["plot", "attention", "--checkpoint", str(checkpoint), "--set", "layer=1"]
     result = runner.invoke(app, [*args, "--out", str(tmp_path / "figs")])
