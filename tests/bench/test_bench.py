@@ -45,12 +45,18 @@ def test_bench_quick_writes_json(tmp_path: Path) -> None:
     for case in data["bias"]:
         assert case["x_sdpa_no_bias"]["sdpa_no_bias"] == pytest.approx(1.0)
         assert {"posenc_default", "posenc_blockwise"} <= set(case["x_sdpa_no_bias"])
-    assert {(c["encoding"], c["mode"]) for c in data["attention"]} >= {
-        ("alibi", "fwd"),
-        ("alibi", "fwd+bwd"),
+    # seed 001's benchmark (sinusoidal, learned, relative): one encoding of each family
+    quick = {"sinusoidal", "learned", "rope", "alibi", "shaw"}
+    assert {(c["encoding"], c["mode"]) for c in data["attention"]} == {
+        (name, mode) for name in quick for mode in ("fwd", "fwd+bwd")
     }
     for case in data["attention"]:
         assert case["x_nope"]["nope"] == pytest.approx(1.0)
+        assert set(case["peak_MiB"]) >= {"nope", "posenc"}
+        assert all(v >= 0 for v in case["peak_MiB"].values())
+    shaw = next(c for c in data["attention"] if c["encoding"] == "shaw" and c["mode"] == "fwd")
+    # Shaw's explicit path holds the (B, H, T, T) scores: 4·128·128 float32 = 0.25 MiB at least
+    assert shaw["peak_MiB"]["posenc"] >= 0.25
     lab_rows = data["lab"]["results"]
     assert {r["encoding"] for r in lab_rows} == set(posenc.names(axes=1))
     assert all(r["posenc_tokens_per_s"] > 0 for r in lab_rows)

@@ -276,8 +276,10 @@ def _attention_table(cases: list[Case]) -> Any:
         "posenc": _entry("x_nope", "posenc"),
         "x-transformers": _entry("x_nope", "x_transformers"),
         "posenc speed-up over x-t": lambda c: _fmt(c.get("speedup_vs_x_transformers"), suffix="x"),
+        "peak MiB posenc": _entry("peak_MiB", "posenc", ".2f"),
+        "peak MiB NoPE": _entry("peak_MiB", "nope", ".2f"),
     }
-    title = "One causal attention layer: time / the same layer without position"
+    title = "One causal attention layer: time / the same layer without position; peak MiB"
     return _table(title, cases, columns)
 
 
