@@ -441,11 +441,13 @@ class ShawConfig(EncodingConfig):
     head_dim: int
     max_distance: int = 16
     values: bool = True
+    init_std: float = 0.02
 
     def check(self) -> None:
         check_positive_int(self.head_dim, "head_dim")
         check_positive_int(self.max_distance, "max_distance")
         check_bool(self.values, "values")
+        check_positive_float(self.init_std, "init_std")
 
 
 @dataclass(frozen=True, kw_only=True)

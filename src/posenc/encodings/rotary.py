@@ -52,7 +52,12 @@ class RoPE(RoPEFlow, KernelRotary):
     """Rotary position embedding (Su et al. 2021, RoFormer): q_m -> R_m q_m, k_n -> R_n k_n with
 
     R_m rotating pair i by m·θ_i, θ_i = base^(-2i/d), so <R_m q, R_n k> = <q, R_(n-m) k>.
-    ``layout``: "half" (GPT-NeoX/HF) or "interleaved" (RoFormer/Meta); ``partial``: fraction
+    ``layout``: which features form pair i. "half" (the default, GPT-NeoX/Hugging Face, so HF
+    checkpoints load as they are) pairs feature i with i + d/2; "interleaved" (RoFormer/Meta)
+    pairs neighbours (2i, 2i + 1), the form tutorials write (``x[k], x[k + 1]`` rotated by
+    m/base^(k/d), or ``view_as_complex`` of consecutive features): ``layout="interleaved"``
+    gives their numbers feature by feature; both layouts give the same scores up to a fixed
+    permutation of q's and k's features. ``partial``: fraction
     of head_dim rotated (the rest passes through, GPT-NeoX). Angles are computed in float64
     from int64 positions and cos/sin shared by every layer of one forward; the frequencies
     ``inv_freq64`` stay float64 under ``model.to(bf16)`` (``inv_freq`` is their float32 copy, as
