@@ -71,6 +71,8 @@ CASES: dict[str, Callable[[Callable[[Any], Any], Any], Any]] = {
     "sinusoidal_table_n": lambda a, xp: PF.sinusoidal_table(Tk, C, base=100.0, xp=xp),
     "sinusoidal_table_pos": lambda a, xp: PF.sinusoidal_table(a(BQ_POS), C, base=100.0),
     "sinusoidal_table_odd": lambda a, xp: PF.sinusoidal_table(a(BQ_POS), 7, base=100.0),
+    "shift_matrix": lambda a, xp: PF.shift_matrix(5, C, base=100.0, xp=xp),
+    "shift_matrix_odd": lambda a, xp: PF.shift_matrix(-3, 7, xp=xp),
     "relative_offsets": lambda a, xp: PF.relative_offsets(a(BQ_POS), a(K_POS)),
     "alibi_slopes": lambda a, xp: PF.alibi_slopes(6, xp=xp),
     "alibi_bias": lambda a, xp: PF.alibi_bias(a(BQ_POS), a(K_POS), a(SLOPES)),

@@ -87,7 +87,7 @@ def _layer(row: Demo, tmp_path: Path) -> None:
     with torch.no_grad():
         out = layer(pe.embed(x, pos), pos)
     assert out.shape == (8, 32, 256)
-    with pytest.raises(ValueError, match="call pe.embed"):  # not silently NoPE
+    with pytest.raises(ValueError, match=r"call pe\.embed"):  # not silently NoPE
         posenc.Attention(256, 8, pe=pe, causal=False)
 
 
