@@ -50,7 +50,10 @@ CHECKS: dict[str, Check] = {}
 
 def demo(demo_id: str) -> Callable[[Check], Check]:
     def register(fn: Check) -> Check:
-        if demo_id in CHECKS:
+        old = CHECKS.get(demo_id)
+        where = (fn.__code__.co_filename, fn.__code__.co_firstlineno)
+        # a module imported twice (pytest's import and test_index's) registers the same code
+        if old is not None and (old.__code__.co_filename, old.__code__.co_firstlineno) != where:
             raise ValueError(f"two checks for {demo_id}")
         CHECKS[demo_id] = fn
         return fn
