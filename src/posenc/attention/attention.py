@@ -7,11 +7,11 @@ from typing import Literal
 from torch import Tensor, nn
 
 from .._validate import check_encoding_heads, check_positive_int
-from ..encodings.attention_flow import Memory
 from ..encodings.base import PositionalEncoding
-from ..encodings.configs import AttentionConfig
 from ..encodings.context import PositionContext
+from .config import AttentionConfig
 from .cross import CrossAttention
+from .flow import Memory
 from .inputs import check_streamable, new_context
 from .kv_cache import KVCache
 

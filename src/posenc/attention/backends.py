@@ -28,10 +28,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..encodings.attention_flow import explicit_attention
 from ..encodings.context import PositionContext
 from .fire_fused import fire_fused_attention
 from .flex import flex_bias_attention, flex_runs_on
+from .flow import explicit_attention
 from .kv_cache import CachedKeys
 from .toeplitz import toeplitz_bias_attention
 

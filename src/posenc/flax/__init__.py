@@ -12,7 +12,7 @@ except ImportError as err:  # pragma: no cover - depends on the environment
         f"(jax>=0.4.30, flax>=0.11); import failed with: {err}"
     ) from err
 
-from ..encodings.attention_flow import CachedKeys, Memory
+from ..attention.flow import CachedKeys, Memory
 from .attention import Attention
 from .base import ENCODINGS, PositionalEncoding, PositionContext, build, build_for_model
 from .convert import load_torch_state_dict, to_torch_state_dict

@@ -9,7 +9,7 @@ embedding + ``apply_rotary_pos_emb``. Both schemas are read: the older top-level
 ``max_position_embeddings``, and LongRoPE's missing ``factor`` is their ratio. (It builds
 ``RoPE`` modules, so it lives with the encodings: ``posenc.extension`` stays below them.)
 What a config says about attention outside the rotation (DeepSeek's ``mscale_all_dim``, Llama 4's
-no-position layers, query temperatures) is read by ``posenc.encodings.hf_attention``. Nothing is
+no-position layers, query temperatures) is read by ``posenc.hf.attention_config``. Nothing is
 dropped silently: multi-axis RoPE (Qwen2-VL's M-RoPE) is refused, naming the key.
 """
 
@@ -19,12 +19,12 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ..encodings.configs import KVPolicy
+from ..encodings.mrope import MRoPE
+from ..encodings.rotary import RoPE
 from ..extension.config import NTKScaling, ScalingConfig
 from ..functional import Layout
-from .configs import KVPolicy
-from .hf_mrope import is_mrope, mrope_from_hf
-from .mrope import MRoPE
-from .rotary import RoPE
+from .mrope_config import is_mrope, mrope_from_hf
 
 __all__ = ["INTERLEAVED_MODEL_TYPES", "rope_from_hf", "rope_to_hf"]
 
@@ -56,7 +56,7 @@ _SUPPORTED = frozenset({"linear", "dynamic", "yarn", "longrope", "llama3"})
 _TYPE_ALIASES = {"su": "longrope"}  # Phi-3's early name
 #: Keys of a rope dict that describe the plain rotation rather than its scaling.
 _ROPE_KEYS = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
-#: Keys of a rope dict that act on attention, not on the rotation (``hf_attention`` reads them):
+#: Keys of a rope dict that act on attention, not on the rotation (``attention_config`` reads them):
 #: Ministral 3's query temperature and its copy of the model's length.
 ATTENTION_KEYS = ("llama_4_scaling_beta", "max_position_embeddings")
 #: Keys that size the attention heads; a config without any is a wrapper (``text_config``).
@@ -243,7 +243,7 @@ def rope_from_hf(
     scaling: ScalingConfig | Mapping[str, Any] | None = None,
 ) -> RoPE | MRoPE:
     """The ``rope`` encoding of a Hugging Face model config (``config.json`` dict or object);
-    ``mrope`` for Qwen2-VL, Qwen2.5-VL and Qwen3-VL (``hf_mrope``: rotate at their 3-D
+    ``mrope`` for Qwen2-VL, Qwen2.5-VL and Qwen3-VL (``mrope_config``: rotate at their 3-D
     position ids, ``posenc.mrope_positions``).
 
     ``rotate(q, k, pos, pos)`` equals the model's rotary embedding + ``apply_rotary_pos_emb``
@@ -259,7 +259,7 @@ def rope_from_hf(
     scales "full_attention", as Gemma 3 does; ``{layer_type: dict}`` names the types); it may
     also name posenc's static ``"ntk"``, which transformers lacks.
     Ministral 3's ``llama_4_scaling_beta`` acts on the queries, not on the rotation:
-    ``hf_attention.attention_from_hf`` reads it, with DeepSeek's softmax ``mscale_all_dim``.
+    ``attention_config.attention_from_hf`` reads it, with DeepSeek's softmax ``mscale_all_dim``.
     Raises: ValueError for a rope type posenc lacks (e.g. proportional) or missing sizes;
     TypeError for a bad ``scaling``.
     """
