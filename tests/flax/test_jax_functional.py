@@ -55,6 +55,8 @@ def _shaw_index(a: Callable[[Any], Any]) -> Any:
 CASES: dict[str, Callable[[Callable[[Any], Any], Any], Any]] = {
     "rope_inv_freq": lambda a, xp: PF.rope_inv_freq(D, base=500.0, xp=xp),
     "inv_freq_series": lambda a, xp: PF.inv_freq_series(7, base=500.0, xp=xp),
+    "p_rope_inv_freq": lambda a, xp: PF.p_rope_inv_freq(D, 0.5, base=500.0, xp=xp),
+    "wavelengths_p_rope": lambda a, xp: PF.wavelengths(PF.p_rope_inv_freq(D, 0.5, xp=xp)),
     "wavelengths": lambda a, xp: PF.wavelengths(a(INV)),
     "angles": lambda a, xp: PF.angles(a(BQ_POS), a(INV)),
     "rope_cos_sin": lambda a, xp: PF.rope_cos_sin(a(Q_POS), a(INV)),

@@ -148,6 +148,28 @@ class RoPEConfig(RotaryConfig):
 
 
 @dataclass(frozen=True, kw_only=True)
+class PRoPEConfig(RoPEConfig):
+    """p-RoPE (``PF.p_rope_inv_freq``): RoPE's arguments and ``p``, the share of the highest
+    frequencies kept (p = 1: RoPE; p = 0: nothing rotated)."""
+
+    name, family = "p_rope", "rotary"
+    p: float = 0.75
+
+    def check(self) -> None:
+        super().check()
+        PF.p_rope_inv_freq(self.rotary_dim, self.p, base=self.base)
+
+    def scaled_inv_freq(self, xp: Any = None) -> tuple[Any, Any, float]:
+        """As RoPE's, from p-RoPE's frequencies: the scaling acts on the kept ones (θ = 0
+        stays 0 under every method)."""
+        default = PF.p_rope_inv_freq(self.rotary_dim, self.p, base=self.base, xp=xp)
+        if self.scaling is None:
+            return default, default, 1.0
+        inv_freq, attention_scaling = self.scaling.apply(default)
+        return default, inv_freq, attention_scaling
+
+
+@dataclass(frozen=True, kw_only=True)
 class AxialRoPEConfig(EncodingConfig):
     """RoPE over grid positions of ``axes`` axes: each axis turns its own block of
     ``sections`` pairs by its own RoPE series (default: the P = head_dim/2 pairs split as
@@ -523,6 +545,7 @@ CONFIGS: dict[str, type[EncodingConfig]] = {
         SinusoidalConfig,
         LearnedConfig,
         RoPEConfig,
+        PRoPEConfig,
         AxialRoPEConfig,
         RoPE3DConfig,
         MRoPEConfig,

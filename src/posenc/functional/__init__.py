@@ -10,7 +10,7 @@ from ._xp import namespace, np_xp, torch_xp
 from .alibi import alibi_bias, alibi_slopes
 from .cope import cope_interpolate, cope_positions
 from .fire import fire_distance, fire_mlp, fire_mlp_pieces, fire_normaliser, fire_psi
-from .frequencies import angles, inv_freq_series, rope_inv_freq, wavelengths
+from .frequencies import angles, inv_freq_series, p_rope_inv_freq, rope_inv_freq, wavelengths
 from .kerple import (
     KERPLE_VARIANTS,
     KerpleVariant,
@@ -78,6 +78,7 @@ __all__ = [
     "mixed_inv_freq",
     "namespace",
     "np_xp",
+    "p_rope_inv_freq",
     "pair_axes",
     "pope_features",
     "pope_polar",

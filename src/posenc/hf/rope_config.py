@@ -21,7 +21,7 @@ from typing import Any
 
 from ..encodings.configs import KVPolicy
 from ..encodings.mrope import MRoPE
-from ..encodings.rotary import RoPE
+from ..encodings.rotary import PRoPE, RoPE
 from ..extension.config import NTKScaling, ScalingConfig
 from ..functional import Layout
 from .mrope_config import is_mrope, mrope_from_hf
@@ -260,7 +260,9 @@ def rope_from_hf(
     also name posenc's static ``"ntk"``, which transformers lacks.
     Ministral 3's ``llama_4_scaling_beta`` acts on the queries, not on the rotation:
     ``attention_config.attention_from_hf`` reads it, with DeepSeek's softmax ``mscale_all_dim``.
-    Raises: ValueError for a rope type posenc lacks (e.g. proportional) or missing sizes;
+    transformers' ``proportional`` type (Gemma 4, LFM3) is read as ``p_rope`` (``PRoPE``) with
+    p its ``partial_rotary_factor``.
+    Raises: ValueError for a rope type posenc lacks or missing sizes;
     TypeError for a bad ``scaling``.
     """
     cfg = _as_dict(config)
@@ -277,6 +279,8 @@ def rope_from_hf(
         partial = int(cfg["rotary_dim"]) / head_dim
         if int(head_dim * partial) < int(cfg["rotary_dim"]):  # int() of e.g. 23.999999
             partial = math.nextafter(partial, 2.0)
+    if params["rope_type"] == "proportional":
+        return _proportional(cfg, params, head_dim, layout, kv_policy, scaling)
     supported = _SUPPORTED | ({"ntk"} if scaling is not None else set())
     if params["rope_type"] != "default" and params["rope_type"] not in supported:
         raise ValueError(
@@ -293,6 +297,36 @@ def rope_from_hf(
         layout=_layout(cfg) if layout is None else layout,
         partial=partial,
         scaling=spec,
+        kv_policy=kv_policy,
+    )
+
+
+def _proportional(
+    cfg: Mapping[str, Any],
+    params: Mapping[str, Any],
+    head_dim: int,
+    layout: Layout | None,
+    kv_policy: KVPolicy,
+    scaling: Any,
+) -> PRoPE:
+    """transformers' ``proportional`` rope type (Gemma 4, LFM3) as p-RoPE: θ over the whole
+    head_dim, the ``partial_rotary_factor`` share p of the highest kept, the rest 0, all divided
+    by ``factor`` (position interpolation; attention factor 1)."""
+    if scaling is not None:
+        raise ValueError(
+            "scaling cannot replace a 'proportional' rope type's own: p-RoPE takes only its "
+            "'factor' (position interpolation); edit the config's rope_parameters instead"
+        )
+    unknown = sorted(set(params) - {*_ROPE_KEYS, "factor", *ATTENTION_KEYS})
+    if unknown:
+        raise ValueError(f"rope_type 'proportional' takes 'factor' only; got keys {unknown}")
+    factor = float(params.get("factor") or 1.0)
+    return PRoPE(
+        head_dim=head_dim,
+        base=float(params["rope_theta"]),
+        layout=_layout(cfg) if layout is None else layout,
+        p=float(params["partial_rotary_factor"]),
+        scaling=None if factor == 1.0 else {"rope_type": "linear", "factor": factor},
         kv_policy=kv_policy,
     )
 
@@ -316,8 +350,25 @@ def rope_to_hf(pe: RoPE) -> dict[str, Any]:
         if params["rope_type"] == "dynamic":  # transformers measures from max_position_embeddings
             out["max_position_embeddings"] = params.pop("original_max_position_embeddings")
     params["rope_theta"] = theta
-    if pe.partial != 1.0:
+    if isinstance(pe, PRoPE):
+        params = _proportional_params(pe, params)
+    elif pe.partial != 1.0:
         params["partial_rotary_factor"] = pe.partial
     if pe.layout == "interleaved":
         out["rope_interleave"] = True
     return {**out, "rope_parameters": params}
+
+
+def _proportional_params(pe: PRoPE, params: dict[str, Any]) -> dict[str, Any]:
+    """``rope_parameters`` of transformers' ``proportional`` type for a p-RoPE ``pe``."""
+    linear = isinstance(pe.scaling, ScalingConfig) and pe.scaling.method == "linear"
+    if pe.partial != 1.0 or (pe.scaling is not None and not linear):
+        raise ValueError(
+            "transformers' 'proportional' rope type is p-RoPE over the whole head_dim with at "
+            f"most linear scaling; this p_rope has partial={pe.partial}, scaling={pe.scaling!r}"
+        )
+    out = {"rope_type": "proportional", "rope_theta": params["rope_theta"]}
+    out["partial_rotary_factor"] = pe.p
+    if linear:
+        out["factor"] = params["factor"]
+    return out
