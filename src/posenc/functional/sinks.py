@@ -1,0 +1,85 @@
+"""Learned attention sinks (as gpt-oss ships them, OpenAI 2025, arXiv:2508.10925): one logit
+per head in the softmax's denominator, a key every query may put weight on whose value is 0."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._chunked import (
+    check_attention,
+    check_per_token,
+    check_segments,
+    chunks,
+    dot_scores,
+    key_chunks,
+    query_chunks,
+    segment_chunks,
+    softmax_passes,
+    unchunk,
+    work_dtype,
+)
+from ._xp import astype, namespace
+
+
+def softmax_with_sinks(logits: Any, sinks: Any) -> Any:
+    """p_ij = e^(s_ij) / (e^(sink_h) + Σ_j' e^(s_ij')): softmax over the last axis with one
+    more logit per head whose weight is dropped, so a row sums to less than 1.
+
+    Computed as gpt-oss does: the row's max (over its logits and the sink) subtracted first.
+    Shapes: logits (B, H, Tq, Tk) (masked entries -inf); sinks (H,) -> (B, H, Tq, Tk).
+    """
+    xp = namespace(logits, sinks)
+    sink = xp.broadcast_to(astype(sinks, logits.dtype)[:, None, None], logits.shape[1:3])
+    top = xp.maximum(xp.max(logits, axis=-1), sink)  # (B, H, Tq)
+    e = xp.exp(logits - top[..., None])
+    return e / (xp.sum(e, axis=-1) + xp.exp(sink - top))[..., None]
+
+
+def attention_with_sinks(
+    q: Any,
+    k: Any,
+    v: Any,
+    sinks: Any,
+    *,
+    scale: float | None = None,
+    segment_ids: Any = None,
+    block_size: int | None = None,
+) -> Any:
+    """Causal softmax attention with a learned sink logit per head:
+
+        o_i = Σ_(j<=i) e^(s_ij) v_j / (e^(sink_h) + Σ_(j<=i) e^(s_ij)),  s_ij = scale · q_i·k_j,
+
+    gpt-oss's attention (OpenAI 2025, arXiv:2508.10925; transformers' ``gpt_oss``
+    ``eager_attention_forward``) before its output projection; ``softmax_with_sinks`` is the
+    same normalisation on materialised logits.
+
+    Blockwise as ``forgetting_attention`` (the sink starts the running log-sum-exp): memory
+    O(B·H·block·L). Queries are the last Tq of the L keys; ``segment_ids`` (B, L) as there.
+    Any array-API namespace.
+
+    Shapes: q (B, H, Tq, D); k (B, Hkv, L, D), v (B, Hkv, L, Dv), Hkv dividing H; sinks (H,)
+    -> (B, H, Tq, Dv) in v's dtype.
+    Raises: TypeError/ValueError as ``forgetting_attention``, and for sinks not (H,) floating.
+    """
+    G, scale = check_attention(q, k, v, scale, block_size)
+    B, H, Tq, _ = q.shape
+    L = k.shape[2]
+    check_per_token(sinks, (H,), "sinks", "(H,)")
+    check_segments(segment_ids, B, L)
+    xp = namespace(q)
+    dtype = work_dtype(q, k, v, sinks)
+    lay = chunks(Tq, L, block_size)
+    qc = query_chunks(astype(q, dtype), lay, G)  # (B, Hkv, G, Nq, C, D)
+    kc = key_chunks(astype(k, dtype), lay)  # (B, Hkv, 1, N, C, D)
+    seg = None if segment_ids is None else segment_chunks(segment_ids, lay)
+    out = softmax_passes(
+        dot_scores(qc, kc, lay),
+        v,
+        lay,
+        G,
+        scale=scale,
+        dtype=dtype,
+        seg=seg,
+        sinks=xp.reshape(sinks, (H // G, G)),
+    )
+    return astype(unchunk(out, lay), v.dtype)
