@@ -29,7 +29,7 @@ def softmax_with_sinks(logits: Any, sinks: Any) -> Any:
     Shapes: logits (B, H, Tq, Tk) (masked entries -inf); sinks (H,) -> (B, H, Tq, Tk).
     """
     xp = namespace(logits, sinks)
-    sink = xp.broadcast_to(astype(sinks, logits.dtype)[:, None, None], logits.shape[1:3])
+    sink = xp.broadcast_to(astype(sinks, logits.dtype)[:, None], logits.shape[1:3])  # (H, Tq)
     top = xp.maximum(xp.max(logits, axis=-1), sink)  # (B, H, Tq)
     e = xp.exp(logits - top[..., None])
     return e / (xp.sum(e, axis=-1) + xp.exp(sink - top))[..., None]
