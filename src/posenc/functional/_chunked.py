@@ -276,7 +276,7 @@ def softmax_passes(
 
 def split_first(state: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """Per-query-chunk running states (chunks on axis 3): the first chunk's, and the rest."""
-    return tuple(x[:, :, :, :1] for x in state), tuple(x[:, :, :, 1:] for x in state)
+    return tuple(x[:, :, :, :1, ...] for x in state), tuple(x[:, :, :, 1:, ...] for x in state)
 
 
 def _finish(acc: Any, total: Any) -> Any:

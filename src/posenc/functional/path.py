@@ -98,7 +98,7 @@ def _path_scores(qc: Any, kc: Any, wc: Any, bc: Any, lay: Chunks) -> Iterator[An
     for t in range(C):
         if t:
             keys = reflect(keys, t, idx < t, slice(None))
-        rows.append(qc[:, :, :, :, t : t + 1, :] @ xp.matrix_transpose(keys[:, :, :, n0:]))
+        rows.append(qc[:, :, :, :, t : t + 1, :] @ xp.matrix_transpose(keys[:, :, :, n0:, ...]))
     yield xp.concat(rows, axis=-2)  # d = 0: (B, Hkv, G, Nq, C, C)
     if lay.N == 1:
         return
@@ -114,7 +114,7 @@ def _path_scores(qc: Any, kc: Any, wc: Any, bc: Any, lay: Chunks) -> Iterator[An
         m = m - bc[:, :, :, :-1, t : t + 1, :] * ((m @ col) @ xp.matrix_transpose(col))
     start = 0
     for d in range(1, lay.N):
-        queries, start = queries[:, :, :, lay.start(d) - start :], lay.start(d)
+        queries, start = queries[:, :, :, lay.start(d) - start :, ...], lay.start(d)
         lo, hi = lay.key_range(d)
-        yield queries @ xp.matrix_transpose(keys[:, :, :, lo:hi])
-        queries = queries @ m[:, :, :, lo:hi]  # one chunk further back
+        yield queries @ xp.matrix_transpose(keys[:, :, :, lo:hi, ...])
+        queries = queries @ m[:, :, :, lo:hi, ...]  # one chunk further back
