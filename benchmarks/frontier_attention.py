@@ -24,30 +24,15 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from posenc import functional as PF
 from posenc.bench.harness import as_json, interleaved, machine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.anchors._fla import fla_naive
+from tests.functional._data_position import Largest
 
 FAMILIES = ("forgetting", "stick_breaking", "path")
-
-
-class Largest(TorchDispatchMode):
-    """The most elements any operation's output held while active."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.numel = 0
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
-        for x in out if isinstance(out, tuple | list) else (out,):
-            if isinstance(x, torch.Tensor):
-                self.numel = max(self.numel, x.numel())
-        return out
 
 
 def inputs(H: int, T: int, D: int, grad: bool) -> dict[str, torch.Tensor]:

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from posenc import functional as PF
 
@@ -71,3 +73,18 @@ def batch_rows(a: Arrays, b: int) -> Arrays:
     out = {name: x[b : b + 1] for name, x in a.items() if name != "sinks"}
     out["sinks"] = a["sinks"]
     return out
+
+
+class Largest(TorchDispatchMode):
+    """Records the most elements any torch operation's output held while active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.numel = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        for x in out if isinstance(out, tuple | list) else (out,):
+            if isinstance(x, torch.Tensor):
+                self.numel = max(self.numel, x.numel())
+        return out

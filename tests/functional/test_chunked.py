@@ -10,9 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
-from tests.functional._data_position import FORMS, Arrays, batch_rows, inputs, rows
+from tests.functional._data_position import FORMS, Arrays, Largest, batch_rows, inputs, rows
 
 pytestmark = pytest.mark.parametrize("form", sorted(FORMS))
 B, H, Hkv, T, D = 2, 4, 2, 19, 8
@@ -76,25 +75,10 @@ def test_float32_and_bfloat16_keep_the_dtype(form: str) -> None:
         torch.testing.assert_close(got.double(), want, atol=tol, rtol=tol)
 
 
-class _Largest(TorchDispatchMode):
-    """Records the most elements any operation's output held."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.numel = 0
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
-        for x in out if isinstance(out, tuple | list) else (out,):
-            if isinstance(x, torch.Tensor):
-                self.numel = max(self.numel, x.numel())
-        return out
-
-
 def test_no_tensor_grows_as_t_squared(form: str) -> None:
     T_long, block = 2048, 64
     a = {n: x.float() for n, x in torch_of(inputs(1, 2, 1, T_long, 16)).items()}
-    with torch.no_grad(), _Largest() as largest:
+    with torch.no_grad(), Largest() as largest:
         FORMS[form](a, block_size=block)
     # O(H·block·T) = 2·64·2048 per pass (the values' 16 columns, PaTH's 16 x 16 per chunk);
     # a (T, T) score matrix alone would be 4.2M entries.

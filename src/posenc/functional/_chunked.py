@@ -289,3 +289,37 @@ def log_sigmoid(z: Any) -> Any:
     """log σ(z) = min(z, 0) - log(1 + e^(-|z|)), finite for every finite z."""
     xp = namespace(z)
     return xp.minimum(z, 0.0) - xp.log1p(xp.exp(-xp.abs(z)))
+
+
+def dot_attention(
+    q: Any,
+    k: Any,
+    v: Any,
+    G: int,
+    scale: float,
+    *,
+    dtype: Any,
+    block_size: int | None,
+    segment_ids: Any,
+    log_f: Any = None,
+    sinks: Any = None,
+) -> Any:
+    """Causal softmax attention over scale·q·k (``softmax_passes``), with FoX's gate where
+    ``log_f`` (B, H, L) and sink logits where ``sinks`` (H,) are given; inputs checked by the
+    caller. Shapes: as ``forgetting_attention`` -> (B, H, Tq, Dv) in v's dtype."""
+    xp = namespace(q)
+    lay = chunks(q.shape[2], k.shape[2], block_size)
+    qc = query_chunks(astype(q, dtype), lay, G)  # (B, Hkv, G, Nq, C, D)
+    kc = key_chunks(astype(k, dtype), lay)  # (B, Hkv, 1, N, C, D)
+    out = softmax_passes(
+        dot_scores(qc, kc, lay),
+        v,
+        lay,
+        G,
+        scale=scale,
+        dtype=dtype,
+        gate=None if log_f is None else forget_gate(log_f, lay, G, dtype),
+        seg=None if segment_ids is None else segment_chunks(segment_ids, lay),
+        sinks=None if sinks is None else xp.reshape(sinks, (q.shape[1] // G, G)),
+    )
+    return astype(unchunk(out, lay), v.dtype)

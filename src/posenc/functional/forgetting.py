@@ -5,21 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._chunked import (
-    check_attention,
-    check_per_token,
-    check_segments,
-    chunks,
-    dot_scores,
-    forget_gate,
-    key_chunks,
-    query_chunks,
-    segment_chunks,
-    softmax_passes,
-    unchunk,
-    work_dtype,
-)
-from ._xp import astype
+from ._chunked import check_attention, check_per_token, check_segments, dot_attention, work_dtype
 
 
 def forgetting_attention(
@@ -53,23 +39,10 @@ def forgetting_attention(
     dividing H, Tq > L, a scale <= 0 or block_size < 1.
     """
     G, scale = check_attention(q, k, v, scale, block_size)
-    B, H, Tq, _ = q.shape
-    L = k.shape[2]
+    B, H, L = q.shape[0], q.shape[1], k.shape[2]
     check_per_token(log_f, (B, H, L), "log_f", "(B, H, L)")
     check_segments(segment_ids, B, L)
     dtype = work_dtype(q, k, v, log_f)
-    lay = chunks(Tq, L, block_size)
-    qc = query_chunks(astype(q, dtype), lay, G)  # (B, Hkv, G, Nq, C, D)
-    kc = key_chunks(astype(k, dtype), lay)  # (B, Hkv, 1, N, C, D)
-    seg = None if segment_ids is None else segment_chunks(segment_ids, lay)
-    out = softmax_passes(
-        dot_scores(qc, kc, lay),
-        v,
-        lay,
-        G,
-        scale=scale,
-        dtype=dtype,
-        gate=forget_gate(log_f, lay, G, dtype),
-        seg=seg,
+    return dot_attention(
+        q, k, v, G, scale, dtype=dtype, block_size=block_size, segment_ids=segment_ids, log_f=log_f
     )
-    return astype(unchunk(out, lay), v.dtype)

@@ -5,19 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._chunked import (
-    check_attention,
-    check_per_token,
-    check_segments,
-    chunks,
-    dot_scores,
-    key_chunks,
-    query_chunks,
-    segment_chunks,
-    softmax_passes,
-    unchunk,
-    work_dtype,
-)
+from ._chunked import check_attention, check_per_token, check_segments, dot_attention, work_dtype
 from ._xp import astype, namespace
 
 
@@ -62,24 +50,10 @@ def attention_with_sinks(
     Raises: TypeError/ValueError as ``forgetting_attention``, and for sinks not (H,) floating.
     """
     G, scale = check_attention(q, k, v, scale, block_size)
-    B, H, Tq, _ = q.shape
-    L = k.shape[2]
+    B, H, L = q.shape[0], q.shape[1], k.shape[2]
     check_per_token(sinks, (H,), "sinks", "(H,)")
     check_segments(segment_ids, B, L)
-    xp = namespace(q)
     dtype = work_dtype(q, k, v, sinks)
-    lay = chunks(Tq, L, block_size)
-    qc = query_chunks(astype(q, dtype), lay, G)  # (B, Hkv, G, Nq, C, D)
-    kc = key_chunks(astype(k, dtype), lay)  # (B, Hkv, 1, N, C, D)
-    seg = None if segment_ids is None else segment_chunks(segment_ids, lay)
-    out = softmax_passes(
-        dot_scores(qc, kc, lay),
-        v,
-        lay,
-        G,
-        scale=scale,
-        dtype=dtype,
-        seg=seg,
-        sinks=xp.reshape(sinks, (H // G, G)),
+    return dot_attention(
+        q, k, v, G, scale, dtype=dtype, block_size=block_size, segment_ids=segment_ids, sinks=sinks
     )
-    return astype(unchunk(out, lay), v.dtype)
