@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from ..analysis.subjects import layer_weights
-from ..attention import EncoderDecoder, TinyTransformer
+from ..models import EncoderDecoder, TinyTransformer
 from ..report.html import FigureBlock, Section, Table, figure_to_data_uri
 from .config import RunConfig
 from .figures import attention_figure

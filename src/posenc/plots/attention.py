@@ -14,8 +14,9 @@ from matplotlib.figure import Figure
 from .._validate import check_positive_int
 from ..analysis import subjects
 from ..analysis.subjects import VOCAB, probe_positions, resolve, tiny_model
-from ..attention import Attention, EncoderDecoder, TinyTransformer
+from ..attention import Attention
 from ..encodings.base import PositionalEncoding
+from ..models import EncoderDecoder, TinyTransformer
 from ._style import (
     check_index,
     figure_axes,

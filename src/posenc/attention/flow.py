@@ -42,10 +42,10 @@ from .._validate import (
     check_memory,
     check_positions_match,
 )
+from ..encodings.flows import AbsoluteFlow, RandomizedFlow
 from ..functional import masks
 from ..functional._xp import astype, at_least_float32, device_of, fill_outside, namespace
 from ..functional.masks import allowed_keys
-from .flows import AbsoluteFlow, RandomizedFlow
 
 
 class CachedKeys(NamedTuple):
