@@ -228,26 +228,18 @@ def _explicit_blocks(layer: Attention, call: Call) -> Tensor:
     """Explicit attention (relative terms need the weights) by query blocks (``_blocks``):
     (B, H, block, L_b) scores at once, half the work at T = L when causal. Work the blocks
     share (Transformer-XL's rows) is done once, through the context."""
+    blocks = _blocks(layer, call, *_repeated_heads(layer, call))
+    return _cat([_explicit_weights(layer, *block, call.ctx)[0] for block in blocks])
+
+
+def _repeated_heads(layer: Attention, call: Call) -> tuple[Tensor, Tensor]:
+    """The call's keys and values with each key/value head repeated for its query heads:
+    (B, Hkv, L, D) -> (B, H, L, D)."""
     groups = layer.n_heads // layer.n_kv_heads
     k, v = call.keys.k, call.keys.v
-    k = k.repeat_interleave(groups, dim=1) if groups > 1 else k  # (B, H, L, D)
-    v = v.repeat_interleave(groups, dim=1) if groups > 1 else v
-    return _cat([_explicit(layer, *block, call.ctx) for block in _blocks(layer, call, k, v)])
-
-
-def _explicit(
-    layer: Attention,
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    q_pos: Tensor,
-    k_pos: Tensor,
-    allowed: Tensor | None,
-    ctx: PositionContext,
-) -> Tensor:
-    """``explicit_attention`` of one query block (causal: the block's own mask).
-    Shapes: q (B, H, T, D); k, v (B, H, L, D) (heads already repeated) -> (B, H, T, D)."""
-    return _explicit_weights(layer, q, k, v, q_pos, k_pos, allowed, ctx)[0]
+    if groups == 1:
+        return k, v
+    return k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
 
 
 def _explicit_weights(
@@ -260,7 +252,9 @@ def _explicit_weights(
     allowed: Tensor | None,
     ctx: PositionContext,
 ) -> tuple[Tensor, Tensor]:
-    """``explicit_weights``: output (B, H, T, D) and softmax weights (B, H, T, L)."""
+    """``explicit_weights`` of one query block (causal: the block's own mask): output
+    (B, H, T, D) and softmax weights (B, H, T, L).
+    Shapes: q (B, H, T, D); k, v (B, H, L, D) (heads already repeated)."""
     if allowed is None and layer.causal:
         allowed = _causal(q.shape[2], k.shape[2], q.device)
     dropout = partial(F.dropout, p=layer.dropout, training=layer.training)
@@ -287,10 +281,7 @@ def _explicit_weights(
 def attend_weights(layer: Attention, call: Call) -> tuple[Tensor, Tensor]:
     """The explicit path over the whole call (no query blocks, no fused kernel), with the
     softmax weights: (B, H, T, D) and (B, H, T, L) (``Attention(..., return_weights=True)``)."""
-    groups = layer.n_heads // layer.n_kv_heads
-    k, v = call.keys.k, call.keys.v
-    k = k.repeat_interleave(groups, dim=1) if groups > 1 else k  # (B, H, L, D)
-    v = v.repeat_interleave(groups, dim=1) if groups > 1 else v
+    k, v = _repeated_heads(layer, call)  # (B, H, L, D)
     ctx = call.ctx
     return _explicit_weights(layer, call.q, k, v, ctx.q_pos, ctx.k_pos, call.allowed, ctx)
 

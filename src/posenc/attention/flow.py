@@ -226,27 +226,6 @@ def mask_inputs(
     return masks.mask_inputs(B, T, padding_mask, segment_ids, last, xp=xp, device=device_of(like))
 
 
-def explicit_attention(
-    pe: Any,
-    q: Any,
-    k: Any,
-    v: Any,
-    allowed: Any,
-    ctx: Any,
-    positions: tuple[Any, Any],
-    *,
-    head_dim: int,
-    softmax: Callable[[Any], Any],
-    dropout: Callable[[Any], Any],
-) -> Any:
-    """The output of ``explicit_weights`` (same arguments), for one query block (torch) or
-    call (Flax). Shapes: -> (B, H, T, D)."""
-    out, _ = explicit_weights(
-        pe, q, k, v, allowed, ctx, positions, head_dim=head_dim, softmax=softmax, dropout=dropout
-    )
-    return out
-
-
 def explicit_weights(
     pe: Any,
     q: Any,
