@@ -100,7 +100,8 @@ def test_list_scaling_with_a_family_without_rope_is_a_usage_error() -> None:
 
 
 def test_plot_help_shows_no_rest_literals() -> None:
-    """The kinds' descriptions come from docstrings: ``split`` printed with its backticks."""
+    """The kinds' descriptions come from docstrings: ``split`` printed with its backticks;
+    now a Markdown code span, shown without them."""
     result = CliRunner().invoke(app, ["plot", "--help"], env={"COLUMNS": "200"})
-    assert result.exit_code == 0 and "'split'" in result.output
-    assert "``" not in result.output
+    assert result.exit_code == 0 and "slow). split: sine columns" in _prose(result.output)
+    assert "`" not in result.output

@@ -24,6 +24,7 @@ T = TypeVar("T")
 app = typer.Typer(
     help="Train tiny transformers per encoding and measure length generalisation.",
     invoke_without_command=True,
+    rich_markup_mode="markdown",
 )
 
 Out = Annotated[Path, typer.Option("--out", help="Output folder (results.sqlite, report.html).")]
