@@ -33,18 +33,22 @@ PAGES = ("results.md", "speed.md")
 class Page:
     """One page being rendered: the figures its template asked for, by path under docs/."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, figures: bool = True) -> None:
+        self.draw = figures
         self.figures: dict[str, bytes] = {}
 
     def svg(self, name: str, draw: Callable[[], Any]) -> str:
-        """Add ``draw()``'s figure as ``figures/<name>.svg``; its path, relative to the page."""
+        """Add ``draw()``'s figure as ``figures/<name>.svg`` (drawn only when the page draws
+        figures); its path, relative to the page."""
         from matplotlib import rc_context
 
+        path = f"{FIGURES}/{name}.svg"
+        if not self.draw:
+            return path
         with rc_context({"svg.hashsalt": "posenc-docs", "svg.fonttype": "none"}):
             fig = draw()
             buf = io.BytesIO()
             fig.savefig(buf, format="svg", metadata={"Date": None})
-        path = f"{FIGURES}/{name}.svg"
         self.figures[path] = buf.getvalue()
         return path
 
@@ -201,8 +205,8 @@ def _markdown(head: list[str], rows: Iterable[list[str]]) -> str:
 # --- rendering --------------------------------------------------------------------------------
 
 
-def render() -> dict[Path, bytes]:
-    """Every generated file: path -> content."""
+def render(*, figures: bool = True) -> dict[Path, bytes]:
+    """Every generated file: path -> content (the pages alone without ``figures``)."""
     import jinja2
 
     env = jinja2.Environment(
@@ -213,7 +217,7 @@ def render() -> dict[Path, bytes]:
     )
     out: dict[Path, bytes] = {}
     for name in PAGES:
-        page = Page()
+        page = Page(figures=figures)
         functions: dict[str, Callable[..., str]] = {
             "lab_table": lab_table,
             "lab_curves": lambda store, page=page: lab_curves(page, store),
