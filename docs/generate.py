@@ -116,13 +116,20 @@ def rope_figure(page: Page, *names: str) -> str:
     def draw() -> Figure:
         fig = Figure(figsize=(11.0, 4.0), layout="constrained")
         ax = fig.add_subplot()
-        cases = [f"{'x'.join(map(str, c['shape']))}\n{c['dtype']} {c['mode']}" for c in runs[0]["rope"]]
+        cases = [
+            f"{'x'.join(map(str, c['shape']))}\n{c['dtype']} {c['mode']}" for c in runs[0]["rope"]
+        ]
         width = 0.8 / len(runs)
         for i, run in enumerate(runs):
             values = [c["speedup_vs_hf"]["posenc_cpp"] for c in run["rope"]]
             xs = [j + (i - (len(runs) - 1) / 2) * width for j in range(len(values))]
-            ax.bar(xs, values, width, label=f"[{i + 1}] {run['machine']['cpu']}, "
-                   f"{run['machine'].get('aten_cpu_capability', '?')}")
+            ax.bar(
+                xs,
+                values,
+                width,
+                label=f"[{i + 1}] {run['machine']['cpu']}, "
+                f"{run['machine'].get('aten_cpu_capability', '?')}",
+            )
         ax.axhline(1.0, color="0.3", linewidth=1)
         ax.set_xticks(range(len(cases)), cases, fontsize=7)
         ax.set(ylabel="speed-up over HF apply_rotary_pos_emb", title="RoPE on q and k: fast path")
@@ -178,6 +185,7 @@ def lab_step_table(name: str) -> str:
     lab = _bench(name)["lab"]
     head = ["encoding", "batch x length", "posenc tokens/s", "x-transformers tokens/s"]
     head += ["x-transformers flash tokens/s", "posenc / faster x-transformers"]
+
     def count(r: dict[str, Any], key: str) -> str:
         return f"{r[key]:,}" if key in r else "-"
 
