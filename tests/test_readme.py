@@ -48,6 +48,7 @@ def test_readme_lab_tables_moved_to_the_results_page() -> None:
 
     text = (ROOT / "README.md").read_text()
     assert BEGIN not in text and "| task | length | winners |" not in text
-    assert "posenc lab table --out benchmarks/results/lab-quick.sqlite" in (
-        ROOT / "docs" / "results.md"
-    ).read_text()
+    assert (
+        "posenc lab table --out benchmarks/results/lab-quick.sqlite"
+        in (ROOT / "docs" / "results.md").read_text()
+    )
