@@ -44,6 +44,12 @@ class Attention(CrossAttention):
             CPU, where PyTorch's compiled flex kernel is wrong on AVX2). The fused forms fall
             back to blocks for padding, segments or a cache offset (flex also for dropout);
             learned tables (T5, Kerple) keep their gradients through the Toeplitz view.
+        window: a sliding window of W keys: each query sees the keys less than W positions
+            away (a causal one: itself and the W - 1 before it), in the full forward and with
+            a cache (``functional.masks.local_keys``; give the layer a ``KVCache(keep=W - 1)``
+            to hold only those). ``chunk``: each query sees the keys of its chunk of C
+            positions (Llama 4's chunked attention; ``KVCache(keep=C - 1)``). Both run on
+            an explicit mask (no fused backend).
         sink_logits: one learned logit per head in the softmax's denominator, as gpt-oss
             (``posenc.functional.softmax_with_sinks``): ``self.sink_logits`` (H,), zeros at
             start; the scores then run on the explicit path. Not the streaming cache's sink
@@ -63,6 +69,8 @@ class Attention(CrossAttention):
         block_size: int | None = None,
         bias_backend: Literal["auto", "blocks", "flex"] = "auto",
         sink_logits: bool = False,
+        window: int | None = None,
+        chunk: int | None = None,
     ) -> None:
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
@@ -73,6 +81,8 @@ class Attention(CrossAttention):
             n_kv_heads=n_kv_heads,
             dropout=dropout,
             bias=bias,
+            window=window,
+            chunk=chunk,
         )
         if not isinstance(pe, PositionalEncoding):
             raise TypeError(f"pe must be a PositionalEncoding, got {type(pe).__name__}")
@@ -86,6 +96,7 @@ class Attention(CrossAttention):
         self.head_dim = cfg.head_dim
         self.causal, self.dropout = causal, dropout
         self.pe: PositionalEncoding = pe
+        self.window, self.chunk = cfg.window, cfg.chunk
         self.block_size = block_size  # query block for score-bias encodings (memory O(H·block·T))
         self.bias_backend = bias_backend
         kv_width = n_kv_heads * self.head_dim

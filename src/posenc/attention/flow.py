@@ -43,7 +43,7 @@ from .._validate import (
 )
 from ..functional import masks
 from ..functional._xp import astype, at_least_float32, device_of, fill_outside, namespace
-from ..functional.masks import allowed_keys
+from ..functional.masks import allowed_keys, local_keys
 
 
 class CachedKeys(NamedTuple):
@@ -75,6 +75,8 @@ class AttentionFlow:
 
     d_model: int
     causal: bool
+    window: int | None
+    chunk: int | None
     pe: Any
     proj: Any
     cache_type: type[Any]
@@ -133,9 +135,17 @@ class AttentionFlow:
             q, k_all = self.pe.rotate(q, keys.k, pos, ctx.k_pos, ctx=ctx)  # (B, Hkv, L, D)
             keys = keys._replace(k=k_all)
         allowed = None  # nothing masked beyond the causal or bidirectional mask
-        if not self.plain(padding_mask, segment_ids, offset):
+        local = None  # a sliding window or chunk: the keys near each query, by position
+        if self.window is not None or self.chunk is not None:
+            local = local_keys(new.pos, keys.pos, window=self.window, chunk=self.chunk)
+        if local is not None or not self.plain(padding_mask, segment_ids, offset):
             allowed = allowed_keys(
-                keys.valid, new.segment, keys.segment, causal=self.causal, offset=offset
+                keys.valid,
+                new.segment,
+                keys.segment,
+                causal=self.causal,
+                offset=offset,
+                local=local,
             )  # (B, 1, T, L)
         out = self.attend(q, keys, ctx, allowed, offset)  # (B, H, T, D)
         return self.proj(out.swapaxes(1, 2).reshape(B, T, C))  # (B, T, C)

@@ -34,7 +34,7 @@ def new_context(
         raise ValueError(
             "a KVCache(window=...) assigns positions inside the cache; call without pos"
         )
-    start = 0 if cache is None else len(cache)
+    start = 0 if cache is None else cache.position_start
     # default positions after keys at 0..start-1: offsets are known without reading a value
     # (a streaming cache re-assigns its keys' positions: not known here)
     streams = cache is not None and cache.streams
