@@ -13,7 +13,7 @@ The presets (each the rule of transformers' implementation of that model family;
 compare them with transformers' configurations and layers):
 
 - ``irope``: Llama 4 (Meta 2025; transformers ``llama4``): chunked attention with RoPE
-  (base 500000) on three layers of four, NoPE with full attention on every fourth
+  (base 500000, adjacent pairs: ``layout="interleaved"``) on three layers of four, NoPE with full attention on every fourth
   (``no_rope_layers``, ``attention_chunk_size``). Llama 4 also scales the NoPE layers'
   queries by a temperature (``attn_temperature_tuning``); posenc has no encoding for it yet,
   so ``irope`` schedules plain NoPE there.
@@ -115,9 +115,11 @@ def irope(*, interval: int = 4, chunk: int = 8192, base: float = 500000.0) -> La
     """Llama 4's iRoPE: RoPE (``base``) with chunked attention (``chunk``) on every layer but
     each ``interval``-th, which has NoPE and full attention (transformers ``Llama4TextConfig``:
     ``no_rope_layers[i] = int((i + 1) % no_rope_layer_interval != 0)``, ``layer_types``
-    "chunked_attention" where it rotates). Without Llama 4's NoPE-layer query temperature."""
+    "chunked_attention" where it rotates); adjacent pairs rotate (``layout="interleaved"``:
+    its ``apply_rotary_emb`` reads pairs as complex numbers). Without Llama 4's NoPE-layer
+    query temperature."""
     check_positive_int(interval, "interval", minimum=2)
-    rope: Named = ("rope", {"base": base})
+    rope: Named = ("rope", {"base": base, "layout": "interleaved"})
     return LayerSchedule(
         pe=(rope,) * (interval - 1) + ("nope",), chunk=(chunk,) * (interval - 1) + (None,)
     )
