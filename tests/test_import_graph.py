@@ -36,7 +36,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("encodings",),
     ("extension", "kernels"),
     ("functional",),
-    ("helpers",),  # posenc._validate, _memo, _forms, _models, _schedule, _version: import only each other
+    (
+        "helpers",
+    ),  # posenc._validate, _memo, _forms, _models, _schedule, _version: import only each other
 ]
 #: Top-level modules outside a subpackage, by the group they belong to.
 TOP_LEVEL = {

@@ -15,8 +15,8 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from ._forms import encoder_form
+from ._schedule import BuiltLayer, LayerSchedule, cache_keep, named_key
 from ._validate import check_head_split
-from ._schedule import Layer, LayerSchedule, cache_keep, named_key
 
 #: build(name, dim=, n_heads=, max_len=, **config) -> an encoding sized for the model.
 Build = Callable[..., Any]
@@ -93,7 +93,7 @@ def layer_encodings(
     encoder: bool,
     build: Build,
     parameters: Parameters,
-) -> list[Layer[Any]]:
+) -> list[BuiltLayer[Any]]:
     """Each layer's (built encoding, window, chunk): a name or (name, config) built once per
     distinct entry (``pe_config`` under each entry's own config; ``model_encoding``), a built
     encoding shared by the layers that list it.
@@ -124,7 +124,11 @@ def layer_encodings(
             pe = built[key]
         else:
             pe = model_encoding(
-                entry, None if listed else pe_config, size=size, encoder=encoder, build=build,
+                entry,
+                None if listed else pe_config,
+                size=size,
+                encoder=encoder,
+                build=build,
                 parameters=parameters,
             )
         name = getattr(pe, "name", None) or type(pe).__name__
@@ -138,7 +142,7 @@ def layer_encodings(
                 f"a sliding window or chunk reads positions of one axis; encoding {name!r} "
                 f"reads {hooks.pe_axes(pe)}"
             )
-        layers.append(Layer(pe, window, chunk))
+        layers.append(BuiltLayer(pe, window, chunk))
     return layers
 
 

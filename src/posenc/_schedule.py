@@ -13,10 +13,11 @@ The presets (each the rule of transformers' implementation of that model family;
 compare them with transformers' configurations and layers):
 
 - ``irope``: Llama 4 (Meta 2025; transformers ``llama4``): chunked attention with RoPE
-  (base 500000, adjacent pairs: ``layout="interleaved"``) on three layers of four, NoPE with full attention on every fourth
-  (``no_rope_layers``, ``attention_chunk_size``). Llama 4 also scales the NoPE layers'
-  queries by a temperature (``attn_temperature_tuning``); posenc has no encoding for it yet,
-  so ``irope`` schedules plain NoPE there.
+  (base 500000, adjacent pairs: ``layout="interleaved"``) on three layers of four, NoPE
+  with full attention on every fourth (``no_rope_layers``, ``attention_chunk_size``).
+  Llama 4 also scales the NoPE layers' queries by a temperature
+  (``attn_temperature_tuning``); posenc has no encoding for it yet, so ``irope`` schedules
+  plain NoPE there.
 - ``rnope_swa``: RNoPE-SWA (Yang et al. 2025, arXiv:2501.18795; Cohere's Command R7B and A,
   transformers ``cohere2``): RoPE with a sliding window on three layers of four, NoPE with
   full attention on every fourth.
@@ -52,6 +53,14 @@ class Layer(NamedTuple, Generic[E]):
     chunk: int | None
 
 
+class BuiltLayer(NamedTuple, Generic[E]):
+    """One layer of a model: its built encoding, sliding window W and chunk C (None: none)."""
+
+    pe: E
+    window: int | None
+    chunk: int | None
+
+
 @dataclass(frozen=True)
 class LayerSchedule(Generic[E]):
     """The encoding, sliding window and chunk of each layer, as patterns repeated to the
@@ -69,7 +78,9 @@ class LayerSchedule(Generic[E]):
         for what in ("pe", "window", "chunk"):
             pattern = getattr(self, what)
             if isinstance(pattern, str) or not isinstance(pattern, Sequence):
-                raise TypeError(f"{what} must be a sequence (a pattern), got {type(pattern).__name__}")
+                raise TypeError(
+                    f"{what} must be a sequence (a pattern), got {type(pattern).__name__}"
+                )
             if not pattern:
                 raise ValueError(f"{what} must hold at least one entry, got an empty pattern")
             object.__setattr__(self, what, tuple(pattern))
@@ -125,7 +136,9 @@ def irope(*, interval: int = 4, chunk: int = 8192, base: float = 500000.0) -> La
     )
 
 
-def rnope_swa(*, interval: int = 4, window: int = 4096, base: float = 10000.0) -> LayerSchedule[Never]:
+def rnope_swa(
+    *, interval: int = 4, window: int = 4096, base: float = 10000.0
+) -> LayerSchedule[Never]:
     """RNoPE-SWA (Yang et al. 2025, arXiv:2501.18795): RoPE (``base``) with a sliding window of
     ``window`` keys on every layer but each ``interval``-th, which has NoPE and full attention
     (transformers ``cohere2``: ``layer_types`` "sliding_attention" where (i + 1) %

@@ -57,4 +57,6 @@ def test_causal_masks_equal_transformers_overlays() -> None:
 
 def test_local_keys_refuse_grid_positions() -> None:
     with pytest.raises(ValueError, match="one axis"):
-        local_keys(torch.zeros(1, 3, 2, dtype=torch.long), torch.zeros(1, 3, 2), window=2, chunk=None)
+        local_keys(
+            torch.zeros(1, 3, 2, dtype=torch.long), torch.zeros(1, 3, 2), window=2, chunk=None
+        )

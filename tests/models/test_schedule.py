@@ -58,9 +58,7 @@ def test_irope_and_smollm3_rotate_where_transformers_does(n: int) -> None:
 
     llama = tf.Llama4TextConfig(num_hidden_layers=n, head_dim=16, intermediate_size_mlp=64, **SIZE)
     base = llama.rope_parameters["rope_theta"]
-    expected = [
-        (bool(Llama4TextAttention(llama, i).use_rope), None, None, None) for i in range(n)
-    ]
+    expected = [(bool(Llama4TextAttention(llama, i).use_rope), None, None, None) for i in range(n)]
     expected = [
         (r, base if r else None, None, llama.attention_chunk_size if r else None)
         for r, *_ in expected
@@ -126,7 +124,9 @@ def _prepares(model: TinyTransformer, monkeypatch: pytest.MonkeyPatch) -> list[i
 
 
 @pytest.mark.parametrize("name", list(SCHEDULES))
-def test_cached_decoding_equals_the_full_forward(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cached_decoding_equals_the_full_forward(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model = _model(SCHEDULES[name], 6).eval()
     distinct = {id(p) for p in model.encodings()}
     idx = torch.randint(0, V, (2, 14), generator=torch.Generator().manual_seed(1))
@@ -159,7 +159,12 @@ def test_left_padding_and_packing_equal_each_sequence_alone(name: str) -> None:
         torch.testing.assert_close(out[1, 3:], alone_b[0], rtol=1e-4, atol=1e-5)
         # cached: the padded prompt, then one step
         cache = model.new_cache()
-        model(padded[:, :8], positions_from_padding(mask[:, :8]), padding_mask=mask[:, :8], cache=cache)
+        model(
+            padded[:, :8],
+            positions_from_padding(mask[:, :8]),
+            padding_mask=mask[:, :8],
+            cache=cache,
+        )
         pos = positions_from_padding(mask)[:, 8:]
         step = model(padded[:, 8:], pos, cache=cache)
         torch.testing.assert_close(step[:, 0], out[:, 8], rtol=1e-4, atol=1e-5)
@@ -194,7 +199,7 @@ def test_names_share_one_encoding_and_built_ones_are_kept() -> None:
 
 
 def test_refusals_name_what_was_expected() -> None:
-    with pytest.raises(ValueError, match="token embeddings.*one pe"):
+    with pytest.raises(ValueError, match=r"token embeddings.*one pe"):
         _model(["rope", "sinusoidal"], 2)
     with pytest.raises(ValueError, match="LayerSchedule carries"):
         _model(smollm3(), 2, window=3)

@@ -114,12 +114,11 @@ class KVCache:
         differs from earlier appends (the cache would cast them silently).
         """
         _check_entry(new)
-        if self.streams:
-            if not bool(new.valid.all()):
-                raise ValueError(
-                    "KVCache(window=...) streams one unpadded sequence per row; got padding "
-                    "(padding_mask False): the padding would become attention sinks"
-                )
+        if self.streams and not bool(new.valid.all()):
+            raise ValueError(
+                "KVCache(window=...) streams one unpadded sequence per row; got padding "
+                "(padding_mask False): the padding would become attention sinks"
+            )
         if self.streams or self.keep is not None:
             self._evict()
         T = new.pos.shape[1]

@@ -51,8 +51,8 @@ class Attention(AttentionFlow, nnx.Module):
     parameters ``qkv`` (C -> C + 2·Hkv·D) and ``proj`` (C -> C); dropout acts on the attention
     probabilities in training. ``config``: the other ``AttentionConfig`` arguments (causal,
     n_kv_heads, dropout, bias, window, chunk), checked as torch's. ``__call__``,
-    ``project_memory`` and ``cross``: ``posenc.attention.flow``; ``masks`` are ``padding_mask`` (B, T) bool
-    and ``segment_ids`` (B, T) integer, as torch's."""
+    ``project_memory`` and ``cross``: ``posenc.attention.flow``; ``masks`` are
+    ``padding_mask`` (B, T) bool and ``segment_ids`` (B, T) integer, as torch's."""
 
     cache_type = KVCache
 

@@ -4,6 +4,7 @@ and exact (erf) GELU, as torch's defaults."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from functools import partial
 from typing import Any
@@ -12,8 +13,6 @@ import jax
 import jax.numpy as jnp
 import optax
 from flax import nnx
-
-from collections.abc import Sequence
 
 from .._models import BlockFlow, Limits, ModelHooks, TransformerFlow, layer_encodings, schedule_of
 from .._schedule import LayerSchedule, Named

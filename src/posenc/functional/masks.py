@@ -60,7 +60,9 @@ def local_keys(q_pos: Any, k_pos: Any, *, window: int | None, chunk: int | None)
         )
     xp = namespace(q_pos, k_pos)
     qp, kp = q_pos[:, None, :, None], k_pos[:, None, None, :]  # (B, 1, T, 1), (B, 1, 1, L)
-    local = xp.ones((qp.shape[0], 1, qp.shape[2], kp.shape[3]), dtype=xp.bool, device=device_of(q_pos))
+    local = xp.ones(
+        (qp.shape[0], 1, qp.shape[2], kp.shape[3]), dtype=xp.bool, device=device_of(q_pos)
+    )
     if window is not None:
         local = local & (xp.abs(qp - kp) < window)
     if chunk is not None:
