@@ -75,3 +75,8 @@ def test_keep_cache_arguments_are_checked() -> None:
     pe = build_for_model("nope", dim=C, n_heads=H, max_len=64)
     with pytest.raises(ValueError, match="window"):
         Attention(C, H, pe=pe, causal=True, window=0)
+    x = torch.randn(1, 2, C)
+    with pytest.raises(ValueError, match=r"needs keep >= 3"):
+        Attention(C, H, pe=pe, causal=True, window=4)(x, cache=KVCache(keep=2))
+    with pytest.raises(ValueError, match="every key"):
+        Attention(C, H, pe=pe, causal=True)(x, cache=KVCache(keep=8))

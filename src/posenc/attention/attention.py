@@ -13,7 +13,7 @@ from ..encodings.context import PositionContext
 from .config import AttentionConfig
 from .cross import CrossAttention
 from .flow import Memory
-from .inputs import check_streamable, new_context
+from .inputs import check_keep, check_streamable, new_context
 from .kv_cache import KVCache
 
 __all__ = ["BIAS_BACKENDS", "Attention", "Memory"]
@@ -120,6 +120,7 @@ class Attention(CrossAttention):
         return offset + T
 
     def streams(self, cache: KVCache) -> bool:
+        check_keep(cache, self.window, self.chunk)
         if cache.streams:
             check_streamable(self.pe)
         return cache.streams

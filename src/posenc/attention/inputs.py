@@ -52,6 +52,23 @@ def new_context(
     return ctx
 
 
+def check_keep(cache: KVCache, window: int | None, chunk: int | None) -> None:
+    """Raise unless a ``KVCache(keep=N)`` holds every key its layer can still see: N >= W - 1
+    for a sliding window of W, N >= C - 1 for a chunk of C (the fewer), every key for a layer
+    that sees them all.
+
+    Raises: ValueError naming the cache's N and what the layer needs."""
+    if cache.keep is None:
+        return
+    needs = [n - 1 for n in (window, chunk) if n is not None]
+    if not needs or cache.keep < min(needs):
+        need = f"keep >= {min(needs)}" if needs else "every key (keep=None)"
+        raise ValueError(
+            f"a KVCache(keep={cache.keep}) forgets keys this layer (window={window}, "
+            f"chunk={chunk}) still sees; it needs {need}"
+        )
+
+
 def check_streamable(pe: PositionalEncoding) -> None:
     """Raise unless ``pe``'s positions can be re-assigned inside a streaming cache: rotary
     encodings (keys re-rotated at their cache positions) and score biases of positions (ALiBi,
