@@ -271,21 +271,23 @@ class TransformerFlow(ModelHooks):
         caches: Sequence[Any] = cache or [None] * len(self.blocks)
         contexts: dict[tuple[int, Any], Any] = {}
 
-        def context(block: Any, layer_cache: Any) -> Any:
-            key = (id(block.attn.pe), self.cache_layout(layer_cache))
+        def context(pe: Any, layer_cache: Any) -> Any:
+            key = (id(pe), self.cache_layout(layer_cache))
             if key not in contexts:  # once, for every layer that shares the encoding
-                contexts[key] = self.new_context(block.attn.pe, pos, B, T, layer_cache, idx)
+                contexts[key] = self.new_context(pe, pos, B, T, layer_cache, idx)
             return contexts[key]
 
-        ctx = context(self.blocks[0], caches[0])
+        pes = self.encodings()
+        ctx = context(pes[0], caches[0])
         x = self.pe.embed(self.tok(idx), ctx.q_pos, ctx=ctx)  # (B, T, C)
-        for block, layer_cache in zip(self.blocks, caches, strict=True):
-            ctx = context(block, layer_cache)
+        for block, pe, layer_cache in zip(self.blocks, pes, caches, strict=True):
+            ctx = context(pe, layer_cache)
             x = block(x, ctx, layer_cache, padding_mask=padding_mask, segment_ids=segment_ids)
         return self.norm(x)
 
-    def encodings(self) -> list[Any]:
-        """Each layer's encoding (one object for the layers that share it)."""
+    def encodings(self) -> Sequence[Any]:
+        """Each layer's encoding (one object for the layers that share it): by default each
+        block's attention's."""
         return [block.attn.pe for block in self.blocks]
 
     def forward(self, idx: Any, pos: Any = None, **kwargs: Any) -> Any:

@@ -162,6 +162,11 @@ class TinyTransformer(TorchHooks, TransformerFlow, nn.Module):
             **REGISTRY,
         )
         self.pe: PositionalEncoding = layers[0].pe  # the embedding's (every layer's, unlisted)
+        #: Each layer's encoding and the entries its cache keeps (``cache_keep``), kept here
+        #: too: wrapped blocks (checkpointing) need not expose ``attn`` (a tuple: the modules
+        #: are registered once, in the blocks).
+        self.layer_pes: tuple[PositionalEncoding, ...] = tuple(layer.pe for layer in layers)
+        self.layer_keeps = tuple(cache_keep(layer.window, layer.chunk) for layer in layers)
         self.causal = causal
         self.tok = nn.Embedding(vocab_size, d_model)
         self.blocks = nn.ModuleList(
@@ -185,6 +190,13 @@ class TinyTransformer(TorchHooks, TransformerFlow, nn.Module):
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         init_weights(self, *{id(p): p for p in self.encodings()}.values())
 
+    def encodings(self) -> tuple[PositionalEncoding, ...]:
+        """Each layer's encoding (one object for the layers that share it): ``pe`` for every
+        block unless the model was built with several (blocks may then be appended)."""
+        if len({id(p) for p in self.layer_pes}) > 1:
+            return self.layer_pes
+        return (self.pe,) * len(self.blocks)
+
     def new_cache(self, *, window: int | None = None, sinks: int = 0) -> list[KVCache]:
         """One empty KV cache per layer, for incremental decoding; with ``window`` (and
         ``sinks``) a streaming cache (``KVCache``: attention sinks, StreamingLLM). A local
@@ -192,7 +204,8 @@ class TinyTransformer(TorchHooks, TransformerFlow, nn.Module):
         (``KVCache(keep=...)``), unless streaming."""
         if window is not None:
             return [KVCache(window=window, sinks=sinks) for _ in self.blocks]
-        keeps = (cache_keep(b.attn.window, b.attn.chunk) for b in self.blocks)
+        local = any(keep is not None for keep in self.layer_keeps)
+        keeps = self.layer_keeps if local else (None,) * len(self.blocks)
         return [KVCache(sinks=sinks, keep=keep) for keep in keeps]
 
     def loss(self, idx: Tensor, targets: Tensor, **kwargs: Any) -> Tensor:
