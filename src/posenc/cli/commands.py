@@ -20,6 +20,7 @@ app = typer.Typer(
     help="Positional encodings for transformers: list, verify, plot, compare.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode="markdown",
     cls=PosencGroup,  # every error as one "error: <message>" line, exit 2 (usage) or 1
 )
 app.command("list")(list_encodings)
