@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from ._forms import encoder_form
-from ._schedule import BuiltLayer, LayerSchedule, cache_keep, named_key
+from ._schedule import BuiltLayer, LayerSchedule, cache_keep, named_config, named_key
 from ._validate import check_head_split
 
 #: build(name, dim=, n_heads=, max_len=, **config) -> an encoding sized for the model.
@@ -111,7 +111,7 @@ def layer_encodings(
         if isinstance(entry, str | tuple):
             key = named_key(entry)
             if key not in built:
-                name, own = key[0], dict(key[1])
+                name, own = named_config(entry)
                 config = (pe_config or {}) | own
                 built[key] = model_encoding(
                     name,

@@ -38,8 +38,8 @@ from ._validate import check_positive_int
 
 #: A built encoding (torch's or Flax's ``PositionalEncoding``).
 E = TypeVar("E", covariant=True)
-#: Extra configuration of an encoding given by name.
-Config = Mapping[str, float | int | str | bool]
+#: Extra configuration of an encoding given by name (as ``pe_config``).
+Config = Mapping[str, object]
 #: An encoding by name: a registered name, or (name, extra config).
 Named = str | tuple[str, Config]
 
@@ -108,10 +108,16 @@ class LayerSchedule(Generic[E]):
         return any(w is not None for w in self.window) or any(c is not None for c in self.chunk)
 
 
-def named_key(entry: Named) -> tuple[str, tuple[tuple[str, float | int | str | bool], ...]]:
-    """A hashable key of an encoding by name: equal entries are built once per model."""
-    name, config = (entry, {}) if isinstance(entry, str) else entry
-    return name, tuple(sorted(config.items()))
+def named_config(entry: Named) -> tuple[str, dict[str, object]]:
+    """(name, extra config) of an encoding by name."""
+    return (entry, {}) if isinstance(entry, str) else (entry[0], dict(entry[1]))
+
+
+def named_key(entry: Named) -> tuple[str, str]:
+    """A hashable key of an encoding by name (its config's items by ``repr``: values may be
+    dicts, as RoPE's ``scaling``): equal entries are built once per model."""
+    name, config = named_config(entry)
+    return name, repr(sorted(config.items()))
 
 
 def cache_keep(window: int | None, chunk: int | None) -> int | None:

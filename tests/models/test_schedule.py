@@ -193,6 +193,9 @@ def test_names_share_one_encoding_and_built_ones_are_kept() -> None:
     assert pes[0] is rope and pes[1] is pes[3] and isinstance(pes[2], RoPE)
     assert float(pes[2].base) == 500.0 and model.pe is rope
     assert [b.attn.window for b in model.blocks] == [2, None, 2, None]
+    yarn = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 16}
+    scaled = _model([("rope", {"scaling": yarn}), ("rope", {"scaling": dict(yarn)})], 2)
+    assert scaled.encodings()[0] is scaled.encodings()[1]  # equal configs: built once
     one = _model("rope", 3, window=4, pe_config={"base": 100.0})  # one encoding, every layer
     assert len({id(p) for p in one.encodings()}) == 1 and float(one.pe.base) == 100.0
     assert [b.attn.window for b in one.blocks] == [4, 4, 4]
