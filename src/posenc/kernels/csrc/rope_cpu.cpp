@@ -70,15 +70,18 @@ __attribute__((always_inline)) inline void rope_rows(const T* const* x, T* const
     alignas(64) float sg_lanes[L];
     for (int64_t l = 0; l < L; ++l) sg_lanes[l] = l % 2 ? sign : -sign;
     const V::vf sg = V::load(sg_lanes);
-    for (; i + L <= P; i += L) {  // L pairs: two vectors (one line for 16-bit types on AVX-512)
-      const V::vf c16 = V::load(c + i), s16 = V::load(s + i);
-      const V::vf c0 = V::dup_lo(c16), c1 = V::dup_hi(c16);
-      const V::vf s0 = V::mul(V::dup_lo(s16), sg), s1 = V::mul(V::dup_hi(s16), sg);
+    for (; i + L <= P; i += L) {  // L pairs: one line (``simd.h``: its lanes' order)
+      V::vf c0, c1, s0, s1;
+      V::dup_line<T>(V::load(c + i), &c0, &c1);
+      V::dup_line<T>(V::load(s + i), &s0, &s1);
+      s0 = V::mul(s0, sg);
+      s1 = V::mul(s1, sg);
       for (int g = 0; g < nh; ++g) {
-        const V::vf v0 = V::load(x[g] + 2 * i), v1 = V::load(x[g] + 2 * i + L);
+        V::vf v0, v1;
+        V::load_line(x[g] + 2 * i, &v0, &v1);
         const V::vf y0 = V::fmadd(v0, c0, V::mul(V::swap_pairs(v0), s0));
         const V::vf y1 = V::fmadd(v1, c1, V::mul(V::swap_pairs(v1), s1));
-        V::store2<Stream>(out[g] + 2 * i, y0, y1);
+        V::store_line<Stream>(out[g] + 2 * i, y0, y1);
       }
     }
     for (; i + L / 2 <= P; i += L / 2) {
@@ -111,16 +114,18 @@ __attribute__((always_inline)) inline void rope_rows(const T* const* x, T* const
         *b2 = V::fmadd(a, ss, V::mul(b, cc));
       }
     };
-    for (; i + 2 * L <= P; i += 2 * L) {  // 2L pairs: one line per half (16-bit, AVX-512)
-      const V::vf c0 = V::load(c + i), c1 = V::load(c + i + L);
-      const V::vf s0 = V::load(s + i), s1 = V::load(s + i + L);
+    for (; i + 2 * L <= P; i += 2 * L) {  // 2L pairs: one line per half (``simd.h``)
+      V::vf c0, c1, s0, s1;
+      V::order_line<T>(V::load(c + i), V::load(c + i + L), &c0, &c1);
+      V::order_line<T>(V::load(s + i), V::load(s + i + L), &s0, &s1);
       for (int g = 0; g < nh; ++g) {
-        const T* xg = x[g];
-        V::vf a0, a1, b0, b1;
-        rot(V::load(xg + i), V::load(xg + i + P), c0, s0, &a0, &b0);
-        rot(V::load(xg + i + L), V::load(xg + i + P + L), c1, s1, &a1, &b1);
-        V::store2<Stream>(out[g] + i, a0, a1);
-        V::store2<Stream>(out[g] + i + P, b0, b1);
+        V::vf xa0, xa1, xb0, xb1, a0, a1, b0, b1;
+        V::load_line(x[g] + i, &xa0, &xa1);
+        V::load_line(x[g] + i + P, &xb0, &xb1);
+        rot(xa0, xb0, c0, s0, &a0, &b0);
+        rot(xa1, xb1, c1, s1, &a1, &b1);
+        V::store_line<Stream>(out[g] + i, a0, a1);
+        V::store_line<Stream>(out[g] + i + P, b0, b1);
       }
     }
     for (; i + L <= P; i += L) {
@@ -266,7 +271,7 @@ bool streamable(const std::vector<Job>& jobs, bool interleaved, int64_t bytes) {
     (void)bytes;
     return false;
   } else {
-    // Every vector store must be aligned to its width: a whole vector register (``store2``;
+    // Every vector store must be aligned to its width: a whole vector register (``store_line``;
     // float32 always), or half of one for the single stores of 16-bit types. Rows start
     // aligned; in the half layout the second half's stores are aligned only when P is a
     // multiple of 2 kLanes (16-bit) or kLanes (float32).
