@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+import torch
 from torch import Tensor, nn
 
 from .._validate import check_encoding_heads, check_positive_int
@@ -11,6 +12,7 @@ from ..encodings.attention_flow import Memory
 from ..encodings.base import PositionalEncoding
 from ..encodings.configs import AttentionConfig
 from ..encodings.context import PositionContext
+from ..encodings.flows import RotaryFlow
 from .cross import CrossAttention
 from .inputs import check_streamable, new_context
 from .kv_cache import KVCache
@@ -102,6 +104,26 @@ class Attention(CrossAttention):
         if cache.streams:
             check_streamable(self.pe)
         return cache.streams
+
+    def rotate_new(
+        self, q: Tensor, k: Tensor, pos: Tensor, ctx: PositionContext
+    ) -> tuple[Tensor, Tensor]:
+        """The encoding's rotation of this call's projections q (B, H, T, D) and k
+        (B, Hkv, T, D), views of the ``qkv`` output that nothing else holds: written into
+        them (no new q and k: at (1, 32, 2048, 128) that is two 16-32 MiB tensors a layer) where
+        nobody can tell, i.e. the encoding rotates by tables (``RotaryFlow.rotate``, which
+        takes ``inplace``; not xPos), autograd is off (``torch.no_grad``, inference mode:
+        nothing records q, k or the tables), and torch.compile is not tracing. In place and
+        out of place give the same bits (every RoPE kernel)."""
+        in_place = (
+            type(self.pe).rotate is RotaryFlow.rotate
+            and not torch.is_grad_enabled()
+            and not torch.compiler.is_compiling()
+        )
+        if in_place:
+            rotated: tuple[Tensor, Tensor] = self.pe.rotate(q, k, pos, pos, ctx=ctx, inplace=True)
+            return rotated
+        return super().rotate_new(q, k, pos, ctx)
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         B, T, _ = x.shape
