@@ -398,7 +398,6 @@ def test_encoding_built_for_other_heads_is_refused_at_construction(
         posenc.Attention(64, 8, pe=shared, causal=True)
 
 
-
 @pytest.mark.parametrize("kernel", ["eager", "cpp"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("name", ["rope", "rope_2d"])

@@ -115,13 +115,14 @@ class Attention(CrossAttention):
         takes ``inplace``; not xPos), autograd is off (``torch.no_grad``, inference mode:
         nothing records q, k or the tables), and torch.compile is not tracing. In place and
         out of place give the same bits (every RoPE kernel)."""
-        in_place = (
-            type(self.pe).rotate is RotaryFlow.rotate
+        pe = self.pe
+        if (
+            isinstance(pe, RotaryFlow)
+            and type(pe).rotate is RotaryFlow.rotate
             and not torch.is_grad_enabled()
             and not torch.compiler.is_compiling()
-        )
-        if in_place:
-            rotated: tuple[Tensor, Tensor] = self.pe.rotate(q, k, pos, pos, ctx=ctx, inplace=True)
+        ):
+            rotated: tuple[Tensor, Tensor] = pe.rotate(q, k, pos, pos, ctx=ctx, inplace=True)
             return rotated
         return super().rotate_new(q, k, pos, ctx)
 
