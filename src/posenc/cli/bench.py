@@ -253,7 +253,7 @@ def _rope_table(cases: list[Case]) -> Any:
         "dtype": _text("dtype"),
         "mode": _text("mode"),
         **{name: speedup(name) for name in impls},
-        f"in place x copy floor (eager / {fast})": inplace,
+        f"in place x copy floor (eager / {fast} / inductor)": inplace,
     }
     title = "RoPE on q and k: speed-up over HF apply_rotary_pos_emb (x clone floor)"
     return _table(title, cases, columns)
