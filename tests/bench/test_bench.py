@@ -234,6 +234,30 @@ def test_eager_passes_script_runs_and_writes_every_pass(tmp_path: Path) -> None:
     assert all(t["low"] <= t["median"] <= t["high"] for t in us.values())
 
 
+def test_rope_profile_script_writes_faults_and_cpu_time(tmp_path: Path) -> None:
+    """``benchmarks/rope_profile.py`` (issue 40's profile): the quick shape, one round."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "profile.json"
+    script = Path(__file__).parents[2] / "benchmarks" / "rope_profile.py"
+    cmd = [sys.executable, str(script), "--out", str(out), "--quick", "--rounds", "1"]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    result = json.loads(out.read_text())
+    assert result["machine"]["heap_policy"] == "default" and result["machine"]["heap"] == {}
+    assert [(c["shape"], c["dtype"]) for c in result["faults"]] == [
+        ([1, 8, 512, 64], "fp32"),
+        ([1, 8, 512, 64], "bf16"),
+    ]
+    for case in result["faults"]:
+        assert set(case["per_call"]) == {"cpp", "cpp_inplace", "clone"}
+        assert all(v["wall_ms"] > 0 and v["minflt"] >= 0 for v in case["per_call"].values())
+    assert len(result["cpu_per_element"]) == 4  # the L2 shape and the quick one, both dtypes
+    for case in result["cpu_per_element"]:
+        ns = case["ns_per_element"]
+        assert case["inplace_x_copy"] == pytest.approx(ns["cpp_inplace"] / ns["copy_"])
+
+
 def _bias_case(name: str, T: int, causal: bool, **kw: Any) -> dict[str, Any]:
     """A canned bias case with the fields the table shows (no timing: a table test)."""
     impls = ("sdpa_no_bias", "posenc_default", "posenc_blockwise", "dense_bias")
