@@ -395,6 +395,9 @@ void launch(std::vector<Job>& jobs, at::ScalarType dtype, double sign, bool inte
 // and 48 ms of system time per call against a 4 ms rotation in place (getrusage, 2-core EPYC
 // VM, issue 40). Only when the first whole 2 MiB page of the output is not resident yet
 // (``mincore``: memory glibc just mapped or grew): recycled heap memory is left as it is.
+// Measured at that shape, interleaved in one process (load 12): 1,056 faults and 58 ms a call
+// with this advice, 16,386 and 200 ms without, and 16,386 and 175 ms prefaulting the pages
+// instead (MADV_POPULATE_WRITE): the cost is the 4 KiB pages themselves, not the traps.
 constexpr std::uintptr_t kHugePage = std::uintptr_t{2} << 20;
 constexpr int64_t kAdviseBytes = int64_t{8} << 20;
 
