@@ -10,6 +10,7 @@ from torch import Tensor, nn
 from .._validate import check_bool, check_encoding_heads, check_positive_int
 from ..encodings.base import PositionalEncoding
 from ..encodings.context import PositionContext
+from ..encodings.flows import RotaryFlow
 from .config import AttentionConfig
 from .cross import CrossAttention
 from .flow import Memory
@@ -124,6 +125,27 @@ class Attention(CrossAttention):
         if cache.streams:
             check_streamable(self.pe)
         return cache.streams
+
+    def rotate_new(
+        self, q: Tensor, k: Tensor, pos: Tensor, ctx: PositionContext
+    ) -> tuple[Tensor, Tensor]:
+        """The encoding's rotation of this call's projections q (B, H, T, D) and k
+        (B, Hkv, T, D), views of the ``qkv`` output that nothing else holds: written into
+        them (no new q and k: at (1, 32, 2048, 128) that is two 16-32 MiB tensors a layer) where
+        nobody can tell, i.e. the encoding rotates by tables (``RotaryFlow.rotate``, which
+        takes ``inplace``; not xPos), autograd is off (``torch.no_grad``, inference mode:
+        nothing records q, k or the tables), and torch.compile is not tracing. In place and
+        out of place give the same bits (every RoPE kernel)."""
+        pe = self.pe
+        if (
+            isinstance(pe, RotaryFlow)
+            and type(pe).rotate is RotaryFlow.rotate
+            and not torch.is_grad_enabled()
+            and not torch.compiler.is_compiling()
+        ):
+            rotated: tuple[Tensor, Tensor] = pe.rotate(q, k, pos, pos, ctx=ctx, inplace=True)
+            return rotated
+        return super().rotate_new(q, k, pos, ctx)
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         B, T, _ = x.shape
