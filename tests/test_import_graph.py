@@ -36,7 +36,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("encodings",),
     ("extension", "kernels"),
     ("functional",),
-    ("helpers",),  # posenc._validate, _memo, _forms, _models, _version: import only each other
+    (
+        "helpers",
+    ),  # posenc._validate, _memo, _forms, _models, _schedule, _version: import only each other
 ]
 #: Top-level modules outside a subpackage, by the group they belong to.
 TOP_LEVEL = {
@@ -47,6 +49,7 @@ TOP_LEVEL = {
     "_memo": "helpers",
     "_forms": "helpers",
     "_models": "helpers",  # torch's and Flax's model control flow, framework-neutral
+    "_schedule": "helpers",  # per-layer schedules and their presets, framework-neutral
     "_version": "helpers",
 }
 #: (importer, imported) pairs that break the layers on purpose, each with the reason. Empty:

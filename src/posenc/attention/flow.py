@@ -21,6 +21,8 @@ A framework's class inherits ``AttentionFlow`` first and supplies:
   alone applies, so ``attend`` is given no mask (None);
 - ``attend(q, keys, ctx, allowed, offset)`` -> (B, H, T, D); ``attend_weights(...)`` (same
   arguments) -> (B, H, T, D) and the softmax weights (B, H, T, L), by the explicit path;
+- optionally ``rotate_new(q, k, pos, ctx)``: the rotation of the fresh projections (default:
+  ``pe.rotate``; torch's rotates them in place in inference);
 - ``cache_type``, the framework's KV cache.
 
 Shapes: x (B, T, C); q (B, H, T, D); keys (B, Hkv, L, D) (L = cached + new); masks (B, 1, T, L).
@@ -45,7 +47,7 @@ from .._validate import (
 from ..encodings.flows import AbsoluteFlow, RandomizedFlow
 from ..functional import masks
 from ..functional._xp import astype, at_least_float32, device_of, fill_outside, namespace
-from ..functional.masks import allowed_keys
+from ..functional.masks import allowed_keys, local_keys
 
 
 class CachedKeys(NamedTuple):
@@ -77,6 +79,8 @@ class AttentionFlow:
 
     d_model: int
     causal: bool
+    window: int | None
+    chunk: int | None
     pe: Any
     proj: Any
     cache_type: type[Any]
@@ -135,7 +139,7 @@ class AttentionFlow:
         # frequencies, or a streaming cache's positions (they move as entries are evicted)
         rerotate = cache is not None and (self.streams(cache) or self.pe.kv_policy == "rerotate")
         if not rerotate:
-            q, k = self.pe.rotate(q, k, pos, pos, ctx=ctx)
+            q, k = self.rotate_new(q, k, pos, ctx)
         valid, segment = mask_inputs(B, T, x, padding_mask, segment_ids, cache)
         new = CachedKeys(k, v, self.batch_positions(pos, B, ctx.axes), valid, segment)
         keys = new if cache is None else cache.append(new)
@@ -143,15 +147,29 @@ class AttentionFlow:
             q, k_all = self.pe.rotate(q, keys.k, pos, ctx.k_pos, ctx=ctx)  # (B, Hkv, L, D)
             keys = keys._replace(k=k_all)
         allowed = None  # nothing masked beyond the causal or bidirectional mask
-        if not self.plain(padding_mask, segment_ids, offset):
+        local = None  # a sliding window or chunk: the keys near each query, by position
+        if self.window is not None or self.chunk is not None:
+            local = local_keys(new.pos, keys.pos, window=self.window, chunk=self.chunk)
+        if local is not None or not self.plain(padding_mask, segment_ids, offset):
             allowed = allowed_keys(
-                keys.valid, new.segment, keys.segment, causal=self.causal, offset=offset
+                keys.valid,
+                new.segment,
+                keys.segment,
+                causal=self.causal,
+                offset=offset,
+                local=local,
             )  # (B, 1, T, L)
         if return_weights:
             out, weights = self.attend_weights(q, keys, ctx, allowed, offset)  # (B,H,T,D|L)
             return self.proj(out.swapaxes(1, 2).reshape(B, T, C)), weights
         out = self.attend(q, keys, ctx, allowed, offset)  # (B, H, T, D)
         return self.proj(out.swapaxes(1, 2).reshape(B, T, C))  # (B, T, C)
+
+    def rotate_new(self, q: Any, k: Any, pos: Any, ctx: Any) -> tuple[Any, Any]:
+        """The encoding's rotation of this call's own projections q (B, H, T, D) and k
+        (B, Hkv, T, D) at ``pos``: nothing else holds them, so a framework may overwrite them
+        (torch's ``Attention``, in inference)."""
+        return self.pe.rotate(q, k, pos, pos, ctx=ctx)
 
     def project_memory(
         self, memory: Any, pos: Any, padding_mask: Any = None, *, axes: int = 1

@@ -50,11 +50,12 @@ class Attention(AttentionFlow, nnx.Module):
     """As torch's ``Attention`` (one explicit path: no query blocks or fused backends), with
     parameters ``qkv`` (C -> C + 2·Hkv·D) and ``proj`` (C -> C); dropout acts on the attention
     probabilities in training. ``config``: the other ``AttentionConfig`` arguments (causal,
-    n_kv_heads, dropout, bias), checked as torch's. ``__call__``, ``project_memory`` and
-    ``cross``: ``posenc.attention.flow``; ``masks`` are ``padding_mask`` (B, T) bool
-    and ``segment_ids`` (B, T) integer, as torch's. ``return_weights=True`` also returns the
-    softmax weights (B, H, T, L); ``embedded``: as torch's, required (True) around an additive
-    encoding, whose ``embed`` the caller adds to the input (the layer never calls it)."""
+    n_kv_heads, dropout, bias, window, chunk), checked as torch's. ``__call__``,
+    ``project_memory`` and ``cross``: ``posenc.attention.flow``; ``masks`` are
+    ``padding_mask`` (B, T) bool and ``segment_ids`` (B, T) integer, as torch's.
+    ``return_weights=True`` also returns the softmax weights (B, H, T, L); ``embedded``: as
+    torch's, required (True) around an additive encoding, whose ``embed`` the caller adds to
+    the input (the layer never calls it)."""
 
     cache_type = KVCache
 
@@ -77,6 +78,7 @@ class Attention(AttentionFlow, nnx.Module):
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, c.head_dim
         self.n_kv_heads: int = c.n_kv_heads or n_heads
         self.causal, self.pe = c.causal, pe
+        self.window, self.chunk = c.window, c.chunk
         width = d_model + 2 * self.n_kv_heads * c.head_dim
         self.qkv = nnx.Linear(d_model, width, use_bias=c.bias, rngs=rngs)
         self.proj = nnx.Linear(d_model, d_model, use_bias=c.bias, rngs=rngs)

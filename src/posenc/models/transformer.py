@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Unpack
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._models import BlockFlow, ModelHooks, TransformerFlow, model_encoding
+from .._models import BlockFlow, Limits, ModelHooks, TransformerFlow, layer_encodings, schedule_of
+from .._schedule import LayerSchedule, Named, cache_keep
 from .._validate import check_mask_tensor, check_ndim
 from ..attention.attention import Attention
 from ..attention.inputs import new_context
@@ -54,6 +56,9 @@ class TorchHooks(ModelHooks):
     def pe_capabilities(self, pe: PositionalEncoding) -> Capabilities:
         return pe.capabilities
 
+    def cache_layout(self, cache: KVCache | None) -> int | None:
+        return None if cache is None else cache.keep
+
 
 def _build(name: str, **config: Any) -> PositionalEncoding:
     from ..registry import build_for_model
@@ -94,15 +99,32 @@ class TinyTransformer(TorchHooks, TransformerFlow, nn.Module):
     encoding by name takes its encoder form unless ``pe_config`` sets it (``bidirectional``:
     ALiBi's -m|i - j|, T5's bidirectional buckets, FIRE's ψ(max(L, i, j)) normaliser;
     ``posenc._forms.ENCODER_FORM``).
+
+    Per-layer schedules: ``pe`` a list of encodings (built, names, or (name, config)), a
+    pattern repeated to ``n_layers`` (``["rope", "rope", "rope", "nope"]``: NoPE every fourth
+    layer), or a ``LayerSchedule`` (presets ``irope``, ``rnope_swa``, ``smollm3``, ``gemma2``,
+    ``gemma3``: ``posenc._schedule``); ``window`` a sliding window W per layer (each query
+    sees the keys less than W positions away) and ``chunk`` a chunk C per layer (Llama 4's
+    chunked attention), each an int, None, or a pattern of them (``[None, 512]``). Each
+    distinct encoding is built once and its position context made once per forward;
+    ``new_cache`` gives a local layer a cache of only the keys it can still see. An encoding
+    added to the token embeddings (sinusoidal, learned) acts once, before the first layer,
+    so a list refuses it (give it as the one ``pe``); ``pe_config`` applies to each name
+    under that entry's own config.
     Raises: TypeError/ValueError naming the argument for a size that is not a positive int
-    (``d_ff`` None means 4·d_model) or a d_model not divisible by n_heads.
+    (``d_ff`` None means 4·d_model) or a d_model not divisible by n_heads; ValueError for an
+    additive encoding in a list, a window or chunk that is not a positive int, or one with an
+    encoding of A > 1 position axes.
     """
 
     def __init__(
         self,
         *,
         vocab_size: int,
-        pe: PositionalEncoding | str,
+        pe: PositionalEncoding
+        | str
+        | Sequence[PositionalEncoding | Named]
+        | LayerSchedule[PositionalEncoding],
         d_model: int = 64,
         n_layers: int = 2,
         n_heads: int = 4,
@@ -112,6 +134,8 @@ class TinyTransformer(TorchHooks, TransformerFlow, nn.Module):
         dropout: float = 0.0,
         max_len: int = 1024,
         pe_config: dict[str, Any] | None = None,
+        window: Limits = None,
+        chunk: Limits = None,
     ) -> None:
         super().__init__()
         TransformerConfig(  # the checks
@@ -126,9 +150,23 @@ class TinyTransformer(TorchHooks, TransformerFlow, nn.Module):
             max_len=max_len,
         )
         size = {"dim": d_model, "n_heads": n_heads, "max_len": max_len}
-        self.pe: PositionalEncoding = model_encoding(
-            pe, pe_config, size=size, encoder=not causal, **REGISTRY
+        schedule, listed = schedule_of(pe, window, chunk)
+        layers = layer_encodings(
+            schedule,
+            n_layers,
+            pe_config,
+            listed=listed,
+            hooks=self,
+            size=size,
+            encoder=not causal,
+            **REGISTRY,
         )
+        self.pe: PositionalEncoding = layers[0].pe  # the embedding's (every layer's, unlisted)
+        #: Each layer's encoding and the entries its cache keeps (``cache_keep``), kept here
+        #: too: wrapped blocks (checkpointing) need not expose ``attn`` (a tuple: the modules
+        #: are registered once, in the blocks).
+        self.layer_pes: tuple[PositionalEncoding, ...] = tuple(layer.pe for layer in layers)
+        self.layer_keeps = tuple(cache_keep(layer.window, layer.chunk) for layer in layers)
         self.causal = causal
         self.tok = nn.Embedding(vocab_size, d_model)
         self.blocks = nn.ModuleList(
@@ -136,25 +174,40 @@ class TinyTransformer(TorchHooks, TransformerFlow, nn.Module):
                 Attention(
                     d_model,
                     n_heads,
-                    pe=self.pe,
+                    pe=layer.pe,
                     causal=causal,
                     embedded=True,  # ``features`` adds pe.embed to the token embeddings
                     n_kv_heads=n_kv_heads,
                     dropout=dropout,
+                    window=layer.window,
+                    chunk=layer.chunk,
                 ),
                 4 * d_model if d_ff is None else d_ff,
                 dropout,
             )
-            for _ in range(n_layers)
+            for layer in layers
         )
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
-        init_weights(self, self.pe)
+        init_weights(self, *{id(p): p for p in self.encodings()}.values())
+
+    def encodings(self) -> tuple[PositionalEncoding, ...]:
+        """Each layer's encoding (one object for the layers that share it): ``pe`` for every
+        block unless the model was built with several (blocks may then be appended)."""
+        if len({id(p) for p in self.layer_pes}) > 1:
+            return self.layer_pes
+        return (self.pe,) * len(self.blocks)
 
     def new_cache(self, *, window: int | None = None, sinks: int = 0) -> list[KVCache]:
         """One empty KV cache per layer, for incremental decoding; with ``window`` (and
-        ``sinks``) a streaming cache (``KVCache``: attention sinks, StreamingLLM)."""
-        return [KVCache(window=window, sinks=sinks) for _ in self.blocks]
+        ``sinks``) a streaming cache (``KVCache``: attention sinks, StreamingLLM). A local
+        layer's (sliding window W or chunk C) keeps only the W - 1 (C - 1) latest entries
+        (``KVCache(keep=...)``), unless streaming."""
+        if window is not None:
+            return [KVCache(window=window, sinks=sinks) for _ in self.blocks]
+        local = any(keep is not None for keep in self.layer_keeps)
+        keeps = self.layer_keeps if local else (None,) * len(self.blocks)
+        return [KVCache(sinks=sinks, keep=keep) for keep in keeps]
 
     def loss(self, idx: Tensor, targets: Tensor, **kwargs: Any) -> Tensor:
         """Mean cross-entropy of next-token ``targets`` (B, T); -100 entries are ignored."""
