@@ -13,8 +13,9 @@ chosen positions, computed
   ``ggml_rope_yarn_corr_dims``) on the parameters llama.cpp's context derives from GGUF
   metadata (src/llama-context.cpp: ``yarn_ext_factor``, ``yarn_attn_factor``), written here in
   float64 from that source. A config.json is first translated as llama.cpp's
-  ``convert_hf_to_gguf.py`` writes it (``llamacpp_from_config``); a GGUF file is read as is,
-  and its transformers config is what ``posenc.hf.gguf`` loads.
+  ``convert_hf_to_gguf.py`` writes it (``llamacpp_from_config``); a GGUF file is read as is.
+  For a GGUF file, transformers' column is its own GGUF loader's config
+  (``from_pretrained(gguf_file=...)``) and posenc's the one ``posenc.hf.load_gguf`` builds.
 
 Shapes: P = rotary pairs, T = positions.
 """
@@ -235,10 +236,13 @@ def llamacpp_from_config(cfg: Mapping[str, Any], n_ctx: int) -> LlamaCppRope:
         return LlamaCppRope(n_dims, base, freq_scale=1.0 / float(params["factor"]))
     if kind == "yarn":
         factor = float(params.get("factor") or max_len / original)
-        for key in ("attention_factor", "mscale", "truncate"):
+        deepseek = flat.get("model_type") in ("deepseek_v2", "deepseek_v3")
+        unused = ("attention_factor", "truncate") + (() if deepseek else ("mscale",))
+        for key in unused:
             if params.get(key) is not None:
                 notes.append(f"llama.cpp does not use rope_parameters[{key!r}] = {params[key]!r}")
-        deepseek = flat.get("model_type") in ("deepseek_v2", "deepseek_v3")
+        if deepseek:
+            notes.append("DeepSeek's softmax scale (mscale_all_dim²) is not compared")
         log_mul = float(params.get("mscale_all_dim") or 0.0) if deepseek else 0.0
         if params.get("mscale_all_dim") and not deepseek:
             notes.append(
@@ -566,10 +570,13 @@ def conform(
     if length <= max(positions):
         raise ValueError(f"seq_len {length} must exceed the largest position {max(positions)}")
     if path.suffix == ".gguf":
+        from transformers import AutoConfig
+
         from .gguf import gguf_config, read_gguf
 
         file = read_gguf(path)
-        config = gguf_config(file)
+        ours = gguf_config(file)  # as posenc.hf.load_gguf builds the model
+        config = AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name)
         llama = llamacpp_from_gguf(file, length)
     elif path.is_file():
         try:
@@ -578,13 +585,13 @@ def conform(
             raise ValueError(f"{path} is not JSON: {err.msg}") from None
         if not isinstance(raw, dict) or not isinstance(raw.get("model_type"), str):
             raise ValueError(f"{path} is not a config.json with a 'model_type'")
-        config = _hf_config(raw["model_type"], raw)
+        config = ours = _hf_config(raw["model_type"], raw)
         llama = llamacpp_from_config(config.to_dict(), length)
     else:
         raise ValueError(f"expected a config.json or a .gguf file, got {str(path)!r}")
     columns = [
         transformers_column(config, positions, length, layer_type),
-        posenc_column(config, positions, length, layer_type),
+        posenc_column(ours, positions, length, layer_type),
         llamacpp_column(llama, positions),
     ]
     return Conformance(str(path), positions, length, columns, _differences(columns, positions))
