@@ -265,3 +265,24 @@ def test_command_errors_are_one_line(tmp_path: Path) -> None:
     path = _write(tmp_path, "llama")
     result = runner.invoke(app, ["conform", str(path), "--positions", "a"])
     assert result.exit_code == 2 and "error: --positions: expected comma" in result.output
+
+
+@pytest.mark.parametrize("layer_type", ["sliding_attention", "full_attention"])
+def test_per_layer_parameters_are_compared_per_layer_type(tmp_path: Path, layer_type: str) -> None:
+    rope = {
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+    }
+    path = _write(
+        tmp_path,
+        "gemma3_text",
+        head_dim=64,
+        layer_types=["sliding_attention", "full_attention"],
+        rope_parameters=rope,
+    )
+    result = conform(path, (0, 1, 3000), layer_type=layer_type)
+    assert result.agree, result.render()
+    theta = rope[layer_type]["rope_theta"] ** (-2 / 64) / (
+        8.0 if layer_type == "full_attention" else 1.0
+    )
+    assert result.columns[2].inv_freq[1] == pytest.approx(theta, rel=1e-12)

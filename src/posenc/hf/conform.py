@@ -207,7 +207,9 @@ def _llama3_freq_factors(theta: np.ndarray, spec: Mapping[str, Any]) -> tuple[fl
     return tuple(out)
 
 
-def llamacpp_from_config(cfg: Mapping[str, Any], n_ctx: int) -> LlamaCppRope:
+def llamacpp_from_config(
+    cfg: Mapping[str, Any], n_ctx: int, layer_type: str | None = None
+) -> LlamaCppRope:
     """llama.cpp's rope for a config.json (flat dict), as convert_hf_to_gguf.py writes it to
     GGUF and llama.cpp reads it back, with a context of ``n_ctx`` tokens.
 
@@ -216,12 +218,13 @@ def llamacpp_from_config(cfg: Mapping[str, Any], n_ctx: int) -> LlamaCppRope:
     ``notes``; DeepSeek-V2/V3's mscale_all_dim is, as ``yarn_log_multiplier``). llama3: the
     ``rope_freqs`` factors. longrope: the long factors when n_ctx > the original context, else
     the short ones, magnitude √(1 + ln(s)/ln L) for s = max/original as the converter writes
-    it for Phi-3. dynamic: none (llama.cpp has no dynamic NTK: plain RoPE).
+    it for Phi-3. dynamic: none (llama.cpp has no dynamic NTK: plain RoPE). ``layer_type``:
+    one entry of per-layer rope parameters (Gemma 3's sliding layers: ``rope.freq_base_swa``).
     """
     from ..encodings.hf import _as_dict, _head_dim, _rope_params
 
     flat = _as_dict(cfg)
-    params = _rope_params(flat, None)
+    params = _rope_params(flat, layer_type)
     head_dim = _head_dim(flat)
     n_dims = int(head_dim * float(params["partial_rotary_factor"]))
     base, kind = float(params["rope_theta"]), params["rope_type"]
@@ -586,7 +589,7 @@ def conform(
         if not isinstance(raw, dict) or not isinstance(raw.get("model_type"), str):
             raise ValueError(f"{path} is not a config.json with a 'model_type'")
         config = ours = _hf_config(raw["model_type"], raw)
-        llama = llamacpp_from_config(config.to_dict(), length)
+        llama = llamacpp_from_config(config.to_dict(), length, layer_type)
     else:
         raise ValueError(f"expected a config.json or a .gguf file, got {str(path)!r}")
     columns = [
