@@ -185,9 +185,11 @@ def render(rows: list[Status]) -> str:
 
 
 if __name__ == "__main__":
+    # no arguments: every type, then the page; with model types: print theirs only
     start = time.perf_counter()
     rows = []
-    for model_type in rotary_model_types():
+    for model_type in sys.argv[1:] or rotary_model_types():
         rows.append(status(model_type))
         print(rows[-1], f"{time.perf_counter() - start:.0f}s", file=sys.stderr, flush=True)
-    PAGE.write_text(render(rows))
+    if not sys.argv[1:]:
+        PAGE.write_text(render(rows))
