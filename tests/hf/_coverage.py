@@ -134,7 +134,7 @@ def status(model_type: str) -> Status:
     except ValueError as err:
         touched = any(not torch.equal(v, state[k]) for k, v in model.state_dict().items())
         kind = "crash" if touched else "refused"
-        return Status(model_type, kind, str(err).split(";")[0][:160])
+        return Status(model_type, kind, " ".join(str(err).split())[:240])
     except Exception as err:
         return Status(model_type, "crash", f"patch: {type(err).__name__}: {err}"[:160])
     try:
@@ -156,10 +156,12 @@ def statuses(model_types: list[str] | None = None) -> list[Status]:
     return [status(t) for t in (rotary_model_types() if model_types is None else model_types)]
 
 
-def render(rows: list[Status]) -> str:
-    """docs/hf-coverage.md: the counts, then one row per model type."""
+def render(rows: list[Status], pending: tuple[str, ...] = ()) -> str:
+    """docs/hf-coverage.md: the counts, then one row per model type; ``pending``: types not
+    run yet (listed as "not run")."""
     import transformers
 
+    rows = rows + [Status(t, "not run", "the harness has not run it yet") for t in pending]
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.status] = counts.get(r.status, 0) + 1

@@ -19,7 +19,7 @@ def _page_rows() -> dict[str, tuple[str, str]]:
     for line in _coverage.PAGE.read_text().splitlines():
         cells = re.fullmatch(r"\| (\S+) \| ([a-z ]+) \| (.*) \|", line)
         if cells and cells[1] != "model" and cells[1] != "---":
-            rows[cells[1]] = (cells[2], cells[3])
+            rows[cells[1]] = (cells[2], cells[3].replace("\\|", "|"))
     return rows
 
 
