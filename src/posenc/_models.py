@@ -1,5 +1,5 @@
 """The control flow of posenc's models, written once for the torch modules
-(``posenc.attention``) and their Flax twins (``posenc.flax``).
+(``posenc.models``) and their Flax twins (``posenc.flax``).
 
 A framework's class inherits the flow first (``class TinyTransformer(TransformerFlow,
 nn.Module)``), builds the layers (``tok``, ``blocks``, ``norm``, ``head``; ``src_tok``, ...)
@@ -131,7 +131,7 @@ class DecoderBlockFlow(BlockFlow):
         return x + self.drop(self.mlp(self.norm2(x)))
 
 
-class Hooks:
+class ModelHooks:
     """What each framework supplies (see the module docstring)."""
 
     def check_tokens(self, idx: Any, what: str) -> None:
@@ -150,7 +150,7 @@ class Hooks:
         raise NotImplementedError
 
 
-class TransformerFlow(Hooks):
+class TransformerFlow(ModelHooks):
     """TinyTransformer: tokens -> ``pe.embed`` -> blocks -> norm -> head."""
 
     pe: Any
@@ -186,7 +186,7 @@ class TransformerFlow(Hooks):
         return self.head(self.features(idx, pos, **kwargs))
 
 
-class EncoderDecoderFlow(Hooks):
+class EncoderDecoderFlow(ModelHooks):
     """EncoderDecoder: source tokens -> encoder -> memory; target tokens -> decoder (causal
     self-attention, cross-attention over the memory) -> logits."""
 

@@ -396,3 +396,36 @@ def test_encoding_built_for_other_heads_is_refused_at_construction(
     shared = posenc.build(name, **{**config, "n_heads": 1}) if "n_heads" in config else None
     if shared is not None:  # one set of biases shared by all heads stays allowed
         posenc.Attention(64, 8, pe=shared, causal=True)
+
+
+@pytest.mark.parametrize("kernel", ["eager", "cpp"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", ["rope", "rope_2d"])
+def test_inference_rotates_fresh_projections_in_place(
+    name: str, dtype: torch.dtype, kernel: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without autograd the layers rotate their own q and k in place (no new tensors), and the
+    logits are the out-of-place path's (autograd on) bit for bit."""
+    torch.manual_seed(0)
+    model = posenc.TinyTransformer(
+        vocab_size=23, pe=name, pe_config={"kernel": kernel}, d_model=32, n_heads=4, n_layers=2
+    )
+    model = model.to(dtype).eval()
+    seen: list[bool] = []
+    rotate_pair = type(model.pe).rotate_pair
+
+    def spy(self: Any, q: Any, k: Any, tq: Any, tk: Any, inplace: bool) -> Any:
+        seen.append(inplace)
+        return rotate_pair(self, q, k, tq, tk, inplace)
+
+    monkeypatch.setattr(type(model.pe), "rotate_pair", spy)
+    idx = _tokens()
+    grid = torch.stack(torch.meshgrid(torch.arange(3), torch.arange(4), indexing="ij"), -1)
+    pos = grid.reshape(12, 2) if name == "rope_2d" else None  # (T, 2) grid positions
+    out_of_place = model(idx, pos)
+    assert seen == [False, False]
+    seen.clear()
+    with torch.no_grad():
+        in_place = model(idx, pos)
+    assert seen == [True, True]
+    assert torch.equal(in_place, out_of_place)

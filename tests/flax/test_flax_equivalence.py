@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from posenc.attention import TinyTransformer, positions_from_padding
+from posenc.attention import positions_from_padding
+from posenc.models import TinyTransformer
 
 jax = pytest.importorskip("jax", reason="the [jax] extra is not installed")
 nnx = pytest.importorskip("flax.nnx", reason="the [jax] extra is not installed")

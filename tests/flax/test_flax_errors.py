@@ -16,7 +16,7 @@ import jax.numpy as jnp  # noqa: E402
 
 import posenc.flax as pfx  # noqa: E402
 from posenc import functional as PF  # noqa: E402
-from posenc.attention import TinyTransformer  # noqa: E402
+from posenc.models import TinyTransformer  # noqa: E402
 
 
 def test_core_import_never_imports_jax() -> None:

@@ -39,13 +39,13 @@ def test_overlay_and_global_kinds_write_one_file(tmp_path: Path) -> None:
 
 
 def test_help_lists_every_plot_kind_with_its_description() -> None:
-    """``posenc plot --help`` listed no kinds; now one line each, generated from PLOTS."""
+    """``posenc plot --help`` listed no kinds; now one list item each, generated from PLOTS."""
     result = runner.invoke(app, ["plot", "--help"], env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
     lines = [" ".join(line.split()) for line in result.output.splitlines()]
     for name, kind in PLOTS.items():
-        plain = kind.description.replace("``", "'")  # reST literals shown as 'x'
-        assert f"{name} {plain}" in lines, name
+        plain = kind.description.replace("``", "")  # reST literals shown as Markdown code
+        assert f"• {name}: {plain}" in lines, name
     assert "--set" in result.output and "--format" in result.output  # the usual help remains
 
 

@@ -15,8 +15,9 @@ from typing import Any, TypeVar
 import torch
 from torch import Tensor
 
-from ..attention import Attention, TinyTransformer
+from ..attention import Attention
 from ..encodings.base import PositionalEncoding
+from ..models import TinyTransformer
 from ..registry import build_for_model, names
 
 #: The geometry every check and plot builds its encodings with.

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Literal
 
+import torch
 from torch import Tensor, nn
 
-from .._validate import check_encoding_heads, check_positive_int
-from ..encodings.attention_flow import Memory
+from .._validate import check_bool, check_encoding_heads, check_positive_int
 from ..encodings.base import PositionalEncoding
-from ..encodings.configs import AttentionConfig
 from ..encodings.context import PositionContext
+from ..encodings.flows import RotaryFlow
+from .config import AttentionConfig
 from .cross import CrossAttention
+from .flow import Memory
 from .inputs import check_streamable, new_context
 from .kv_cache import KVCache
 
@@ -43,6 +45,10 @@ class Attention(CrossAttention):
             CPU, where PyTorch's compiled flex kernel is wrong on AVX2). The fused forms fall
             back to blocks for padding, segments or a cache offset (flex also for dropout);
             learned tables (T5, Kerple) keep their gradients through the Toeplitz view.
+        sink_logits: one learned logit per head in the softmax's denominator, as gpt-oss
+            (``posenc.functional.softmax_with_sinks``): ``self.sink_logits`` (H,), zeros at
+            start; the scores then run on the explicit path. Not the streaming cache's sink
+            tokens (``KVCache(sinks=...)``), which keep the first keys.
     """
 
     def __init__(
@@ -57,6 +63,7 @@ class Attention(CrossAttention):
         bias: bool = False,
         block_size: int | None = None,
         bias_backend: Literal["auto", "blocks", "flex"] = "auto",
+        sink_logits: bool = False,
     ) -> None:
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
@@ -75,6 +82,7 @@ class Attention(CrossAttention):
             check_positive_int(block_size, "block_size")
         if bias_backend not in BIAS_BACKENDS:
             raise ValueError(f"bias_backend must be one of {BIAS_BACKENDS}, got {bias_backend!r}")
+        check_bool(sink_logits, "sink_logits")
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
         self.head_dim = cfg.head_dim
         self.causal, self.dropout = causal, dropout
@@ -84,6 +92,9 @@ class Attention(CrossAttention):
         kv_width = n_kv_heads * self.head_dim
         self.qkv = nn.Linear(d_model, d_model + 2 * kv_width, bias=bias)
         self.proj = nn.Linear(d_model, d_model, bias=bias)
+        self.sink_logits: nn.Parameter | None = (
+            nn.Parameter(torch.zeros(n_heads)) if sink_logits else None
+        )  # (H,)
 
     cache_type = KVCache
 
@@ -102,6 +113,27 @@ class Attention(CrossAttention):
         if cache.streams:
             check_streamable(self.pe)
         return cache.streams
+
+    def rotate_new(
+        self, q: Tensor, k: Tensor, pos: Tensor, ctx: PositionContext
+    ) -> tuple[Tensor, Tensor]:
+        """The encoding's rotation of this call's projections q (B, H, T, D) and k
+        (B, Hkv, T, D), views of the ``qkv`` output that nothing else holds: written into
+        them (no new q and k: at (1, 32, 2048, 128) that is two 16-32 MiB tensors a layer) where
+        nobody can tell, i.e. the encoding rotates by tables (``RotaryFlow.rotate``, which
+        takes ``inplace``; not xPos), autograd is off (``torch.no_grad``, inference mode:
+        nothing records q, k or the tables), and torch.compile is not tracing. In place and
+        out of place give the same bits (every RoPE kernel)."""
+        pe = self.pe
+        if (
+            isinstance(pe, RotaryFlow)
+            and type(pe).rotate is RotaryFlow.rotate
+            and not torch.is_grad_enabled()
+            and not torch.compiler.is_compiling()
+        ):
+            rotated: tuple[Tensor, Tensor] = pe.rotate(q, k, pos, pos, ctx=ctx, inplace=True)
+            return rotated
+        return super().rotate_new(q, k, pos, ctx)
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         B, T, _ = x.shape

@@ -3,8 +3,8 @@ declares (``PositionalEncoding.capabilities``), never by its type.
 
 In order, the first that applies and does not decline (returns None) runs:
 
-- ``explicit``: relative terms need the attention weights: scores, softmax and values by hand,
-  one query block at a time;
+- ``explicit``: relative terms need the attention weights, or learned sink logits the softmax's
+  denominator: scores, softmax and values by hand, one query block at a time;
 - ``flex``: an offset-only bias fused into compiled FlexAttention (opt-in
   ``bias_backend="flex"``; GPUs only, ``flex.flex_runs_on``);
 - ``toeplitz``: an offset-only bias read as a zero-copy Toeplitz view of its per-offset table
@@ -28,10 +28,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..encodings.attention_flow import explicit_attention
 from ..encodings.context import PositionContext
+from ..functional.sinks import softmax_with_sinks
 from .fire_fused import fire_fused_attention
 from .flex import flex_bias_attention, flex_runs_on
+from .flow import explicit_attention
 from .kv_cache import CachedKeys
 from .toeplitz import toeplitz_bias_attention
 
@@ -249,6 +250,12 @@ def _explicit(
     if allowed is None and layer.causal:
         allowed = _causal(q.shape[2], k.shape[2], q.device)
     dropout = partial(F.dropout, p=layer.dropout, training=layer.training)
+    sinks = layer.sink_logits
+    softmax = (
+        partial(torch.softmax, dim=-1)
+        if sinks is None
+        else partial(softmax_with_sinks, sinks=sinks)
+    )
     return explicit_attention(
         layer.pe,
         q,
@@ -258,7 +265,7 @@ def _explicit(
         ctx,
         (q_pos, k_pos),
         head_dim=layer.head_dim,
-        softmax=partial(torch.softmax, dim=-1),
+        softmax=softmax,
         dropout=dropout,
     )
 
@@ -281,7 +288,10 @@ FUSED: dict[str, Callable[..., Tensor | None]] = {"fire": fire_fused_attention}
 
 #: (applies, run) in order of preference; "sdpa" last, always applies.
 BACKENDS: list[tuple[Callable[[Attention, Call], bool], Run]] = [
-    (lambda layer, call: layer.pe.capabilities.relative_terms, _explicit_blocks),
+    (
+        lambda layer, call: layer.pe.capabilities.relative_terms or layer.sink_logits is not None,
+        _explicit_blocks,
+    ),
     (_flex_applies, _flex),
     (_toeplitz_applies, _toeplitz),
     (_fused_applies, _fused),

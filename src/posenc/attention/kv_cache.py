@@ -7,7 +7,7 @@ import torch
 from torch import Tensor
 
 from .._validate import check_cache_axes, check_positive_int
-from ..encodings.attention_flow import TIME_AXIS, CachedKeys
+from .flow import TIME_AXIS, CachedKeys
 
 __all__ = ["CachedKeys", "KVCache"]
 

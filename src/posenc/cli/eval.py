@@ -12,6 +12,7 @@ import typer
 app = typer.Typer(
     help="Evaluate long context: perplexity by position, passkey retrieval.",
     no_args_is_help=True,
+    rich_markup_mode="markdown",
 )
 
 Model = Annotated[

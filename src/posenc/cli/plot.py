@@ -99,22 +99,18 @@ def _figures(
 HELP = "Draw one figure per encoding (overlay kinds: one figure for all) into --out."
 
 
-def _plain(text: str) -> str:
-    """A docstring line for the terminal: reST literals ``x`` become 'x'."""
-    return text.replace("``", "'")
+def _markdown(text: str) -> str:
+    """A docstring line for the terminal's Markdown help: reST literals ``x`` become `x`."""
+    return text.replace("``", "`")
 
 
 def kinds_help() -> str:
-    """``HELP`` and, one a line, every plot kind with its description, from ``PLOTS`` (Rich
-    markup escaped: descriptions hold brackets such as bias[h, i, j]; reST literals
-    ``x`` shown as 'x')."""
-    from rich.markup import escape
-
+    """``HELP`` and a Markdown list of every plot kind with its description, from ``PLOTS``
+    (the help is rendered as Markdown: reST literals ``x`` shown as code)."""
     from ..plots import PLOTS
 
-    width = max(map(len, PLOTS))
-    lines = [f"  {name:<{width}}  {escape(_plain(k.description))}" for name, k in PLOTS.items()]
-    return "\n\n".join([HELP, "KIND is one of:\n" + "\n".join(lines)])
+    lines = [f"- **{name}**: {_markdown(k.description)}" for name, k in PLOTS.items()]
+    return "\n\n".join([HELP, "KIND is one of:", "\n".join(lines)])
 
 
 def _show_help(ctx: typer.Context, value: bool) -> None:

@@ -13,7 +13,7 @@ from ..kernels.rope_tables import RopeTables
 from ..registry import register
 from .base import PositionalEncoding
 from .capabilities import Capabilities
-from .configs import RoPEConfig
+from .configs import PRoPEConfig, RoPEConfig
 from .flows import RoPEFlow
 
 
@@ -103,3 +103,19 @@ class RoPE(RoPEFlow, KernelRotary):
     def max_position(self, *positions: Tensor) -> int:
         """max(positions), -1 for none: one host read per tensor."""
         return max((int(p.max()) for p in positions if p.numel()), default=-1)
+
+
+@register("p_rope", family="rotary", paper="Barbero et al., arXiv:2410.06205", year=2024)
+class PRoPE(RoPE):
+    """p-RoPE (Barbero et al. 2024, "Round and Round We Go!", sec. 6): RoPE with only the
+    highest-frequency share ``p`` of its pairs rotated, θ_i = base^(-2i/d) for
+    i < ⌊p·d/2⌋ and θ_i = 0 for the rest (``PF.p_rope_inv_freq``), so the lowest frequencies,
+    which carry little position but much "semantic" channel, are not rotated at all.
+
+    p = 1 is ``rope``, p = 0 is ``nope``. transformers' ``rope_type: "proportional"`` (Gemma 4)
+    is this with p its ``partial_rotary_factor`` (``posenc.hf.rope_config.rope_from_hf``).
+    Everything else (``layout``, ``partial``, ``scaling``, ``kernel``, ``kv_policy``) is RoPE's.
+    """
+
+    config_class = PRoPEConfig
+    config: PRoPEConfig

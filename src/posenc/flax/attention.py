@@ -16,8 +16,8 @@ from .._validate import (
     check_positions_given,
     check_positions_match,
 )
-from ..encodings.attention_flow import AttentionFlow, CachedKeys, explicit_attention
-from ..encodings.configs import AttentionConfig
+from ..attention.config import AttentionConfig
+from ..attention.flow import AttentionFlow, CachedKeys, explicit_attention
 from .base import (
     PositionalEncoding,
     PositionContext,
@@ -51,7 +51,7 @@ class Attention(AttentionFlow, nnx.Module):
     parameters ``qkv`` (C -> C + 2·Hkv·D) and ``proj`` (C -> C); dropout acts on the attention
     probabilities in training. ``config``: the other ``AttentionConfig`` arguments (causal,
     n_kv_heads, dropout, bias), checked as torch's. ``__call__``, ``project_memory`` and
-    ``cross``: ``posenc.encodings.attention_flow``; ``masks`` are ``padding_mask`` (B, T) bool
+    ``cross``: ``posenc.attention.flow``; ``masks`` are ``padding_mask`` (B, T) bool
     and ``segment_ids`` (B, T) integer, as torch's."""
 
     cache_type = KVCache

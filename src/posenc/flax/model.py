@@ -13,9 +13,9 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from .._models import BlockFlow, Hooks, TransformerFlow, model_encoding
+from .._models import BlockFlow, ModelHooks, TransformerFlow, model_encoding
 from ..encodings.capabilities import Capabilities
-from ..encodings.configs import TransformerConfig
+from ..models.config import TransformerConfig
 from ..registry import info
 from .attention import Attention, KVCache, context
 from .base import PositionalEncoding, PositionContext, accepted_keys, build_for_model, check_ndim
@@ -33,7 +33,7 @@ def feed_forward(d_model: int, d_ff: int, rngs: nnx.Rngs) -> nnx.Sequential:
     )
 
 
-class FlaxHooks(Hooks):
+class FlaxHooks(ModelHooks):
     """The Flax side of ``posenc._models``' hooks; ``__call__`` runs ``forward``."""
 
     def check_tokens(self, idx: Array, what: str) -> None:

@@ -22,10 +22,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..encodings.hf import rope_from_hf
-from ..encodings.hf_attention import MSCALE_SOFTMAX_MODEL_TYPES, attention_from_hf
 from ..encodings.rotary import RoPE
 from ..extension.config import ScalingConfig
+from ..hf.attention_config import MSCALE_SOFTMAX_MODEL_TYPES, attention_from_hf
+from ..hf.rope_config import rope_from_hf
 from ..kernels.rope import Kernel, check_kernel
 from . import rotate
 from .rotary import RotaryEmbedding, detect_form, takes_layer_type

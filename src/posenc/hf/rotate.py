@@ -9,7 +9,8 @@ from its forward: ``apply_rotary_pos_emb(q, k, cos, sin)`` in most models,
 its own copy of its forward whose globals name posenc's rotation instead: other instances and
 the modeling module are untouched, and ``uninstall`` deletes the copy. The rotation is chosen
 by ``verified``: the variant (pair layout; where the heads sit) that equals the function it
-replaces on random inputs, or a ValueError.
+replaces on random inputs, or a ValueError. Without autograd it writes the rotation into q and
+k (``fresh``): the forward's own projections, which it rebinds to the result.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ..kernels.rope import rotate_pair
 from ..kernels.rope_eager import apply_rope
 from .rotary import Form, compact
 
-__all__ = ["ROTATIONS", "install", "rotations_in", "single", "uninstall", "verified"]
+__all__ = ["ROTATIONS", "fresh", "install", "rotations_in", "single", "uninstall", "verified"]
 
 #: Names of the functions transformers' attention layers rotate q and k with.
 ROTATIONS = ("apply_rotary_pos_emb", "apply_rotary_pos_emb_interleave", "apply_rotary_emb")
@@ -42,6 +43,18 @@ def rotations_in(module: nn.Module) -> list[str]:
     return [n for n in ROTATIONS if n in code.co_names and callable(namespace.get(n))]
 
 
+def fresh(q: Tensor, k: Tensor) -> bool:
+    """Whether the rotation may overwrite q and k, the attention forward's own projections
+    (the only tensors an installed forward hands it): autograd off (nothing records them),
+    torch.compile not tracing, each element of q and k reached once (no stride 0), and q and k
+    in separate memory (views of one fused projection go out of place)."""
+    if torch.is_grad_enabled() or torch.compiler.is_compiling():
+        return False
+    if any(st == 0 and n > 1 for x in (q, k) for n, st in zip(x.shape, x.stride(), strict=True)):
+        return False
+    return q.untyped_storage().data_ptr() != k.untyped_storage().data_ptr()
+
+
 def _pair(form: Form, layout: str, kernel: str) -> Rotation:
     """``apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)`` by posenc's kernel."""
 
@@ -50,7 +63,7 @@ def _pair(form: Form, layout: str, kernel: str) -> Rotation:
     ) -> tuple[Tensor, Tensor]:
         c, s = compact((cos, sin), form)  # (B, T, P)
         c, s = c.unsqueeze(unsqueeze_dim), s.unsqueeze(unsqueeze_dim)  # (B, 1, T, P)
-        return rotate_pair(q, k, c, s, c, s, layout=layout, kernel=kernel)
+        return rotate_pair(q, k, c, s, c, s, layout=layout, inplace=fresh(q, k), kernel=kernel)
 
     return apply_rotary_pos_emb
 
@@ -70,7 +83,7 @@ def _deinterleaving(form: Form, kernel: str) -> Rotation:
         c, s = compact((cos, sin), form)
         c, s = c.unsqueeze(unsqueeze_dim), s.unsqueeze(unsqueeze_dim)
         q, k = (x.unflatten(-1, (-1, 2)).transpose(-1, -2).flatten(-2) for x in (q, k))
-        return rotate_pair(q, k, c, s, c, s, layout="half", kernel=kernel)
+        return rotate_pair(q, k, c, s, c, s, layout="half", inplace=fresh(q, k), kernel=kernel)
 
     return apply_rotary_pos_emb_interleave
 
@@ -82,7 +95,8 @@ def _complex(layout: str, kernel: str, heads_dim: int) -> Rotation:
     def apply_rotary_emb(xq: Tensor, xk: Tensor, freqs_cis: Tensor) -> tuple[Tensor, Tensor]:
         c, s = compact(freqs_cis.to(xq.device), "complex")
         c, s = c.unsqueeze(heads_dim), s.unsqueeze(heads_dim)
-        return rotate_pair(xq, xk, c, s, c, s, layout=layout, kernel=kernel)
+        inplace = fresh(xq, xk)
+        return rotate_pair(xq, xk, c, s, c, s, layout=layout, inplace=inplace, kernel=kernel)
 
     return apply_rotary_emb
 

@@ -16,7 +16,8 @@ import torch
 from torch import Tensor
 
 from ..analysis.subjects import attention_weights
-from ..attention import Attention, EncoderDecoder, TinyTransformer
+from ..attention import Attention
+from ..models import EncoderDecoder, TinyTransformer
 from ..report.html import FigureBlock, Section, Table, figure_to_data_uri
 from .config import RunConfig
 from .figures import attention_figure

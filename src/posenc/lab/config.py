@@ -430,7 +430,7 @@ def read_mapping(path: Path) -> dict[str, Any]:
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    """``model.n_layers=4`` sets data["model"]["n_layers"] = 4 (values parsed as YAML)."""
+    """``model.n_layers=4`` sets ``data["model"]["n_layers"] = 4`` (values parsed as YAML)."""
     import yaml
 
     out = json.loads(json.dumps(data))  # deep copy of plain data

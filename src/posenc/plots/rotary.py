@@ -52,10 +52,17 @@ def wavelengths(
     ax: Axes | None = None,
 ) -> Figure:
     """Wavelength 2π/θ_i of each dimension pair (log scale), with the training length marked:
-    pairs above the line never complete a turn within it."""
+    pairs above the line never complete a turn within it. Pairs that do not turn at all
+    (θ_i = 0, p-RoPE) have no finite wavelength: the legend counts them."""
     fig, ax = figure_axes(ax, (6.0, 3.8))
-    lams = [(pe.name, PF.wavelengths(inv_freq_of(pe))) for pe in map(resolve, encodings)]
-    overlay(ax, [(name, np.arange(len(lam)), lam) for name, lam in lams], marker="o", markersize=3)
+    series = []
+    for pe in map(resolve, encodings):
+        lam = np.asarray(PF.wavelengths(inv_freq_of(pe)))  # (P,), inf where θ_i = 0
+        turning = np.isfinite(lam)
+        still = int((~turning).sum())
+        label = pe.name if not still else f"{pe.name} ({still} of {len(lam)} pairs not rotated)"
+        series.append((label, np.arange(len(lam))[turning], lam[turning]))
+    overlay(ax, series, marker="o", markersize=3)
     if train_len is not None:
         ax.axhline(train_len, color="gray", linestyle=":", label=f"train length {train_len}")
     ax.set_yscale("log")

@@ -20,6 +20,8 @@ A framework's class inherits ``AttentionFlow`` first and supplies:
 - ``plain(padding_mask, segment_ids, offset)``: True where the causal or bidirectional mask
   alone applies, so ``attend`` is given no mask (None);
 - ``attend(q, keys, ctx, allowed, offset)`` -> (B, H, T, D);
+- optionally ``rotate_new(q, k, pos, ctx)``: the rotation of the fresh projections (default:
+  ``pe.rotate``; torch's rotates them in place in inference);
 - ``cache_type``, the framework's KV cache.
 
 Shapes: x (B, T, C); q (B, H, T, D); keys (B, Hkv, L, D) (L = cached + new); masks (B, 1, T, L).
@@ -125,7 +127,7 @@ class AttentionFlow:
         # frequencies, or a streaming cache's positions (they move as entries are evicted)
         rerotate = cache is not None and (self.streams(cache) or self.pe.kv_policy == "rerotate")
         if not rerotate:
-            q, k = self.pe.rotate(q, k, pos, pos, ctx=ctx)
+            q, k = self.rotate_new(q, k, pos, ctx)
         valid, segment = mask_inputs(B, T, x, padding_mask, segment_ids, cache)
         new = CachedKeys(k, v, self.batch_positions(pos, B, ctx.axes), valid, segment)
         keys = new if cache is None else cache.append(new)
@@ -139,6 +141,12 @@ class AttentionFlow:
             )  # (B, 1, T, L)
         out = self.attend(q, keys, ctx, allowed, offset)  # (B, H, T, D)
         return self.proj(out.swapaxes(1, 2).reshape(B, T, C))  # (B, T, C)
+
+    def rotate_new(self, q: Any, k: Any, pos: Any, ctx: Any) -> tuple[Any, Any]:
+        """The encoding's rotation of this call's own projections q (B, H, T, D) and k
+        (B, Hkv, T, D) at ``pos``: nothing else holds them, so a framework may overwrite them
+        (torch's ``Attention``, in inference)."""
+        return self.pe.rotate(q, k, pos, pos, ctx=ctx)
 
     def project_memory(
         self, memory: Any, pos: Any, padding_mask: Any = None, *, axes: int = 1

@@ -22,7 +22,7 @@ from torch import Tensor
 
 from ..extension.config import ScalingConfig
 from ..extension.scaling import yarn_mscale
-from .hf import _as_dict, _rope_params, _scaling
+from .rope_config import _as_dict, _rope_params, _scaling
 
 __all__ = ["MSCALE_SOFTMAX_MODEL_TYPES", "HFAttention", "QueryScale", "attention_from_hf"]
 

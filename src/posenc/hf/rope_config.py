@@ -9,7 +9,7 @@ embedding + ``apply_rotary_pos_emb``. Both schemas are read: the older top-level
 ``max_position_embeddings``, and LongRoPE's missing ``factor`` is their ratio. (It builds
 ``RoPE`` modules, so it lives with the encodings: ``posenc.extension`` stays below them.)
 What a config says about attention outside the rotation (DeepSeek's ``mscale_all_dim``, Llama 4's
-no-position layers, query temperatures) is read by ``posenc.encodings.hf_attention``. Nothing is
+no-position layers, query temperatures) is read by ``posenc.hf.attention_config``. Nothing is
 dropped silently: multi-axis RoPE (Qwen2-VL's M-RoPE) is refused, naming the key.
 """
 
@@ -19,12 +19,12 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ..encodings.configs import KVPolicy
+from ..encodings.mrope import MRoPE
+from ..encodings.rotary import PRoPE, RoPE
 from ..extension.config import NTKScaling, ScalingConfig
 from ..functional import Layout
-from .configs import KVPolicy
-from .hf_mrope import is_mrope, mrope_from_hf
-from .mrope import MRoPE
-from .rotary import RoPE
+from .mrope_config import is_mrope, mrope_from_hf
 
 __all__ = ["INTERLEAVED_MODEL_TYPES", "rope_from_hf", "rope_to_hf"]
 
@@ -56,7 +56,7 @@ _SUPPORTED = frozenset({"linear", "dynamic", "yarn", "longrope", "llama3"})
 _TYPE_ALIASES = {"su": "longrope"}  # Phi-3's early name
 #: Keys of a rope dict that describe the plain rotation rather than its scaling.
 _ROPE_KEYS = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
-#: Keys of a rope dict that act on attention, not on the rotation (``hf_attention`` reads them):
+#: Keys of a rope dict that act on attention, not on the rotation (``attention_config`` reads them):
 #: Ministral 3's query temperature and its copy of the model's length.
 ATTENTION_KEYS = ("llama_4_scaling_beta", "max_position_embeddings")
 #: Keys that size the attention heads; a config without any is a wrapper (``text_config``).
@@ -243,7 +243,7 @@ def rope_from_hf(
     scaling: ScalingConfig | Mapping[str, Any] | None = None,
 ) -> RoPE | MRoPE:
     """The ``rope`` encoding of a Hugging Face model config (``config.json`` dict or object);
-    ``mrope`` for Qwen2-VL, Qwen2.5-VL and Qwen3-VL (``hf_mrope``: rotate at their 3-D
+    ``mrope`` for Qwen2-VL, Qwen2.5-VL and Qwen3-VL (``mrope_config``: rotate at their 3-D
     position ids, ``posenc.mrope_positions``).
 
     ``rotate(q, k, pos, pos)`` equals the model's rotary embedding + ``apply_rotary_pos_emb``
@@ -259,8 +259,10 @@ def rope_from_hf(
     scales "full_attention", as Gemma 3 does; ``{layer_type: dict}`` names the types); it may
     also name posenc's static ``"ntk"``, which transformers lacks.
     Ministral 3's ``llama_4_scaling_beta`` acts on the queries, not on the rotation:
-    ``hf_attention.attention_from_hf`` reads it, with DeepSeek's softmax ``mscale_all_dim``.
-    Raises: ValueError for a rope type posenc lacks (e.g. proportional) or missing sizes;
+    ``attention_config.attention_from_hf`` reads it, with DeepSeek's softmax ``mscale_all_dim``.
+    transformers' ``proportional`` type (Gemma 4, LFM3) is read as ``p_rope`` (``PRoPE``) with
+    p its ``partial_rotary_factor``.
+    Raises: ValueError for a rope type posenc lacks or missing sizes;
     TypeError for a bad ``scaling``.
     """
     cfg = _as_dict(config)
@@ -277,6 +279,8 @@ def rope_from_hf(
         partial = int(cfg["rotary_dim"]) / head_dim
         if int(head_dim * partial) < int(cfg["rotary_dim"]):  # int() of e.g. 23.999999
             partial = math.nextafter(partial, 2.0)
+    if params["rope_type"] == "proportional":
+        return _proportional(cfg, params, head_dim, layout, kv_policy, scaling)
     supported = _SUPPORTED | ({"ntk"} if scaling is not None else set())
     if params["rope_type"] != "default" and params["rope_type"] not in supported:
         raise ValueError(
@@ -293,6 +297,36 @@ def rope_from_hf(
         layout=_layout(cfg) if layout is None else layout,
         partial=partial,
         scaling=spec,
+        kv_policy=kv_policy,
+    )
+
+
+def _proportional(
+    cfg: Mapping[str, Any],
+    params: Mapping[str, Any],
+    head_dim: int,
+    layout: Layout | None,
+    kv_policy: KVPolicy,
+    scaling: Any,
+) -> PRoPE:
+    """transformers' ``proportional`` rope type (Gemma 4, LFM3) as p-RoPE: θ over the whole
+    head_dim, the ``partial_rotary_factor`` share p of the highest kept, the rest 0, all divided
+    by ``factor`` (position interpolation; attention factor 1)."""
+    if scaling is not None:
+        raise ValueError(
+            "scaling cannot replace a 'proportional' rope type's own: p-RoPE takes only its "
+            "'factor' (position interpolation); edit the config's rope_parameters instead"
+        )
+    unknown = sorted(set(params) - {*_ROPE_KEYS, "factor", *ATTENTION_KEYS})
+    if unknown:
+        raise ValueError(f"rope_type 'proportional' takes 'factor' only; got keys {unknown}")
+    factor = float(params.get("factor") or 1.0)
+    return PRoPE(
+        head_dim=head_dim,
+        base=float(params["rope_theta"]),
+        layout=_layout(cfg) if layout is None else layout,
+        p=float(params["partial_rotary_factor"]),
+        scaling=None if factor == 1.0 else {"rope_type": "linear", "factor": factor},
         kv_policy=kv_policy,
     )
 
@@ -316,8 +350,25 @@ def rope_to_hf(pe: RoPE) -> dict[str, Any]:
         if params["rope_type"] == "dynamic":  # transformers measures from max_position_embeddings
             out["max_position_embeddings"] = params.pop("original_max_position_embeddings")
     params["rope_theta"] = theta
-    if pe.partial != 1.0:
+    if isinstance(pe, PRoPE):
+        params = _proportional_params(pe, params)
+    elif pe.partial != 1.0:
         params["partial_rotary_factor"] = pe.partial
     if pe.layout == "interleaved":
         out["rope_interleave"] = True
     return {**out, "rope_parameters": params}
+
+
+def _proportional_params(pe: PRoPE, params: dict[str, Any]) -> dict[str, Any]:
+    """``rope_parameters`` of transformers' ``proportional`` type for a p-RoPE ``pe``."""
+    linear = isinstance(pe.scaling, ScalingConfig) and pe.scaling.method == "linear"
+    if pe.partial != 1.0 or (pe.scaling is not None and not linear):
+        raise ValueError(
+            "transformers' 'proportional' rope type is p-RoPE over the whole head_dim with at "
+            f"most linear scaling; this p_rope has partial={pe.partial}, scaling={pe.scaling!r}"
+        )
+    out = {"rope_type": "proportional", "rope_theta": params["rope_theta"]}
+    out["partial_rotary_factor"] = pe.p
+    if linear:
+        out["factor"] = params["factor"]
+    return out

@@ -8,17 +8,17 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._models import BlockFlow, Hooks, TransformerFlow, model_encoding
+from .._models import BlockFlow, ModelHooks, TransformerFlow, model_encoding
 from .._validate import check_mask_tensor, check_ndim
+from ..attention.attention import Attention
+from ..attention.inputs import new_context
+from ..attention.kv_cache import KVCache
+from ..attention.positions import positions_from_padding
 from ..encodings.base import PositionalEncoding, default_positions
 from ..encodings.capabilities import Capabilities
-from ..encodings.configs import TransformerConfig
 from ..encodings.context import PositionContext
-from .attention import Attention
+from .config import TransformerConfig
 from .generate import DecodeOptions, Decoding, check_token_ids
-from .inputs import new_context
-from .kv_cache import KVCache
-from .positions import positions_from_padding
 
 
 def feed_forward(d_model: int, d_ff: int) -> nn.Sequential:
@@ -26,7 +26,7 @@ def feed_forward(d_model: int, d_ff: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
 
 
-class TorchHooks(Hooks):
+class TorchHooks(ModelHooks):
     """The torch side of ``posenc._models``' hooks."""
 
     def check_tokens(self, idx: Tensor, what: str) -> None:

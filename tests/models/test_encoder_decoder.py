@@ -11,8 +11,9 @@ import pytest
 import torch
 
 import posenc
-from posenc.attention import Attention, EncoderDecoder, Memory
+from posenc.attention import Attention, Memory
 from posenc.encodings.nope import NoPE
+from posenc.models import EncoderDecoder
 from tests.reference.rotary import rope as rope_reference
 
 ALL = posenc.names(axes=1)  # sequence encodings (grid encoders: test_grid_encoder)

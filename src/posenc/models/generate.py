@@ -9,6 +9,7 @@ own first logits and step; each new token of row b sits at the position after th
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import sys
 from collections.abc import Callable, Iterator
@@ -200,6 +201,10 @@ def decode_loop(
 def _bar(total: int, progress: bool | None) -> Iterator[Callable[[], None]]:
     """A function advancing a rich progress bar on stderr by one token, or doing nothing."""
     show = total >= PROGRESS_MIN_TOKENS and sys.stderr.isatty() if progress is None else progress
+    if show and importlib.util.find_spec("rich") is None:  # rich comes with posenc[lab]
+        if progress:
+            raise ValueError("progress=True needs rich: pip install 'posenc[lab]' (or rich)")
+        show = False
     if not show:
         yield lambda: None
         return

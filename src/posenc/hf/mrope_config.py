@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..encodings.mrope import MRoPE
 from ..functional import Layout
-from .mrope import MRoPE
 
 #: Qwen-VL model types (their ``*_text`` language models too) -> (default ``mrope_section``,
 #: interleaved): transformers falls back to these sections when the config omits them.

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 import posenc
-from posenc.attention import EncoderDecoder, Sampling, TinyTransformer, positions_from_padding
-from posenc.attention.generate import PROGRESS_MIN_TOKENS
+from posenc.attention import positions_from_padding
+from posenc.models import EncoderDecoder, Sampling, TinyTransformer
+from posenc.models.generate import PROGRESS_MIN_TOKENS
 from tests.reference import sampling as ref
 
 ALL = posenc.names(axes=1)  # sequence encodings

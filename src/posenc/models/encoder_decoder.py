@@ -11,14 +11,14 @@ from torch import Tensor, nn
 
 from .._models import DecoderBlockFlow, EncoderDecoderFlow
 from .._validate import check_mask_tensor, check_positive_int
+from ..attention.attention import Attention
+from ..attention.kv_cache import KVCache
+from ..attention.positions import positions_from_padding
 from ..encodings.base import PositionalEncoding
-from ..encodings.configs import EncoderDecoderConfig
 from ..encodings.nope import NoPE
-from .attention import Attention
+from .config import EncoderDecoderConfig
 from .generate import DecodeOptions, Decoding, check_token_ids
-from .kv_cache import KVCache
-from .model import REGISTRY, Block, TorchHooks, feed_forward, init_weights
-from .positions import positions_from_padding
+from .transformer import REGISTRY, Block, TorchHooks, feed_forward, init_weights
 
 
 class DecoderBlock(DecoderBlockFlow, nn.Module):
