@@ -221,7 +221,7 @@ def llamacpp_from_config(
     it for Phi-3. dynamic: none (llama.cpp has no dynamic NTK: plain RoPE). ``layer_type``:
     one entry of per-layer rope parameters (Gemma 3's sliding layers: ``rope.freq_base_swa``).
     """
-    from ..encodings.hf import _as_dict, _head_dim, _rope_params
+    from .rope_config import _as_dict, _head_dim, _rope_params
 
     flat = _as_dict(cfg)
     params = _rope_params(flat, layer_type)
@@ -431,7 +431,7 @@ def posenc_column(
     config: Any, positions: Sequence[int], seq_len: int, layer_type: str | None = None
 ) -> Column:
     """posenc's numbers: ``rope_from_hf`` (float64 angles) at the length ``seq_len``."""
-    from ..encodings.hf import rope_from_hf
+    from .rope_config import rope_from_hf
     from ..encodings.rotary import RoPE
 
     rope = rope_from_hf(config, layer_type=layer_type)
