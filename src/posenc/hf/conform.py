@@ -431,8 +431,8 @@ def posenc_column(
     config: Any, positions: Sequence[int], seq_len: int, layer_type: str | None = None
 ) -> Column:
     """posenc's numbers: ``rope_from_hf`` (float64 angles) at the length ``seq_len``."""
-    from .rope_config import rope_from_hf
     from ..encodings.rotary import RoPE
+    from .rope_config import rope_from_hf
 
     rope = rope_from_hf(config, layer_type=layer_type)
     if not isinstance(rope, RoPE):
