@@ -8,6 +8,7 @@ import typer
 from ._errors import PosencGroup
 from .bench import bench
 from .check import check
+from .conform import conform_command
 from .demo import demo
 from .eval import app as eval_app
 from .lab import app as lab_app
@@ -26,6 +27,7 @@ app = typer.Typer(
 app.command("list")(list_encodings)
 app.command("demo")(demo)
 app.command("check")(check)
+app.command("conform")(conform_command)
 app.command("plot")(plot)
 app.command("report")(report)
 app.command("bench")(bench)
