@@ -3,11 +3,11 @@ and the layers below it, never a layer above (read with ``ast``: every import st
 including those inside functions and under ``TYPE_CHECKING``).
 
 From the top: cli -> the ``posenc`` facade -> extlab -> eval -> lab, bench -> report -> plots ->
-analysis -> attention, flax, hf -> encodings (with the registry) -> extension, kernels ->
-functional (with convert) -> the private helpers. So functional never imports kernels,
-encodings, attention or the lab; kernels import functional, never the reverse; encodings never
-import attention, the lab or cli; the lab may import flax, flax never the lab; nothing below
-cli imports cli.
+analysis -> flax -> models, hf -> attention -> encodings (with the registry) -> extension,
+kernels -> functional (with convert) -> the private helpers. So functional never imports
+kernels, encodings, attention or the lab; kernels import functional, never the reverse;
+encodings never import attention, models, the lab or cli; attention never imports models; the
+lab may import flax, flax never the lab; nothing below cli imports cli.
 """
 
 from __future__ import annotations
@@ -30,11 +30,15 @@ LAYERS: list[tuple[str, ...]] = [
     ("report",),
     ("plots",),
     ("analysis",),
-    ("attention", "flax", "hf"),  # torch and JAX models, transformers patching: independent
+    ("flax",),  # the JAX twins: built from the torch side's configs and attention flow
+    ("models", "hf"),  # torch models; transformers config reading and patching: independent
+    ("attention",),  # the attention layer, its backends and KV cache
     ("encodings",),
     ("extension", "kernels"),
     ("functional",),
-    ("helpers",),  # posenc._validate, _files, _memo, _forms, _models, _version: only each other
+    (
+        "helpers",
+    ),  # posenc._validate, _files, _memo, _forms, _models, _schedule, _version: only each other
 ]
 #: Top-level modules outside a subpackage, by the group they belong to.
 TOP_LEVEL = {
@@ -46,6 +50,7 @@ TOP_LEVEL = {
     "_memo": "helpers",
     "_forms": "helpers",
     "_models": "helpers",  # torch's and Flax's model control flow, framework-neutral
+    "_schedule": "helpers",  # per-layer schedules and their presets, framework-neutral
     "_version": "helpers",
 }
 #: (importer, imported) pairs that break the layers on purpose, each with the reason. Empty:

@@ -24,21 +24,22 @@ _LAZY = {
     "PositionalEncoding": "posenc.encodings.base",
     "Attention": "posenc.attention",
     "KVCache": "posenc.attention",
-    "TinyTransformer": "posenc.attention",
-    "EncoderDecoder": "posenc.attention",
+    "TinyTransformer": "posenc.models",
+    "EncoderDecoder": "posenc.models",
     "positions_from_padding": "posenc.attention",
     "packed_positions": "posenc.attention",
     "decode_positions": "posenc.attention",
     "grid_positions": "posenc.attention",
     "mrope_positions": "posenc.attention",
-    "rope_from_hf": "posenc.encodings.hf",
-    "rope_to_hf": "posenc.encodings.hf",
-    "attention_from_hf": "posenc.encodings.hf_attention",
+    "rope_from_hf": "posenc.hf.rope_config",
+    "rope_to_hf": "posenc.hf.rope_config",
+    "attention_from_hf": "posenc.hf.attention_config",
 }
 _SUBMODULES = (
     "functional",
     "encodings",
     "attention",
+    "models",
     "registry",
     "extension",
     "analysis",
@@ -71,6 +72,7 @@ __all__ = [
     "hf",
     "info",
     "lab",
+    "models",
     "mrope_positions",
     "names",
     "packed_positions",
@@ -92,15 +94,14 @@ if TYPE_CHECKING:
         functional,
         hf,
         lab,
+        models,
         plots,
         registry,
     )
     from . import eval as eval
     from .attention import (
         Attention,
-        EncoderDecoder,
         KVCache,
-        TinyTransformer,
         decode_positions,
         grid_positions,
         mrope_positions,
@@ -108,8 +109,9 @@ if TYPE_CHECKING:
         positions_from_padding,
     )
     from .encodings.base import PositionalEncoding
-    from .encodings.hf import rope_from_hf, rope_to_hf
-    from .encodings.hf_attention import attention_from_hf
+    from .hf.attention_config import attention_from_hf
+    from .hf.rope_config import rope_from_hf, rope_to_hf
+    from .models import EncoderDecoder, TinyTransformer
     from .registry import build, build_for_model, info, names, register
 
 

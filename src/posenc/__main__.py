@@ -1,6 +1,6 @@
 """``python -m posenc``: the ``posenc`` command (``posenc.cli``), for environments without the
 installed script on PATH."""
 
-from .cli import app
+from .cli import main
 
-app(prog_name="posenc")
+main()

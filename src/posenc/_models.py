@@ -1,5 +1,5 @@
 """The control flow of posenc's models, written once for the torch modules
-(``posenc.attention``) and their Flax twins (``posenc.flax``).
+(``posenc.models``) and their Flax twins (``posenc.flax``).
 
 A framework's class inherits the flow first (``class TinyTransformer(TransformerFlow,
 nn.Module)``), builds the layers (``tok``, ``blocks``, ``norm``, ``head``; ``src_tok``, ...)
@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from ._forms import encoder_form
+from ._schedule import BuiltLayer, LayerSchedule, cache_keep, named_config, named_key
 from ._validate import check_head_split
 
 #: build(name, dim=, n_heads=, max_len=, **config) -> an encoding sized for the model.
@@ -65,6 +66,92 @@ def model_encoding(
             "max_len, d_model or n_heads to the model instead)"
         )
     return build(pe, **size, **(encoder_form(parameters(pe), config) if encoder else config))
+
+
+#: A model's ``window`` or ``chunk`` argument: one for every layer, or a pattern.
+Limits = int | Sequence[int | None] | None
+
+
+def schedule_of(pe: Any, window: Limits, chunk: Limits) -> tuple[LayerSchedule[Any], bool]:
+    """(the schedule, whether ``pe`` was a per-layer list) of a model's ``pe``, ``window`` and
+    ``chunk`` arguments: a ``LayerSchedule`` as given (then window and chunk must be None), a
+    list or tuple of encodings a pattern, anything else one encoding for every layer.
+
+    Raises: ValueError for window or chunk with a ``LayerSchedule``."""
+    if isinstance(pe, LayerSchedule):
+        if window is not None or chunk is not None:
+            raise ValueError(
+                "a LayerSchedule carries its own window and chunk; give them to it, not the model"
+            )
+        return pe, True
+    windows = tuple(window) if isinstance(window, Sequence) else (window,)
+    chunks = tuple(chunk) if isinstance(chunk, Sequence) else (chunk,)
+    listed = isinstance(pe, list | tuple)
+    return LayerSchedule(tuple(pe) if listed else (pe,), windows, chunks), listed
+
+
+def layer_encodings(
+    schedule: LayerSchedule[Any],
+    n_layers: int,
+    pe_config: dict[str, Any] | None,
+    *,
+    listed: bool,
+    hooks: ModelHooks,
+    size: dict[str, int],
+    encoder: bool,
+    build: Build,
+    parameters: Parameters,
+) -> list[BuiltLayer[Any]]:
+    """Each layer's (built encoding, window, chunk): a name or (name, config) built once per
+    distinct entry (``pe_config`` under each entry's own config; ``model_encoding``), a built
+    encoding shared by the layers that list it.
+
+    An encoding added to the token embeddings (``capabilities.embeds``) acts once, before the
+    first layer, so a per-layer list refuses it: give it as the model's one ``pe``. A sliding
+    window or chunk reads positions of one axis.
+
+    Raises: ValueError for an additive encoding in a list (``listed``), a local layer whose
+    encoding reads A > 1 position axes, or ``pe_config`` with a built encoding.
+    """
+    built: dict[Any, Any] = {}
+    layers = []
+    for entry, window, chunk in schedule.layers(n_layers):
+        if isinstance(entry, str | tuple):
+            key = named_key(entry)
+            if key not in built:
+                name, own = named_config(entry)
+                config = (pe_config or {}) | own
+                built[key] = model_encoding(
+                    name,
+                    config or None,
+                    size=size,
+                    encoder=encoder,
+                    build=build,
+                    parameters=parameters,
+                )
+            pe = built[key]
+        else:
+            pe = model_encoding(
+                entry,
+                None if listed else pe_config,
+                size=size,
+                encoder=encoder,
+                build=build,
+                parameters=parameters,
+            )
+        name = getattr(pe, "name", None) or type(pe).__name__
+        if listed and hooks.pe_capabilities(pe).embeds:
+            raise ValueError(
+                f"encoding {name!r} adds positions to the token embeddings, once before the "
+                "first layer: it has no per-layer form; give it as the model's one pe"
+            )
+        if cache_keep(window, chunk) is not None and hooks.pe_axes(pe) != 1:
+            raise ValueError(
+                f"a sliding window or chunk reads positions of one axis; encoding {name!r} "
+                f"reads {hooks.pe_axes(pe)}"
+            )
+        layers.append(BuiltLayer(pe, window, chunk))
+    return layers
 
 
 def stack_encodings(
@@ -139,7 +226,7 @@ class DecoderBlockFlow(BlockFlow):
         return x + self.drop(self.mlp(self.norm2(x)))
 
 
-class Hooks:
+class ModelHooks:
     """What each framework supplies (see the module docstring)."""
 
     def check_tokens(self, idx: Any, what: str) -> None:
@@ -157,9 +244,15 @@ class Hooks:
     def pe_capabilities(self, pe: Any) -> Any:
         raise NotImplementedError
 
+    def cache_layout(self, cache: Any) -> Any:
+        """What, besides the encoding, makes a layer's position context its own: caches of one
+        layout hold the same keys (default: every cache holds every key)."""
+        return None
 
-class TransformerFlow(Hooks):
-    """TinyTransformer: tokens -> ``pe.embed`` -> blocks -> norm -> head."""
+
+class TransformerFlow(ModelHooks):
+    """TinyTransformer: tokens -> ``pe.embed`` -> blocks -> norm -> head; ``pe`` is the first
+    layer's encoding (each block's attention holds its own)."""
 
     pe: Any
     tok: Any
@@ -178,23 +271,39 @@ class TransformerFlow(Hooks):
     ) -> Any:
         """Hidden states (B, T, C) for tokens idx (B, T) at positions pos (T,) or (B, T)
         (default: after the cache's entries); the position context is built once
-        (``pe.prepare``) for every layer."""
+        (``pe.prepare``) for every layer of one encoding (and cache layout: a local layer's
+        cache keeps fewer keys)."""
         self.check_tokens(idx, "idx")
         check_layers(cache, len(self.blocks), "cache", " layers")
         B, T = idx.shape
         caches: Sequence[Any] = cache or [None] * len(self.blocks)
-        ctx = self.new_context(self.pe, pos, B, T, caches[0], idx)  # once, for every layer
+        contexts: dict[tuple[int, Any], Any] = {}
+
+        def context(pe: Any, layer_cache: Any) -> Any:
+            key = (id(pe), self.cache_layout(layer_cache))
+            if key not in contexts:  # once, for every layer that shares the encoding
+                contexts[key] = self.new_context(pe, pos, B, T, layer_cache, idx)
+            return contexts[key]
+
+        pes = self.encodings()
+        ctx = context(pes[0], caches[0])
         x = self.pe.embed(self.tok(idx), ctx.q_pos, ctx=ctx)  # (B, T, C)
-        for block, layer_cache in zip(self.blocks, caches, strict=True):
+        for block, pe, layer_cache in zip(self.blocks, pes, caches, strict=True):
+            ctx = context(pe, layer_cache)
             x = block(x, ctx, layer_cache, padding_mask=padding_mask, segment_ids=segment_ids)
         return self.norm(x)
+
+    def encodings(self) -> Sequence[Any]:
+        """Each layer's encoding (one object for the layers that share it): by default each
+        block's attention's."""
+        return [block.attn.pe for block in self.blocks]
 
     def forward(self, idx: Any, pos: Any = None, **kwargs: Any) -> Any:
         """Logits (B, T, V); keywords as ``features``."""
         return self.head(self.features(idx, pos, **kwargs))
 
 
-class EncoderDecoderFlow(Hooks):
+class EncoderDecoderFlow(ModelHooks):
     """EncoderDecoder: source tokens -> encoder -> memory; target tokens -> decoder (causal
     self-attention, cross-attention over the memory) -> logits."""
 

@@ -74,3 +74,21 @@ def test_brackets_in_descriptions_and_details_are_printed_as_text() -> None:
     )
     assert result.exit_code == 0, result.output
     assert "max |M_k PE[p] - PE[p+k]|" in result.output
+
+
+def test_check_set_builds_the_seed_table_of_odd_width() -> None:
+    """Seed 000's table (width 9, base 100) from the command line: every check passes, the
+    shift check on the 8 paired columns, saying the ninth is a sine alone."""
+    args = ["check", "sinusoidal", "--set", "dim=9", "--set", "base=100.0", "--json"]
+    result = runner.invoke(app, args, env=ENV)
+    assert result.exit_code == 0, result.output
+    rows = {r["name"]: r for r in json.loads(result.output)}
+    assert all(r["passed"] for r in rows.values()), rows
+    shift = rows["table_shift_is_rotation"]
+    assert shift["error"] < 1e-12 and "column 8 is a sine alone" in shift["detail"]
+
+
+def test_check_set_rejects_a_key_no_encoding_takes() -> None:
+    result = runner.invoke(app, ["check", "--set", "frobnicate=3"], env=ENV)
+    assert result.exit_code == 2
+    assert "no encoding takes ['frobnicate']" in result.output

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import posenc
-from posenc.encodings.hf_attention import HFAttention, QueryScale, attention_from_hf
+from posenc.hf.attention_config import HFAttention, QueryScale, attention_from_hf
 from tests.hf import _tiny
 
 pytest.importorskip("transformers")

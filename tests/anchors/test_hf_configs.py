@@ -324,8 +324,11 @@ def test_layout_override_and_errors() -> None:
     assert posenc.rope_from_hf(CONFIGS["plain"], layout="interleaved").layout == "interleaved"
     mrope = posenc.rope_from_hf(CONFIGS["plain"] | {"rope_scaling": {"type": "mrope"}})
     assert mrope.name == "mrope"  # M-RoPE (tests/anchors/test_qwen_vl.py)
-    with pytest.raises(ValueError, match="rope_type 'proportional' is not supported"):
-        posenc.rope_from_hf(CONFIGS["plain"] | {"rope_scaling": {"type": "proportional"}})
+    # static NTK is posenc's own: a config cannot name it (transformers has no such type)
+    with pytest.raises(ValueError, match="rope_type 'ntk' is not supported"):
+        posenc.rope_from_hf(CONFIGS["plain"] | {"rope_scaling": {"type": "ntk", "factor": 2.0}})
+    proportional = {"type": "proportional", "partial_rotary_factor": 0.5}
+    assert posenc.rope_from_hf(CONFIGS["plain"] | {"rope_scaling": proportional}).name == "p_rope"
     with pytest.raises(ValueError, match="'head_dim', or 'hidden_size' and 'num_attention_heads'"):
         posenc.rope_from_hf({"rope_theta": 10000.0})
     with pytest.raises(ValueError, match="needs 'original_max_position_embeddings'"):

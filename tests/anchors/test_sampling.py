@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posenc.attention import Sampling
+from posenc.models import Sampling
 
 
 @pytest.mark.anchor

@@ -396,3 +396,124 @@ def test_encoding_built_for_other_heads_is_refused_at_construction(
     shared = posenc.build(name, **{**config, "n_heads": 1}) if "n_heads" in config else None
     if shared is not None:  # one set of biases shared by all heads stays allowed
         posenc.Attention(64, 8, pe=shared, causal=True)
+
+
+@pytest.mark.parametrize(
+    ("name", "config"),
+    [
+        ("sinusoidal", {}),
+        ("learned", {}),
+        ("randomized", {"base_encoding": "sinusoidal", "max_len": 64}),
+        ("sincos_2d", {}),
+    ],
+)
+def test_additive_encoding_in_a_bare_layer_is_refused_not_ignored(
+    name: str, config: dict[str, Any]
+) -> None:
+    """A layer never calls ``embed``: around an additive encoding it would equal NoPE, so it
+    refuses unless told the input holds the embedding (what the models do)."""
+    pe = posenc.build(name, dim=64, **config)
+    with pytest.raises(ValueError, match="an additive encoding is applied to token embeddings"):
+        posenc.Attention(64, 8, pe=pe, causal=True)
+    layer = posenc.Attention(64, 8, pe=pe, causal=True, embedded=True)
+    assert layer.embedded
+    with pytest.raises(TypeError, match="embedded must be a bool"):
+        posenc.Attention(64, 8, pe=pe, causal=True, embedded=1)  # type: ignore[arg-type]
+
+
+def test_layers_of_other_encodings_and_models_with_additive_ones_are_built() -> None:
+    rotary = posenc.build("randomized", base_encoding="rope", head_dim=8, max_len=64)
+    posenc.Attention(64, 8, pe=rotary, causal=True)  # rotates only: nothing to embed
+    posenc.Attention(64, 8, pe=posenc.build("alibi", n_heads=8), causal=True)
+    model = _model("sinusoidal")  # the model embeds, then hands the encoding to its layers
+    assert all(block.attn.embedded for block in model.blocks)
+    idx = _tokens()
+    nope = _model("nope")
+    nope.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        assert (model(idx) - nope(idx)).abs().max() > 1e-3  # the table reaches the logits
+
+
+def _explicit_reference(attn: posenc.Attention, x: torch.Tensor, pos: torch.Tensor) -> Any:
+    """softmax(rotate(q)·rotate(k)/√D + bias, causal mask, relative logits) by hand, from the
+    layer's projections and the encoding's hooks; weights (B, H, T, T)."""
+    q, k, _ = attn._project(x)
+    q, k = attn.pe.rotate(q, k, pos, pos)
+    k = k.repeat_interleave(attn.n_heads // attn.n_kv_heads, dim=1)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(attn.head_dim)
+    bias = attn.pe.bias(pos, pos)
+    scores = scores if bias is None else scores + bias
+    T = x.shape[1]
+    scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), -math.inf)
+    scores = attn.pe.relative_logits(scores, q, k, pos, pos)
+    return torch.softmax(scores, dim=-1)
+
+
+@pytest.mark.parametrize("name", ["nope", "rope", "alibi", "t5", "fire", "shaw", "cope"])
+def test_return_weights_are_the_softmax_of_the_explicit_scores(name: str) -> None:
+    """``return_weights=True``: (y, weights (B, H, T, T)); the weights equal the softmax of the
+    scores written out here, y equals the default (fast path) output and weights @ v (plus
+    the relative values) projected."""
+    torch.manual_seed(0)
+    pe = posenc.build_for_model(name, dim=32, n_heads=4, max_len=64)
+    attn = posenc.Attention(32, 4, pe=pe, causal=True, n_kv_heads=2).double().eval()
+    x = torch.randn(2, 70, 32, dtype=torch.float64)  # 70² bias entries: Toeplitz/fused paths
+    pos = torch.arange(70) % 64 if name == "cope" else torch.arange(70)
+    with torch.no_grad():
+        y, weights = attn(x, pos, return_weights=True)
+        fast = attn(x, pos)
+        want = _explicit_reference(attn, x, pos)
+        _, _, v = attn._project(x)
+        out = weights @ v.repeat_interleave(2, dim=1)
+        extra = pe.relative_values(weights, pos, pos)
+        out = out if extra is None else out + extra
+    assert weights.shape == (2, 4, 70, 70)
+    torch.testing.assert_close(weights, want, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(y, fast, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(attn.proj(out.transpose(1, 2).reshape(2, 70, 32)), y)
+
+
+def test_return_weights_with_a_cache_cover_every_key_seen() -> None:
+    torch.manual_seed(0)
+    attn = posenc.Attention(32, 4, pe=posenc.build("rope", head_dim=8), causal=True).double()
+    x = torch.randn(1, 7, 32, dtype=torch.float64)
+    with torch.no_grad():
+        _, full = attn(x, return_weights=True)
+        cache = KVCache()
+        attn(x[:, :6], cache=cache)
+        _, last = attn(x[:, 6:], cache=cache, return_weights=True)
+    assert last.shape == (1, 4, 1, 7)
+    torch.testing.assert_close(last[:, :, 0], full[:, :, 6])
+
+
+@pytest.mark.parametrize("kernel", ["eager", "cpp"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", ["rope", "rope_2d"])
+def test_inference_rotates_fresh_projections_in_place(
+    name: str, dtype: torch.dtype, kernel: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without autograd the layers rotate their own q and k in place (no new tensors), and the
+    logits are the out-of-place path's (autograd on) bit for bit."""
+    torch.manual_seed(0)
+    model = posenc.TinyTransformer(
+        vocab_size=23, pe=name, pe_config={"kernel": kernel}, d_model=32, n_heads=4, n_layers=2
+    )
+    model = model.to(dtype).eval()
+    seen: list[bool] = []
+    rotate_pair = type(model.pe).rotate_pair
+
+    def spy(self: Any, q: Any, k: Any, tq: Any, tk: Any, inplace: bool) -> Any:
+        seen.append(inplace)
+        return rotate_pair(self, q, k, tq, tk, inplace)
+
+    monkeypatch.setattr(type(model.pe), "rotate_pair", spy)
+    idx = _tokens()
+    grid = torch.stack(torch.meshgrid(torch.arange(3), torch.arange(4), indexing="ij"), -1)
+    pos = grid.reshape(12, 2) if name == "rope_2d" else None  # (T, 2) grid positions
+    out_of_place = model(idx, pos)
+    assert seen == [False, False]
+    seen.clear()
+    with torch.no_grad():
+        in_place = model(idx, pos)
+    assert seen == [True, True]
+    assert torch.equal(in_place, out_of_place)

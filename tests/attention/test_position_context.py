@@ -100,9 +100,9 @@ def test_absolute_position_values_are_checked_at_prepare() -> None:
 def test_model_compiles_to_one_graph_forward_backward_and_decode(name: str) -> None:
     """torch.compile(fullgraph=True) of a 2-layer model's forward and backward, and of a cached
     decode step: no host read of position values breaks the graph (value checks run in eager
-    mode only, ``posenc._validate.values_checked``). Randomized runs in evaluation, where
-    positions pass through: its training draw is eager by design (its sampler's sizes are the
-    rows' lengths), one graph break per forward."""
+    mode only, ``posenc._validate.values_checked``). Randomized runs in evaluation here, where
+    positions pass through (its training draw compiles too, from the same RNG state:
+    ``tests/encodings/test_randomized.py``)."""
     torch._dynamo.reset()
     model = _model(name, layers=2)
     if name == "randomized":

@@ -45,12 +45,18 @@ def test_bench_quick_writes_json(tmp_path: Path) -> None:
     for case in data["bias"]:
         assert case["x_sdpa_no_bias"]["sdpa_no_bias"] == pytest.approx(1.0)
         assert {"posenc_default", "posenc_blockwise"} <= set(case["x_sdpa_no_bias"])
-    assert {(c["encoding"], c["mode"]) for c in data["attention"]} >= {
-        ("alibi", "fwd"),
-        ("alibi", "fwd+bwd"),
+    # seed 001's benchmark (sinusoidal, learned, relative): one encoding of each family
+    quick = {"sinusoidal", "learned", "rope", "alibi", "shaw"}
+    assert {(c["encoding"], c["mode"]) for c in data["attention"]} == {
+        (name, mode) for name in quick for mode in ("fwd", "fwd+bwd")
     }
     for case in data["attention"]:
         assert case["x_nope"]["nope"] == pytest.approx(1.0)
+        assert set(case["peak_MiB"]) >= {"nope", "posenc"}
+        assert all(v >= 0 for v in case["peak_MiB"].values())
+    shaw = next(c for c in data["attention"] if c["encoding"] == "shaw" and c["mode"] == "fwd")
+    # Shaw's explicit path holds the (B, H, T, T) scores: 4·128·128 float32 = 0.25 MiB at least
+    assert shaw["peak_MiB"]["posenc"] >= 0.25
     lab_rows = data["lab"]["results"]
     assert {r["encoding"] for r in lab_rows} == set(posenc.names(axes=1))
     assert all(r["posenc_tokens_per_s"] > 0 for r in lab_rows)
@@ -88,6 +94,30 @@ def test_bench_rejects_unknown_or_missing_device(tmp_path: Path) -> None:
         assert result.exit_code != 0
         assert "no CUDA device" in result.output
     assert not (tmp_path / "x").exists()
+
+
+def test_bench_rejects_an_unknown_heap_policy(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["bench", "rope", "--heap", "huge", "--out", str(tmp_path / "x")]
+    )
+    assert result.exit_code != 0
+    assert "steady or default" in result.output
+    assert not (tmp_path / "x").exists()
+
+
+def test_rope_targets_say_by_how_much_each_is_missed() -> None:
+    """The issue's bounds on the fast path: at least 4x HF (out of place and in place), out of
+    place at most 1.3x in place and 1.5x the clone; ``miss_factor`` above 1 says by how much."""
+    from posenc.bench import rope
+
+    med = {"posenc_cpp": 3.0, "posenc_inplace_cpp": 2.0, "floor_clone": 1.0}
+    rows = rope.targets({**med, "hf_apply_rotary_pos_emb": 16.0}, "cpp")
+    assert rows["speedup_vs_hf"] == {"value": 16 / 3, "min": 4.0, "met": True, "miss_factor": 0.75}
+    assert rows["inplace_speedup_vs_hf"]["met"] and rows["inplace_speedup_vs_hf"]["value"] == 8
+    own, clone = rows["x_own_inplace"], rows["x_clone_floor"]
+    assert own["value"] == 1.5 and not own["met"] and own["miss_factor"] == pytest.approx(1.5 / 1.3)
+    assert clone == {"value": 3.0, "max": 1.5, "met": False, "miss_factor": 2.0}
+    assert set(rope.targets(med, "cpp")) == {"x_own_inplace", "x_clone_floor"}  # no HF
 
 
 def test_rope_case_reports_bandwidth_and_copy_fractions() -> None:
@@ -208,6 +238,30 @@ def test_eager_passes_script_runs_and_writes_every_pass(tmp_path: Path) -> None:
     us = result["processes"][0]["us"]
     assert {"copy_", "mul", "half_mul_strided", "qk_hf", "qk_swap", "qk_halves"} <= set(us)
     assert all(t["low"] <= t["median"] <= t["high"] for t in us.values())
+
+
+def test_rope_profile_script_writes_faults_and_cpu_time(tmp_path: Path) -> None:
+    """``benchmarks/rope_profile.py`` (issue 40's profile): the quick shape, one round."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "profile.json"
+    script = Path(__file__).parents[2] / "benchmarks" / "rope_profile.py"
+    cmd = [sys.executable, str(script), "--out", str(out), "--quick", "--rounds", "1"]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    result = json.loads(out.read_text())
+    assert result["machine"]["heap_policy"] == "default" and result["machine"]["heap"] == {}
+    assert [(c["shape"], c["dtype"]) for c in result["faults"]] == [
+        ([1, 8, 512, 64], "fp32"),
+        ([1, 8, 512, 64], "bf16"),
+    ]
+    for case in result["faults"]:
+        assert set(case["per_call"]) == {"cpp", "cpp_inplace", "clone"}
+        assert all(v["wall_ms"] > 0 and v["minflt"] >= 0 for v in case["per_call"].values())
+    assert len(result["cpu_per_element"]) == 4  # the L2 shape and the quick one, both dtypes
+    for case in result["cpu_per_element"]:
+        ns = case["ns_per_element"]
+        assert case["inplace_x_copy"] == pytest.approx(ns["cpp_inplace"] / ns["copy_"])
 
 
 def _bias_case(name: str, T: int, causal: bool, **kw: Any) -> dict[str, Any]:

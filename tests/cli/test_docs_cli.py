@@ -1,4 +1,4 @@
-"""What users read and type: README claims and ``posenc list`` rows."""
+"""What users read and type: README and docs claims and ``posenc list`` rows."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ import posenc
 from posenc.cli import app
 from posenc.lab.config import expand, load_sweep
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+LAB_PAGE = (ROOT / "docs" / "lab.md").read_text()  # the lab's sweep file lives here now
+EXTENSION_PAGE = (ROOT / "docs" / "extension.md").read_text()
 
 
 def _prose(text: str) -> str:
@@ -20,7 +23,7 @@ def _prose(text: str) -> str:
 
 
 def test_readme_sweep_file_is_accepted_with_its_overrides(tmp_path: Path) -> None:
-    (block,) = re.findall(r"```toml\n(.*?)```", README, flags=re.S)
+    (block,) = re.findall(r"```toml\n(.*?)```", LAB_PAGE, flags=re.S)
     path = tmp_path / "my_sweep.toml"
     path.write_text(block)
     # `posenc lab sweep my_sweep.toml --set model.n_layers=4 --set train.steps=2000`
@@ -34,7 +37,7 @@ def test_readme_sweep_file_is_accepted_with_its_overrides(tmp_path: Path) -> Non
 
 
 def test_readme_llama3_band_rule_matches_the_validation() -> None:
-    assert "`low_freq_factor > high_freq_factor`" in _prose(README)
+    assert "`low_freq_factor > high_freq_factor`" in _prose(EXTENSION_PAGE)
     config = {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192}
     # equal factors: no band between (Llama 4 Scout), accepted
     posenc.build(
@@ -100,7 +103,8 @@ def test_list_scaling_with_a_family_without_rope_is_a_usage_error() -> None:
 
 
 def test_plot_help_shows_no_rest_literals() -> None:
-    """The kinds' descriptions come from docstrings: ``split`` printed with its backticks."""
+    """The kinds' descriptions come from docstrings: ``split`` printed with its backticks;
+    now a Markdown code span, shown without them."""
     result = CliRunner().invoke(app, ["plot", "--help"], env={"COLUMNS": "200"})
-    assert result.exit_code == 0 and "'split'" in result.output
-    assert "``" not in result.output
+    assert result.exit_code == 0 and "slow). split: sine columns" in _prose(result.output)
+    assert "`" not in result.output

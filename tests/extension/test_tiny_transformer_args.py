@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from posenc.attention import TinyTransformer
+from posenc.models import TinyTransformer
 
 
 @pytest.mark.parametrize(

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from posenc.attention import TinyTransformer
 from posenc.eval import passkey
 from posenc.eval.models import CausalLM
 from posenc.extlab.corpus import IGNORE, corpus, passkey_row, training_rows, vocab
 from posenc.lab.tasks.lm import ALPHABET
+from posenc.models import TinyTransformer
 
 
 def test_split_is_deterministic_90_10_and_in_the_vocabulary() -> None:

@@ -190,11 +190,22 @@ def test_the_command_resumes_a_run_writes_the_report_and_prints_the_verdicts(
     assert result.exit_code == 0, result.output
     assert f"0 units run, {len(plan(TINY))} reused" in result.stdout
     assert (tmp_path / REPORT_NAME).is_file()
-    verdicts = [line for line in result.stdout.splitlines() if line.startswith("  ")]
-    assert len(verdicts) == 6 and "Press et al. 2022 (ALiBi)" in verdicts[-1]
+    answer, paths = result.stdout.split("results: ")  # the answer first, then the paths
+    assert "report:" in paths and "\x1b[" not in result.stdout  # plain text on a pipe
+    assert "The answer beyond the training context L = 24" in answer
+    tables = answer.strip().split("\n\n")
+    loss = next(t for t in tables if t.startswith("loss over the window"))
+    assert "setting" in loss and "48 (2x)" in loss and "winners at 2x: " in loss
+    assert "RoPE YaRN, tuned" in loss and "ALiBi" in loss
+    findings = next(t for t in tables if t.startswith("Published findings")).splitlines()[1:]
+    verdicts = [line for line in findings if not line.startswith("    ")]  # wrapped: 4 spaces
+    assert len(verdicts) == 6 and "Press et al. 2022 (ALiBi)" in " ".join(findings[-2:])
     assert all(
-        line.split(maxsplit=1)[0] in ("reproduced", "not", "inconclusive") for line in verdicts
+        line.split(":")[0].strip()
+        in ("reproduced", "not reproduced", "inconclusive", "not evaluated")
+        for line in verdicts
     )
+    assert "pre-trained models" in tables[-1]  # how many learned the passkey
 
 
 @pytest.mark.parametrize(

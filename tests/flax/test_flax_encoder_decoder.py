@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import posenc
-from posenc.attention import EncoderDecoder
+from posenc.models import EncoderDecoder
 
 jax = pytest.importorskip("jax", reason="the [jax] extra is not installed")
 nnx = pytest.importorskip("flax.nnx", reason="the [jax] extra is not installed")

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from posenc.attention import TinyTransformer, positions_from_padding
+from posenc.attention import positions_from_padding
+from posenc.models import TinyTransformer
 
 jax = pytest.importorskip("jax", reason="the [jax] extra is not installed")
 nnx = pytest.importorskip("flax.nnx", reason="the [jax] extra is not installed")
@@ -445,3 +446,27 @@ def test_decode_after_a_packed_prefill_continues_the_last_document_as_torch(
                 else fm(x, jnp.asarray(p), cache=f_cache)
             )
             close(got, want)
+
+
+@pytest.mark.parametrize("name", ["rope", "alibi", "shaw"])
+def test_attention_weights_equal_torch(name: str) -> None:
+    """``return_weights=True`` in Flax: the torch layer's weights (B, H, T, T) and output,
+    with converted parameters, eager and under nnx.jit."""
+    import posenc
+
+    torch.manual_seed(0)
+    tpe = posenc.build_for_model(name, dim=C, n_heads=H, max_len=32)
+    ta = posenc.Attention(C, H, pe=tpe, causal=True, n_kv_heads=2).eval()
+    fpe = pfx.build_for_model(name, dim=C, n_heads=H, max_len=32)
+    fa = pfx.Attention(C, H, pe=fpe, causal=True, n_kv_heads=2, rngs=nnx.Rngs(0))
+    pfx.load_torch_state_dict(fa, ta.state_dict())
+    x = np.random.default_rng(0).normal(size=(2, T, C)).astype(np.float32)
+    with torch.no_grad():
+        want_y, want_w = ta(torch.from_numpy(x), return_weights=True)
+    y, w = fa(jnp.asarray(x), return_weights=True)
+    close(w, want_w, atol=1e-5)
+    close(y, want_y)
+    jy, jw = nnx.jit(lambda m, a: m(a, return_weights=True))(fa, jnp.asarray(x))
+    close(jw, want_w, atol=1e-5)
+    close(jy, want_y)
+    assert w.shape == (2, H, T, T) and np.allclose(np.asarray(w).sum(-1), 1.0, atol=1e-5)

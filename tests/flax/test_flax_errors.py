@@ -16,7 +16,7 @@ import jax.numpy as jnp  # noqa: E402
 
 import posenc.flax as pfx  # noqa: E402
 from posenc import functional as PF  # noqa: E402
-from posenc.attention import TinyTransformer  # noqa: E402
+from posenc.models import TinyTransformer  # noqa: E402
 
 
 def test_core_import_never_imports_jax() -> None:
@@ -185,3 +185,16 @@ def test_xpos_past_float32_range_raises_as_torch() -> None:
     pos = jnp.arange(3) + PF.xpos_max_position(64, float(np.finfo(np.float32).max))
     with pytest.raises(ValueError, match="overflows float32"):
         pe.rotate(q, q, pos, pos)
+
+
+@pytest.mark.parametrize("name", ["sinusoidal", "learned"])
+def test_attention_refuses_an_additive_encoding_it_would_ignore(name: str) -> None:
+    """As torch's: the layer never calls ``embed``, so a bare layer around an additive table
+    would equal NoPE; ``embedded=True`` (the models') says the input holds it."""
+    pe = pfx.build_for_model(name, dim=16, n_heads=4, max_len=32)
+    with pytest.raises(ValueError, match="an additive encoding is applied to token embeddings"):
+        pfx.Attention(16, 4, pe=pe, causal=True, rngs=nnx.Rngs(0))
+    assert pfx.Attention(16, 4, pe=pe, causal=True, embedded=True, rngs=nnx.Rngs(0)).embedded
+    wrapped = pfx.build("randomized", base_encoding=name, dim=16, max_len=32)
+    with pytest.raises(ValueError, match="is additive"):
+        pfx.Attention(16, 4, pe=wrapped, causal=True, rngs=nnx.Rngs(0))

@@ -16,6 +16,7 @@ import torch
 
 from posenc import functional as PF
 from posenc.extension import scaling as S
+from tests.functional._data_position import inputs
 
 jax = pytest.importorskip("jax", reason="the [jax] extra is not installed")
 jnp = pytest.importorskip("jax.numpy")
@@ -45,6 +46,7 @@ MIXED = PF.mixed_inv_freq(8, np.array([0.3, 2.0]), base=10.0)  # (H, 2, P)
 YARN = {"factor": 4.0, "original_max_position_embeddings": 64}
 LONG = {"short_factor": [1.0, 1.5, 2.0, 2.5], "long_factor": [2.0, 3.0, 4.0, 5.0]}
 LLAMA = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+ATT = inputs(B, 4, 2, Tk, D)  # forgetting, stick-breaking, PaTH, sink attention (GQA)
 
 
 def _shaw_index(a: Callable[[Any], Any]) -> Any:
@@ -55,6 +57,8 @@ def _shaw_index(a: Callable[[Any], Any]) -> Any:
 CASES: dict[str, Callable[[Callable[[Any], Any], Any], Any]] = {
     "rope_inv_freq": lambda a, xp: PF.rope_inv_freq(D, base=500.0, xp=xp),
     "inv_freq_series": lambda a, xp: PF.inv_freq_series(7, base=500.0, xp=xp),
+    "p_rope_inv_freq": lambda a, xp: PF.p_rope_inv_freq(D, 0.5, base=500.0, xp=xp),
+    "wavelengths_p_rope": lambda a, xp: PF.wavelengths(PF.p_rope_inv_freq(D, 0.5, xp=xp)),
     "wavelengths": lambda a, xp: PF.wavelengths(a(INV)),
     "angles": lambda a, xp: PF.angles(a(BQ_POS), a(INV)),
     "rope_cos_sin": lambda a, xp: PF.rope_cos_sin(a(Q_POS), a(INV)),
@@ -71,6 +75,8 @@ CASES: dict[str, Callable[[Callable[[Any], Any], Any], Any]] = {
     "sinusoidal_table_n": lambda a, xp: PF.sinusoidal_table(Tk, C, base=100.0, xp=xp),
     "sinusoidal_table_pos": lambda a, xp: PF.sinusoidal_table(a(BQ_POS), C, base=100.0),
     "sinusoidal_table_odd": lambda a, xp: PF.sinusoidal_table(a(BQ_POS), 7, base=100.0),
+    "shift_matrix": lambda a, xp: PF.shift_matrix(5, C, base=100.0, xp=xp),
+    "shift_matrix_odd": lambda a, xp: PF.shift_matrix(-3, 7, xp=xp),
     "relative_offsets": lambda a, xp: PF.relative_offsets(a(BQ_POS), a(K_POS)),
     "alibi_slopes": lambda a, xp: PF.alibi_slopes(6, xp=xp),
     "alibi_bias": lambda a, xp: PF.alibi_bias(a(BQ_POS), a(K_POS), a(SLOPES)),
@@ -129,6 +135,19 @@ CASES: dict[str, Callable[[Callable[[Any], Any], Any], Any]] = {
     "mixed_inv_freq": lambda a, xp: PF.mixed_inv_freq(8, a(np.array([0.3, 2.0])), base=10.0),
     "mixed_angles": lambda a, xp: PF.mixed_angles(a(GRID_POS), a(MIXED)),
     "sincos_2d_table": lambda a, xp: PF.sincos_2d_table(a(GRID_POS), 8, base=100.0),
+    "forgetting_attention": lambda a, xp: PF.forgetting_attention(
+        *(a(ATT[n]) for n in ("q", "k", "v", "log_f")), block_size=3
+    ),
+    "stick_breaking_attention": lambda a, xp: PF.stick_breaking_attention(
+        *(a(ATT[n]) for n in ("q", "k", "v")), block_size=3
+    ),
+    "path_attention": lambda a, xp: PF.path_attention(
+        *(a(ATT[n]) for n in ("q", "k", "v", "w", "beta", "log_f")), block_size=3
+    ),
+    "attention_with_sinks": lambda a, xp: PF.attention_with_sinks(
+        *(a(ATT[n]) for n in ("q", "k", "v", "sinks")), block_size=3
+    ),
+    "softmax_with_sinks": lambda a, xp: PF.softmax_with_sinks(a(LOGITS), a(ATT["sinks"][:H])),
     "scaling_linear": lambda a, xp: S.linear(a(INV), factor=4.0),
     "scaling_ntk": lambda a, xp: S.ntk(a(INV), factor=4.0),
     "scaling_dynamic": lambda a, xp: S.dynamic(

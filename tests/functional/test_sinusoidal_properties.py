@@ -113,3 +113,42 @@ def test_the_table_of_n_positions_is_the_paper_formula(
     np.testing.assert_allclose(pe, ref_sinusoidal(n, dim, base), rtol=0, atol=2 * EPS * (n + 4))
     if n:
         np.testing.assert_array_equal(pe, table(list(range(n)), dim, base, backend))
+
+
+@fast(30)
+@given(pos=position_lists, shift=st.integers(-MAX_POS, MAX_POS), dim=st.integers(2, 65), base=bases)
+def test_public_shift_matrix_maps_each_row_to_the_shifted_row(
+    pos: list[int], shift: int, dim: int, base: float, backend: str
+) -> None:
+    """PF.shift_matrix(k, dim) is the M_k read off PE[k] (``shift_map``, float64 on the
+    reference table) and maps PE[p] to PE[p + k]; an odd width's last column, a sine alone,
+    is outside it: M_k is (dim - 1)², on the paired columns. Tolerance as the shift test."""
+    xp = PF.np_xp if backend == "numpy" else PF.torch_xp
+    M = to_numpy(PF.shift_matrix(shift, dim, base=base, xp=xp))
+    paired = dim - dim % 2
+    assert M.dtype == np.float64 and M.shape == (paired, paired)
+    own = shift_map(table([shift], dim, base, backend)[0][:paired])
+    np.testing.assert_allclose(M, own, rtol=0, atol=4 * EPS * (abs(shift) + 4))
+    shifted = table([p + shift for p in pos], dim, base, backend)[:, :paired]
+    mapped = table(pos, dim, base, backend)[:, :paired] @ M.T
+    tol = 2 * EPS * (np.abs(pos) + abs(shift) + 4)
+    assert (np.abs(shifted - mapped) <= tol[:, None]).all()
+
+
+def test_shift_matrix_against_the_seed_tables_in_float64(backend: str) -> None:
+    """Seed 003's check (d = 64, PE[10] from PE[5] with M_5: error ~5e-16) and seed 000's odd
+    table (15 positions, width 9, base 100) against the loop reference table."""
+    xp = PF.np_xp if backend == "numpy" else PF.torch_xp
+    ref = ref_sinusoidal(100, 64)
+    M = to_numpy(PF.shift_matrix(5, 64, xp=xp))
+    assert np.linalg.norm(M @ ref[5] - ref[10]) < 1e-14
+    odd = ref_sinusoidal(15, 9, 100.0)
+    M9 = to_numpy(PF.shift_matrix(3, 9, base=100.0, xp=xp))  # (8, 8)
+    np.testing.assert_allclose(odd[:-3, :8] @ M9.T, odd[3:, :8], rtol=0, atol=1e-14)
+
+
+def test_shift_matrix_rejects_bad_arguments(backend: str) -> None:
+    with pytest.raises(TypeError, match="k must be an int"):
+        PF.shift_matrix(1.5, 8)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="dim must be an integer >= 2"):
+        PF.shift_matrix(1, 1)

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 import torch
 
-from posenc.hf import is_patched, patch, unpatch
+from posenc.hf import is_patched, patch, rotate, unpatch
 from posenc.hf.rotary import RotaryEmbedding
 from posenc.kernels import rope_cpp, rope_eager
+from posenc.kernels.rope import rotate_pair
 from tests.hf import _tiny
 
 pytest.importorskip("transformers")
@@ -274,3 +275,41 @@ def test_gradients_through_the_patched_model(kernel: str) -> None:
     theirs = grads()
     patch(model, kernel=kernel)  # type: ignore[arg-type]
     torch.testing.assert_close(grads(), theirs, atol=ATOL, rtol=1e-4)
+
+
+@pytest.mark.parametrize("kernel", ["cpp", "eager"])
+@pytest.mark.parametrize("model_type", ["llama", "phi", "llama4_text"])
+def test_inference_rotates_the_projections_in_place(
+    model_type: str, kernel: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without autograd the patched layers rotate q and k in place, with the logits of the
+    out-of-place rotation (autograd on) bit for bit; a partial rotary (Phi) and complex
+    embeddings over (B, T, H, D) (Llama 4) too."""
+    model = _tiny.model(model_type)
+    ids = _tiny.tokens()
+    patch(model, kernel=kernel)  # type: ignore[arg-type]
+    seen: list[bool] = []
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        seen.append(kw["inplace"])
+        return rotate_pair(*args, **kw)
+
+    monkeypatch.setattr(rotate, "rotate_pair", spy)
+    out_of_place = model(ids).logits
+    layers = model.config.num_hidden_layers - (model_type == "llama4_text")
+    assert seen == [False] * layers
+    seen.clear()
+    in_place = _logits(model, ids)
+    assert seen == [True] * layers
+    assert torch.equal(in_place, out_of_place)
+
+
+def test_fresh_refuses_what_in_place_would_corrupt() -> None:
+    """Expanded views and q, k in one storage stay out of place; autograd on too."""
+    x = torch.randn(1, 2, 5, 8)
+    with torch.no_grad():
+        assert rotate.fresh(x, x.clone())
+        assert not rotate.fresh(x[:, :1].expand(1, 2, 5, 8), x.clone())
+        fused = torch.randn(1, 5, 16)
+        assert not rotate.fresh(fused[..., :8], fused[..., 8:])
+    assert not rotate.fresh(x, x.clone())

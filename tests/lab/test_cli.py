@@ -37,6 +37,11 @@ def test_sweep_report_export_and_resume(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "(4 runs, 0 reused)" in result.output and "report:" in result.output
     assert "4 runs of 4 did not learn its task" in result.output  # 10 steps: none passes
+    # the answer before the paths: per task the ranking beyond training, the findings
+    answer, paths = result.output.split("results: ")
+    assert "The answer beyond the training length" in answer and "report:" in paths
+    assert "Published findings" in answer and "    did not learn" in answer
+    assert "\x1b[" not in result.output  # not a terminal: plain text
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") >= 2  # 2 task curves (10 steps learn nothing:
     # no run passes the gate, so no attention maps)

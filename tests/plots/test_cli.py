@@ -39,13 +39,13 @@ def test_overlay_and_global_kinds_write_one_file(tmp_path: Path) -> None:
 
 
 def test_help_lists_every_plot_kind_with_its_description() -> None:
-    """``posenc plot --help`` listed no kinds; now one line each, generated from PLOTS."""
+    """``posenc plot --help`` listed no kinds; now one list item each, generated from PLOTS."""
     result = runner.invoke(app, ["plot", "--help"], env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
     lines = [" ".join(line.split()) for line in result.output.splitlines()]
     for name, kind in PLOTS.items():
-        plain = kind.description.replace("``", "'")  # reST literals shown as 'x'
-        assert f"{name} {plain}" in lines, name
+        plain = kind.description.replace("``", "")  # reST literals shown as Markdown code
+        assert f"• {name}: {plain}" in lines, name
     assert "--set" in result.output and "--format" in result.output  # the usual help remains
 
 
@@ -143,3 +143,59 @@ def test_the_tutorials_figures_from_the_command_line(tmp_path: Path) -> None:
     settings = parse_settings(["dim=128", "token_scale=0.5"])
     fig = _figures("contamination-dims", PLOTS["contamination-dims"], ["sinusoidal"], settings)
     assert "angle(e, e + PE) = 52.1°" in next(iter(fig.values())).axes[0].get_title()
+
+
+def test_plot_sets_an_odd_width_without_naming_heads(tmp_path: Path) -> None:
+    """Seed 000's table: ``--set dim=9 --set base=100.0`` (and dim=10) with no n_heads."""
+    for dim in (9, 10):
+        for kind in ("heatmap", "shift-matrix", "wavelengths"):
+            args = ["plot", kind, "sinusoidal", "--set", f"dim={dim}", "--set", "base=100.0"]
+            result = runner.invoke(app, [*args, "--out", str(tmp_path / str(dim))])
+            assert result.exit_code == 0, result.output
+    assert len(list((tmp_path / "9").iterdir())) == 3
+
+
+def test_compare_writes_one_figure_of_several_encodings_and_kinds(tmp_path: Path) -> None:
+    args = ["plot", "heatmap", "sinusoidal", "learned", "--compare"]
+    args += ["--set", "n_positions=20", "--set", "n_dims=20", "--out", str(tmp_path)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    args = ["plot", "heatmap,similarity,waveforms", "sinusoidal", "--compare"]
+    args += ["--set", "dim=128", "--set", "n_positions=50", "--set", "dims=(0, 1, 10, 20, 50)"]
+    result = runner.invoke(app, [*args, "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == ["compare-heatmap-similarity-waveforms.png", "compare-heatmap.png"]
+    bad = runner.invoke(app, ["plot", "heatmap,bias", "rope", "--out", str(tmp_path)])
+    assert bad.exit_code == 2 and "unknown plot kind 'heatmap,bias'" in bad.output
+
+
+def test_plot_attention_draws_a_lab_checkpoint(tmp_path: Path) -> None:
+    """``posenc plot attention --checkpoint OUT/checkpoints/KEY.pt``: the trained model's own
+    layers, rebuilt from the run's configuration in OUT/results.sqlite."""
+    from posenc.lab.attention_maps import checkpoint_input
+    from posenc.lab.config import parse_sweep
+    from posenc.lab.executors import LocalExecutor
+    from posenc.lab.sweep import run_sweep
+
+    sweep = parse_sweep(
+        {
+            "name": "plot",
+            "encodings": ["rope"],
+            "tasks": [{"name": "copy", "train_len": [1, 6], "eval_lens": [6]}],
+            "model": {"d_model": 16, "n_layers": 2, "n_heads": 2},
+            "train": {"steps": 2, "batch_size": 4, "warmup": 1, "eval_samples": 4},
+        }
+    )
+    run_sweep(sweep, tmp_path, executor=LocalExecutor(1), live=False)
+    (checkpoint,) = (tmp_path / "checkpoints").glob("*.pt")
+    _, tokens, _, cfg = checkpoint_input(checkpoint)
+    assert cfg.key() == checkpoint.stem and tokens.shape[0] == 1
+    args = ["plot", "attention", "--checkpoint", str(checkpoint), "--set", "layer=1"]
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "figs")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "figs" / f"attention-{checkpoint.stem}.png").read_bytes()[:4] == b"\x89PNG"
+    missing = runner.invoke(app, ["plot", "attention", "--checkpoint", str(tmp_path / "x.pt")])
+    assert missing.exit_code == 2 and "is not a file" in missing.output
+    other = runner.invoke(app, [*args[:4], "--store", str(tmp_path / "none.sqlite")])
+    assert other.exit_code == 2 and "no results store" in other.output

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -159,6 +160,19 @@ def test_shift_matrix_is_block_rotation() -> None:
     assert np.all(M[mask] == 0)
     table = ref_absolute.sinusoidal(20, 32)[:, :8]
     np.testing.assert_allclose(table[:-3] @ M.T, table[3:], atol=1e-12)  # PE[p+3] = M_3 PE[p]
+
+
+def test_odd_width_tables_draw_wavelengths_and_the_shift_matrix() -> None:
+    """Seed 000's table (width 9, base 100): five frequencies, the last the sine-only column's
+    base^(-8/9); M_k spans the eight paired columns and shifts them (n_dims capped there)."""
+    pe = subject("sinusoidal", dim=9, base=100.0)
+    (line,) = wavelengths([pe], train_len=None).axes[0].lines
+    np.testing.assert_allclose(line.get_ydata(), 2 * np.pi * 100.0 ** (np.arange(0, 9, 2) / 9))
+    fig = shift_matrix_blocks(pe, k=2, n_dims=16)
+    M = np.asarray(fig.axes[0].images[0].get_array())
+    assert M.shape == (8, 8)
+    table = ref_absolute.sinusoidal(15, 9, 100.0)
+    np.testing.assert_allclose(table[:-2, :8] @ M.T, table[2:, :8], atol=1e-13)
 
 
 def test_rotation_pair_walks_the_unit_circle() -> None:
@@ -445,3 +459,90 @@ def test_causal_bias_is_drawn_with_its_mask() -> None:
     forced = bias_heatmaps("alibi", n_positions=6, causal=False)
     shown = next(ax.images[0] for ax in forced.axes if ax.images).get_array()
     assert not np.ma.getmaskarray(shown).any()
+
+
+def _layer() -> tuple[posenc.Attention, torch.Tensor]:
+    torch.manual_seed(0)
+    layer = posenc.Attention(32, 8, pe=posenc.build("alibi", n_heads=8), causal=True).double()
+    return layer, torch.randn(2, 20, 32, dtype=torch.float64)
+
+
+def test_attention_weights_draws_a_users_own_layer_head_by_head() -> None:
+    """Seed 001's 2 x 2 heads of one's own layer, on one colour scale; ``average``: seed 003's
+    one map, the mean over heads (nn.MultiheadAttention's). The panels are the layer's
+    ``return_weights``."""
+    from posenc.plots import attention_weights, weights_of
+
+    layer, x = _layer()
+    with torch.no_grad():
+        _, want = layer(x, return_weights=True)
+    fig = attention_weights(layer, x)
+    images = [ax.images[0] for ax in fig.axes if ax.images]
+    assert len(images) == 4
+    for h, image in enumerate(images):
+        np.testing.assert_allclose(np.asarray(image.get_array()), want[0, h].numpy())
+        assert image.get_clim() == images[0].get_clim() and image.get_clim()[0] == 0.0
+    (mean,) = [ax.images[0] for ax in attention_weights(layer, x, average=True).axes if ax.images]
+    np.testing.assert_allclose(np.asarray(mean.get_array()), want[0].mean(0).numpy())
+    np.testing.assert_allclose(weights_of(layer, x), want.numpy())
+    with pytest.raises(ValueError, match=r"head must lie in 0\.\.7"):
+        attention_weights(layer, x, heads=[8])
+    with pytest.raises(TypeError, match="expected a posenc Attention layer"):
+        attention_weights(torch.nn.Linear(2, 2), x)  # type: ignore[arg-type]
+
+
+def test_attention_weights_of_a_model_layer_are_its_layers_own() -> None:
+    from posenc.plots import attention_weights, weights_of
+
+    torch.manual_seed(0)
+    model = posenc.TinyTransformer(vocab_size=11, pe="sinusoidal", d_model=32, n_layers=2)
+    model = model.train()  # drawn in eval mode, the mode restored
+    idx = torch.randint(0, 11, (1, 12), generator=torch.Generator().manual_seed(0))
+    model.eval()
+    with torch.no_grad():  # layer 1's input by hand: embed, block 0, norm
+        x = model.pe.embed(model.tok(idx), torch.arange(12))
+        x = model.blocks[0](x, model.new_context(model.pe, None, 1, 12, None, x), None)
+        _, want = model.blocks[1].attn(model.blocks[1].norm1(x), return_weights=True)
+    model.train()
+    np.testing.assert_allclose(weights_of(model, idx, layer=1), want.numpy(), atol=1e-6)
+    assert model.training
+    labels = [f"t{i}" for i in range(12)]
+    fig = attention_weights(model, idx, layer=1, heads=[0, 3], labels=labels)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == labels
+    with pytest.raises(ValueError, match=r"layer must lie in 0\.\.1"):
+        weights_of(model, idx, layer=2)
+
+
+def test_heatmaps_of_few_positions_get_integer_ticks() -> None:
+    fig = encoding_heatmap("sinusoidal", n_positions=20, n_dims=20)
+    FigureCanvasAgg(fig).draw()
+    ax = fig.axes[0]
+    for ticks in (ax.get_xticks(), ax.get_yticks()):
+        assert len(ticks) and all(float(t).is_integer() for t in ticks), ticks
+
+
+def test_compare_puts_encodings_side_by_side_on_one_scale() -> None:
+    """Seed 001: sinusoidal and learned heatmaps (20 x 20) in one figure, one colour range;
+    seed 004: heatmap, similarity, waveforms of one encoding in a row."""
+    from posenc.plots import compare
+
+    fig = compare(["sinusoidal", "learned"], n_positions=20, n_dims=20)
+    images = [ax.images[0] for ax in fig.axes if ax.images]
+    assert len(images) == 2 and images[0].get_clim() == images[1].get_clim()
+    assert np.asarray(images[1].get_array()).shape == (20, 20)
+    lo, hi = images[0].get_clim()
+    assert lo == -hi and hi >= 1.0  # symmetric, covering both tables
+    row = compare(["sinusoidal"], ["heatmap", "similarity", "waveforms"], n_positions=50)
+    titles = [ax.get_title() for ax in row.axes if ax.get_title()]
+    assert titles == [
+        "sinusoidal: features per position",
+        "sinusoidal: cosine similarity",
+        "sinusoidal: selected dimensions",
+    ]
+    waves = compare(["sinusoidal", "rope"], ["waveforms"])
+    limits = [ax.get_ylim() for ax in waves.axes if ax.lines]
+    assert len(limits) == 2 and limits[0] == limits[1]
+    with pytest.raises(ValueError, match="cannot be a panel"):
+        compare(["rope"], ["wavelengths"])
+    with pytest.raises(ValueError, match=r"no plot among \[.heatmap.\] takes \[.frob.\]"):
+        compare(["rope"], ["heatmap"], frob=1)

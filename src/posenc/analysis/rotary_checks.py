@@ -117,14 +117,15 @@ def rope_frequencies(pe: PositionalEncoding) -> Tensor | None:
 
 
 def _standard_rope(pe: PositionalEncoding) -> bool:
-    """A rotation by the paper's series (base 10000, no context extension), >= 4 pairs."""
+    """A rotation by the paper's series (base 10000, no context extension, every pair turning:
+    not p-RoPE's dropped frequencies), >= 4 pairs."""
     base = getattr(pe, "base", None)
     if not is_rotary(pe) or getattr(pe, "scaling", None) is not None:
         return False
     if not isinstance(base, int | float) or float(base) != STANDARD_BASE:
         return False
     inv_freq = rope_frequencies(pe)
-    return inv_freq is not None and inv_freq.shape[-1] >= 4
+    return inv_freq is not None and inv_freq.shape[-1] >= 4 and bool((inv_freq > 0).all())
 
 
 def decay_bound(inv_freq: Tensor, n_distances: int) -> Tensor:

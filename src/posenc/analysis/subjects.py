@@ -15,8 +15,9 @@ from typing import Any, TypeVar
 import torch
 from torch import Tensor
 
-from ..attention import Attention, TinyTransformer
+from ..attention import Attention
 from ..encodings.base import PositionalEncoding
+from ..models import EncoderDecoder, TinyTransformer
 from ..registry import build_for_model, names
 
 #: The geometry every check and plot builds its encodings with.
@@ -49,9 +50,10 @@ EXAMPLE_SCALINGS: dict[str, dict[str, object]] = {
 
 def subject(name: str, **config: object) -> PositionalEncoding:
     """Encoding ``name`` built for the shared geometry (extra ``config`` keys passed through;
-    ``dim``, ``n_heads`` or ``max_len`` there replace the geometry's), in eval mode (randomized
-    positions sample only in training). "rope:<method>" is RoPE with the example
-    ``EXAMPLE_SCALINGS[method]`` context extension.
+    ``dim``, ``n_heads`` or ``max_len`` there replace the geometry's; a ``dim`` without
+    ``n_heads`` gets H = gcd(dim, 4) heads, so that a table of any width builds: seed 000's
+    ``dim=9`` has one head), in eval mode (randomized positions sample only in training).
+    "rope:<method>" is RoPE with the example ``EXAMPLE_SCALINGS[method]`` context extension.
     """
     base, _, method = name.partition(":")
     if method:
@@ -62,6 +64,9 @@ def subject(name: str, **config: object) -> PositionalEncoding:
             )
         config = {"scaling": {"rope_type": method, **EXAMPLE_SCALINGS[method]}, **config}
     geometry: dict[str, object] = {"dim": D_MODEL, "n_heads": N_HEADS, "max_len": MAX_LEN}
+    dim = config.get("dim")
+    if isinstance(dim, int) and not isinstance(dim, bool) and dim > 0 and "n_heads" not in config:
+        geometry["n_heads"] = math.gcd(dim, N_HEADS)  # H divides C (an odd C: one head)
     pe = build_for_model(base, **(geometry | config))  # type: ignore[arg-type]
     pe = pe.eval()
     if method:
@@ -231,26 +236,41 @@ def tiny_model(pe: PositionalEncoding, *, causal: bool, seed: int = 0) -> TinyTr
 
 
 def tiny_attention(pe: PositionalEncoding, *, causal: bool = True, seed: int = 0) -> Attention:
-    """A float64 attention layer around a private copy of ``pe`` (see ``_tiny``)."""
-    return _tiny(Attention, pe, seed, causal=causal)
+    """A float64 attention layer around a private copy of ``pe`` (see ``_tiny``), built
+    ``embedded``: what it is given is taken as already holding an additive encoding's
+    ``embed`` (the checks probe the layer's own hooks)."""
+    return _tiny(Attention, pe, seed, causal=causal, embedded=True)
 
 
 def attention_weights(attn: Attention, x: Tensor, pos: Tensor) -> Tensor:
-    """Softmax weights (B, H, T, T) that ``attn`` gives x (B, T, C) at positions pos.
+    """Softmax weights (B, H, T, T) that ``attn`` gives x (B, T, C) at positions pos: the
+    layer's own ``return_weights=True`` (its explicit path); ``tests/analysis`` checks
+    probs @ v against ``attn``'s output."""
+    _, weights = attn(x, pos, return_weights=True)
+    return weights
 
-    Calls the encoding's hooks in ``Attention``'s order (rotate, bias, causal mask,
-    relative_logits); ``tests/analysis`` checks probs @ v against ``attn``'s own output.
-    """
-    q, k, _ = attn._project(x)  # (B, H, T, D), (B, Hkv, T, D)
-    q, k = attn.pe.rotate(q, k, pos, pos)
-    groups = attn.n_heads // attn.n_kv_heads
-    k = k.repeat_interleave(groups, dim=1)  # (B, H, T, D)
-    scores = q @ k.transpose(-2, -1) / attn.head_dim**0.5  # (B, H, T, T)
-    bias = attn.pe.bias(pos, pos)
-    scores = scores if bias is None else scores + bias
-    if attn.causal:
-        T = x.shape[1]
-        future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
-        scores = scores.masked_fill(future, float("-inf"))
-    scores = attn.pe.relative_logits(scores, q, k, pos, pos)
-    return torch.softmax(scores, dim=-1)
+
+def layer_weights(
+    net: TinyTransformer | EncoderDecoder, tokens: Tensor, pos: Tensor | None = None
+) -> list[Tensor]:
+    """Per layer, the weights (B, H, T, T) of ``net`` reading ``tokens`` (B, T) at ``pos`` (the
+    default positions when None; (T, A) on a grid); of an ``EncoderDecoder``, its encoder's
+    self-attention reading source tokens ``tokens``. Each layer's input and position context
+    are captured by a forward pre-hook during one forward, then the layer is called again on
+    them with ``return_weights=True``."""
+    captured: list[tuple[Attention, Tensor, Any]] = []
+
+    def grab(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        captured.append((module, args[0], kwargs["ctx"]))  # the forward's position context
+
+    blocks: Any = net.encoder if isinstance(net, EncoderDecoder) else net.blocks
+    layers = [block.attn for block in blocks]
+    hooks = [attn.register_forward_pre_hook(grab, with_kwargs=True) for attn in layers]
+    try:
+        with torch.no_grad():
+            net.encode(tokens) if isinstance(net, EncoderDecoder) else net(tokens, pos)
+    finally:
+        for h in hooks:
+            h.remove()
+    with torch.no_grad():
+        return [attn(x, ctx=ctx, return_weights=True)[1] for attn, x, ctx in captured]

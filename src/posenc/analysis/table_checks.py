@@ -73,27 +73,23 @@ def table_unique_rows(pe: PositionalEncoding) -> tuple[float, str]:
     return closest, f"{table.shape[0]} rows; closest pair at distance {closest:.3e}"
 
 
-def shift_matrix(k: int, inv_freq: Tensor) -> Tensor:
-    """M_k (2P, 2P): block-diagonal 2x2 rotations by k·θ_i acting on (sin, cos) pairs, so
-    that PE[p + k] = M_k PE[p] for Vaswani's interleaved table. inv_freq (P,) float64."""
-    cos, sin = PF.rope_cos_sin(torch.tensor(k), inv_freq)  # (P,) each
-    blocks = torch.stack([torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2)
-    return torch.block_diag(*blocks)  # (P, 2, 2) -> (dim, dim)
-
-
 @check("table_shift_is_rotation", applies=sinusoid_like, tolerance=1e-12)
 def table_shift_is_rotation(pe: PositionalEncoding) -> tuple[float, str]:
-    """PE[p + k] = M_k PE[p] with M_k the block rotation by k·θ_i (seed 003: ~1e-15)."""
+    """PE[p + k] = M_k PE[p] with M_k the block rotation by k·θ_i (``PF.shift_matrix``; seed
+    003: ~1e-15). An odd width's last column, a sine without its cosine, has no such map: the
+    check covers the dim - 1 paired columns and says so."""
     table = additive_table(pe)  # (N, C)
     table_pe: Any = pe
-    inv_freq = PF.rope_inv_freq(table_pe.dim, base=table_pe.base, xp=PF.torch_xp)  # (P,)
+    paired = table.shape[1] - table.shape[1] % 2  # 2P columns
     errs = []
     for k in (1, 5, 100):
-        M = shift_matrix(k, inv_freq)
-        errs.append(float((table[:-k] @ M.T - table[k:]).abs().max()))
-    return max(errs), "k = 1, 5, 100: max |M_k PE[p] - PE[p+k]| " + ", ".join(
-        f"{e:.1e}" for e in errs
-    )
+        M = torch.from_numpy(PF.shift_matrix(k, table_pe.dim, base=table_pe.base))  # (2P, 2P)
+        shifted = table[:-k, :paired] @ M.T  # (N - k, 2P)
+        errs.append(float((shifted - table[k:, :paired]).abs().max()))
+    detail = "k = 1, 5, 100: max |M_k PE[p] - PE[p+k]| " + ", ".join(f"{e:.1e}" for e in errs)
+    if paired < table.shape[1]:
+        detail += f" (odd width: columns 0..{paired - 1}; column {paired} is a sine alone)"
+    return max(errs), detail
 
 
 #: Largest ratio θ_i/θ_(i+1) = base^(2/C) between consecutive pairs for which Σ_i cos(d·θ_i)
@@ -116,7 +112,7 @@ def table_dot_decays(pe: PositionalEncoding) -> tuple[float, str]:
     swings back up towards 0 (base 100: from d ≈ 160 on). For frequencies dense enough to
     average only, base^(2/C) <= 2.5: with fewer pairs per octave the sum ripples up and down."""
     table_pe: Any = pe
-    inv_freq = PF.rope_inv_freq(table_pe.dim, base=table_pe.base, xp=PF.torch_xp)  # (P,)
+    inv_freq = PF.inv_freq_series(table_pe.dim, base=table_pe.base, xp=PF.torch_xp)  # (ceil(C/2),)
     quarter_turn = math.pi / (2 * float(inv_freq.min()))
     table = additive_table(pe, int(min(4096, max(16, quarter_turn))) + 1)
     dots = table @ table[0]  # (N,)

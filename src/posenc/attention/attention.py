@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import Literal
 
+import torch
 from torch import Tensor, nn
 
-from .._validate import check_encoding_heads, check_positive_int
-from ..encodings.attention_flow import Memory
+from .._validate import check_bool, check_encoding_heads, check_positive_int
 from ..encodings.base import PositionalEncoding
-from ..encodings.configs import AttentionConfig
 from ..encodings.context import PositionContext
+from ..encodings.flows import RotaryFlow
+from .config import AttentionConfig
 from .cross import CrossAttention
-from .inputs import check_streamable, new_context
+from .flow import Memory, check_embedded
+from .inputs import check_keep, check_streamable, new_context
 from .kv_cache import KVCache
 
 __all__ = ["BIAS_BACKENDS", "Attention", "Memory"]
@@ -26,12 +28,21 @@ class Attention(CrossAttention):
     scores = (rotate(q) · rotate(k)) / sqrt(D) + bias(q_pos, k_pos), then the encoding's relative
     terms; softmax over allowed keys; output projection. Runs through
     ``F.scaled_dot_product_attention`` (bias as ``attn_mask``) unless the encoding rewrites
-    logits or values, where an explicit path is used.
+    logits or values, where an explicit path is used. ``layer(x, pos, return_weights=True)``
+    also returns the softmax weights (B, H, T, L), computed on the explicit path (slower:
+    ``AttentionFlow.forward``).
+
+    The layer never calls ``embed``: an additive encoding (sinusoidal, learned) belongs on the
+    token embeddings before the first layer, ``x = pe.embed(tok(idx), pos)``. Built around one,
+    the layer would change nothing, so it refuses unless told ``embedded=True`` (the models
+    pass it: ``TinyTransformer`` embeds, then hands the same encoding to every layer).
 
     Args:
         d_model: model width C; must be divisible by ``n_heads``.
         n_heads: query heads H. ``n_kv_heads`` (default H) key/value heads, dividing H.
         pe: the encoding whose hooks are called (shared across layers if the caller wishes).
+        embedded: the caller applies ``pe.embed`` to the input (required for an additive
+            encoding, else ValueError; harmless for the others).
         causal: mask keys after the query (by order in the sequence/cache, not by position id).
         block_size: queries per block when the encoding has a ``bias``, so the (Tq, Tk) bias
             is never materialised whole; default: about 4M bias entries per block (16 MiB).
@@ -43,6 +54,16 @@ class Attention(CrossAttention):
             CPU, where PyTorch's compiled flex kernel is wrong on AVX2). The fused forms fall
             back to blocks for padding, segments or a cache offset (flex also for dropout);
             learned tables (T5, Kerple) keep their gradients through the Toeplitz view.
+        window: a sliding window of W keys: each query sees the keys less than W positions
+            away (a causal one: itself and the W - 1 before it), in the full forward and with
+            a cache (``functional.masks.local_keys``; give the layer a ``KVCache(keep=W - 1)``
+            to hold only those). ``chunk``: each query sees the keys of its chunk of C
+            positions (Llama 4's chunked attention; ``KVCache(keep=C - 1)``). Both run on
+            an explicit mask (no fused backend).
+        sink_logits: one learned logit per head in the softmax's denominator, as gpt-oss
+            (``posenc.functional.softmax_with_sinks``): ``self.sink_logits`` (H,), zeros at
+            start; the scores then run on the explicit path. Not the streaming cache's sink
+            tokens (``KVCache(sinks=...)``), which keep the first keys.
     """
 
     def __init__(
@@ -52,11 +73,15 @@ class Attention(CrossAttention):
         *,
         pe: PositionalEncoding,
         causal: bool,
+        embedded: bool = False,
         n_kv_heads: int | None = None,
         dropout: float = 0.0,
         bias: bool = False,
         block_size: int | None = None,
         bias_backend: Literal["auto", "blocks", "flex"] = "auto",
+        sink_logits: bool = False,
+        window: int | None = None,
+        chunk: int | None = None,
     ) -> None:
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
@@ -67,23 +92,32 @@ class Attention(CrossAttention):
             n_kv_heads=n_kv_heads,
             dropout=dropout,
             bias=bias,
+            window=window,
+            chunk=chunk,
         )
         if not isinstance(pe, PositionalEncoding):
             raise TypeError(f"pe must be a PositionalEncoding, got {type(pe).__name__}")
         check_encoding_heads(pe, n_heads, cfg.head_dim)
+        check_embedded(pe, embedded)
         if block_size is not None:
             check_positive_int(block_size, "block_size")
         if bias_backend not in BIAS_BACKENDS:
             raise ValueError(f"bias_backend must be one of {BIAS_BACKENDS}, got {bias_backend!r}")
+        check_bool(sink_logits, "sink_logits")
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
         self.head_dim = cfg.head_dim
         self.causal, self.dropout = causal, dropout
         self.pe: PositionalEncoding = pe
+        self.embedded = embedded
+        self.window, self.chunk = cfg.window, cfg.chunk
         self.block_size = block_size  # query block for score-bias encodings (memory O(H·block·T))
         self.bias_backend = bias_backend
         kv_width = n_kv_heads * self.head_dim
         self.qkv = nn.Linear(d_model, d_model + 2 * kv_width, bias=bias)
         self.proj = nn.Linear(d_model, d_model, bias=bias)
+        self.sink_logits: nn.Parameter | None = (
+            nn.Parameter(torch.zeros(n_heads)) if sink_logits else None
+        )  # (H,)
 
     cache_type = KVCache
 
@@ -99,9 +133,31 @@ class Attention(CrossAttention):
         return offset + T
 
     def streams(self, cache: KVCache) -> bool:
+        check_keep(cache, self.window, self.chunk)
         if cache.streams:
             check_streamable(self.pe)
         return cache.streams
+
+    def rotate_new(
+        self, q: Tensor, k: Tensor, pos: Tensor, ctx: PositionContext
+    ) -> tuple[Tensor, Tensor]:
+        """The encoding's rotation of this call's projections q (B, H, T, D) and k
+        (B, Hkv, T, D), views of the ``qkv`` output that nothing else holds: written into
+        them (no new q and k: at (1, 32, 2048, 128) that is two 16-32 MiB tensors a layer) where
+        nobody can tell, i.e. the encoding rotates by tables (``RotaryFlow.rotate``, which
+        takes ``inplace``; not xPos), autograd is off (``torch.no_grad``, inference mode:
+        nothing records q, k or the tables), and torch.compile is not tracing. In place and
+        out of place give the same bits (every RoPE kernel)."""
+        pe = self.pe
+        if (
+            isinstance(pe, RotaryFlow)
+            and type(pe).rotate is RotaryFlow.rotate
+            and not torch.is_grad_enabled()
+            and not torch.compiler.is_compiling()
+        ):
+            rotated: tuple[Tensor, Tensor] = pe.rotate(q, k, pos, pos, ctx=ctx, inplace=True)
+            return rotated
+        return super().rotate_new(q, k, pos, ctx)
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         B, T, _ = x.shape

@@ -3,8 +3,8 @@ declares (``PositionalEncoding.capabilities``), never by its type.
 
 In order, the first that applies and does not decline (returns None) runs:
 
-- ``explicit``: relative terms need the attention weights: scores, softmax and values by hand,
-  one query block at a time;
+- ``explicit``: relative terms need the attention weights, or learned sink logits the softmax's
+  denominator: scores, softmax and values by hand, one query block at a time;
 - ``flex``: an offset-only bias fused into compiled FlexAttention (opt-in
   ``bias_backend="flex"``; GPUs only, ``flex.flex_runs_on``);
 - ``toeplitz``: an offset-only bias read as a zero-copy Toeplitz view of its per-offset table
@@ -28,10 +28,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..encodings.attention_flow import explicit_attention
 from ..encodings.context import PositionContext
+from ..functional.sinks import softmax_with_sinks
 from .fire_fused import fire_fused_attention
 from .flex import flex_bias_attention, flex_runs_on
+from .flow import explicit_weights
 from .kv_cache import CachedKeys
 from .toeplitz import toeplitz_bias_attention
 
@@ -227,14 +228,21 @@ def _explicit_blocks(layer: Attention, call: Call) -> Tensor:
     """Explicit attention (relative terms need the weights) by query blocks (``_blocks``):
     (B, H, block, L_b) scores at once, half the work at T = L when causal. Work the blocks
     share (Transformer-XL's rows) is done once, through the context."""
+    blocks = _blocks(layer, call, *_repeated_heads(layer, call))
+    return _cat([_explicit_weights(layer, *block, call.ctx)[0] for block in blocks])
+
+
+def _repeated_heads(layer: Attention, call: Call) -> tuple[Tensor, Tensor]:
+    """The call's keys and values with each key/value head repeated for its query heads:
+    (B, Hkv, L, D) -> (B, H, L, D)."""
     groups = layer.n_heads // layer.n_kv_heads
     k, v = call.keys.k, call.keys.v
-    k = k.repeat_interleave(groups, dim=1) if groups > 1 else k  # (B, H, L, D)
-    v = v.repeat_interleave(groups, dim=1) if groups > 1 else v
-    return _cat([_explicit(layer, *block, call.ctx) for block in _blocks(layer, call, k, v)])
+    if groups == 1:
+        return k, v
+    return k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
 
 
-def _explicit(
+def _explicit_weights(
     layer: Attention,
     q: Tensor,
     k: Tensor,
@@ -243,13 +251,20 @@ def _explicit(
     k_pos: Tensor,
     allowed: Tensor | None,
     ctx: PositionContext,
-) -> Tensor:
-    """``explicit_attention`` of one query block (causal: the block's own mask).
-    Shapes: q (B, H, T, D); k, v (B, H, L, D) (heads already repeated) -> (B, H, T, D)."""
+) -> tuple[Tensor, Tensor]:
+    """``explicit_weights`` of one query block (causal: the block's own mask): output
+    (B, H, T, D) and softmax weights (B, H, T, L).
+    Shapes: q (B, H, T, D); k, v (B, H, L, D) (heads already repeated)."""
     if allowed is None and layer.causal:
         allowed = _causal(q.shape[2], k.shape[2], q.device)
     dropout = partial(F.dropout, p=layer.dropout, training=layer.training)
-    return explicit_attention(
+    sinks = layer.sink_logits
+    softmax = (
+        partial(torch.softmax, dim=-1)
+        if sinks is None
+        else partial(softmax_with_sinks, sinks=sinks)
+    )
+    return explicit_weights(
         layer.pe,
         q,
         k,
@@ -258,9 +273,17 @@ def _explicit(
         ctx,
         (q_pos, k_pos),
         head_dim=layer.head_dim,
-        softmax=partial(torch.softmax, dim=-1),
+        softmax=softmax,
         dropout=dropout,
     )
+
+
+def attend_weights(layer: Attention, call: Call) -> tuple[Tensor, Tensor]:
+    """The explicit path over the whole call (no query blocks, no fused kernel), with the
+    softmax weights: (B, H, T, D) and (B, H, T, L) (``Attention(..., return_weights=True)``)."""
+    k, v = _repeated_heads(layer, call)  # (B, H, L, D)
+    ctx = call.ctx
+    return _explicit_weights(layer, call.q, k, v, ctx.q_pos, ctx.k_pos, call.allowed, ctx)
 
 
 def _causal(T: int, L: int, device: torch.device) -> Tensor:
@@ -281,7 +304,10 @@ FUSED: dict[str, Callable[..., Tensor | None]] = {"fire": fire_fused_attention}
 
 #: (applies, run) in order of preference; "sdpa" last, always applies.
 BACKENDS: list[tuple[Callable[[Attention, Call], bool], Run]] = [
-    (lambda layer, call: layer.pe.capabilities.relative_terms, _explicit_blocks),
+    (
+        lambda layer, call: layer.pe.capabilities.relative_terms or layer.sink_logits is not None,
+        _explicit_blocks,
+    ),
     (_flex_applies, _flex),
     (_toeplitz_applies, _toeplitz),
     (_fused_applies, _fused),

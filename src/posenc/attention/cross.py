@@ -1,5 +1,5 @@
 """Cross-attention of a decoder over an encoder's output (``EncoderDecoder``): the encoder
-output's keys and values projected once per source (``attention_flow.Memory``), and the
+output's keys and values projected once per source (``flow.Memory``), and the
 decoder's queries over them. The same ``Attention`` weights serve: the key/value rows of its
 ``qkv`` project the memory, the query rows the decoder's states."""
 
@@ -11,17 +11,17 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._validate import check_ndim, check_positions
-from ..encodings.attention_flow import AttentionFlow, CachedKeys
 from ..encodings.base import PositionalEncoding, batch_positions, default_positions
 from ..encodings.context import PositionContext
-from .backends import Call, attend
+from .backends import Call, attend, attend_weights
+from .flow import AttentionFlow, CachedKeys
 
 if TYPE_CHECKING:
     from .attention import Attention
 
 
 class CrossAttention(AttentionFlow, nn.Module):
-    """``Attention``'s torch side of ``posenc.encodings.attention_flow`` (it derives from
+    """``Attention``'s torch side of ``posenc.attention.flow`` (it derives from
     this): ``project_memory`` once per source, then ``cross`` at every decoder layer call, and
     the hooks they share with ``forward``."""
 
@@ -69,3 +69,14 @@ class CrossAttention(AttentionFlow, nn.Module):
     ) -> Tensor:
         """Softmax attention through the first backend that applies (``backends``)."""
         return attend(cast("Attention", self), Call(q, keys, ctx, allowed, offset))
+
+    def attend_weights(
+        self,
+        q: Tensor,
+        keys: CachedKeys,
+        ctx: PositionContext,
+        allowed: Tensor | None,
+        offset: int,
+    ) -> tuple[Tensor, Tensor]:
+        """Softmax attention by the explicit path, with its weights (``backends``)."""
+        return attend_weights(cast("Attention", self), Call(q, keys, ctx, allowed, offset))

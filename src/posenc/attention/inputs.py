@@ -1,6 +1,6 @@
 """What one attention forward is handed, checked once where it enters: the forward's position
 context (``new_context``) and whether a streaming cache can take the encoding
-(``check_streamable``); the keys' validity and segments: ``attention_flow.mask_inputs``."""
+(``check_streamable``); the keys' validity and segments: ``flow.mask_inputs``."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def new_context(
         raise ValueError(
             "a KVCache(window=...) assigns positions inside the cache; call without pos"
         )
-    start = 0 if cache is None else len(cache)
+    start = 0 if cache is None else cache.position_start
     # default positions after keys at 0..start-1: offsets are known without reading a value
     # (a streaming cache re-assigns its keys' positions: not known here)
     streams = cache is not None and cache.streams
@@ -50,6 +50,23 @@ def new_context(
     if known and T:
         ctx.offset_bounds = (1 - T, start + T - 1)  # q in start..start+T-1, keys in 0..start+T-1
     return ctx
+
+
+def check_keep(cache: KVCache, window: int | None, chunk: int | None) -> None:
+    """Raise unless a ``KVCache(keep=N)`` holds every key its layer can still see: N >= W - 1
+    for a sliding window of W, N >= C - 1 for a chunk of C (the fewer), every key for a layer
+    that sees them all.
+
+    Raises: ValueError naming the cache's N and what the layer needs."""
+    if cache.keep is None:
+        return
+    needs = [n - 1 for n in (window, chunk) if n is not None]
+    if not needs or cache.keep < min(needs):
+        need = f"keep >= {min(needs)}" if needs else "every key (keep=None)"
+        raise ValueError(
+            f"a KVCache(keep={cache.keep}) forgets keys this layer (window={window}, "
+            f"chunk={chunk}) still sees; it needs {need}"
+        )
 
 
 def check_streamable(pe: PositionalEncoding) -> None:

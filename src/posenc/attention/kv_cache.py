@@ -7,7 +7,7 @@ import torch
 from torch import Tensor
 
 from .._validate import check_cache_axes, check_positive_int
-from ..encodings.attention_flow import TIME_AXIS, CachedKeys
+from .flow import TIME_AXIS, CachedKeys
 
 __all__ = ["CachedKeys", "KVCache"]
 
@@ -27,17 +27,33 @@ class KVCache:
     its tokens at the last T of them, so ``Attention`` caches keys unrotated and rotates them
     at their cache positions every step (rotary encodings; score biases read the same
     positions). The stream is one unpadded sequence per row; positions are not passed.
+    ``KVCache(keep=N)`` is a local layer's cache (``Attention(window=W)``: N = W - 1;
+    ``chunk=C``: N = C - 1): a step attends to at most the latest N cached entries, at the
+    positions they were encoded at (not re-assigned), plus its own; then the cache keeps the
+    latest N again. The layer's window is by position, so this holds every key it can see
+    while each row's positions increase by at least one per token (posenc's defaults, left
+    padding; packed segments restart their positions but mask the segments before).
     Views an append returns are valid until the next append (eviction moves entries).
     """
 
-    def __init__(self, *, window: int | None = None, sinks: int = 0) -> None:
+    def __init__(
+        self, *, window: int | None = None, sinks: int = 0, keep: int | None = None
+    ) -> None:
         if window is not None:
             check_positive_int(window, "window")
         check_positive_int(sinks, "sinks", minimum=0)
         if window is None and sinks:
             raise ValueError(f"sinks={sinks} needs a window: KVCache(window=W, sinks={sinks})")
-        self.window, self.sinks = window, sinks
+        if keep is not None:
+            check_positive_int(keep, "keep", minimum=0)
+            if window is not None:
+                raise ValueError(
+                    "keep (a local layer's latest entries, at their positions) and window (a "
+                    "stream that re-assigns positions) exclude each other; give one"
+                )
+        self.window, self.sinks, self.keep = window, sinks, keep
         self.length = 0  # entries in the store (before a streaming cache's eviction)
+        self.seen = 0  # tokens appended in all (where default positions continue)
         self._store: CachedKeys | None = None
         #: True while every key was appended at posenc's default positions 0, 1, ... (kept by
         #: the models' ``new_context``): their offsets are then known without a host read.
@@ -51,9 +67,17 @@ class KVCache:
     def __len__(self) -> int:
         """Entries the next step attends to besides its own: all of them, or for a streaming
         cache at most S + W - 1 (the first S and the latest W - 1)."""
+        if self.keep is not None:
+            return min(self.length, self.keep)
         if self.window is None:
             return self.length
         return min(self.length, self.sinks + self.window - 1)
+
+    @property
+    def position_start(self) -> int:
+        """The default position of the next token: the tokens appended so far, or a streaming
+        cache's kept entries (it re-assigns positions 0..len - 1)."""
+        return len(self) if self.streams else self.seen
 
     @property
     def capacity(self) -> int:
@@ -68,10 +92,11 @@ class KVCache:
         if self.streams:
             B, L = pos.shape[0] if pos.ndim == 2 else 1, len(self) + pos.shape[-1]
             return torch.arange(L, device=pos.device).expand(B, L)
-        if self._store is None or self.length == 0:
+        if self._store is None or len(self) == 0:
             return pos
         check_cache_axes(self._store.pos, pos)
-        return torch.cat([self._store.pos.narrow(1, 0, self.length), pos.to(torch.long)], 1)
+        kept = self._store.pos.narrow(1, self.length - len(self), len(self))  # after eviction
+        return torch.cat([kept, pos.to(torch.long)], 1)
 
     def last_segment(self) -> Tensor | None:
         """(B, 1) segment id of each row's latest entry; None while empty."""
@@ -89,12 +114,12 @@ class KVCache:
         differs from earlier appends (the cache would cast them silently).
         """
         _check_entry(new)
-        if self.streams:
-            if not bool(new.valid.all()):
-                raise ValueError(
-                    "KVCache(window=...) streams one unpadded sequence per row; got padding "
-                    "(padding_mask False): the padding would become attention sinks"
-                )
+        if self.streams and not bool(new.valid.all()):
+            raise ValueError(
+                "KVCache(window=...) streams one unpadded sequence per row; got padding "
+                "(padding_mask False): the padding would become attention sinks"
+            )
+        if self.streams or self.keep is not None:
             self._evict()
         T = new.pos.shape[1]
         if self._store is not None:
@@ -113,7 +138,7 @@ class KVCache:
                 f"KVCache holds {self._store.k.dtype} keys/values; new ones are "
                 f"{new.k.dtype}/{new.v.dtype} (start a new cache after changing the model dtype)"
             )
-        end = self.length + T
+        end, self.seen = self.length + T, self.seen + T
         if torch.is_grad_enabled() and (new.k.requires_grad or new.v.requires_grad):
             # Autograd on: earlier steps' graphs hold views of the store, so an in-place write
             # would fail their backward; build a new store, exactly full, out of place.
@@ -139,7 +164,8 @@ class KVCache:
 
     def _evict(self) -> None:
         """Keep the first S and the latest W - 1 entries (``len(self)`` of them), renumbered
-        0..len(self)-1: what the next step attends to besides its own tokens."""
+        0..len(self)-1 (a ``keep`` cache: its latest N at their positions): what the next step
+        attends to besides its own tokens."""
         keep = len(self)
         if self._store is None or keep == self.length:
             return
@@ -152,7 +178,9 @@ class KVCache:
         else:  # the latest W - 1 move down behind the sinks (a copy: the ranges may overlap)
             for x, d in fields:
                 x.narrow(d, S, recent).copy_(x.narrow(d, start, recent).clone())
-        self._store.pos.narrow(1, 0, keep).copy_(torch.arange(keep, device=self._store.pos.device))
+        if self.streams:
+            positions = torch.arange(keep, device=self._store.pos.device)
+            self._store.pos.narrow(1, 0, keep).copy_(positions)
         self.length = keep
 
 

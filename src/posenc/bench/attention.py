@@ -4,7 +4,9 @@ One ``posenc.Attention`` (causal, B x T tokens of width C, H heads) per encoding
 forward+backward, timed interleaved with the same layer without position (NoPE): the ratio is
 the price of the encoding. Where x-transformers has the matching option, its attention-only
 layer (``Decoder(custom_layers=("a",))``, flash attention where it allows, its pre-norm and
-residual included) runs in the same rounds.
+residual included) runs in the same rounds. Each implementation's peak memory of one call is
+read after the timings (CPU: the torch profiler's memory events, ``harness.peak_memory_bytes``;
+CUDA: the allocator's peak). ``--quick`` runs one encoding of each family (``QUICK``).
 """
 
 from __future__ import annotations
@@ -16,11 +18,21 @@ import torch
 
 from .. import registry
 from ..attention import Attention
-from .harness import Progress, as_json, each, interleaved
+from .bias import cuda_peak_extra_bytes
+from .harness import Progress, as_json, each, interleaved, peak_memory_bytes
 from .lab import NO_FLASH, XT_OPTIONS
 
 SHAPE = (1, 2048, 512, 8)  # B, T, C, H
 QUICK_SHAPE = (1, 128, 64, 4)
+#: ``--quick``: one encoding of each family a tutorial compares (seed 001's benchmark of
+#: sinusoidal, learned and relative encodings, with rotary and bias ones).
+QUICK = {
+    "additive": "sinusoidal",
+    "learned": "learned",
+    "rotary": "rope",
+    "bias": "alibi",
+    "relative": "shaw",
+}
 
 
 def _xt_layer(name: str, C: int, H: int) -> torch.nn.Module | None:
@@ -54,7 +66,7 @@ def _impls(
     for label, pe_name in (("nope", "nope"), ("posenc", name)):
         torch.manual_seed(0)
         pe = registry.build_for_model(pe_name, dim=C, n_heads=H, max_len=T)
-        layers[label] = Attention(C, H, pe=pe, causal=True).to(device)
+        layers[label] = Attention(C, H, pe=pe, causal=True, embedded=True).to(device)
     xt = _xt_layer(name, C, H)
     if xt is not None:
         layers["x_transformers"] = xt.to(device)
@@ -81,8 +93,10 @@ def run_case(
     """Time one encoding's layer against NoPE and x-transformers (forward or forward+backward)."""
     impls = _impls(name, shape, backward, device)
     dev = torch.device(device).type
+    peak = cuda_peak_extra_bytes if dev == "cuda" else peak_memory_bytes
     with torch.set_grad_enabled(backward):
         timings = interleaved(impls, rounds=rounds, warmup=1, device=dev)
+        peaks = {n: peak(fn) / 2**20 for n, fn in impls.items()}
     med = {n: t.median for n, t in timings.items()}
     out: dict[str, Any] = {
         "encoding": name,
@@ -91,6 +105,7 @@ def run_case(
         "device": dev,
         "us": {n: as_json(t) for n, t in timings.items()},
         "x_nope": {n: m / med["nope"] for n, m in med.items()},
+        "peak_MiB": peaks,
     }
     if "x_transformers" in med:
         out["speedup_vs_x_transformers"] = med["x_transformers"] / med["posenc"]
@@ -100,12 +115,12 @@ def run_case(
 def run(
     quick: bool = False, device: str = "cpu", progress: Progress | None = None
 ) -> list[dict[str, Any]]:
-    """Every encoding but NoPE itself, forward and forward+backward, on ``device``;
-    ``progress(case, done, total)`` after each finished case."""
+    """Every encoding but NoPE itself (``quick``: one of each family, ``QUICK``), forward and
+    forward+backward, on ``device``; ``progress(case, done, total)`` after each finished case."""
     shape = QUICK_SHAPE if quick else SHAPE
     names = [n for n in registry.names(axes=1) if n != "nope"]  # 1-D sequences
     if quick:
-        names = names[:3]
+        names = list(QUICK.values())
     specs = [(name, backward) for name in names for backward in (False, True)]
     rounds = 1 if quick else 5
     return each(specs, lambda s: run_case(s[0], shape, s[1], rounds, device=device), progress)

@@ -165,3 +165,24 @@ def steady_heap() -> dict[str, Any]:
 def as_json(t: Timing) -> dict[str, Any]:
     """A Timing without its raw samples, in microseconds."""
     return {"name": t.name, "median": t.median * 1e6, "low": t.low * 1e6, "high": t.high * 1e6}
+
+
+def peak_memory_bytes(fn: Callable[[], Any]) -> int:
+    """Peak CPU memory one call of ``fn`` holds at once beyond what existed before it, from the
+    torch profiler's memory events (``profile_memory=True``): each op's own allocations net of
+    its own frees (``self_cpu_memory_usage``), summed in start order; the running total's
+    maximum. An op that allocates and frees inside itself counts net, so this is a lower
+    bound of the allocator's true peak (an 8 MiB temporary reads 8 MiB)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        out = fn()
+        del out
+    events = sorted(
+        (e for e in prof.events() if e.self_cpu_memory_usage), key=lambda e: e.time_range.start
+    )
+    held = peak = 0
+    for e in events:
+        held += e.self_cpu_memory_usage
+        peak = max(peak, held)
+    return peak

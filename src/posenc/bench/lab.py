@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._version import __version__
-from ..attention import TinyTransformer
+from ..models import TinyTransformer
 from ..registry import names
 from .harness import Progress, each, interleaved
 

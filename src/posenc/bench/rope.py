@@ -26,11 +26,18 @@ from .. import functional as PF
 from ..kernels.rope import Kernel, rotate_pair
 from .harness import DTYPES, Progress, as_json, each, interleaved
 
-SHAPES = [(1, 32, 2048, 128), (4, 8, 1024, 64), (1, 8, 8192, 64)]
+SHAPES = [(1, 32, 2048, 128), (4, 8, 1024, 64), (1, 8, 8192, 64), (1, 32, 512, 128)]
 QUICK_SHAPES = [(1, 8, 512, 64)]
 Impl = Callable[[], Any]
 #: The fast kernel on each device: the C++ kernel on CPU, the Triton kernel on CUDA.
 FAST_KERNEL: dict[str, Kernel] = {"cpu": "cpp", "cuda": "triton"}
+#: The fast path's targets (issue 40), forward: (what, bound, "min" | "max").
+TARGETS = {
+    "speedup_vs_hf": (4.0, "min"),  # out of place: HF's time / the fast path's
+    "inplace_speedup_vs_hf": (4.0, "min"),
+    "x_own_inplace": (1.3, "max"),  # out of place / in place
+    "x_clone_floor": (1.5, "max"),  # out of place / clone of q and k
+}
 
 
 def _tables(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -46,8 +53,8 @@ def _bthd(t: torch.Tensor) -> torch.Tensor:
 
 
 def _posenc(q: torch.Tensor, k: torch.Tensor, fast: Kernel) -> dict[str, Impl]:
-    """posenc's paths (``posenc.kernels.rope``): eager, fast and inductor, and in place the
-    eager and fast kernels."""
+    """posenc's paths (``posenc.kernels.rope``): eager, fast and inductor, out of place and in
+    place."""
     cos, sin = _tables(q)
     qb, kb = q.detach().clone(), k.detach().clone()
 
@@ -67,6 +74,7 @@ def _posenc(q: torch.Tensor, k: torch.Tensor, fast: Kernel) -> dict[str, Impl]:
         "posenc_inductor": pair("inductor"),
         "posenc_inplace": pair_inplace("eager"),
         f"posenc_inplace_{fast}": pair_inplace(fast),
+        "posenc_inplace_inductor": pair_inplace("inductor"),
     }
 
 
@@ -210,14 +218,38 @@ def run_case(
         result["x_clone_floor"] = {n: m / med["floor_clone"] for n, m in med.items()}
     if "floor_copy_into" in med:
         copy = med["floor_copy_into"]
-        inplace = ("posenc_inplace", f"posenc_inplace_{fast}")
+        inplace = ("posenc_inplace", f"posenc_inplace_{fast}", "posenc_inplace_inductor")
         result["inplace_x_copy_floor"] = {n: med[n] / copy for n in inplace}
         # the share of the copy bandwidth each reaches (the GPU target: >= 0.8 for the kernel)
         result["copy_bandwidth_fraction"] = {n: copy / m for n, m in ours.items()}
     if "liger_rotary_pos_emb" in med:
         liger = med["liger_rotary_pos_emb"]
         result["speedup_vs_liger"] = {n: liger / m for n, m in ours.items()}
+    if not backward:
+        result["targets"] = targets(med, fast)
     return result
+
+
+def targets(med: dict[str, float], fast: str) -> dict[str, dict[str, Any]]:
+    """The fast path's ``TARGETS`` on one forward case (median seconds ``med``): each value, its
+    bound, whether it is met and ``miss_factor`` (how many times worse than the bound; <= 1:
+    met). Those whose timings are missing (HF not installed) are left out."""
+    out, inplace = med[f"posenc_{fast}"], med[f"posenc_inplace_{fast}"]
+    hf = med.get("hf_apply_rotary_pos_emb")
+    values = {
+        "speedup_vs_hf": None if hf is None else hf / out,
+        "inplace_speedup_vs_hf": None if hf is None else hf / inplace,
+        "x_own_inplace": out / inplace,
+        "x_clone_floor": out / med["floor_clone"],
+    }
+    rows: dict[str, dict[str, Any]] = {}
+    for name, value in values.items():
+        if value is None:
+            continue
+        bound, kind = TARGETS[name]
+        miss = bound / value if kind == "min" else value / bound
+        rows[name] = {"value": value, kind: bound, "met": miss <= 1, "miss_factor": miss}
+    return rows
 
 
 def run(

@@ -38,6 +38,13 @@ def bench(
     out: Annotated[Path, typer.Option(help="JSON file to write.")] = Path("bench.json"),
     quick: Annotated[bool, typer.Option(help="Small shapes, few rounds (a smoke run).")] = False,
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+    heap: Annotated[
+        str,
+        typer.Option(
+            help="steady: glibc keeps freed memory (fresh tensors are recycled heap, as in a "
+            "long run); default: glibc's own settings (large fresh tensors fault in page by page)."
+        ),
+    ] = "steady",
 ) -> None:
     """Time posenc against the anchors (interleaved, medians) and write JSON.
 
@@ -50,6 +57,8 @@ def bench(
 
     if device not in ("cpu", "cuda"):
         raise typer.BadParameter(f"--device must be cpu or cuda, got {device!r}")
+    if heap not in ("steady", "default"):
+        raise typer.BadParameter(f"--heap must be steady or default, got {heap!r}")
     if device == "cuda" and not torch.cuda.is_available():
         raise typer.BadParameter("--device cuda: torch sees no CUDA device here")
     if suite == Suite.lab and device == "cuda":
@@ -57,9 +66,9 @@ def bench(
     console = Console()
     if not console.is_terminal:
         console = Console(width=NATURAL_WIDTH)
-    heap = harness.steady_heap()
+    settings = harness.steady_heap() if heap == "steady" else {}
     result: dict[str, Any] = {
-        "machine": {**harness.machine(), "heap": heap},
+        "machine": {**harness.machine(), "heap": settings, "heap_policy": heap},
         "quick": quick,
         "complete": False,
     }
@@ -239,7 +248,7 @@ def _rope_table(cases: list[Case]) -> Any:
         "dtype": _text("dtype"),
         "mode": _text("mode"),
         **{name: speedup(name) for name in impls},
-        f"in place x copy floor (eager / {fast})": inplace,
+        f"in place x copy floor (eager / {fast} / inductor)": inplace,
     }
     title = "RoPE on q and k: speed-up over HF apply_rotary_pos_emb (x clone floor)"
     return _table(title, cases, columns)
@@ -271,8 +280,10 @@ def _attention_table(cases: list[Case]) -> Any:
         "posenc": _entry("x_nope", "posenc"),
         "x-transformers": _entry("x_nope", "x_transformers"),
         "posenc speed-up over x-t": lambda c: _fmt(c.get("speedup_vs_x_transformers"), suffix="x"),
+        "peak MiB posenc": _entry("peak_MiB", "posenc", ".2f"),
+        "peak MiB NoPE": _entry("peak_MiB", "nope", ".2f"),
     }
-    title = "One causal attention layer: time / the same layer without position"
+    title = "One causal attention layer: time / the same layer without position; peak MiB"
     return _table(title, cases, columns)
 
 

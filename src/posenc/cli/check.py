@@ -1,9 +1,10 @@
-"""``posenc check [NAME...] [--json]``: property checks as a PASS/FAIL table."""
+"""``posenc check [NAME...] [--set KEY=VALUE...] [--json]``: property checks as a PASS/FAIL
+table."""
 
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -15,6 +16,14 @@ def check(
     ] = None,
     only: Annotated[
         list[str] | None, typer.Option("--only", help="Run only this check (repeatable).")
+    ] = None,
+    settings: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="KEY=VALUE, repeatable: an encoding parameter (dim=9, base=100.0), as for "
+            "`posenc plot`; without names, every encoding that takes the keys.",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
     list_checks: Annotated[
@@ -38,8 +47,8 @@ def check(
         return
 
     try:
-        results = run_checks(names or None, only=only or None)
-    except ValueError as err:
+        results = run_checks(_encodings(names, settings), only=only or None)
+    except (ValueError, TypeError) as err:
         raise typer.BadParameter(str(err)) from err
     if not results:  # a gate that ran nothing must not pass (`posenc check rope --only t5_...`)
         raise typer.BadParameter(
@@ -65,3 +74,18 @@ def check(
         Console(width=160).print(table)
     if failed:
         raise typer.Exit(code=1)
+
+
+def _encodings(names: list[str] | None, settings: list[str] | None) -> list[Any] | None:
+    """What to check: the names as given (None: every subject), or with ``--set`` each named
+    encoding (default: every one that takes the keys) built with those parameters."""
+    from ..analysis.subjects import subject, subject_names
+    from .plot import accepts, parse_settings
+
+    config = parse_settings(settings or [])
+    if not config:
+        return list(names) if names else None
+    chosen = names or [n for n in subject_names() if accepts(n, config)]
+    if not chosen:
+        raise ValueError(f"no encoding takes {sorted(config)}")
+    return [subject(n, **config) for n in chosen]

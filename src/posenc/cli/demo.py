@@ -16,7 +16,7 @@ def demo(
     from rich.table import Table
 
     from .. import functional as PF
-    from ..attention import TinyTransformer
+    from ..models import TinyTransformer
     from ..registry import build, names
 
     console = Console()

@@ -1,5 +1,5 @@
-"""``posenc eval ppl|passkey MODEL``: long-context evaluation of a transformers model directory
-or a lab checkpoint, written as JSON and a figure. Views of ``posenc.eval``."""
+"""``posenc eval ppl|passkey MODEL``: long-context evaluation of a transformers model directory,
+a GGUF file or a lab checkpoint, written as JSON and a figure. Views of ``posenc.eval``."""
 
 from __future__ import annotations
 
@@ -14,11 +14,14 @@ from ._options import check_out, out_path
 app = typer.Typer(
     help="Evaluate long context: perplexity by position, passkey retrieval.",
     no_args_is_help=True,
+    rich_markup_mode="markdown",
 )
 
 Model = Annotated[
     Path,
-    typer.Argument(help="A transformers model directory (config.json) or a lab checkpoint .pt."),
+    typer.Argument(
+        help="A transformers model directory (config.json), a .gguf file or a lab checkpoint .pt."
+    ),
 ]
 Lengths = Annotated[str, typer.Option("--lengths", help="Comma-separated lengths in tokens.")]
 Scaling = Annotated[

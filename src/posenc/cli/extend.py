@@ -47,7 +47,8 @@ def extend(
 def run_preset(out: Path, name: str, workers: int | None, sets: list[str]) -> None:
     """Run (or resume) preset ``name`` into ``out`` and write its report."""
     from ..extlab import preset, run_extend
-    from ..extlab.report import findings_of, write_report
+    from ..extlab.report import write_report
+    from ..extlab.summary import answer_text
 
     try:
         cfg = preset(name, **_overrides(sets))
@@ -63,6 +64,9 @@ def run_preset(out: Path, name: str, workers: int | None, sets: list[str]) -> No
     except KeyboardInterrupt:
         raise interrupted("units", out / "extend.sqlite") from None
     report = write_report(out, cfg)
+    if name == "quick":
+        typer.echo("quick preset: a smoke test of every code path; its verdicts mean nothing")
+    typer.echo(answer_text(out, cfg))  # the answer first, then where everything is
     typer.echo(
         f"results: {outcome.store}  ({len(outcome.ran)} units run, {outcome.reused} reused; "
         f"{outcome.seconds:.0f} s wall, {outcome.cpu_seconds:.0f} s CPU)"
@@ -73,10 +77,6 @@ def run_preset(out: Path, name: str, workers: int | None, sets: list[str]) -> No
             typer.echo(f"failed: {name_}: {error}", err=True)
         typer.echo("running the same command again retries them", err=True)
         raise typer.Exit(1)
-    if name == "quick":
-        typer.echo("quick preset: a smoke test of every code path; its verdicts mean nothing")
-    for finding in findings_of(out, cfg):
-        typer.echo(f"  {finding.verdict:>15}  {finding.source}: {finding.claim}")
 
 
 def _overrides(sets: list[str]) -> dict[str, Any]:

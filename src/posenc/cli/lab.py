@@ -24,6 +24,7 @@ T = TypeVar("T")
 app = typer.Typer(
     help="Train tiny transformers per encoding and measure length generalisation.",
     invoke_without_command=True,
+    rich_markup_mode="markdown",
 )
 
 Out = Annotated[
@@ -200,8 +201,10 @@ def _run(
     from ..lab.executors import LocalExecutor, make_executor
     from ..lab.footprint import check_fits
     from ..lab.progress import plural
-    from ..lab.report import write_report
+    from ..lab.report import sweep_panels, write_report
+    from ..lab.results import learned, load_runs
     from ..lab.store import ResultStore
+    from ..lab.summary import answer_text
     from ..lab.sweep import STORE_NAME, run_sweep, sweep_lock
 
     runs = _guard(lambda: expand(sweep))  # unknown encodings/tasks: one line, before any output
@@ -222,17 +225,15 @@ def _run(
             report = write_report(outcome.runs, out, title=f"posenc lab: {sweep.name}")
     except KeyboardInterrupt:
         raise interrupted("runs", out / STORE_NAME) from None
+    with ResultStore(outcome.store, readonly=True) as store:
+        stored = load_runs(store, {r.key() for r in outcome.runs})
+    if stored:  # the answer first, then where everything is
+        groups = sweep_panels(outcome.runs, stored)
+        missed = sum(not learned(r) for r in stored)
+        typer.echo(answer_text(groups, total=len(stored), failed=missed))
     ran = plural(outcome.ran, "run")
     typer.echo(f"results: {outcome.store}  ({ran}, {outcome.skipped} reused)")
     typer.echo(f"report:  {report.resolve()}")
-    with ResultStore(outcome.store, readonly=True) as store:
-        stored = store.runs({r.key() for r in outcome.runs})
-    missed = sum(not r["passed_gate"] for r in stored)
-    if missed:
-        typer.echo(
-            f"{plural(missed, 'run')} of {len(stored)} did not learn its task (below the "
-            "competence gate at the training lengths): left out of the comparisons"
-        )
     if outcome.failed:
         failed = plural(len(outcome.failed), "run")
         typer.echo(f"{failed} failed; re-running the sweep retries them", err=True)

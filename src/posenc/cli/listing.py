@@ -16,7 +16,7 @@ def list_encodings(
     ] = False,
 ) -> None:
     """Print every registered encoding (name, family, parameters, paper), then the RoPE
-    context-extension methods usable as ``build("rope", scaling={"rope_type": name, ...})``."""
+    context-extension methods, each usable as `build("rope", scaling={"rope_type": NAME})`."""
     from rich.console import Console
     from rich.table import Table
 

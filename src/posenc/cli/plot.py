@@ -1,5 +1,6 @@
 """``posenc plot KIND [NAME...] [--set KEY=VALUE...] --out DIR``: write figures of encodings as
-PNG or SVG."""
+PNG or SVG; ``--compare`` puts the encodings (and comma-separated kinds) in one figure,
+``posenc plot attention --checkpoint PATH`` draws a trained lab model's attention."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def _literal(raw: str) -> Any:
         return raw.strip()
 
 
-def _accepts(name: str, config: dict[str, Any]) -> bool:
+def accepts(name: str, config: dict[str, Any]) -> bool:
     """True when subject ``name`` ("rope:yarn" -> rope) takes every key of ``config``: its own
     parameters or the model geometry (dim, n_heads, max_len) it is built for."""
     from ..registry import info
@@ -59,7 +60,7 @@ def _encodings(
         return [subject(n, **config) for n in names]
     applies = chosen.applies or (lambda pe: True)
     pes = []
-    for name in (n for n in subject_names() if _accepts(n, config)):
+    for name in (n for n in subject_names() if accepts(n, config)):
         try:
             pe = subject(name, **config)
         except ValueError as err:  # e.g. the rope:longrope example's 4 factors at head_dim 16
@@ -96,25 +97,58 @@ def _figures(
     return {f"{kind}-{pe.name.replace(':', '-')}": chosen([pe], **options) for pe in pes}
 
 
+def _compare(kinds: list[str], names: list[str] | None, settings: dict[str, Any]) -> Figure:
+    """``posenc.plots.compare`` of ``kinds`` (comma-separated KIND) for the named encodings
+    (default: every one the first kind applies to); settings named like an option of one of
+    the kinds go to the figures, the others to the encodings' constructors."""
+    from ..plots import compare, compare_kinds
+
+    chosen = compare_kinds(kinds)
+    taken = {o for k in chosen for o in k.options}
+    options = {k: v for k, v in settings.items() if k in taken}
+    config = {k: v for k, v in settings.items() if k not in taken}
+    pes = _encodings(chosen[0], names, config)
+    if not names:  # every encoding all the kinds apply to
+        pes = [pe for pe in pes if all(k.applies is None or k.applies(pe) for k in chosen)]
+    return compare(pes, kinds, **options)
+
+
+def _checkpoint_figure(
+    checkpoint: Path, store: Path | None, names: list[str] | None, settings: dict[str, Any]
+) -> Figure:
+    """``posenc.plots.attention_weights`` of a lab checkpoint's model on its task's first
+    evaluation sample at the training length (``posenc.lab.attention_maps.checkpoint_input``);
+    settings are the figure's options (layer, heads, average)."""
+    from ..lab.attention_maps import checkpoint_input
+    from ..plots import attention_weights
+
+    if names:
+        raise ValueError(
+            f"--checkpoint draws the checkpoint's own model: pass no names, got {names}"
+        )
+    allowed = {"layer", "heads", "average", "batch"}
+    unknown = sorted(set(settings) - allowed)
+    if unknown:
+        raise ValueError(f"--checkpoint takes --set {sorted(allowed)}, got {unknown}")
+    net, tokens, pos, _ = checkpoint_input(checkpoint, store)
+    return attention_weights(net, tokens, pos, **settings)
+
+
 HELP = "Draw one figure per encoding (overlay kinds: one figure for all) into --out."
 
 
-def _plain(text: str) -> str:
-    """A docstring line for the terminal: reST literals ``x`` become 'x'."""
-    return text.replace("``", "'")
+def _markdown(text: str) -> str:
+    """A docstring line for the terminal's Markdown help: reST literals ``x`` become `x`."""
+    return text.replace("``", "`")
 
 
 def kinds_help() -> str:
-    """``HELP`` and, one a line, every plot kind with its description, from ``PLOTS`` (Rich
-    markup escaped: descriptions hold brackets such as bias[h, i, j]; reST literals
-    ``x`` shown as 'x')."""
-    from rich.markup import escape
-
+    """``HELP`` and a Markdown list of every plot kind with its description, from ``PLOTS``
+    (the help is rendered as Markdown: reST literals ``x`` shown as code)."""
     from ..plots import PLOTS
 
-    width = max(map(len, PLOTS))
-    lines = [f"  {name:<{width}}  {escape(_plain(k.description))}" for name, k in PLOTS.items()]
-    return "\n\n".join([HELP, "KIND is one of:\n" + "\n".join(lines)])
+    lines = [f"- **{name}**: {_markdown(k.description)}" for name, k in PLOTS.items()]
+    return "\n\n".join([HELP, "KIND is one of:", "\n".join(lines)])
 
 
 def _show_help(ctx: typer.Context, value: bool) -> None:
@@ -146,6 +180,25 @@ def plot(
             "an encoding parameter (dim=64, head_dim=128, base=500000.0).",
         ),
     ] = None,
+    compare: Annotated[
+        bool,
+        typer.Option(
+            "--compare",
+            help="One figure for all the encodings (a panel each, shared colour and y scales); "
+            "KIND may list several kinds, comma-separated: heatmap,similarity,waveforms.",
+        ),
+    ] = False,
+    checkpoint: Annotated[
+        Path | None,
+        typer.Option(
+            help="attention only: draw this lab checkpoint's model (OUT/checkpoints/KEY.pt) "
+            "on its task's first evaluation sample; --set layer=1, heads=(0, 1), average=True."
+        ),
+    ] = None,
+    store: Annotated[
+        Path | None,
+        typer.Option(help="With --checkpoint: its results.sqlite (default: OUT/results.sqlite)."),
+    ] = None,
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("posenc-plots"),
     fmt: Annotated[str, typer.Option("--format", help="png or svg.")] = "png",
     show_help: Annotated[
@@ -162,12 +215,26 @@ def plot(
     from .._files import atomic_open
     from ..plots import PLOTS
 
-    if kind not in PLOTS:
-        raise typer.BadParameter(f"unknown plot kind {kind!r}; choose one of {sorted(PLOTS)}")
+    kinds = kind.split(",") if compare else [kind]
+    unknown = [k for k in kinds if k not in PLOTS]
+    if unknown:
+        raise typer.BadParameter(f"unknown plot kind {unknown[0]!r}; choose one of {sorted(PLOTS)}")
     if fmt not in ("png", "svg"):
         raise typer.BadParameter(f"--format must be png or svg, got {fmt!r}")
+    if checkpoint is not None and (kind != "attention" or compare):
+        raise typer.BadParameter("--checkpoint goes with `posenc plot attention` alone")
+    if store is not None and checkpoint is None:
+        raise typer.BadParameter("--store goes with --checkpoint")
     try:
-        figures = _figures(kind, PLOTS[kind], names, parse_settings(settings or []))
+        config = parse_settings(settings or [])
+        if checkpoint is not None:
+            figures = {
+                f"attention-{checkpoint.stem}": _checkpoint_figure(checkpoint, store, names, config)
+            }
+        elif compare:
+            figures = {"compare-" + "-".join(kinds): _compare(kinds, names, config)}
+        else:
+            figures = _figures(kind, PLOTS[kind], names, config)
     except (ValueError, TypeError) as err:
         raise typer.BadParameter(str(err)) from err
     out.mkdir(parents=True, exist_ok=True)

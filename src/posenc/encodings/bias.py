@@ -39,7 +39,10 @@ class ALiBi(BiasFlow, PositionalEncoding):
     Slopes m_h = 2^(-8h/H) (``PF.alibi_slopes``, the official rule for H not a power of two) or
     custom positive ``slopes``. ``bidirectional=True`` is the encoder form -m_h·|i - j| (as
     bidirectional ALiBi models use it); the default causal form in an encoder would add
-    +m_h·j per row, a bias toward later keys. The
+    +m_h·j per row, a bias toward later keys. On future keys (j > i) the causal form's
+    -m_h·(i - j) is positive: causal attention masks them, so no output depends on it, but a
+    printed matrix differs there from the tutorials' m·max(i - j, 0)-style 0;
+    ``posenc.plots.bias_matrix(pe, masked=0.0)`` gives that form. The
     float64 ``slopes64`` stay out of ``model.to(bf16)``; ``slopes`` follows the module dtype
     and sets the bias dtype: float32, or float64 after ``.double()``.
     """

@@ -1,11 +1,11 @@
-"""Constructor arguments of the encodings, the attention layer and the model, validated once
-for the torch and the Flax modules.
+"""Constructor arguments of the encodings, validated once for the torch and the Flax modules.
 
-One frozen dataclass per encoding (``RoPEConfig(head_dim=64)``), and ``AttentionConfig`` and
-``TransformerConfig`` for what surrounds the encoding: the keyword arguments, their defaults,
-the checks of the constructor (raising ValueError/TypeError naming the argument, as torch's
-modules do) and the values derived from them (``rotary_dim``). Floats are stored as ``float``.
-The torch and Flax encodings are both built from these (``config_class``).
+One frozen dataclass per encoding (``RoPEConfig(head_dim=64)``): the keyword arguments, their
+defaults, the checks of the constructor (raising ValueError/TypeError naming the argument, as
+torch's modules do) and the values derived from them (``rotary_dim``). Floats are stored as
+``float``. The torch and Flax encodings are both built from these (``config_class``). What
+surrounds an encoding has its own: ``posenc.attention.config.AttentionConfig``,
+``posenc.models.config.TransformerConfig`` and ``EncoderDecoderConfig``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from .._validate import (
 )
 from ..extension.config import scaling_config
 from ..functional import LAYOUTS, KerpleVariant, Layout
-from .capabilities import Capabilities
 
 KVPolicy = Literal["reference", "rerotate"]
 KV_POLICIES: tuple[KVPolicy, ...] = ("reference", "rerotate")
@@ -142,6 +141,28 @@ class RoPEConfig(RotaryConfig):
     def scaled_inv_freq(self, xp: Any = None) -> tuple[Any, Any, float]:
         """(default θ (P,), θ after the scaling, its attention factor), float64 in ``xp``."""
         default = PF.rope_inv_freq(self.rotary_dim, base=self.base, xp=xp)
+        if self.scaling is None:
+            return default, default, 1.0
+        inv_freq, attention_scaling = self.scaling.apply(default)
+        return default, inv_freq, attention_scaling
+
+
+@dataclass(frozen=True, kw_only=True)
+class PRoPEConfig(RoPEConfig):
+    """p-RoPE (``PF.p_rope_inv_freq``): RoPE's arguments and ``p``, the share of the highest
+    frequencies kept (p = 1: RoPE; p = 0: nothing rotated)."""
+
+    name, family = "p_rope", "rotary"
+    p: float = 0.75
+
+    def check(self) -> None:
+        super().check()
+        PF.p_rope_inv_freq(self.rotary_dim, self.p, base=self.base)
+
+    def scaled_inv_freq(self, xp: Any = None) -> tuple[Any, Any, float]:
+        """As RoPE's, from p-RoPE's frequencies: the scaling acts on the kept ones (θ = 0
+        stays 0 under every method)."""
+        default = PF.p_rope_inv_freq(self.rotary_dim, self.p, base=self.base, xp=xp)
         if self.scaling is None:
             return default, default, 1.0
         inv_freq, attention_scaling = self.scaling.apply(default)
@@ -441,11 +462,13 @@ class ShawConfig(EncodingConfig):
     head_dim: int
     max_distance: int = 16
     values: bool = True
+    init_std: float = 0.02
 
     def check(self) -> None:
         check_positive_int(self.head_dim, "head_dim")
         check_positive_int(self.max_distance, "max_distance")
         check_bool(self.values, "values")
+        check_positive_float(self.init_std, "init_std")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -524,6 +547,7 @@ CONFIGS: dict[str, type[EncodingConfig]] = {
         SinusoidalConfig,
         LearnedConfig,
         RoPEConfig,
+        PRoPEConfig,
         AxialRoPEConfig,
         RoPE3DConfig,
         MRoPEConfig,
@@ -542,128 +566,3 @@ CONFIGS: dict[str, type[EncodingConfig]] = {
         RandomizedConfig,
     )
 }
-
-
-@dataclass(frozen=True, kw_only=True)
-class AttentionConfig:
-    """An attention layer's arguments besides its encoding: ``n_kv_heads`` None is stored as
-    n_heads; the checks of torch's ``Attention``."""
-
-    d_model: int
-    n_heads: int
-    causal: bool
-    n_kv_heads: int | None = None
-    dropout: float = 0.0
-    bias: bool = False
-
-    def __post_init__(self) -> None:
-        check_positive_int(self.d_model, "d_model")
-        check_positive_int(self.n_heads, "n_heads")
-        n_kv = self.n_heads if self.n_kv_heads is None else self.n_kv_heads
-        check_positive_int(n_kv, "n_kv_heads")
-        object.__setattr__(self, "n_kv_heads", n_kv)
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"d_model must be divisible by n_heads, got {self.d_model} and {self.n_heads}"
-            )
-        if self.n_heads % n_kv:
-            raise ValueError(f"n_heads must be divisible by n_kv_heads, got {self.n_heads}, {n_kv}")
-        check_bool(self.causal, "causal")
-        check_bool(self.bias, "bias")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_heads
-
-
-@dataclass(frozen=True, kw_only=True)
-class TransformerConfig:
-    """A TinyTransformer's arguments besides its encoding (``pe``, ``pe_config``): ``d_ff``
-    None is stored as 4·d_model; the checks of torch's ``TinyTransformer``."""
-
-    vocab_size: int
-    d_model: int = 64
-    n_layers: int = 2
-    n_heads: int = 4
-    n_kv_heads: int | None = None
-    d_ff: int | None = None
-    causal: bool = True
-    dropout: float = 0.0
-    max_len: int = 1024
-
-    def __post_init__(self) -> None:
-        d_ff = () if self.d_ff is None else ("d_ff",)
-        for what in ("vocab_size", "d_model", "n_layers", "n_heads", "max_len", *d_ff):
-            check_positive_int(getattr(self, what), what)
-        self.attention()  # the checks of each layer's attention
-        object.__setattr__(self, "d_ff", self.d_ff or 4 * self.d_model)
-
-    def attention(self) -> AttentionConfig:
-        """The configuration of each layer's attention."""
-        names = ("d_model", "n_heads", "causal", "n_kv_heads", "dropout")
-        return AttentionConfig(**{n: getattr(self, n) for n in names})
-
-
-@dataclass(frozen=True, kw_only=True)
-class EncoderDecoderConfig:
-    """An ``EncoderDecoder``'s arguments besides its encoding: ``d_ff`` None is stored as
-    4·d_model; ``share_embeddings`` needs src_vocab_size == tgt_vocab_size (one table);
-    ``cross_rotation`` rotates cross-attention queries and keys (the model checks that its
-    encoding only rotates)."""
-
-    src_vocab_size: int
-    tgt_vocab_size: int
-    d_model: int = 64
-    n_encoder_layers: int = 2
-    n_decoder_layers: int = 2
-    n_heads: int = 4
-    n_kv_heads: int | None = None
-    d_ff: int | None = None
-    dropout: float = 0.0
-    max_len: int = 1024
-    share_embeddings: bool = False
-    cross_rotation: bool = False
-
-    def __post_init__(self) -> None:
-        sizes = ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "max_len")
-        d_ff = () if self.d_ff is None else ("d_ff",)
-        for what in (*sizes, "n_encoder_layers", "n_decoder_layers", *d_ff):
-            check_positive_int(getattr(self, what), what)
-        check_bool(self.share_embeddings, "share_embeddings")
-        check_bool(self.cross_rotation, "cross_rotation")
-        if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
-            raise ValueError(
-                "share_embeddings needs one vocabulary, src_vocab_size == tgt_vocab_size, got "
-                f"{self.src_vocab_size} and {self.tgt_vocab_size}"
-            )
-        self.attention(causal=True)  # the checks of each layer's attention
-        object.__setattr__(self, "d_ff", self.d_ff or 4 * self.d_model)
-
-    def check_axes(self, encoder: tuple[int, str], decoder: tuple[int, str]) -> None:
-        """Raise ValueError unless the decoder's encoding reads one position axis (token
-        positions), and the encoder's too with ``cross_rotation`` (one position per query and
-        key); ``encoder``/``decoder``: (axes, name). An encoder of image or video grids
-        (A > 1 axes) serves otherwise."""
-        for role, (axes, name) in (("decoder", decoder), ("encoder", encoder)):
-            if axes != 1 and (role == "decoder" or self.cross_rotation):
-                why = "cross_rotation needs" if role == "encoder" else "the decoder needs"
-                raise ValueError(
-                    f"{why} a sequence encoding (one position axis), got {role} encoding "
-                    f"{name!r} of {axes} axes"
-                )
-
-    def check_cross_rotation(self, capabilities: Capabilities, name: str) -> None:
-        """Raise ValueError for ``cross_rotation`` with an encoding (``name``) that does more
-        than rotate: biases, relative terms and tables have no cross-attention form."""
-        if self.cross_rotation and not capabilities.only_rotates:
-            raise ValueError(
-                "cross_rotation needs an encoding that only rotates queries and keys (rope, "
-                f"xpos, pope), got {name!r}"
-            )
-
-    def attention(self, *, causal: bool) -> AttentionConfig:
-        """The configuration of each attention layer (encoder and cross: ``causal=False``)."""
-        names = ("d_model", "n_heads", "n_kv_heads", "dropout")
-        return AttentionConfig(causal=causal, **{n: getattr(self, n) for n in names})

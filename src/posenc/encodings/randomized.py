@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._validate import check_nonnegative, check_positions
+from .._validate import check_nonnegative, check_positions, values_checked
 from ..registry import build, info, register
 from .base import PositionalEncoding, batch_positions
 from .capabilities import Capabilities
@@ -62,22 +62,47 @@ class Randomized(RandomizedFlow, PositionalEncoding):
         Raises: ValueError when n > max_len (the range cannot hold n distinct positions).
         """
         self.config.check_draw(n)
-        gen_device = None if self.generator is None else self.generator.device
-        noise = torch.rand(
-            batch, self.max_len, generator=self.generator, device=gen_device or device
-        )  # (B, L)
-        subset = noise.argsort(dim=-1)[:, :n].to(device)  # (B, n), uniform random n-subset
-        if sizes is not None:  # keep each row's first sizes[b] picks: a uniform sizes[b]-subset
-            keep = torch.arange(n, device=subset.device) < sizes.to(subset.device)[:, None]
-            subset = subset.masked_fill(~keep, self.max_len)  # (B, n), dropped picks sort last
-        return subset.sort(dim=-1).values
+        sizes = torch.full((batch,), n, device=device) if sizes is None else sizes.to(device)
+        picks = torch.arange(n, device=device).expand(batch, n)  # (B, n)
+        subset = self._picks(self._noise(batch, device), sizes, picks)  # (B, n)
+        return subset.masked_fill(picks >= sizes[:, None], self.max_len)
 
-    @torch.compiler.disable
     def draw(self, pos: Tensor, batch: int) -> Tensor:
-        """A new draw for ``pos`` (B, T). Eager under ``torch.compile`` (the sampler's
-        generator)."""
+        """A new draw for ``pos`` (B, T): row b's positions map to a sorted uniform random
+        subset of range(max_len) of size max(pos[b]) + 1, S_b[pos]. Fixed shapes and no host
+        read under ``torch.compile`` (one graph, ``fullgraph=True``), except the noise of a
+        ``seed``'s own generator, which is drawn eagerly (a graph break: torch.compile cannot
+        trace a ``torch.Generator``)."""
         check_nonnegative(pos)
         rows = batch_positions(pos, batch)  # (B, T)
-        sizes = rows.amax(dim=-1) + 1 if rows.numel() else None  # (B,) each row's length
-        n = int(sizes.max()) if sizes is not None else 0
-        return self.sample(batch, n, pos.device, sizes).gather(1, rows)  # (B, T)
+        if not rows.numel():
+            return rows.clone()
+        sizes = rows.amax(dim=-1) + 1  # (B,) each row's length
+        if values_checked(sizes):
+            self.config.check_draw(int(sizes.max()))
+        return self._picks(self._noise(batch, pos.device), sizes, rows)  # (B, T)
+
+    def _noise(self, batch: int, device: torch.device | None) -> Tensor:
+        """(B, max_len) uniform noise: its sizes[b] smallest entries of row b are the draw."""
+        if self.generator is None:
+            return torch.rand(batch, self.max_len, device=device)
+        return _seeded_noise(self.generator, batch, self.max_len).to(device)
+
+    def _picks(self, noise: Tensor, sizes: Tensor, rows: Tensor) -> Tensor:
+        """S_b[rows] (B, T): S_b the sorted set of the sizes[b] smallest-noise indices of row b,
+        rows (B, T) < sizes[b]. The set is ``noise.argsort()[:, :sizes[b]]`` (x chosen where its
+        rank < sizes[b]); its (r + 1)-th smallest element is the first x where the count of
+        chosen <= x reaches r + 1."""
+        order = noise.argsort(dim=-1)  # (B, L)
+        ranks = torch.empty_like(order).scatter_(
+            1, order, torch.arange(self.max_len, device=noise.device).expand_as(order)
+        )  # (B, L), rank of each x
+        chosen = ranks < sizes.to(noise.device)[:, None]  # (B, L)
+        count = chosen.cumsum(dim=-1)  # (B, L) chosen <= x
+        return torch.searchsorted(count, rows.to(noise.device) + 1).to(rows.device)  # (B, T)
+
+
+@torch.compiler.disable
+def _seeded_noise(generator: torch.Generator, batch: int, length: int) -> Tensor:
+    """(batch, length) uniform noise from ``generator`` on its device, eagerly."""
+    return torch.rand(batch, length, generator=generator, device=generator.device)

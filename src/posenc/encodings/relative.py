@@ -23,7 +23,11 @@ class Shaw(ShawFlow, PositionalEncoding):
     e_ij = q_i·(k_j + a^K_ij) / sqrt(D),  z_i = Σ_j α_ij (v_j + a^V_ij),
     a_ij = w[clip(j - i, -K, K)] with K = ``max_distance``: distances past K share the edge row.
     One (2K+1, D) table per term, shared by heads (as in the paper); ``values=False`` drops a^V.
-    Tables start N(0, 0.02²). Indices come from positions, so cached decoding is exact.
+    Tables start N(0, ``init_std``²), 0.02 by default (GPT-2's scale): untrained, q·a^K is
+    ~0.02·|q| next to q·k, so an untrained layer's attention by distance is NoPE's (1/(i + 1)
+    on one repeated token) until training grows the tables; tutorials that draw the tables
+    from ``torch.randn`` (std 1) see a position effect at once: ``init_std=1.0``. Indices come
+    from positions, so cached decoding is exact.
     """
 
     capabilities = Capabilities(relative_terms=True)
@@ -39,7 +43,7 @@ class Shaw(ShawFlow, PositionalEncoding):
     def reset_parameters(self) -> None:
         for table in (self.key_table, self.value_table):
             if table is not None:
-                nn.init.normal_(table, std=0.02)
+                nn.init.normal_(table, std=self.config.init_std)
 
 
 @register("transformer_xl", family="relative", paper="Dai et al., arXiv:1901.02860", year=2019)

@@ -13,7 +13,7 @@ from ..kernels.rope_tables import RopeTables
 from ..registry import register
 from .base import PositionalEncoding
 from .capabilities import Capabilities
-from .configs import RoPEConfig
+from .configs import PRoPEConfig, RoPEConfig
 from .flows import RoPEFlow
 
 
@@ -52,7 +52,12 @@ class RoPE(RoPEFlow, KernelRotary):
     """Rotary position embedding (Su et al. 2021, RoFormer): q_m -> R_m q_m, k_n -> R_n k_n with
 
     R_m rotating pair i by m·θ_i, θ_i = base^(-2i/d), so <R_m q, R_n k> = <q, R_(n-m) k>.
-    ``layout``: "half" (GPT-NeoX/HF) or "interleaved" (RoFormer/Meta); ``partial``: fraction
+    ``layout``: which features form pair i. "half" (the default, GPT-NeoX/Hugging Face, so HF
+    checkpoints load as they are) pairs feature i with i + d/2; "interleaved" (RoFormer/Meta)
+    pairs neighbours (2i, 2i + 1), the form tutorials write (``x[k], x[k + 1]`` rotated by
+    m/base^(k/d), or ``view_as_complex`` of consecutive features): ``layout="interleaved"``
+    gives their numbers feature by feature; both layouts give the same scores up to a fixed
+    permutation of q's and k's features. ``partial``: fraction
     of head_dim rotated (the rest passes through, GPT-NeoX). Angles are computed in float64
     from int64 positions and cos/sin shared by every layer of one forward; the frequencies
     ``inv_freq64`` stay float64 under ``model.to(bf16)`` (``inv_freq`` is their float32 copy, as
@@ -103,3 +108,19 @@ class RoPE(RoPEFlow, KernelRotary):
     def max_position(self, *positions: Tensor) -> int:
         """max(positions), -1 for none: one host read per tensor."""
         return max((int(p.max()) for p in positions if p.numel()), default=-1)
+
+
+@register("p_rope", family="rotary", paper="Barbero et al., arXiv:2410.06205", year=2024)
+class PRoPE(RoPE):
+    """p-RoPE (Barbero et al. 2024, "Round and Round We Go!", sec. 6): RoPE with only the
+    highest-frequency share ``p`` of its pairs rotated, θ_i = base^(-2i/d) for
+    i < ⌊p·d/2⌋ and θ_i = 0 for the rest (``PF.p_rope_inv_freq``), so the lowest frequencies,
+    which carry little position but much "semantic" channel, are not rotated at all.
+
+    p = 1 is ``rope``, p = 0 is ``nope``. transformers' ``rope_type: "proportional"`` (Gemma 4)
+    is this with p its ``partial_rotary_factor`` (``posenc.hf.rope_config.rope_from_hf``).
+    Everything else (``layout``, ``partial``, ``scaling``, ``kernel``, ``kv_policy``) is RoPE's.
+    """
+
+    config_class = PRoPEConfig
+    config: PRoPEConfig

@@ -1,9 +1,10 @@
-"""Load a model to evaluate: a transformers causal LM directory or a lab checkpoint, with an
-optional context-extension method (``scaling``) applied at load time.
+"""Load a model to evaluate: a transformers causal LM directory, a GGUF file or a lab
+checkpoint, with an optional context-extension method (``scaling``) applied at load time.
 
 transformers: the directory's config gets ``rope_parameters`` = its RoPE base (and partial
 rotary factor) with ``scaling`` on top, and the model is built from that config, exactly as a
 model saved with that ``rope_scaling`` would be (local files only, nothing is downloaded).
+GGUF (llama.cpp's files): ``posenc.hf.gguf.load_gguf``, its config scaled the same way.
 Lab: the run's config is read from the result store beside ``OUT/checkpoints/KEY.pt``; scaling
 goes to the RoPE encoding (``pe_config["scaling"]``; frequencies are not in the checkpoint).
 """
@@ -34,7 +35,8 @@ def load_model(
     dtype: str | None = None,
 ) -> CausalLM:
     """The model at ``path``: a transformers model directory (``config.json``) with its
-    tokenizer if it has one, or a lab checkpoint ``OUT/checkpoints/KEY.pt``.
+    tokenizer if it has one, a ``.gguf`` file (dequantised to float32; its own tokenizer), or
+    a lab checkpoint ``OUT/checkpoints/KEY.pt``.
 
     ``scaling``: a transformers rope-scaling dict, e.g. ``{"rope_type": "yarn", "factor":
     4.0, "original_max_position_embeddings": 2048}``. ``dtype``: "float32", "bfloat16",
@@ -47,13 +49,15 @@ def load_model(
     check_device(device)  # before any loading: an unusable device is a usage error
     if (path / "config.json").is_file():
         return _load_hf(path, scaling, device, dtype)
+    if path.is_file() and path.suffix == ".gguf":
+        return _load_gguf(path, scaling, device, dtype)
     if path.is_file() and path.suffix == ".pt":
         if dtype not in (None, "float32"):
             raise ValueError(f"lab checkpoints load in float32, got dtype {dtype!r}")
         return _load_lab(path, scaling, device)
     raise ValueError(
-        "MODEL must be a transformers model directory (with config.json) or a lab checkpoint "
-        f"(OUT/checkpoints/KEY.pt), got {str(path)!r}"
+        "MODEL must be a transformers model directory (with config.json), a .gguf file or a lab "
+        f"checkpoint (OUT/checkpoints/KEY.pt), got {str(path)!r}"
     )
 
 
@@ -131,6 +135,22 @@ def _load_hf(
     except (OSError, ValueError, TypeError):  # no tokenizer files in the directory
         tokenizer = None
     return CausalLM(model.to(device), tokenizer=tokenizer, name=path.name)
+
+
+def _load_gguf(
+    path: Path, scaling: dict[str, Any] | None, device: str, dtype: str | None
+) -> CausalLM:
+    from ..hf.gguf import gguf_config, load_gguf, read_gguf
+
+    config = gguf_config(read_gguf(path))
+    if scaling is not None:
+        config = scaled_config(config, scaling)
+    chosen = _dtype(dtype)
+    model, tokenizer = load_gguf(
+        path, config=config, dtype=torch.float32 if chosen == "auto" else chosen, device=device
+    )
+    tok = None if tokenizer is None else as_tokenizer(tokenizer)
+    return CausalLM(model, tokenizer=tok, name=path.stem)
 
 
 def _dtype(dtype: str | None) -> Any:

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
-from ..attention import TinyTransformer
 from ..lab.model import LabModel
+from ..models import TinyTransformer
 
 
 class Tokenizer(Protocol):

@@ -1,6 +1,6 @@
 """posenc.extension: context extension for rotary encodings (PI, NTK, dynamic NTK, YaRN,
 LongRoPE, Llama 3), as pure functions and validated configs. (Hugging Face config readers,
-which build ``RoPE`` modules, are ``posenc.encodings.hf``: this package stays below encodings.)"""
+which build ``RoPE`` modules, are ``posenc.hf.rope_config``: this package stays below encodings.)"""
 
 from .config import (
     SCALINGS,

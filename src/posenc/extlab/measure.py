@@ -20,9 +20,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..attention import TinyTransformer
 from ..eval import passkey, perplexity
 from ..lab.attention_maps import attention_maps
+from ..models import TinyTransformer
 from .config import ExtendConfig
 from .corpus import corpus, vocab
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from ..attention import TinyTransformer
 from ..extension import scaling_config
 from ..functional import rope_inv_freq
+from ..models import TinyTransformer
 from ..registry import build_for_model
 from .config import METHODS, ExtendConfig
 from .corpus import vocab

@@ -16,8 +16,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from ..attention import TinyTransformer
 from ..lab.train import lr_factor
+from ..models import TinyTransformer
 from .config import ExtendConfig
 from .corpus import corpus, training_rows
 from .methods import build_model

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..attention import TinyTransformer
 from ..lab.train import save_checkpoint
+from ..models import TinyTransformer
 from .config import ExtendConfig
 from .corpus import corpus
 from .measure import Measure, first_token_attention, loss, retrieval, stream

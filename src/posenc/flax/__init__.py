@@ -12,12 +12,12 @@ except ImportError as err:  # pragma: no cover - depends on the environment
         f"(jax>=0.4.30, flax>=0.11); import failed with: {err}"
     ) from err
 
-from ..encodings.attention_flow import CachedKeys, Memory
+from ..attention.flow import CachedKeys, Memory
 from .attention import Attention
 from .base import ENCODINGS, PositionalEncoding, PositionContext, build, build_for_model
 from .convert import load_torch_state_dict, to_torch_state_dict
 from .encoder_decoder import DecoderBlock, EncoderDecoder
-from .encodings import Learned, NoPE, PoPE, RoPE, Sinusoidal, XPos
+from .encodings import Learned, NoPE, PoPE, PRoPE, RoPE, Sinusoidal, XPos
 from .grid import Learned2D, MRoPE, RoPE2D, RoPE3D, RoPEMixed, Sincos2D
 from .kv_cache import KVCache
 from .model import Block, TinyTransformer
@@ -42,6 +42,7 @@ __all__ = [
     "MRoPE",
     "Memory",
     "NoPE",
+    "PRoPE",
     "PoPE",
     "PositionContext",
     "PositionalEncoding",

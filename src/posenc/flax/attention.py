@@ -16,8 +16,8 @@ from .._validate import (
     check_positions_given,
     check_positions_match,
 )
-from ..encodings.attention_flow import AttentionFlow, CachedKeys, explicit_attention
-from ..encodings.configs import AttentionConfig
+from ..attention.config import AttentionConfig
+from ..attention.flow import AttentionFlow, CachedKeys, check_embedded, explicit_weights
 from .base import (
     PositionalEncoding,
     PositionContext,
@@ -50,22 +50,35 @@ class Attention(AttentionFlow, nnx.Module):
     """As torch's ``Attention`` (one explicit path: no query blocks or fused backends), with
     parameters ``qkv`` (C -> C + 2·Hkv·D) and ``proj`` (C -> C); dropout acts on the attention
     probabilities in training. ``config``: the other ``AttentionConfig`` arguments (causal,
-    n_kv_heads, dropout, bias), checked as torch's. ``__call__``, ``project_memory`` and
-    ``cross``: ``posenc.encodings.attention_flow``; ``masks`` are ``padding_mask`` (B, T) bool
-    and ``segment_ids`` (B, T) integer, as torch's."""
+    n_kv_heads, dropout, bias, window, chunk), checked as torch's. ``__call__``,
+    ``project_memory`` and ``cross``: ``posenc.attention.flow``; ``masks`` are
+    ``padding_mask`` (B, T) bool and ``segment_ids`` (B, T) integer, as torch's.
+    ``return_weights=True`` also returns the softmax weights (B, H, T, L); ``embedded``: as
+    torch's, required (True) around an additive encoding, whose ``embed`` the caller adds to
+    the input (the layer never calls it)."""
 
     cache_type = KVCache
 
     def __init__(
-        self, d_model: int, n_heads: int, *, pe: PositionalEncoding, rngs: nnx.Rngs, **config: Any
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        pe: PositionalEncoding,
+        rngs: nnx.Rngs,
+        embedded: bool = False,
+        **config: Any,
     ) -> None:
         c = AttentionConfig(d_model=d_model, n_heads=n_heads, **config)
         if not isinstance(pe, PositionalEncoding):
             raise TypeError(f"pe must be a posenc.flax PositionalEncoding, got {type(pe).__name__}")
         check_encoding_heads(pe, n_heads, c.head_dim)
+        check_embedded(pe, embedded)
+        self.embedded = embedded
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, c.head_dim
         self.n_kv_heads: int = c.n_kv_heads or n_heads
         self.causal, self.pe = c.causal, pe
+        self.window, self.chunk = c.window, c.chunk
         width = d_model + 2 * self.n_kv_heads * c.head_dim
         self.qkv = nnx.Linear(d_model, width, use_bias=c.bias, rngs=rngs)
         self.proj = nnx.Linear(d_model, d_model, use_bias=c.bias, rngs=rngs)
@@ -124,10 +137,16 @@ class Attention(AttentionFlow, nnx.Module):
     def attend(
         self, q: Array, keys: CachedKeys, ctx: PositionContext, allowed: Array, offset: Any
     ) -> Array:
+        return self.attend_weights(q, keys, ctx, allowed, offset)[0]
+
+    def attend_weights(
+        self, q: Array, keys: CachedKeys, ctx: PositionContext, allowed: Array, offset: Any
+    ) -> tuple[Array, Array]:
+        """The explicit path (Flax's only one): (B, H, T, D) and the weights (B, H, T, L)."""
         groups = self.n_heads // self.n_kv_heads
         k, v = (jnp.repeat(x, groups, axis=1) for x in (keys.k, keys.v))  # (B, H, L, D)
         softmax = partial(jax.nn.softmax, axis=-1)
-        return explicit_attention(
+        return explicit_weights(
             self.pe,
             q,
             k,

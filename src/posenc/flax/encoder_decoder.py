@@ -12,7 +12,7 @@ import jax
 from flax import nnx
 
 from .._models import DecoderBlockFlow, EncoderDecoderFlow
-from ..encodings.configs import EncoderDecoderConfig
+from ..models.config import EncoderDecoderConfig
 from .attention import Attention, KVCache
 from .base import PositionalEncoding
 from .encodings import NoPE

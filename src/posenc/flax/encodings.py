@@ -139,6 +139,13 @@ class RoPE(RoPEFlow, Rotary):
         return max((b[1] for p in positions if (b := bounds(p)) is not None), default=-1)
 
 
+@register(configs.PRoPEConfig)
+class PRoPE(RoPE):
+    """As torch's ``PRoPE``: RoPE on p-RoPE's frequencies (``PF.p_rope_inv_freq``)."""
+
+    config: configs.PRoPEConfig
+
+
 @register(configs.XPosConfig)
 class XPos(XPosFlow, Rotary):
     """As torch's ``XPos``: RoPE scaled by ζ^(±pos/γ_s); tables and the range check once per

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from .._validate import check_cache_axes, check_positive_int
-from ..encodings.attention_flow import TIME_AXIS, CachedKeys
+from ..attention.flow import TIME_AXIS, CachedKeys
 from .base import is_concrete, on_host_if
 
 Array = jax.Array

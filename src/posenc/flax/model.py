@@ -4,6 +4,7 @@ and exact (erf) GELU, as torch's defaults."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from functools import partial
 from typing import Any
@@ -13,9 +14,10 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from .._models import BlockFlow, Hooks, TransformerFlow, model_encoding
+from .._models import BlockFlow, Limits, ModelHooks, TransformerFlow, layer_encodings, schedule_of
+from .._schedule import LayerSchedule, Named
 from ..encodings.capabilities import Capabilities
-from ..encodings.configs import TransformerConfig
+from ..models.config import TransformerConfig
 from ..registry import info
 from .attention import Attention, KVCache, context
 from .base import PositionalEncoding, PositionContext, accepted_keys, build_for_model, check_ndim
@@ -33,7 +35,7 @@ def feed_forward(d_model: int, d_ff: int, rngs: nnx.Rngs) -> nnx.Sequential:
     )
 
 
-class FlaxHooks(Hooks):
+class FlaxHooks(ModelHooks):
     """The Flax side of ``posenc._models``' hooks; ``__call__`` runs ``forward``."""
 
     def check_tokens(self, idx: Array, what: str) -> None:
@@ -74,10 +76,15 @@ def cross_entropy(logits: Array, targets: Array) -> Array:
     return jnp.sum(jnp.where(keep, losses, 0.0)) / jnp.maximum(jnp.sum(keep), 1)
 
 
-def attention_layers(n: int, rngs: nnx.Rngs, **config: Any) -> list[Attention]:
-    """``n`` ``Attention`` layers of ``config`` (``pe``, ``AttentionConfig`` arguments), then
-    torch's init of their ``qkv`` and ``proj`` kernels: N(0, 0.02²)."""
-    layers = [Attention(rngs=rngs, **config) for _ in range(n)]
+def attention_layers(
+    n: int, rngs: nnx.Rngs, *, each: Sequence[dict[str, Any]] | None = None, **config: Any
+) -> list[Attention]:
+    """``n`` ``Attention`` layers of ``config`` (``pe``, ``AttentionConfig`` arguments), layer
+    i's updated by ``each[i]`` (its ``pe``, ``window``, ``chunk``), then torch's init of their
+    ``qkv`` and ``proj`` kernels: N(0, 0.02²). The models add ``pe.embed`` to the token
+    embeddings themselves: the layers are built ``embedded``."""
+    own = each or [{}] * n
+    layers = [Attention(rngs=rngs, embedded=True, **(config | own[i])) for i in range(n)]
     for linear in (x for a in layers for x in (a.qkv, a.proj)):
         linear.kernel.set_value(_INIT(rngs.params(), linear.kernel.shape, linear.kernel.dtype))
     return layers
@@ -102,24 +109,40 @@ class TinyTransformer(FlaxHooks, TransformerFlow, nnx.Module):
     (vocab_size, d_model=64, n_layers=2, n_heads=4, n_kv_heads, d_ff, causal=True, dropout,
     max_len=1024), ``pe`` a Flax encoding shared by every layer, or a registered name built
     for this size with ``pe_config`` (an encoder's in its encoder form unless ``pe_config`` sets
-    it); ``rngs`` seeds the parameters."""
+    it), or per layer as torch's (a list or pattern, a ``LayerSchedule``, with ``window`` and
+    ``chunk``; a Flax cache keeps every key, the mask limits a local layer to its own);
+    ``rngs`` seeds the parameters."""
 
     def __init__(
         self,
         *,
-        pe: PositionalEncoding | str,
+        pe: PositionalEncoding
+        | str
+        | Sequence[PositionalEncoding | Named]
+        | LayerSchedule[PositionalEncoding],
         pe_config: dict[str, Any] | None = None,
         rngs: nnx.Rngs | None = None,
+        window: Limits = None,
+        chunk: Limits = None,
         **config: Any,
     ) -> None:
         c = TransformerConfig(**config)
         rngs = rngs or nnx.Rngs(0)
-        self.pe: PositionalEncoding = model_encoding(
-            pe, pe_config, encoder=not c.causal, **registry(c, rngs)
+        schedule, listed = schedule_of(pe, window, chunk)
+        layers = layer_encodings(
+            schedule,
+            c.n_layers,
+            pe_config,
+            listed=listed,
+            hooks=self,
+            encoder=not c.causal,
+            **registry(c, rngs),
         )
+        self.pe: PositionalEncoding = layers[0].pe  # the embedding's (every layer's, unlisted)
         self.causal = c.causal
         self.tok = nnx.Embed(c.vocab_size, c.d_model, embedding_init=_INIT, rngs=rngs)
-        attn = attention_layers(c.n_layers, rngs, pe=self.pe, **asdict(c.attention()))
+        each = [{"pe": p, "window": w, "chunk": k} for p, w, k in layers]
+        attn = attention_layers(c.n_layers, rngs, each=each, **asdict(c.attention()))
         self.blocks = nnx.List([Block(a, c.d_ff or 0, dropout=c.dropout, rngs=rngs) for a in attn])
         self.norm = nnx.LayerNorm(c.d_model, epsilon=1e-5, rngs=rngs)
         self.head = nnx.Linear(

@@ -116,20 +116,21 @@ class FIRE(BiasFlow, PositionalEncoding):
         return jnp.moveaxis(out, 0, -3)
 
 
-def _normal(rngs: nnx.Rngs, *shape: int) -> nnx.Param[Array]:
-    return nnx.Param(0.02 * jax.random.normal(rngs.params(), shape))
+def _normal(rngs: nnx.Rngs, *shape: int, std: float = 0.02) -> nnx.Param[Array]:
+    return nnx.Param(std * jax.random.normal(rngs.params(), shape))
 
 
 @register(configs.ShawConfig)
 class Shaw(ShawFlow, PositionalEncoding):
-    """As torch's ``Shaw``: ``key_table``, ``value_table`` (2K+1, D) ~ N(0, 0.02²)."""
+    """As torch's ``Shaw``: ``key_table``, ``value_table`` (2K+1, D) ~ N(0, init_std²)."""
 
     config: configs.ShawConfig
 
     def setup(self, rngs: nnx.Rngs) -> None:
-        rows = 2 * self.max_distance + 1
-        self.key_table = _normal(rngs, rows, self.head_dim)  # (2K+1, D)
-        self.value_table = _normal(rngs, rows, self.head_dim) if self.config.values else None
+        rows, std = 2 * self.max_distance + 1, self.config.init_std
+        self.key_table = _normal(rngs, rows, self.head_dim, std=std)  # (2K+1, D)
+        values = self.config.values
+        self.value_table = _normal(rngs, rows, self.head_dim, std=std) if values else None
 
 
 @register(configs.TransformerXLConfig)

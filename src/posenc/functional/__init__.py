@@ -10,7 +10,8 @@ from ._xp import namespace, np_xp, torch_xp
 from .alibi import alibi_bias, alibi_slopes
 from .cope import cope_interpolate, cope_positions
 from .fire import fire_distance, fire_mlp, fire_mlp_pieces, fire_normaliser, fire_psi
-from .frequencies import angles, inv_freq_series, rope_inv_freq, wavelengths
+from .forgetting import forgetting_attention
+from .frequencies import angles, inv_freq_series, p_rope_inv_freq, rope_inv_freq, wavelengths
 from .kerple import (
     KERPLE_VARIANTS,
     KerpleVariant,
@@ -19,6 +20,7 @@ from .kerple import (
     kerple_log,
     kerple_power,
 )
+from .path import path_attention
 from .pope import pope_features, pope_polar, softplus
 from .relative import relative_offsets
 from .resample import RESAMPLE_MODES, ResampleMode, check_grid, resample_table
@@ -38,7 +40,9 @@ from .shaw import (
     shaw_relative_index,
 )
 from .sincos_2d import sincos_2d_table
-from .sinusoidal import sinusoidal_table
+from .sinks import attention_with_sinks, softmax_with_sinks
+from .sinusoidal import shift_matrix, sinusoidal_table
+from .stick_breaking import stick_breaking_attention
 from .t5 import check_t5_buckets, t5_relative_bucket
 from .transformer_xl import transformer_xl_position_rows, transformer_xl_terms
 from .xpos import check_xpos_range, xpos_max_position, xpos_scale
@@ -55,6 +59,7 @@ __all__ = [
     "angles",
     "apply_rope",
     "apply_rope_pair",
+    "attention_with_sinks",
     "axial_inv_freq",
     "axis_angles",
     "check_grid",
@@ -69,6 +74,7 @@ __all__ = [
     "fire_mlp_pieces",
     "fire_normaliser",
     "fire_psi",
+    "forgetting_attention",
     "gather_relative",
     "inv_freq_series",
     "kerple_bias",
@@ -78,7 +84,9 @@ __all__ = [
     "mixed_inv_freq",
     "namespace",
     "np_xp",
+    "p_rope_inv_freq",
     "pair_axes",
+    "path_attention",
     "pope_features",
     "pope_polar",
     "relative_key_logits",
@@ -89,9 +97,12 @@ __all__ = [
     "rope_inv_freq",
     "rotary_dim",
     "shaw_relative_index",
+    "shift_matrix",
     "sincos_2d_table",
     "sinusoidal_table",
+    "softmax_with_sinks",
     "softplus",
+    "stick_breaking_attention",
     "t5_relative_bucket",
     "torch_xp",
     "transformer_xl_position_rows",

@@ -33,7 +33,9 @@ def alibi_bias(q_pos: Any, k_pos: Any, slopes: Any, *, bidirectional: bool = Fal
     """Linear distance penalty -m_h·(i - j) for query position i and key position j.
 
     The causal form keeps the sign (on future keys, masked by attention, it is positive and
-    finite; each row equals BLOOM's m_h·j up to a per-row constant, which softmax ignores).
+    finite; each row equals BLOOM's m_h·j up to a per-row constant, which softmax ignores);
+    tutorials that print -m·max(i - j, 0) write 0 there instead: the same scores once masked
+    (``posenc.plots.bias_matrix(pe, masked=0.0)`` prints their matrix).
     In an encoder the sign would make it a bias toward later keys (+m_h·j per row), so
     ``bidirectional=True`` is the encoder form -m_h·|i - j|, as bidirectional ALiBi models
     use it (MosaicBERT, x-transformers' ``AlibiPositionalBias``); on keys j <= i both agree.

@@ -30,6 +30,34 @@ def rope_inv_freq(
     return inv_freq_series(dim, base=base, xp=xp, device=device)
 
 
+def p_rope_inv_freq(
+    dim: int,
+    p: float,
+    *,
+    base: float = 10000.0,
+    xp: ModuleType | None = None,
+    device: Any = None,
+) -> Any:
+    """p-RoPE's frequencies (Barbero et al. 2024, arXiv:2410.06205, sec. 6): RoPE's
+    θ_i = base^(-2i/dim) for the ⌊p·dim/2⌋ highest, θ_i = 0 (pair i not rotated) for the rest.
+
+    p = 1 is RoPE, p = 0 rotates nothing (NoPE). The kept count is ``int(p * dim // 2)``, as
+    transformers' ``proportional`` rope type (Gemma 4) computes it with p its
+    ``partial_rotary_factor``. Float64 in ``xp`` (default NumPy).
+    Shapes: returns (dim/2,).
+    Raises: ValueError for an odd/non-positive ``dim``, a ``base`` <= 0 or p outside [0, 1].
+    """
+    if isinstance(p, bool) or not isinstance(p, int | float):
+        raise TypeError(f"p must be a float in [0, 1], got {type(p).__name__}")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"p (the share of frequencies kept) must be in [0, 1], got {p}")
+    inv_freq = rope_inv_freq(dim, base=base, xp=xp, device=device)  # (dim/2,)
+    xp = namespace(inv_freq)
+    kept = int(p * dim // 2)
+    index = xp.arange(dim // 2, device=device)
+    return xp.where(index < kept, inv_freq, xp.zeros_like(inv_freq))
+
+
 def inv_freq_series(
     dim: int, *, base: float = 10000.0, xp: ModuleType | None = None, device: Any = None
 ) -> Any:
@@ -46,8 +74,12 @@ def inv_freq_series(
 
 
 def wavelengths(inv_freq: Any) -> Any:
-    """Wavelength of each pair, λ_i = 2π / θ_i, in positions. Shapes: (P,) -> (P,)."""
-    return 2 * 3.141592653589793 / inv_freq
+    """Wavelength of each pair, λ_i = 2π / θ_i, in positions; infinite for a pair that does not
+    turn (θ_i = 0: p-RoPE's dropped frequencies). Shapes: (P,) -> (P,)."""
+    xp = namespace(inv_freq)
+    turns = inv_freq > 0
+    safe = xp.where(turns, inv_freq, xp.ones_like(inv_freq))
+    return xp.where(turns, 2 * 3.141592653589793 / safe, xp.full_like(inv_freq, float("inf")))
 
 
 def angles(pos: Any, inv_freq: Any) -> Any:

@@ -40,3 +40,37 @@ def sinusoidal_table(
     table = xp.stack([xp.sin(ang), xp.cos(ang)], axis=-1)  # (..., P, 2)
     table = xp.reshape(table, (*ang.shape[:-1], 2 * ang.shape[-1]))  # sin at even, cos at odd
     return table if dim % 2 == 0 else table[..., :dim]  # (..., dim): odd widths end on a sine
+
+
+def shift_matrix(
+    k: int, dim: int, *, base: float = 10000.0, xp: ModuleType | None = None, device: Any = None
+) -> Any:
+    """M_k, the linear map that shifts Vaswani's table by k positions: PE[p + k] = M_k PE[p].
+
+    Per pair (2i, 2i + 1) at θ_i = base^(-2i/dim), by sin(a + b) and cos(a + b):
+
+        [sin((p + k)θ_i)]   [ cos kθ_i   sin kθ_i] [sin pθ_i]
+        [cos((p + k)θ_i)] = [-sin kθ_i   cos kθ_i] [cos pθ_i],
+
+    so M_k is block-diagonal with these 2x2 rotations by -kθ_i (Vaswani et al. 2017,
+    arXiv:1706.03762, sec. 3.5: "PE_(pos+k) can be represented as a linear function of
+    PE_pos"), independent of p. An odd ``dim`` ends on a sine column without its cosine
+    (``sinusoidal_table``): sin((p + k)θ) needs cos(pθ), which the table does not hold, so no
+    linear map of PE[p] gives that column; M_k covers the dim - 1 paired columns,
+    PE[p + k, :dim - 1] = M_k PE[p, :dim - 1]. Float64 in ``xp`` (default NumPy).
+
+    Shapes: returns (2P, 2P), P = dim // 2 (dim rounded down to even).
+    Raises: TypeError/ValueError for a ``k`` that is not an int, a ``dim`` < 2 or base <= 0.
+    """
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"k must be an int (a shift in positions), got {type(k).__name__}")
+    check_positive_int(dim, "dim", minimum=2)
+    xp = np_xp if xp is None else xp
+    P = dim // 2
+    inv_freq = inv_freq_series(dim, base=base, xp=xp, device=device)[:P]  # (P,)
+    ang = k * inv_freq  # (P,) float64
+    cos, sin = xp.cos(ang), xp.sin(ang)
+    blocks = xp.stack([xp.stack([cos, sin], axis=-1), xp.stack([-sin, cos], axis=-1)], axis=-2)
+    eye = xp.eye(P, dtype=ang.dtype, device=device)  # (P, P)
+    M = eye[:, None, :, None] * blocks[:, :, None, :]  # (P, 2, P, 2): M[i, a, j, b]
+    return xp.reshape(M, (2 * P, 2 * P))

@@ -1,7 +1,7 @@
 """posenc on Hugging Face transformers models: ``patch(model, scaling=..., kernel=...)``
 replaces a loaded model's rotary position handling with posenc's (float64 angles, any
 context-extension method, posenc's kernels); ``unpatch(model)`` restores it. Config reading is
-``posenc.encodings.hf`` (``rope_from_hf``) and ``posenc.encodings.hf_attention``.
+``posenc.hf.rope_config`` (``rope_from_hf``) and ``posenc.hf.attention_config``.
 ``SinkCache(model, window=, sinks=)`` streams a model's ``generate()`` past its window."""
 
 from typing import TYPE_CHECKING, Any

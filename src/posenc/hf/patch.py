@@ -22,10 +22,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..encodings.hf import rope_from_hf
-from ..encodings.hf_attention import MSCALE_SOFTMAX_MODEL_TYPES, attention_from_hf
 from ..encodings.rotary import RoPE
 from ..extension.config import ScalingConfig
+from ..hf.attention_config import MSCALE_SOFTMAX_MODEL_TYPES, attention_from_hf
+from ..hf.rope_config import rope_from_hf
 from ..kernels.rope import Kernel, check_kernel
 from . import rotate
 from .rotary import RotaryEmbedding, detect_form, takes_layer_type
@@ -153,7 +153,18 @@ def _rotaries(model: nn.Module) -> Iterator[tuple[nn.Module, str, nn.Module]]:
 def _ropes(original: nn.Module, scaling: Any) -> dict[str | None, RoPE]:
     """posenc RoPE per layer type (None without types) for a rotary module's config."""
     config: Any = original.config
-    if not takes_layer_type(original):
+    sections = getattr(original, "mrope_section", None)
+    if sections is not None:
+        raise ValueError(
+            f"patch replaces 1-D RoPE; {type(original).__name__} rotates by 3-D position ids "
+            f"(M-RoPE, mrope_section {list(sections)}, the model's built-in default when the "
+            "config has none): build it with posenc.rope_from_hf and posenc.mrope_positions"
+        )
+    nested = any(
+        isinstance(v, Mapping) for v in (getattr(config, "rope_parameters", None) or {}).values()
+    )
+    if not takes_layer_type(original) or not (getattr(config, "layer_types", None) or nested):
+        # Evolla's SaProt rotary takes a layer_type its config has none of: one RoPE
         return {None: _one_axis(rope_from_hf(config, scaling=scaling), config)}
     layer_types = getattr(original, "layer_types", None) or sorted(set(config.layer_types))
     return {
@@ -190,7 +201,7 @@ def _patch_rotary(
     modules under ``owner`` (the model that hands its embeddings to its layers)."""
     form = detect_form(original, _ropes(original, None))
     ropes = _ropes(original, scaling)
-    replacement = RotaryEmbedding(ropes, form).to(_device(original))
+    replacement = RotaryEmbedding(ropes, form, original.config).to(_device(original))
     setattr(owner, name, replacement)
     record.modules.append((owner, name, original))
     factor = _logit_factor(original.config, scaling)

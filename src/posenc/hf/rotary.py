@@ -124,8 +124,9 @@ class RotaryEmbedding(nn.Module):
     (B, T, P).
     """
 
-    def __init__(self, ropes: dict[str | None, RoPE], form: Form) -> None:
+    def __init__(self, ropes: dict[str | None, RoPE], form: Form, config: Any = None) -> None:
         super().__init__()
+        self.config = config  # the replaced module's (Granite-SWA reads rotary_emb.config)
         self.layer_types = tuple(ropes)
         self.ropes = nn.ModuleDict({_NO_TYPE if t is None else t: r for t, r in ropes.items()})
         self.form: Form = form

@@ -4,15 +4,18 @@ A transformers attention module rotates q and k by calling a function of its mod
 from its forward: ``apply_rotary_pos_emb(q, k, cos, sin)`` in most models,
 ``apply_rotary_pos_emb_interleave`` in DeepSeek-V3 (pairs read interleaved, stored as halves),
 ``apply_rotary_emb(q, k, freqs_cis)`` with complex embeddings in DeepSeek-V2 and Llama 4
-(q as (B, T, H, D) there). ``install`` gives one attention module its own copy of its forward
-whose globals name posenc's rotation instead: other instances and the modeling module are
-untouched, and ``uninstall`` deletes the copy. The rotation is chosen by ``verified``: the
-variant (pair layout; where the heads sit) that equals the function it replaces on random
-inputs, or a ValueError.
+(q as (B, T, H, D) there), ``apply_rotary_pos_emb(x, cos, sin)`` of one tensor in Gemma 3n, and
+``apply_rotary_pos_emb(q, k=None, ...)`` in Qwen4-Exp. ``install`` gives one attention module
+its own copy of its forward whose globals name posenc's rotation instead: other instances and
+the modeling module are untouched, and ``uninstall`` deletes the copy. The rotation is chosen
+by ``verified``: the variant (pair layout; where the heads sit) that equals the function it
+replaces on random inputs, or a ValueError. Without autograd it writes the rotation into q and
+k (``fresh``): the forward's own projections, which it rebinds to the result.
 """
 
 from __future__ import annotations
 
+import inspect
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -24,7 +27,7 @@ from ..kernels.rope import rotate_pair
 from ..kernels.rope_eager import apply_rope
 from .rotary import Form, compact
 
-__all__ = ["ROTATIONS", "install", "rotations_in", "single", "uninstall", "verified"]
+__all__ = ["ROTATIONS", "fresh", "install", "rotations_in", "single", "uninstall", "verified"]
 
 #: Names of the functions transformers' attention layers rotate q and k with.
 ROTATIONS = ("apply_rotary_pos_emb", "apply_rotary_pos_emb_interleave", "apply_rotary_emb")
@@ -40,6 +43,18 @@ def rotations_in(module: nn.Module) -> list[str]:
     return [n for n in ROTATIONS if n in code.co_names and callable(namespace.get(n))]
 
 
+def fresh(q: Tensor, k: Tensor) -> bool:
+    """Whether the rotation may overwrite q and k, the attention forward's own projections
+    (the only tensors an installed forward hands it): autograd off (nothing records them),
+    torch.compile not tracing, each element of q and k reached once (no stride 0), and q and k
+    in separate memory (views of one fused projection go out of place)."""
+    if torch.is_grad_enabled() or torch.compiler.is_compiling():
+        return False
+    if any(st == 0 and n > 1 for x in (q, k) for n, st in zip(x.shape, x.stride(), strict=True)):
+        return False
+    return q.untyped_storage().data_ptr() != k.untyped_storage().data_ptr()
+
+
 def _pair(form: Form, layout: str, kernel: str) -> Rotation:
     """``apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)`` by posenc's kernel."""
 
@@ -48,7 +63,7 @@ def _pair(form: Form, layout: str, kernel: str) -> Rotation:
     ) -> tuple[Tensor, Tensor]:
         c, s = compact((cos, sin), form)  # (B, T, P)
         c, s = c.unsqueeze(unsqueeze_dim), s.unsqueeze(unsqueeze_dim)  # (B, 1, T, P)
-        return rotate_pair(q, k, c, s, c, s, layout=layout, kernel=kernel)
+        return rotate_pair(q, k, c, s, c, s, layout=layout, inplace=fresh(q, k), kernel=kernel)
 
     return apply_rotary_pos_emb
 
@@ -68,7 +83,7 @@ def _deinterleaving(form: Form, kernel: str) -> Rotation:
         c, s = compact((cos, sin), form)
         c, s = c.unsqueeze(unsqueeze_dim), s.unsqueeze(unsqueeze_dim)
         q, k = (x.unflatten(-1, (-1, 2)).transpose(-1, -2).flatten(-2) for x in (q, k))
-        return rotate_pair(q, k, c, s, c, s, layout="half", kernel=kernel)
+        return rotate_pair(q, k, c, s, c, s, layout="half", inplace=fresh(q, k), kernel=kernel)
 
     return apply_rotary_pos_emb_interleave
 
@@ -80,9 +95,57 @@ def _complex(layout: str, kernel: str, heads_dim: int) -> Rotation:
     def apply_rotary_emb(xq: Tensor, xk: Tensor, freqs_cis: Tensor) -> tuple[Tensor, Tensor]:
         c, s = compact(freqs_cis.to(xq.device), "complex")
         c, s = c.unsqueeze(heads_dim), s.unsqueeze(heads_dim)
-        return rotate_pair(xq, xk, c, s, c, s, layout=layout, kernel=kernel)
+        inplace = fresh(xq, xk)
+        return rotate_pair(xq, xk, c, s, c, s, layout=layout, inplace=inplace, kernel=kernel)
 
     return apply_rotary_emb
+
+
+def _one(form: Form, layout: str) -> Rotation:
+    """``apply_rotary_pos_emb(x, cos, sin, unsqueeze_dim=1)`` rotating one tensor (Gemma 3n
+    rotates q and k in separate calls), by posenc's eager kernel."""
+
+    def apply_rotary_pos_emb(x: Tensor, cos: Tensor, sin: Tensor, unsqueeze_dim: int = 1) -> Tensor:
+        c, s = compact((cos, sin), form)
+        return apply_rope(x, c.unsqueeze(unsqueeze_dim), s.unsqueeze(unsqueeze_dim), layout=layout)
+
+    return apply_rotary_pos_emb
+
+
+def _optional_k(form: Form, layout: str, kernel: str) -> Rotation:
+    """``apply_rotary_pos_emb(q, k=None, cos=None, sin=None, unsqueeze_dim=1)``: q and k, or q
+    alone when k is None (Qwen4-Exp's block attention)."""
+    pair = _pair(form, layout, kernel)
+    one = _one(form, layout)
+
+    def apply_rotary_pos_emb(
+        q: Tensor,
+        k: Tensor | None = None,
+        cos: Tensor | None = None,
+        sin: Tensor | None = None,
+        unsqueeze_dim: int = 1,
+    ) -> Any:
+        if cos is None or sin is None:
+            raise ValueError("apply_rotary_pos_emb needs cos and sin")
+        if k is None:
+            return one(q, cos, sin, unsqueeze_dim)
+        return pair(q, k, cos, sin, unsqueeze_dim)
+
+    return apply_rotary_pos_emb
+
+
+def signature_kind(original: Rotation) -> str:
+    """How a rotation function takes its tensors: "pair" (q, k, ...), "one" (x, cos, sin)
+    or "optional_k" (q, k=None, cos=None, sin=None)."""
+    try:
+        params = list(inspect.signature(original).parameters.values())
+    except (TypeError, ValueError):
+        return "pair"
+    if len(params) >= 3 and params[1].name == "cos":
+        return "one"
+    if len(params) >= 2 and params[1].default is None:
+        return "optional_k"
+    return "pair"
 
 
 def _candidates(name: str, form: Form, layout: str, kernel: str) -> Iterator[tuple[Rotation, int]]:
@@ -111,6 +174,9 @@ def verified(
     cos = compact(embeddings, form)[0]  # (1, T, P)
     T, D = cos.shape[-2], 2 * cos.shape[-1]
     g = torch.Generator().manual_seed(0)
+    kind = signature_kind(original) if name == "apply_rotary_pos_emb" else "pair"
+    if kind != "pair":
+        return _verified_single(name, original, embeddings, form, layout, kernel, kind)
     for ours, heads_dim in _candidates(name, form, layout, kernel):
         shape_q = (1, 2, T, D) if heads_dim == 1 else (1, T, 2, D)
         shape_k = (1, 1, T, D) if heads_dim == 1 else (1, T, 1, D)
@@ -129,6 +195,39 @@ def verified(
     raise ValueError(
         f"{name} of {getattr(original, '__module__', '?')} rotates q and k in a way posenc's "
         f"kernels do not reproduce (tried layouts half and interleaved); patch with kernel=None "
+        "to keep the model's own rotation"
+    )
+
+
+def _verified_single(
+    name: str, original: Rotation, embeddings: Any, form: Form, layout: str, kernel: str, kind: str
+) -> Rotation:
+    """``verified`` for rotations of one tensor at a time ("one", "optional_k"): q alone (and
+    q with k for "optional_k") in either pair layout, heads at dimension 1 and 2."""
+    cos, sin = embeddings
+    P = compact(embeddings, form)[0].shape[-1]
+    T = cos.shape[-2]
+    g = torch.Generator().manual_seed(0)
+    for lay in (layout, "interleaved" if layout == "half" else "half"):
+        ours = _one(form, lay) if kind == "one" else _optional_k(form, lay, kernel)
+        agree = True
+        for dim, shape in ((1, (1, 2, T, 2 * P)), (2, (1, T, 2, 2 * P))):
+            x = torch.randn(shape, generator=g).to(cos.device)
+            theirs = original(x, cos=cos, sin=sin, unsqueeze_dim=dim)
+            agree &= torch.allclose(ours(x, cos=cos, sin=sin, unsqueeze_dim=dim), theirs, atol=1e-5)
+            if kind == "optional_k":
+                k = torch.randn(shape, generator=g).to(cos.device)
+                pair_theirs = original(x, k, cos, sin, dim)
+                pair_ours = ours(x, k, cos, sin, dim)
+                agree &= all(
+                    torch.allclose(a, b, atol=1e-5)
+                    for a, b in zip(pair_ours, pair_theirs, strict=True)
+                )
+        if agree:
+            return ours
+    raise ValueError(
+        f"{name} of {getattr(original, '__module__', '?')} rotates one tensor in a way posenc's "
+        "kernels do not reproduce (tried layouts half and interleaved); patch with kernel=None "
         "to keep the model's own rotation"
     )
 

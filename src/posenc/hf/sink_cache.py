@@ -19,8 +19,8 @@ from transformers.cache_utils import Cache, DynamicLayer
 
 from .. import functional as PF
 from .._validate import check_positive_int
-from ..encodings.hf import rope_from_hf
 from ..encodings.rotary import RoPE
+from ..hf.rope_config import rope_from_hf
 
 #: Config keys of rotary layouts this cache cannot shift: multi-head latent attention keeps
 #: the rotated part at the end of each key (DeepSeek-V2/V3), Llama 4 has layers without RoPE.

@@ -109,10 +109,11 @@ def rotate(
 
 
 def rotate_(x: Tensor, C: Tensor, S: Tensor, layout: str) -> Tensor:
-    """x ⊙ C + swap(x) ⊙ S written into x (no autograd); returns x."""
+    """x ⊙ C + swap(x) ⊙ S written into x (no autograd); returns x. The same products and
+    ``addcmul`` as ``rotate``, so in place and out of place agree bit for bit."""
     rot = x[..., : C.shape[-1]]
     swapped = swap_pairs(rot, C.shape[-1] // 2, layout).mul_(S)
-    rot.mul_(C).add_(swapped)
+    torch.addcmul(swapped, rot, C, out=rot)
     return x
 
 

@@ -1,52 +1,83 @@
 """Attention weights of every layer of a trained model, the mean attention distance, and the
 lab report's attention sections (only of runs that passed the competence gate).
 
-Each layer's weights are recomputed from its input (captured by a forward pre-hook) with
-``posenc.analysis.attention_weights``, which calls the encoding's hooks in ``Attention``'s
-order. Mean attention distance: sum_j p_ij |i - j|, averaged over queries, heads and batch.
+Each layer's weights are recomputed from its input (captured by a forward pre-hook) by the
+layer itself (``return_weights=True``: ``posenc.analysis.subjects.layer_weights``). Mean
+attention distance: sum_j p_ij |i - j|, averaged over queries, heads and batch.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..analysis.subjects import attention_weights
-from ..attention import Attention, EncoderDecoder, TinyTransformer
+from ..analysis.subjects import layer_weights
+from ..models import EncoderDecoder, TinyTransformer
 from ..report.html import FigureBlock, Section, Table, figure_to_data_uri
 from .config import RunConfig
 from .figures import attention_figure
+from .model import LabModel
 from .results import Run, learned
 
 
-@torch.no_grad()
 def attention_maps(
     net: TinyTransformer | EncoderDecoder, tokens: Tensor, pos: Tensor | None = None
 ) -> list[Tensor]:
     """Per layer, weights (B, H, T, T) of ``net`` reading ``tokens`` (B, T) at ``pos`` (the
     default positions when None; (T, 2) on a grid); of an ``EncoderDecoder``, its encoder's
-    self-attention reading source tokens ``tokens``."""
-    captured: list[tuple[Attention, Tensor, Tensor]] = []
+    self-attention reading source tokens ``tokens`` (``analysis.subjects.layer_weights``),
+    in float32."""
+    return [w.float() for w in layer_weights(net, tokens, pos)]
 
-    def grab(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        # the model hands each layer the forward's position context
-        captured.append((module, args[0], kwargs["ctx"].q_pos))
 
-    blocks, read = (
-        (net.encoder, net.encode) if isinstance(net, EncoderDecoder) else (net.blocks, net)
-    )
-    layers = [cast(Attention, block.attn) for block in blocks]
-    hooks = [attn.register_forward_pre_hook(grab, with_kwargs=True) for attn in layers]
-    try:
-        read(tokens) if isinstance(net, EncoderDecoder) else net(tokens, pos)
-    finally:
-        for h in hooks:
-            h.remove()
-    return [attention_weights(attn, x, pos).float() for attn, x, pos in captured]
+def evaluation_input(
+    model: LabModel, task: Any, n: int, batch_size: int
+) -> tuple[TinyTransformer | EncoderDecoder, Tensor, Tensor | None]:
+    """The network at length ``n``, ``batch_size`` evaluation samples of ``task`` at that length
+    (seeded by n) as its input tokens (B, T), and their positions: what the report's maps
+    read (an encoder-decoder's encoder reads the prompt)."""
+    batch = task.sample(np.random.default_rng([7, n]), batch_size, n, split="eval")
+    tokens = batch.tokens if task.kind == "classify" else batch.tokens[:, :-1]  # model input
+    if model.encoder_decoder:  # the encoder's maps: it reads the prompt
+        tokens = batch.tokens[:, : batch.n_prompt - 1]
+    at_n = model.at_length(n)  # a grid's table resampled to n's grid (learned_2d)
+    return at_n.net, torch.from_numpy(tokens), at_n.positions(tokens.shape[1])
+
+
+def checkpoint_input(
+    checkpoint: str | Path, store: str | Path | None = None
+) -> tuple[TinyTransformer | EncoderDecoder, Tensor, Tensor | None, RunConfig]:
+    """A lab checkpoint ``OUT/checkpoints/KEY.pt`` rebuilt from its run's configuration in the
+    store (default ``OUT/results.sqlite``), with one evaluation sample at the training length
+    (``evaluation_input``): (network, tokens (1, T), positions, run configuration), what
+    ``posenc plot attention --checkpoint`` draws.
+
+    Raises: ValueError for a missing file or a store without the run KEY.
+    """
+    from pydantic import TypeAdapter
+
+    from .store import ResultStore
+    from .train import load_model
+
+    path = Path(checkpoint)
+    if not path.is_file():
+        raise ValueError(f"checkpoint {str(path)!r} is not a file")
+    where = path.parent.parent / "results.sqlite" if store is None else Path(store)
+    if not where.is_file():
+        raise ValueError(f"no results store at {str(where)!r}: give the run's with --store")
+    with ResultStore(where, readonly=True) as results:
+        rows = results.runs([path.stem])
+    if not rows:
+        raise ValueError(
+            f"{str(where)!r} holds no run {path.stem!r} (a checkpoint is named by its run key)"
+        )
+    cfg = TypeAdapter(RunConfig).validate_python(rows[0]["config"])
+    model, task = load_model(cfg, path), cfg.task.build()
+    return (*evaluation_input(model, task, task.train_len[1], 1), cfg)
 
 
 def mean_distance(probs: Tensor) -> float:
@@ -89,12 +120,7 @@ def attention_section(cfg: RunConfig, checkpoint: str) -> Section:
     lengths = sorted({hi, min(2 * hi, max(task.eval_lens))})  # the model was built up to these
     maps, dist = [], []
     for n in lengths:
-        batch = task.sample(np.random.default_rng([7, n]), 16, n, split="eval")
-        tokens = batch.tokens if task.kind == "classify" else batch.tokens[:, :-1]  # model input
-        if model.encoder_decoder:  # the encoder's maps: it reads the prompt
-            tokens = batch.tokens[:, : batch.n_prompt - 1]
-        at_n = model.at_length(n)  # a grid's table resampled to n's grid (learned_2d)
-        probs = attention_maps(at_n.net, torch.from_numpy(tokens), at_n.positions(tokens.shape[1]))
+        probs = attention_maps(*evaluation_input(model, task, n, 16))
         maps.append([p[0].mean(0).numpy() for p in probs])  # first sample, mean over heads
         dist.append([mean_distance(p) for p in probs])
     which = "; encoder self-attention on the prompt" if model.encoder_decoder else ""

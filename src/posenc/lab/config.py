@@ -532,7 +532,7 @@ def _strict_loader() -> type:
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    """``model.n_layers=4`` sets data["model"]["n_layers"] = 4 (values parsed as YAML, by
+    """``model.n_layers=4`` sets ``data["model"]["n_layers"] = 4`` (values parsed as YAML, by
     ``load_yaml``: ``encodings=[rope, alibi]`` is a list, ``0x10`` a string).
 
     Raises: ValueError naming the override for a malformed one or a value that is no YAML

@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..attention import EncoderDecoder, TinyTransformer, grid_positions
+from ..attention import grid_positions
+from ..models import EncoderDecoder, TinyTransformer
 from ..registry import info
 from .config import ModelConfig, check_task_architecture
 from .tasks import MARK, SEP, Batch, Task

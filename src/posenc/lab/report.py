@@ -52,10 +52,8 @@ def write_report(runs: list[RunConfig], out_dir: str | Path, *, title: str = "po
     keys = {r.key() for r in runs}
     with ResultStore(out / STORE_NAME) as store:
         stored, envs = load_runs(store, keys), stored_environments(store)
-    position = {r.key(): i for i, r in enumerate(runs)}
-    stored.sort(key=lambda r: position[r.key])  # the sweep's order: tasks, then encodings
+    groups = sweep_panels(runs, stored)
     order = list(dict.fromkeys(r.label for r in runs))  # as the store names them
-    groups = panels(stored, order)
     sections = [answer_section(groups), findings_section(groups)]
     sections += [_panel_section(p) for p in groups]
     sections += attention_sections(runs, stored, order)
@@ -70,6 +68,14 @@ def write_report(runs: list[RunConfig], out_dir: str | Path, *, title: str = "po
     path = out / REPORT_NAME
     atomic_write(path, render_page(title, sections, intro=intro))
     return path
+
+
+def sweep_panels(runs: list[RunConfig], stored: list[Run]) -> list[Panel]:
+    """The panels of ``stored`` (the stored runs of ``runs``; sorted in place) in the sweep's
+    order: tasks, then encodings as the store names them."""
+    position = {r.key(): i for i, r in enumerate(runs)}
+    stored.sort(key=lambda r: position[r.key])
+    return panels(stored, list(dict.fromkeys(r.label for r in runs)))
 
 
 def answer_section(groups: list[Panel]) -> Section:
@@ -156,18 +162,10 @@ def _panel_section(p: Panel) -> Section:
 
 
 def results_table(p: Panel) -> Table:
-    """A row per encoding (best first at the first length beyond training), a column per length."""
-    first = p.beyond[0] if p.beyond else None
+    """A row per encoding (``encoding_order``), a column per length."""
     ranks = {n: p.ranking(n) for n in p.beyond}
-
-    def order(enc: str) -> tuple[float, float]:
-        if first is None or (iv := p.cell(enc, first).interval) is None:
-            return (1e9, 0.0)
-        sign = 1.0 if p.metric != "loss" else -1.0
-        return (ranks[first].get(enc, 1e6), -sign * iv.mean)
-
     rows, classes = [], []
-    for enc in sorted(p.encodings, key=order):
+    for enc in encoding_order(p):
         cells, styles = [enc, _learned_text(p, enc)], ["", ""]
         if all(p.cell(enc, n).n_learned == 0 for n in p.lengths):
             styles[1] = "dnl"
@@ -180,6 +178,21 @@ def results_table(p: Panel) -> Table:
     heads = [_length_head(p, n) for n in p.lengths]
     caption = f"{p.label}: {METRIC_NAMES.get(p.metric, p.metric)} by evaluation length"
     return Table(["encoding", "learned", *heads], rows, caption, classes)
+
+
+def encoding_order(p: Panel) -> list[str]:
+    """``p``'s encodings best first at the first length beyond training: by rank, then by
+    mean; those without a learned run (or with no length beyond training) last."""
+    first = p.beyond[0] if p.beyond else None
+    ranks = p.ranking(first) if first is not None else {}
+
+    def order(enc: str) -> tuple[float, float]:
+        if first is None or (iv := p.cell(enc, first).interval) is None:
+            return (1e9, 0.0)
+        sign = 1.0 if p.metric != "loss" else -1.0
+        return (ranks.get(enc, 1e6), -sign * iv.mean)
+
+    return sorted(p.encodings, key=order)
 
 
 def _length_head(p: Panel, n: int) -> str:

@@ -11,9 +11,12 @@ from .attention import (
     attention_entropy,
     attention_grid,
     attention_heatmap,
+    attention_weights,
     model_attention,
+    weights_of,
 )
 from .bias import bias_heatmaps, bias_matrix, in_encoder_form
+from .compare import comparable, compare, compare_kinds
 from .extension import alibi_slopes, extension_scales, frequency_scales
 from .grid import grid_similarity, pair_sections, patch_similarity
 from .kinds import PLOTS, PlotKind, plot_kinds_for
@@ -47,8 +50,12 @@ __all__ = [
     "attention_entropy",
     "attention_grid",
     "attention_heatmap",
+    "attention_weights",
     "bias_heatmaps",
     "bias_matrix",
+    "comparable",
+    "compare",
+    "compare_kinds",
     "contamination",
     "contamination_dims",
     "contamination_stats",
@@ -73,4 +80,5 @@ __all__ = [
     "shift_matrix_blocks",
     "similarity_matrix",
     "wavelengths",
+    "weights_of",
 ]

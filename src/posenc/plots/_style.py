@@ -19,6 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.legend import Legend
+from matplotlib.ticker import MaxNLocator
 
 from ..encodings.base import PositionalEncoding
 
@@ -100,7 +101,15 @@ def heatmap(
     image = ax.imshow(data, aspect="auto", **_colour_scale(data, signed, kwargs))
     root_figure(ax).colorbar(image, ax=ax, label=label)
     ax.grid(False)
+    integer_ticks(ax)
     return image
+
+
+def integer_ticks(ax: Axes) -> None:
+    """Ticks of an image's rows and columns (positions, dimensions) at integers only: 20
+    positions get 0, 5, 10, 15, not 0.0, 2.5, ...."""
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def shared_scale(
@@ -112,6 +121,7 @@ def shared_scale(
     for ax, data in zip(axes, images, strict=False):
         image = ax.imshow(data, **style)
         ax.grid(False)
+        integer_ticks(ax)
     root_figure(axes[0]).colorbar(image, ax=list(axes), label=label)
 
 

@@ -1,4 +1,5 @@
-"""Attention weights of a small model using an encoding (any family)."""
+"""Attention weights of a small model using an encoding (any family), or of the caller's own
+layer or model (``attention_weights``)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from .._validate import check_positive_int
-from ..analysis.subjects import VOCAB, attention_weights, probe_positions, resolve, tiny_model
+from ..analysis import subjects
+from ..analysis.subjects import VOCAB, probe_positions, resolve, tiny_model
+from ..attention import Attention
 from ..encodings.base import PositionalEncoding
+from ..models import EncoderDecoder, TinyTransformer
 from ._style import (
     check_index,
     figure_axes,
@@ -48,7 +52,7 @@ def model_attention(
     block: Any = model.blocks[0]
     with torch.no_grad():
         x = model.pe.embed(model.tok(idx), pos)  # (B, T, C)
-        weights = attention_weights(block.attn, block.norm1(x), pos)  # (B, H, T, T)
+        weights = subjects.attention_weights(block.attn, block.norm1(x), pos)  # (B, H, T, T)
     return weights[0].numpy()
 
 
@@ -72,6 +76,94 @@ def attention_heatmap(
         ylabel="query position",
         title=f"{pe.name}: attention, layer 0 head {head} (one token repeated)",
     )
+    return fig
+
+
+def weights_of(
+    module: Attention | TinyTransformer | EncoderDecoder,
+    x: torch.Tensor,
+    pos: torch.Tensor | None = None,
+    *,
+    layer: int = 0,
+) -> np.ndarray:
+    """Softmax weights (B, H, T, L) that ``module`` gives its input, in eval mode (no dropout;
+    the module's mode is restored): an ``Attention`` layer reading x (B, T, C) at ``pos``
+    (``return_weights=True``), or the layer ``layer`` of a model reading tokens x (B, T)
+    (``TinyTransformer``; an ``EncoderDecoder``'s encoder on source tokens).
+
+    Raises: TypeError for another module; ValueError for a layer index outside the model.
+    """
+    was_training = module.training
+    module.eval()
+    try:
+        with torch.no_grad():
+            if isinstance(module, Attention):
+                _, weights = module(x, pos, return_weights=True)
+                return weights.double().numpy()
+            if not isinstance(module, TinyTransformer | EncoderDecoder):
+                raise TypeError(
+                    "expected a posenc Attention layer, TinyTransformer or EncoderDecoder, got "
+                    f"{type(module).__name__}"
+                )
+            per_layer = subjects.layer_weights(module, x, pos)
+    finally:
+        module.train(was_training)
+    check_index(layer, len(per_layer), "layer")
+    return per_layer[layer].double().numpy()
+
+
+@styled
+def attention_weights(
+    module: Attention | TinyTransformer | EncoderDecoder,
+    x: torch.Tensor,
+    pos: torch.Tensor | None = None,
+    *,
+    layer: int = 0,
+    heads: Sequence[int] | None = None,
+    average: bool = False,
+    batch: int = 0,
+    labels: Sequence[str] | None = None,
+) -> Figure:
+    """The attention weights of your own layer or model: one panel per head (default the first
+    four, 2 x 2 as in seed 001; ``average``: one panel of the mean over heads, what
+    ``nn.MultiheadAttention`` returns, seed 003), query position down, key across, one 0..max
+    colour scale; ``labels`` name the positions (tokens).
+
+    ``module`` and x as ``weights_of``: an ``Attention`` layer and x (B, T, C) float, or a
+    ``TinyTransformer``/``EncoderDecoder`` and token ids (B, T) (``layer`` picks the layer).
+
+    Raises: ValueError for a head, layer or batch row outside the weights, or labels that are
+    not one per key; TypeError for another module.
+    """
+    weights = weights_of(module, x, pos, layer=layer)  # (B, H, T, L)
+    check_index(batch, weights.shape[0], "batch")
+    w = weights[batch]  # (H, T, L)
+    if average:
+        panels, titles = [w.mean(0)], ["mean over heads"]
+    else:
+        chosen = list(range(min(4, w.shape[0]))) if heads is None else list(heads)
+        for h in chosen:
+            check_index(h, w.shape[0], "head")
+        panels, titles = [w[h] for h in chosen], [f"head {h}" for h in chosen]
+    if labels is not None and len(labels) != w.shape[-1]:
+        raise ValueError(f"labels must name each of the {w.shape[-1]} keys, got {len(labels)}")
+    cols = 2 if len(panels) == 4 else min(4, len(panels))
+    rows = -(-len(panels) // cols)
+    fig = Figure(figsize=(3.2 * cols + 0.8, 3.0 * rows), layout="constrained")
+    axes = list(fig.subplots(rows, cols, squeeze=False).ravel())
+    for ax in axes[len(panels) :]:
+        ax.set_axis_off()
+    shown = axes[: len(panels)]
+    vmax = max(float(p.max()) for p in panels) or 1.0
+    shared_scale(shown, panels, label="attention weight", signed=False, vmin=0.0, vmax=vmax)
+    for ax, title in zip(shown, titles, strict=True):
+        ax.set(title=title, xlabel="key position", ylabel="query position")
+        if labels is not None:
+            ax.set_xticks(range(len(labels)), labels, rotation=90)
+            ax.set_yticks(range(len(labels)), labels[-w.shape[1] :])
+    kind = type(module).__name__
+    where = "" if isinstance(module, Attention) else f", layer {layer}"
+    fig.suptitle(f"{kind}{where}: attention weights (batch row {batch})")
     return fig
 
 

@@ -17,19 +17,31 @@ from ..encodings.base import PositionalEncoding
 from ._style import DIVERGING, MASKED, root_figure, shared_scale, styled, unsupported
 
 
-def bias_matrix(pe: PositionalEncoding | str, n_positions: int = 32) -> np.ndarray:
+def bias_matrix(
+    pe: PositionalEncoding | str, n_positions: int = 32, *, masked: float | None = None
+) -> np.ndarray:
     """The bias (H, T, T) the encoding adds to logits at positions 0..T-1 (all pairs, no mask).
 
-    Raises: ValueError for encodings without a bias hook.
+    ``masked``: the value written on keys after the query (j > i), which causal attention never
+    sees; None (default) keeps the formula's value there (causal ALiBi's -m·(i - j) > 0).
+    ``masked=0.0`` gives the tutorials' matrix, e.g. ALiBi's -m·max(i - j, 0).
+
+    Raises: ValueError for encodings without a bias hook; TypeError for a ``masked`` that is
+    not a number.
     """
     pe = resolve(pe)
     check_positive_int(n_positions, "n_positions")
+    if masked is not None and (isinstance(masked, bool) or not isinstance(masked, int | float)):
+        raise TypeError(f"masked must be a number or None, got {type(masked).__name__}")
     pos = torch.arange(n_positions)
     with torch.no_grad(), evaluating(pe):
         bias = pe.bias(pos, pos) if has_bias(pe) else None
     if bias is None:
         raise unsupported(pe, "adds no score bias", "one with a bias hook")
-    return bias[0].double().numpy()  # (H, T, T)
+    out = bias[0].double().numpy()  # (H, T, T)
+    if masked is not None:
+        out = np.where(np.triu(np.ones((n_positions, n_positions), dtype=bool), k=1), masked, out)
+    return out
 
 
 def in_encoder_form(pe: PositionalEncoding) -> bool:

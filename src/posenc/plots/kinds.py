@@ -51,10 +51,15 @@ class PlotKind:
     argument: str | None = None
 
     @property
+    def parameters(self) -> list[str]:
+        """Every parameter of the drawing function (``pe``, ``ax``, the options)."""
+        return list(inspect.signature(self.draw).parameters)
+
+    @property
     def options(self) -> list[str]:
         """The drawing function's keyword options (``n_positions``, ``dims``, ``dim``...)."""
         skip = {"encodings", "pe", "ax", "axes", self.argument}
-        return [n for n in inspect.signature(self.draw).parameters if n not in skip]
+        return [n for n in self.parameters if n not in skip]
 
     @property
     def description(self) -> str:

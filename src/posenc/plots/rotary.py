@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from .. import functional as PF
 from .._validate import check_positive_int
 from ..analysis.subjects import evaluating, head_shape, is_rotary, resolve
-from ..analysis.table_checks import shift_matrix, sinusoid_like
+from ..analysis.table_checks import sinusoid_like
 from ..encodings.base import PositionalEncoding
 from ._style import (
     SEQUENTIAL,
@@ -30,7 +30,9 @@ from .tables import feature_pairs, position_features
 
 
 def inv_freq_of(pe: PositionalEncoding | str) -> np.ndarray:
-    """θ_i of an encoding with frequencies: its ``inv_freq`` buffer, or base^(-2i/dim).
+    """θ_i of an encoding with frequencies: its ``inv_freq`` buffer, or base^(-2i/dim) for
+    every even column 2i < dim of a table (an odd width's last, sine-only column included:
+    ceil(dim/2) frequencies, ``PF.inv_freq_series``).
 
     Raises: ValueError for encodings without frequencies (learned tables, biases).
     """
@@ -40,7 +42,7 @@ def inv_freq_of(pe: PositionalEncoding | str) -> np.ndarray:
         return inv_freq.double().cpu().numpy()
     table_pe: Any = pe
     if hasattr(table_pe, "base") and hasattr(table_pe, "dim"):
-        return np.asarray(PF.rope_inv_freq(table_pe.dim, base=table_pe.base))
+        return np.asarray(PF.inv_freq_series(table_pe.dim, base=table_pe.base))
     raise unsupported(pe, "has no frequencies", "an inv_freq buffer or base and dim")
 
 
@@ -52,10 +54,17 @@ def wavelengths(
     ax: Axes | None = None,
 ) -> Figure:
     """Wavelength 2π/θ_i of each dimension pair (log scale), with the training length marked:
-    pairs above the line never complete a turn within it."""
+    pairs above the line never complete a turn within it. Pairs that do not turn at all
+    (θ_i = 0, p-RoPE) have no finite wavelength: the legend counts them."""
     fig, ax = figure_axes(ax, (6.0, 3.8))
-    lams = [(pe.name, PF.wavelengths(inv_freq_of(pe))) for pe in map(resolve, encodings)]
-    overlay(ax, [(name, np.arange(len(lam)), lam) for name, lam in lams], marker="o", markersize=3)
+    series = []
+    for pe in map(resolve, encodings):
+        lam = np.asarray(PF.wavelengths(inv_freq_of(pe)))  # (P,), inf where θ_i = 0
+        turning = np.isfinite(lam)
+        still = int((~turning).sum())
+        label = pe.name if not still else f"{pe.name} ({still} of {len(lam)} pairs not rotated)"
+        series.append((label, np.arange(len(lam))[turning], lam[turning]))
+    overlay(ax, series, marker="o", markersize=3)
     if train_len is not None:
         ax.axhline(train_len, color="gray", linestyle=":", label=f"train length {train_len}")
     ax.set_yscale("log")
@@ -72,7 +81,9 @@ def wavelengths(
 def shift_matrix_blocks(
     pe: PositionalEncoding | str, *, k: int = 5, n_dims: int = 16, ax: Axes | None = None
 ) -> Figure:
-    """M_k, the block-diagonal rotation with PE[p + k] = M_k PE[p] (first n_dims dimensions).
+    """M_k, the block-diagonal rotation with PE[p + k] = M_k PE[p] (first n_dims dimensions;
+    ``PF.shift_matrix``). An odd width's last column, a sine alone, has no shift map: M_k
+    spans the dim - 1 paired columns (n_dims is capped there).
 
     Raises: ValueError for an encoding other than a fixed sinusoidal table (Vaswani's (sin, cos)
     pairs), or n_dims < 1.
@@ -85,7 +96,8 @@ def shift_matrix_blocks(
             "has no sinusoidal table PE[p] shifted by M_k",
             "a fixed additive table with base and dim (sinusoidal)",
         )
-    M = shift_matrix(k, torch.from_numpy(inv_freq_of(pe))).numpy()[:n_dims, :n_dims]
+    table_pe: Any = pe
+    M = PF.shift_matrix(k, table_pe.dim, base=table_pe.base)[:n_dims, :n_dims]  # (2P, 2P) crop
     fig, ax = figure_axes(ax, (5.0, 4.2))
     heatmap(ax, M, label="entry of M_k")
     ax.set(

@@ -25,6 +25,11 @@
 #include <string>
 #include <vector>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
 #include "simd.h"
 
 namespace {
@@ -65,15 +70,18 @@ __attribute__((always_inline)) inline void rope_rows(const T* const* x, T* const
     alignas(64) float sg_lanes[L];
     for (int64_t l = 0; l < L; ++l) sg_lanes[l] = l % 2 ? sign : -sign;
     const V::vf sg = V::load(sg_lanes);
-    for (; i + L <= P; i += L) {  // L pairs: two vectors (one line for 16-bit types on AVX-512)
-      const V::vf c16 = V::load(c + i), s16 = V::load(s + i);
-      const V::vf c0 = V::dup_lo(c16), c1 = V::dup_hi(c16);
-      const V::vf s0 = V::mul(V::dup_lo(s16), sg), s1 = V::mul(V::dup_hi(s16), sg);
+    for (; i + L <= P; i += L) {  // L pairs: one line (``simd.h``: its lanes' order)
+      V::vf c0, c1, s0, s1;
+      V::dup_line<T>(V::load(c + i), &c0, &c1);
+      V::dup_line<T>(V::load(s + i), &s0, &s1);
+      s0 = V::mul(s0, sg);
+      s1 = V::mul(s1, sg);
       for (int g = 0; g < nh; ++g) {
-        const V::vf v0 = V::load(x[g] + 2 * i), v1 = V::load(x[g] + 2 * i + L);
+        V::vf v0, v1;
+        V::load_line(x[g] + 2 * i, &v0, &v1);
         const V::vf y0 = V::fmadd(v0, c0, V::mul(V::swap_pairs(v0), s0));
         const V::vf y1 = V::fmadd(v1, c1, V::mul(V::swap_pairs(v1), s1));
-        V::store2<Stream>(out[g] + 2 * i, y0, y1);
+        V::store_line<Stream>(out[g] + 2 * i, y0, y1);
       }
     }
     for (; i + L / 2 <= P; i += L / 2) {
@@ -106,16 +114,18 @@ __attribute__((always_inline)) inline void rope_rows(const T* const* x, T* const
         *b2 = V::fmadd(a, ss, V::mul(b, cc));
       }
     };
-    for (; i + 2 * L <= P; i += 2 * L) {  // 2L pairs: one line per half (16-bit, AVX-512)
-      const V::vf c0 = V::load(c + i), c1 = V::load(c + i + L);
-      const V::vf s0 = V::load(s + i), s1 = V::load(s + i + L);
+    for (; i + 2 * L <= P; i += 2 * L) {  // 2L pairs: one line per half (``simd.h``)
+      V::vf c0, c1, s0, s1;
+      V::order_line<T>(V::load(c + i), V::load(c + i + L), &c0, &c1);
+      V::order_line<T>(V::load(s + i), V::load(s + i + L), &s0, &s1);
       for (int g = 0; g < nh; ++g) {
-        const T* xg = x[g];
-        V::vf a0, a1, b0, b1;
-        rot(V::load(xg + i), V::load(xg + i + P), c0, s0, &a0, &b0);
-        rot(V::load(xg + i + L), V::load(xg + i + P + L), c1, s1, &a1, &b1);
-        V::store2<Stream>(out[g] + i, a0, a1);
-        V::store2<Stream>(out[g] + i + P, b0, b1);
+        V::vf xa0, xa1, xb0, xb1, a0, a1, b0, b1;
+        V::load_line(x[g] + i, &xa0, &xa1);
+        V::load_line(x[g] + i + P, &xb0, &xb1);
+        rot(xa0, xb0, c0, s0, &a0, &b0);
+        rot(xa1, xb1, c1, s1, &a1, &b1);
+        V::store_line<Stream>(out[g] + i, a0, a1);
+        V::store_line<Stream>(out[g] + i + P, b0, b1);
       }
     }
     for (; i + L <= P; i += L) {
@@ -219,14 +229,32 @@ void run_all(const std::vector<Job>& jobs, int64_t total) {
 }
 
 // Outputs of at least 16 MiB (all jobs together) are streamed past the cache when every vector
-// store is aligned: reading each line for ownership before overwriting it doubles the write
-// traffic (``posenc bench rope``: the fast path against its clone floor). Smaller outputs stay
-// in the cache that the next reader (and the clone floor) would use: at 8 MiB in all, the rope
-// suite measured streaming slower than cached stores. Not for outputs of 32 MiB or
-// more each: glibc maps those fresh, the page faults leave zeroed lines in the cache, and
-// streaming over them was slower in one-off timings on this machine.
+// store is aligned, on Intel CPUs: reading each line for ownership before overwriting it
+// doubles the write traffic (``posenc bench rope``: the fast path against its clone floor).
+// Smaller outputs stay in the cache that the next reader (and the clone floor) would use: at
+// 8 MiB in all, the rope suite measured streaming slower than cached stores. Not for outputs
+// of 32 MiB or more each: glibc maps those fresh, the page faults leave zeroed lines in the
+// cache, and streaming over them was slower in one-off timings on this machine. Not on AMD:
+// on a Zen 3 EPYC (AVX2) the same kernel built with streaming took 3.0x the clone floor at
+// (1, 32, 2048, 128) bf16 and 1.36x at (4, 8, 1024, 64) fp32, against 0.89x and 0.79x with
+// cached stores (interleaved, one process; issue 40). On the issue's Zen 4 EPYC (AVX-512)
+// out of place took 4.2x its own in-place time at (1, 32, 2048, 128) bf16 (streamed), against
+// 1.1-1.2x at the bf16 shapes that were not (and 1.2x at (4, 8, 1024, 64) fp32, streamed).
 constexpr int64_t kStreamBytes = int64_t{16} << 20;
 constexpr int64_t kFreshMapBytes = int64_t{32} << 20;
+
+// Whether non-temporal stores may pay on this CPU: Intel's (see above).
+bool stream_vendor() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool intel = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("intel") != 0;
+  }();
+  return intel;
+#else
+  return true;
+#endif
+}
 
 // Rotated bytes each job writes (tails, copied through, not counted).
 template <typename T>
@@ -243,13 +271,13 @@ bool streamable(const std::vector<Job>& jobs, bool interleaved, int64_t bytes) {
     (void)bytes;
     return false;
   } else {
-    // Every vector store must be aligned to its width: a whole vector register (``store2``;
+    // Every vector store must be aligned to its width: a whole vector register (``store_line``;
     // float32 always), or half of one for the single stores of 16-bit types. Rows start
     // aligned; in the half layout the second half's stores are aligned only when P is a
     // multiple of 2 kLanes (16-bit) or kLanes (float32).
     constexpr int64_t align = V::kLanes * 4;
     constexpr int64_t half_step = sizeof(T) == 4 ? V::kLanes : 2 * V::kLanes;
-    if (bytes < kStreamBytes) return false;
+    if (bytes < kStreamBytes || !stream_vendor()) return false;
     for (const Job& j : jobs) {
       if (j.out == j.x || j.tail != 0) return false;
       const bool aligned_halves = j.P % half_step == 0 || j.P == V::kLanes;
@@ -360,6 +388,38 @@ void launch(std::vector<Job>& jobs, at::ScalarType dtype, double sign, bool inte
   }
 }
 
+// Fresh output pages in huge pages where the system grants them on request (Linux THP
+// "madvise" mode; a no-op under "always" or "never"). An output of 32 MiB or more (and, once
+// glibc trims its heap, smaller ones too) is new memory every call: each 4 KiB page faults when
+// first written, and the kernel zeroes it. At (1, 32, 2048, 128) fp32 that was 16,386 faults
+// and 48 ms of system time per call against a 4 ms rotation in place (getrusage, 2-core EPYC
+// VM, issue 40). Only when the first whole 2 MiB page of the output is not resident yet
+// (``mincore``: memory glibc just mapped or grew): recycled heap memory is left as it is.
+// Measured at that shape, interleaved in one process (load 12): 1,056 faults and 58 ms a call
+// with this advice, 16,386 and 200 ms without, and 16,386 and 175 ms prefaulting the pages
+// instead (MADV_POPULATE_WRITE): the cost is the 4 KiB pages themselves, not the traps.
+constexpr std::uintptr_t kHugePage = std::uintptr_t{2} << 20;
+constexpr int64_t kAdviseBytes = int64_t{8} << 20;
+
+void advise_fresh(const at::Tensor& out) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  const int64_t nbytes = out.numel() * static_cast<int64_t>(out.element_size());
+  if (nbytes < kAdviseBytes) return;
+  const auto begin = reinterpret_cast<std::uintptr_t>(out.data_ptr());
+  const std::uintptr_t lo = (begin + kHugePage - 1) & ~(kHugePage - 1);
+  const std::uintptr_t hi = (begin + static_cast<std::uintptr_t>(nbytes)) & ~(kHugePage - 1);
+  if (hi <= lo) return;
+  unsigned char resident = 0;
+  static const long page = sysconf(_SC_PAGESIZE);
+  if (page <= 0 || mincore(reinterpret_cast<void*>(lo), static_cast<size_t>(page), &resident) != 0 ||
+      (resident & 1))
+    return;
+  (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);  // advice: failure is fine
+#else
+  (void)out;
+#endif
+}
+
 void check_lists(at::TensorList xs, at::TensorList cos, at::TensorList sin) {
   TORCH_CHECK(!xs.empty() && xs.size() == cos.size() && xs.size() == sin.size(),
               "rope: non-empty lists of equal length expected");
@@ -374,6 +434,7 @@ std::vector<at::Tensor> rope(at::TensorList xs, at::TensorList cos, at::TensorLi
   std::vector<Job> jobs;
   for (size_t n = 0; n < xs.size(); ++n) {
     outs.push_back(at::empty(xs[n].sizes(), xs[n].options()));
+    advise_fresh(outs.back());
     jobs.push_back(make_job(xs[n], outs.back(), cos[n], sin[n], xs[0].scalar_type()));
   }
   launch(jobs, xs[0].scalar_type(), sign, interleaved);

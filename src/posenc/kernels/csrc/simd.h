@@ -284,6 +284,79 @@ constexpr bool kCanStream = false;
 #endif
 
 #if defined(POSENC_SIMD_AVX512) || defined(POSENC_SIMD_AVX2) || defined(POSENC_SIMD_NEON)
+// A line: 2 kLanes consecutive elements of T held as two vectors, lo and hi, whose lanes may
+// hold the elements in an order of the ISA's choosing (``load_line``; ``store_line`` writes
+// them back in memory order). Elementwise arithmetic does not care; float32 tables are put
+// in the same order by ``order_line`` (a line of them) or ``dup_line`` (kLanes angles, each
+// for the two elements of its pair). Everywhere the order is memory order, but for bfloat16
+// on AVX2: there a widening load costs a shift per vector on top of its shuffle and the
+// narrowing store a cross-lane permute, so a line is read by one load and two word unpacks,
+// lo = elements (0-3, 8-11), hi = (4-7, 12-15), whose inverse is one ``packus``.
+#if defined(POSENC_SIMD_AVX2)
+template <typename T>
+constexpr bool kUnpackedLine = std::is_same_v<T, c10::BFloat16>;
+#else
+template <typename T>
+constexpr bool kUnpackedLine = false;
+#endif
+
+template <typename T>
+inline void load_line(const T* p, vf* lo, vf* hi) {
+#if defined(POSENC_SIMD_AVX2)
+  if constexpr (kUnpackedLine<T>) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i zero = _mm256_setzero_si256();  // bf16 bits into the upper half of each lane
+    *lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, v));
+    *hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, v));
+    return;
+  }
+#endif
+  *lo = load(p);
+  *hi = load(p + kLanes);
+}
+
+template <bool Stream, typename T>
+inline void store_line(T* p, vf lo, vf hi) {
+#if defined(POSENC_SIMD_AVX2)
+  if constexpr (kUnpackedLine<T>) {  // packus per 128-bit lane: (lo 0-3, hi 0-3 | lo 4-7, hi 4-7)
+    const __m256i v = _mm256_packus_epi32(bf16_bits(lo), bf16_bits(hi));
+    if constexpr (Stream) _mm256_stream_si256(reinterpret_cast<__m256i*>(p), v);
+    else _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
+    return;
+  }
+#endif
+  store2<Stream>(p, lo, hi);
+}
+
+// A line of float32 (a: elements 0 to kLanes - 1, b: the rest) in ``load_line<T>``'s order.
+template <typename T>
+inline void order_line(vf a, vf b, vf* lo, vf* hi) {
+#if defined(POSENC_SIMD_AVX2)
+  if constexpr (kUnpackedLine<T>) {
+    *lo = _mm256_permute2f128_ps(a, b, 0x20);  // (a 0-3, b 0-3) = elements (0-3, 8-11)
+    *hi = _mm256_permute2f128_ps(a, b, 0x31);  // (a 4-7, b 4-7) = (4-7, 12-15)
+    return;
+  }
+#endif
+  *lo = a;
+  *hi = b;
+}
+
+// kLanes pair angles v, each duplicated into both elements of its pair, for a line of T
+// (interleaved pairs) in ``load_line<T>``'s order.
+template <typename T>
+inline void dup_line(vf v, vf* lo, vf* hi) {
+#if defined(POSENC_SIMD_AVX2)
+  if constexpr (kUnpackedLine<T>) {  // lo holds pairs (0, 1, 4, 5), hi (2, 3, 6, 7)
+    *lo = _mm256_permutevar8x32_ps(v, _mm256_set_epi32(5, 5, 4, 4, 1, 1, 0, 0));
+    *hi = _mm256_permutevar8x32_ps(v, _mm256_set_epi32(7, 7, 6, 6, 3, 3, 2, 2));
+    return;
+  }
+#endif
+  *lo = dup_lo(v);
+  *hi = dup_hi(v);
+}
+
 // e^x per lane: 2^n p(r), n = round(x / ln 2), r = x - n ln 2 (ln 2 in two parts), p the
 // Cephes degree-6 polynomial (about 1 ulp). x below -87.3 (e^x under FLT_MIN, -inf included)
 // gives 0, above ln(FLT_MAX) gives FLT_MAX-ish; NaN stays NaN.

@@ -1,0 +1,198 @@
+"""EncoderDecoder: a pre-norm encoder-decoder transformer (Vaswani et al. 2017) with each
+positional encoding placed where its paper places it."""
+
+from __future__ import annotations
+
+from typing import Any, Unpack
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .._models import DecoderBlockFlow, EncoderDecoderFlow
+from .._validate import check_mask_tensor, check_positive_int, check_token_range
+from ..attention.attention import Attention
+from ..attention.kv_cache import KVCache
+from ..attention.positions import positions_from_padding
+from ..encodings.base import PositionalEncoding
+from ..encodings.nope import NoPE
+from .config import EncoderDecoderConfig
+from .generate import DecodeOptions, Decoding, check_token_ids
+from .transformer import REGISTRY, Block, TorchHooks, feed_forward, init_weights
+
+
+class DecoderBlock(DecoderBlockFlow, nn.Module):
+    """Pre-norm decoder block: x + attn(norm1(x)) (causal self-attention), then
+    x + cross_attn(norm_cross(x), memory), then x + mlp(norm2(x))
+    (``posenc._models.DecoderBlockFlow``)."""
+
+    def __init__(self, attn: Attention, cross_attn: Attention, d_ff: int, dropout: float) -> None:
+        super().__init__()
+        d = attn.d_model
+        self.norm1, self.attn = nn.LayerNorm(d), attn
+        self.norm_cross, self.cross_attn = nn.LayerNorm(d), cross_attn
+        self.norm2 = nn.LayerNorm(d)
+        self.mlp = feed_forward(d, d_ff)
+        self.drop = nn.Dropout(dropout)
+
+
+class EncoderDecoder(TorchHooks, EncoderDecoderFlow, nn.Module):
+    """Source tokens -> encoder (bidirectional self-attention) -> memory; target tokens ->
+    decoder (causal self-attention, cross-attention over the memory) -> vocabulary logits
+    (``encode``, ``memory``, ``decode``, ``forward``: ``posenc._models.EncoderDecoderFlow``).
+
+    Each encoding is placed as its paper does:
+
+    - score biases and relative terms (T5, ALiBi, Kerple, FIRE, Shaw, Transformer-XL, CoPE) in
+      self-attention only, the encoder's in its encoder form (``posenc._forms.ENCODER_FORM``:
+      T5's bidirectional buckets, Raffel et al. 2020; ALiBi's -m|i - j|; FIRE's symmetric
+      normaliser), the decoder's causal (T5: unidirectional buckets); cross-attention gets no
+      position term (T5 has none);
+    - additive tables (sinusoidal, learned) added to the source and to the target embeddings
+      (Vaswani et al. 2017), each stack its own table where it is learned;
+    - rotations (RoPE, xPos, PoPE) in self-attention. ``cross_rotation=True`` also rotates
+      cross-attention with the decoder's encoding, queries at their target positions and keys
+      at their source positions, so scores depend on target - source position (as
+      x-transformers' cross-attention rotation given ``context_pos``); for encodings that only
+      rotate (``rope``, ``xpos``, ``pope``).
+
+    ``pe``: a registered name, built for each stack (the encoder in its encoder form) with
+    ``pe_config``; one built encoding shared by both stacks as it is; or a pair (the encoder's,
+    the decoder's). ``share_embeddings``: one token table for source and target (one
+    vocabulary). The other arguments as ``TinyTransformer``'s (``EncoderDecoderConfig``).
+    Positions are explicit, default 0, 1, ... (the decoder's after its cache); an encoder of
+    image or video grids (a pair with a 2-D/3-D encoding first) takes ``src_pos`` (S, A) or
+    (B, S, A), the decoder a sequence encoding. Padding masks (B, S) / (B, T) bool, True for
+    real tokens.
+
+    Raises: TypeError/ValueError naming the argument (``EncoderDecoderConfig``), for
+    ``cross_rotation`` with an encoding that does more than rotate, or a decoder encoding of
+    more than one position axis.
+    """
+
+    def __init__(
+        self,
+        *,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        pe: PositionalEncoding | str | tuple[PositionalEncoding, PositionalEncoding],
+        d_model: int = 64,
+        n_encoder_layers: int = 2,
+        n_decoder_layers: int = 2,
+        n_heads: int = 4,
+        n_kv_heads: int | None = None,
+        d_ff: int | None = None,
+        dropout: float = 0.0,
+        max_len: int = 1024,
+        share_embeddings: bool = False,
+        cross_rotation: bool = False,
+        pe_config: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        c = EncoderDecoderConfig(
+            src_vocab_size=src_vocab_size,
+            tgt_vocab_size=tgt_vocab_size,
+            d_model=d_model,
+            n_encoder_layers=n_encoder_layers,
+            n_decoder_layers=n_decoder_layers,
+            n_heads=n_heads,
+            n_kv_heads=n_kv_heads,
+            d_ff=d_ff,
+            dropout=dropout,
+            max_len=max_len,
+            share_embeddings=share_embeddings,
+            cross_rotation=cross_rotation,
+        )
+        self.config = c
+        size = {"dim": c.d_model, "n_heads": c.n_heads, "max_len": c.max_len}
+        kind = "PositionalEncoding"
+        self.place_encodings(
+            pe, pe_config, c, nope=NoPE, size=size, base=PositionalEncoding, kind=kind, **REGISTRY
+        )
+        self.src_tok = nn.Embedding(c.src_vocab_size, d_model)
+        self.tgt_tok = self.src_tok if share_embeddings else nn.Embedding(tgt_vocab_size, d_model)
+        d_ff = c.d_ff or 4 * d_model
+
+        def attention(pe: PositionalEncoding, causal: bool) -> Attention:
+            return Attention(  # embedded: ``encode``/``decode`` add each stack's pe.embed
+                d_model,
+                n_heads,
+                pe=pe,
+                causal=causal,
+                embedded=True,
+                n_kv_heads=n_kv_heads,
+                dropout=dropout,
+            )
+
+        self.encoder = nn.ModuleList(
+            Block(attention(self.encoder_pe, False), d_ff, dropout) for _ in range(n_encoder_layers)
+        )
+        self.encoder_norm = nn.LayerNorm(d_model)
+        self.decoder = nn.ModuleList(
+            DecoderBlock(
+                attention(self.decoder_pe, True), attention(self.cross_pe, False), d_ff, dropout
+            )
+            for _ in range(n_decoder_layers)
+        )
+        self.decoder_norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, tgt_vocab_size, bias=False)
+        init_weights(self, self.encoder_pe, self.decoder_pe)
+
+    def new_cache(self) -> list[KVCache]:
+        """One empty KV cache per decoder layer (its self-attention), for incremental decoding."""
+        return [KVCache() for _ in self.decoder]
+
+    def check_tokens(self, idx: Tensor, what: str) -> None:
+        check_token_ids(idx, what)  # (B, T) integer, T >= 1
+        table = self.src_tok if what == "src" else self.tgt_tok
+        check_token_range(idx, table.num_embeddings, what)
+
+    def loss(self, src: Tensor, tgt: Tensor, targets: Tensor, **kwargs: Any) -> Tensor:
+        """Mean cross-entropy of next-token ``targets`` (B, T) of decoder inputs ``tgt``
+        (B, T); -100 entries are ignored."""
+        logits = self(src, tgt, **kwargs)
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        src: Tensor,
+        max_new_tokens: int,
+        *,
+        start_token: int,
+        src_padding_mask: Tensor | None = None,
+        **options: Unpack[DecodeOptions],
+    ) -> Tensor:
+        """Up to ``max_new_tokens`` target tokens (B, N) for source tokens ``src`` (B, S): the
+        source encoded once (its cross-attention keys and values too), the decoder started
+        from ``start_token`` at position 0 and run through its KV cache. ``src_padding_mask``
+        (B, S) bool, True for real tokens: source positions count real tokens only
+        (``positions_from_padding``), so left and right padding encode alike. The other
+        options as ``TinyTransformer.generate``'s (greedy by default; ``end_token`` stops a
+        row, later entries ``pad_token``; ``generator`` for the draws; ``progress``).
+
+        Raises: TypeError/ValueError for a source that is not integer (B, S), a bad mask, a
+        start token outside the target vocabulary, or bad options.
+        """
+        decoding = Decoding(max_new_tokens=max_new_tokens, **options)
+        check_positive_int(start_token, "start_token", minimum=0)
+        if start_token >= self.config.tgt_vocab_size:
+            raise ValueError(
+                f"start_token must be < tgt_vocab_size {self.config.tgt_vocab_size}, got "
+                f"{start_token}"
+            )
+        check_token_ids(src, "src")
+        B, S = src.shape
+        src_pos = None
+        if src_padding_mask is not None:
+            check_mask_tensor(src_padding_mask, "src_padding_mask", "bool", (B, S))
+            src_pos = positions_from_padding(src_padding_mask)
+        memory = self.memory(src, src_pos, src_padding_mask=src_padding_mask)
+        cache = self.new_cache()
+        start = torch.full((B, 1), start_token, dtype=torch.long, device=src.device)
+        first = self.decode(start, memory, cache=cache)[:, -1]  # (B, V)
+
+        def step(tokens: Tensor, positions: Tensor) -> Tensor:
+            return self.decode(tokens, memory, positions, cache=cache)[:, -1]  # (B, V)
+
+        return decoding.run(first, step, torch.ones(B, dtype=torch.long, device=src.device))

@@ -1,0 +1,197 @@
+"""Every transformers model type with a ``*RotaryEmbedding``, built from its default config
+shrunk to two layers (at most 4 experts, MLP widths <= 256, a 1,024-token vocabulary), weights
+at range 0.2:
+what ``posenc.hf.patch`` does with it. ``statuses()`` computes the table that
+docs/hf-coverage.md holds (``render``); ``python -m tests.hf._coverage`` rewrites the page.
+
+Status: "match" (patched logits within 1e-4·max(1, max |logit|) of the unpatched ones: float32
+rounding of the angles, amplified through the layers; ``unpatch`` exact),
+"refused" (a ValueError from ``patch``, the model untouched), "mismatch", "crash" (any other
+exception in ``patch`` or the patched forward), "not built" (the harness cannot build or run
+the model from its default config: not a verdict on posenc).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "hf-coverage.md"
+_LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
+_EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+_VOCAB = 1024
+_TOL = 1e-4
+
+
+@dataclass(frozen=True)
+class Status:
+    """One model type's verdict and why."""
+
+    model_type: str
+    status: str
+    detail: str = ""
+
+
+def _module_name(model_type: str) -> str:
+    from transformers.models.auto.configuration_auto import model_type_to_module_name
+
+    return str(model_type_to_module_name(model_type))
+
+
+def rotary_model_types() -> list[str]:
+    """Model types with an auto model class whose modeling module defines a text
+    ``*RotaryEmbedding`` class (not only Vision/Audio ones), sorted."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_MAPPING_NAMES,
+    )
+
+    found = []
+    for model_type in sorted(set(MODEL_MAPPING_NAMES) | set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)):
+        name = _module_name(model_type)
+        try:
+            module = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+        except Exception:
+            continue
+        rotaries = [n for n in dir(module) if n.endswith("RotaryEmbedding")]
+        if any("Vision" not in n and "Audio" not in n for n in rotaries):
+            found.append(model_type)
+    return found
+
+
+def _shrink(config: Any, seen: set[int] | None = None) -> None:
+    """Two layers, <= 4 experts, a small vocabulary, weights at range 0.2, in place, down every
+    sub-config (text_config, vision_config, ...)."""
+    seen = set() if seen is None else seen
+    if id(config) in seen:
+        return
+    seen.add(id(config))
+    for key in _LAYER_KEYS:
+        if isinstance(getattr(config, key, None), int) and getattr(config, key) > 2:
+            setattr(config, key, 2)
+    for key in _EXPERT_KEYS:
+        if isinstance(getattr(config, key, None), int) and getattr(config, key) > 4:
+            setattr(config, key, 4)
+    for key in ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size"):
+        if isinstance(getattr(config, key, None), int) and getattr(config, key) > 256:
+            setattr(config, key, 256)
+    if isinstance(getattr(config, "num_experts_per_tok", None), int):
+        config.num_experts_per_tok = min(config.num_experts_per_tok, 2)
+    if isinstance(getattr(config, "vocab_size", None), int) and config.vocab_size > _VOCAB:
+        config.vocab_size = _VOCAB
+        for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
+            value = getattr(config, key, None)
+            if isinstance(value, int) and value >= _VOCAB:
+                setattr(config, key, _VOCAB - 1)
+    if isinstance(getattr(config, "layer_types", None), list):
+        config.layer_types = config.layer_types[:2]
+    if hasattr(config, "initializer_range"):
+        config.initializer_range = 0.2
+    for value in list(vars(config).values()):
+        if hasattr(value, "to_dict") and hasattr(value, "model_type"):
+            _shrink(value, seen)
+
+
+def _build(model_type: str) -> Any:
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    config = AutoConfig.for_model(model_type)
+    _shrink(config)
+    torch.manual_seed(0)
+    auto = AutoModelForCausalLM if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES else AutoModel
+    return auto.from_config(config).eval()
+
+
+def _logits(model: Any, ids: torch.Tensor) -> torch.Tensor:
+    out = model(input_ids=ids)
+    value = getattr(out, "logits", None)
+    return value if isinstance(value, torch.Tensor) else out.last_hidden_state
+
+
+def status(model_type: str) -> Status:
+    """What ``patch`` does with ``model_type`` (see the module docstring)."""
+    from posenc.hf import patch, unpatch
+
+    try:
+        model = _build(model_type)
+        ids = torch.randint(
+            3, min(_VOCAB, 100), (1, 16), generator=torch.Generator().manual_seed(0)
+        )
+        with torch.no_grad():
+            before = _logits(model, ids)
+    except Exception as err:
+        return Status(model_type, "not built", f"{type(err).__name__}: {err}"[:160])
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    try:
+        patch(model)
+    except ValueError as err:
+        touched = any(not torch.equal(v, state[k]) for k, v in model.state_dict().items())
+        kind = "crash" if touched else "refused"
+        return Status(model_type, kind, " ".join(str(err).split())[:240])
+    except Exception as err:
+        return Status(model_type, "crash", f"patch: {type(err).__name__}: {err}"[:160])
+    try:
+        with torch.no_grad():
+            patched = _logits(model, ids)
+            unpatch(model)
+            after = _logits(model, ids)
+    except Exception as err:
+        return Status(model_type, "crash", f"forward: {type(err).__name__}: {err}"[:160])
+    gap, scale = float((patched - before).abs().max()), float(before.abs().max())
+    detail = f"max |Δ| {gap:.2g} of max |logit| {scale:.3g}"
+    if gap > _TOL * max(1.0, scale) or not torch.equal(after, before):
+        return Status(model_type, "mismatch", detail)
+    return Status(model_type, "match", detail)
+
+
+def statuses(model_types: list[str] | None = None) -> list[Status]:
+    """``status`` of each type (default: every ``rotary_model_types()``)."""
+    return [status(t) for t in (rotary_model_types() if model_types is None else model_types)]
+
+
+def render(rows: list[Status], pending: tuple[str, ...] = ()) -> str:
+    """docs/hf-coverage.md: the counts, then one row per model type; ``pending``: types not
+    run yet (listed as "not run")."""
+    import transformers
+
+    rows = rows + [Status(t, "not run", "the harness has not run it yet") for t in pending]
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    lines = [
+        "# posenc.hf.patch on every transformers rotary model type",
+        "",
+        f"transformers {transformers.__version__}: {len(rows)} model types with a "
+        f"`*RotaryEmbedding`; {summary}. Generated by `python -m tests.hf._coverage` "
+        "(tests/hf/_coverage.py: default config shrunk to two layers, <= 4 experts, MLP "
+        "widths <= 256, a 1,024-token vocabulary, weights at range 0.2; patched logits "
+        "within 1e-4·max(1, max |logit|) of the unpatched ones = match). "
+        '"not built" is the harness failing to build or run the model from its default '
+        "config, not a verdict on posenc.",
+        "",
+        "| model type | status | detail |",
+        "| --- | --- | --- |",
+    ]
+    for r in rows:
+        detail = r.detail.replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| {r.model_type} | {r.status} | {detail} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    # no arguments: every type, then the page; with model types: print theirs only
+    start = time.perf_counter()
+    rows = []
+    for model_type in sys.argv[1:] or rotary_model_types():
+        rows.append(status(model_type))
+        print(rows[-1], f"{time.perf_counter() - start:.0f}s", file=sys.stderr, flush=True)
+    if not sys.argv[1:]:
+        PAGE.write_text(render(rows))

@@ -1,0 +1,118 @@
+"""``patch`` on the transformers 5.23 families that crashed it: Granite-SWA (its model reads
+``rotary_emb.config``), Gemma 3n and Qwen4-Exp (their ``apply_rotary_pos_emb`` rotates one
+tensor at a time, or q alone when k is None), Evolla's SaProt rotary (a ``layer_type`` argument
+without layer types), and the M-RoPE models whose rotary embedding carries its own default
+``mrope_section`` (GLM-4V, Qwen3.5, ERNIE 4.5 VL, ...): refused before the model is touched."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from posenc.hf import is_patched, patch, unpatch
+from posenc.hf.rotate import signature_kind, verified
+from tests.hf._tiny import SMALL
+
+pytest.importorskip("transformers")
+pytestmark = pytest.mark.anchor
+
+
+def _model(model_type: str, **extra: Any) -> Any:
+    from transformers import CONFIG_MAPPING, AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(CONFIG_MAPPING[model_type](**(SMALL | extra))).eval()
+
+
+def _modeling(name: str) -> Any:
+    return importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+
+
+GEMMA3N = {
+    "hidden_size_per_layer_input": 8,
+    "laurel_rank": 4,
+    "altup_num_inputs": 2,
+    "num_kv_shared_layers": 0,
+    "activation_sparsity_pattern": [0.0, 0.0],
+    "vocab_size_per_layer_input": 97,
+    "layer_types": ["sliding_attention", "full_attention"],
+    "sliding_window": 4,
+}
+
+
+@pytest.mark.parametrize(
+    ("model_type", "extra"),
+    [
+        ("granite_swa", {}),
+        ("granitemoe_swa", {"num_local_experts": 2, "num_experts_per_tok": 1}),
+        ("gemma3n_text", GEMMA3N),
+    ],
+)
+def test_patched_logits_equal_unpatched(model_type: str, extra: dict[str, Any]) -> None:
+    model = _model(model_type, **extra)
+    ids = torch.randint(3, 97, (2, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        before = model(ids).logits
+        patch(model)
+        patched = model(ids).logits
+        unpatch(model)
+        after = model(ids).logits
+    assert before.abs().max() > 1.0  # positions move the logits well above the tolerance
+    torch.testing.assert_close(patched, before, rtol=0, atol=5e-5)
+    assert torch.equal(after, before)
+
+
+def test_one_tensor_rotations_are_reproduced() -> None:
+    """Gemma 3n's ``apply_rotary_pos_emb(x, cos, sin)`` and Qwen4-Exp's ``(q, k=None, ...)``."""
+    angles = torch.randn(1, 5, 4, generator=torch.Generator().manual_seed(0))
+    embeddings = (torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1))
+    for module, kind in (("gemma3n", "one"), ("qwen4_exp", "optional_k")):
+        original = _modeling(module).apply_rotary_pos_emb
+        assert signature_kind(original) == kind
+        ours = verified("apply_rotary_pos_emb", original, embeddings, "cat", "half", "eager")
+        x = torch.randn(1, 3, 5, 8)
+        torch.testing.assert_close(
+            ours(x, cos=embeddings[0], sin=embeddings[1], unsqueeze_dim=1),
+            original(x, cos=embeddings[0], sin=embeddings[1], unsqueeze_dim=1),
+        )
+
+
+def test_a_layer_type_argument_without_layer_types_gets_one_rope() -> None:
+    """Evolla's SaProt rotary: ``forward(x, position_ids, layer_type=None)``, no layer types."""
+    from transformers.models.evolla.configuration_evolla import SaProtConfig
+
+    holder = nn.Module()
+    config = SaProtConfig(hidden_size=64, num_attention_heads=4, num_hidden_layers=1)
+    holder.rotary_emb = _modeling("evolla").EvollaSaProtRotaryEmbedding(config)
+    pos = torch.arange(50)[None]
+    x = torch.zeros(1, 50, 64)
+    want = holder.rotary_emb(x, pos)
+    patch(holder, kernel=None)
+    got = holder.rotary_emb(x, pos)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=2e-5)
+
+
+@pytest.mark.parametrize(
+    ("module", "cls", "config"),
+    [
+        ("glm4v", "Glm4vTextRotaryEmbedding", "Glm4vTextConfig"),
+        ("qwen3_5", "Qwen3_5TextRotaryEmbedding", "Qwen3_5TextConfig"),
+        ("ernie4_5_vl_moe", "Ernie4_5_VLMoeTextRotaryEmbedding", "Ernie4_5_VLMoeTextConfig"),
+    ],
+)
+def test_built_in_mrope_sections_are_refused_before_touching(
+    module: str, cls: str, config: str
+) -> None:
+    transformers = importlib.import_module("transformers")
+    cfg = getattr(transformers, config)()
+    holder = nn.Module()
+    rotary = getattr(_modeling(module), cls)(cfg)
+    holder.rotary_emb = rotary
+    with pytest.raises(ValueError, match=r"M-RoPE, mrope_section \["):
+        patch(holder)
+    assert holder.rotary_emb is rotary and not is_patched(holder)
