@@ -255,6 +255,9 @@ def test_the_quick_preset_survives_a_kill_and_resumes(tmp_path: Path) -> None:
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert f"{stored} reused" in done.stdout
-    verdicts = [line for line in done.stdout.splitlines() if line.startswith("  ")]
-    assert len(verdicts) == 6
-    assert all(line.strip().startswith(VERDICTS) for line in verdicts), done.stdout
+    lines = done.stdout.splitlines()
+    # the answer's last part: "Published findings ...:" then one indented verdict per finding
+    start = next(i for i, line in enumerate(lines) if line.startswith("Published findings"))
+    verdicts = [line for line in lines[start + 1 :] if line.startswith("  ") and line.strip()]
+    verdicts = [line for line in verdicts if line.strip().startswith(VERDICTS)]
+    assert len(verdicts) == 6, done.stdout
