@@ -104,7 +104,9 @@ def layer_encodings(
 ) -> list[BuiltLayer[Any]]:
     """Each layer's (built encoding, window, chunk): a name or (name, config) built once per
     distinct entry (``pe_config`` under each entry's own config; ``model_encoding``), a built
-    encoding shared by the layers that list it.
+    encoding shared by the layers that list it. An encoding computing attention from the data
+    (``capabilities.attention_form``: FoX, PaTH, stick-breaking) is built once per layer by
+    name: its projections read that layer's input.
 
     An encoding added to the token embeddings (``capabilities.embeds``) acts once, before the
     first layer, so a per-layer list refuses it: give it as the model's one ``pe``. A sliding
@@ -118,7 +120,8 @@ def layer_encodings(
     for entry, window, chunk in schedule.layers(n_layers):
         if isinstance(entry, str | tuple):
             key = named_key(entry)
-            if key not in built:
+            # one per layer where the encoding projects its layer's input (FoX's gates)
+            if key not in built or hooks.pe_capabilities(built[key]).attention_form:
                 name, own = named_config(entry)
                 config = (pe_config or {}) | own
                 built[key] = model_encoding(

@@ -13,7 +13,7 @@ from ..encodings.context import PositionContext
 from ..encodings.flows import RotaryFlow
 from .config import AttentionConfig
 from .cross import CrossAttention
-from .flow import Memory, check_embedded
+from .flow import Memory, check_attention_form, check_embedded
 from .inputs import check_keep, check_streamable, new_context
 from .kv_cache import KVCache
 
@@ -104,6 +104,9 @@ class Attention(CrossAttention):
         if bias_backend not in BIAS_BACKENDS:
             raise ValueError(f"bias_backend must be one of {BIAS_BACKENDS}, got {bias_backend!r}")
         check_bool(sink_logits, "sink_logits")
+        check_attention_form(
+            pe, causal=causal, window=window, chunk=chunk, sink_logits=sink_logits, dropout=dropout
+        )
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
         self.head_dim = cfg.head_dim
         self.causal, self.dropout = causal, dropout
