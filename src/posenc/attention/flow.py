@@ -245,11 +245,6 @@ class AttentionFlow:
         here when not given): an ``EncoderDecoder`` gives its cross-attention NoPE, or its
         decoder's rotation when asked (``cross_rotation``). Returns (B, T, C)."""
         check_cross(x, memory, Memory, self.d_model, self.causal, ndim=self.check_ndim)
-        if computes_attention(self.pe):
-            raise ValueError(
-                f"encoding {self.pe.name!r} computes causal self-attention from the data; "
-                "cross-attention cannot take it (give the cross-attention NoPE)"
-            )
         B, T, C = x.shape
         keys = memory.keys
         if ctx is None:
