@@ -280,10 +280,13 @@ class TransformerFlow(ModelHooks):
         check_layers(cache, len(self.blocks), "cache", " layers")
         B, T = idx.shape
         caches: Sequence[Any] = cache or [None] * len(self.blocks)
-        contexts: dict[tuple[int, Any], Any] = {}
+        contexts: dict[tuple[int | str, Any], Any] = {}
 
         def context(pe: Any, layer_cache: Any) -> Any:
-            key = (id(pe), self.cache_layout(layer_cache))
+            # encodings computing attention from the data (built one per layer) prepare
+            # nothing of their own (the base ``prepare``): their layers share one context
+            owner = "data" if self.pe_capabilities(pe).attention_form else id(pe)
+            key = (owner, self.cache_layout(layer_cache))
             if key not in contexts:  # once, for every layer that shares the encoding
                 contexts[key] = self.new_context(pe, pos, B, T, layer_cache, idx)
             return contexts[key]

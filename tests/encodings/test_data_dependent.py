@@ -76,7 +76,7 @@ def test_layer_equals_the_papers_reference(name: str, config: dict[str, object])
 def test_registry_entries_compute_attention_from_the_data() -> None:
     for name in NAMES:
         entry = posenc.info(name)
-        assert entry.family == "data-dependent"
+        assert entry.family == "data_dependent"
         assert entry.cls.capabilities.attention_form
         assert not entry.cls.capabilities.only_rotates
     assert posenc.build("stick_breaking").remainder

@@ -136,6 +136,11 @@ class AttentionFlow:
             raise ValueError(f"x must have C = d_model = {self.d_model} features, got {C}")
         if cache is not None and not isinstance(cache, self.cache_type):
             raise TypeError(f"cache must be a KVCache (one layer's), got {type(cache).__name__}")
+        if return_weights and computes_attention(self.pe):
+            raise ValueError(
+                f"encoding {self.pe.name!r} computes attention itself, blockwise: it has no "
+                "softmax weights to return"
+            )
         offset = self.cache_offset(cache)
         if ctx is None:
             ctx = self.new_context(pos, B, T, cache, x)
@@ -152,11 +157,6 @@ class AttentionFlow:
         new = CachedKeys(k, v, self.batch_positions(pos, B, ctx.axes), valid, segment)
         keys = new if cache is None else cache.append(new)
         if computes_attention(self.pe):  # the encoding's own causal attention (FoX, PaTH, ...)
-            if return_weights:
-                raise ValueError(
-                    f"encoding {self.pe.name!r} computes attention itself, blockwise: it has "
-                    "no softmax weights to return"
-                )
             out = self.attend_form(x, q, keys, ctx, cache)  # (B, H, T, D)
             return self.proj(out.swapaxes(1, 2).reshape(B, T, C))
         if rerotate:  # the cache holds unrotated keys: rotate all with the current frequencies

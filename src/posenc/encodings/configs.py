@@ -505,7 +505,7 @@ class FoXConfig(EncodingConfig):
     """Forgetting attention: a forget gate per head from the layer's input of width ``dim``
     (``n_heads`` gates, or 1 shared by every head)."""
 
-    name, family = "fox", "data-dependent"
+    name, family = "fox", "data_dependent"
     dim: int
     n_heads: int
 
@@ -519,7 +519,7 @@ class StickBreakingConfig(EncodingConfig):
     """Stick-breaking attention: ``attend_current`` lets a query break the stick at its own
     key; ``remainder`` puts what is left of the stick on the query's own value."""
 
-    name, family = "stick_breaking", "data-dependent"
+    name, family = "stick_breaking", "data_dependent"
     attend_current: bool = False
     remainder: bool = True
 
@@ -534,7 +534,7 @@ class PaTHConfig(EncodingConfig):
     ``n_heads``) of ``head_dim`` from the layer's input of width ``dim``; ``forget_gate``
     adds FoX's gate per query head (PaTH-FoX)."""
 
-    name, family = "path", "data-dependent"
+    name, family = "path", "data_dependent"
     dim: int
     n_heads: int
     head_dim: int

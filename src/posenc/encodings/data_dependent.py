@@ -48,7 +48,7 @@ def _new_valid(inputs: AttentionInputs) -> Tensor:
     return inputs.valid[:, -T:, None].to(inputs.x.dtype)
 
 
-@register("fox", family="data-dependent", paper="Lin et al., arXiv:2503.02130", year=2025)
+@register("fox", family="data_dependent", paper="Lin et al., arXiv:2503.02130", year=2025)
 class ForgettingAttention(PositionalEncoding):
     """Forgetting attention, FoX (Lin et al. 2025, arXiv:2503.02130, eq. 3-4):
 
@@ -87,7 +87,7 @@ class ForgettingAttention(PositionalEncoding):
 
 
 @register(
-    "stick_breaking", family="data-dependent", paper="Tan et al., arXiv:2410.17980", year=2024
+    "stick_breaking", family="data_dependent", paper="Tan et al., arXiv:2410.17980", year=2024
 )
 class StickBreaking(PositionalEncoding):
     """Stick-breaking attention (Tan et al. 2024, arXiv:2410.17980, eq. 2-3) in place of
@@ -119,7 +119,7 @@ class StickBreaking(PositionalEncoding):
         return out, inputs.x.new_zeros(B, inputs.k.shape[2], 0)
 
 
-@register("path", family="data-dependent", paper="Yang et al., arXiv:2505.16381", year=2025)
+@register("path", family="data_dependent", paper="Yang et al., arXiv:2505.16381", year=2025)
 class PaTH(PositionalEncoding):
     """PaTH attention (Yang et al. 2025, arXiv:2505.16381, sec. 3): per key head and token a
     Householder transform H_t = I - β_t w_t w_tᵀ,
