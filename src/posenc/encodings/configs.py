@@ -61,6 +61,19 @@ class EncodingConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class NoPETemperatureConfig(EncodingConfig):
+    """NoPE with Llama 4's query temperature (``posenc.functional.query_temperature``)."""
+
+    name, family = "nope_temperature", "none"
+    floor_scale: int = 8192
+    attn_scale: float = 0.1
+
+    def check(self) -> None:
+        check_positive_int(self.floor_scale, "floor_scale")
+        check_positive_float(self.attn_scale, "attn_scale")
+
+
+@dataclass(frozen=True, kw_only=True)
 class SinusoidalConfig(EncodingConfig):
     name, family = "sinusoidal", "additive"
     dim: int
@@ -603,6 +616,7 @@ CONFIGS: dict[str, type[EncodingConfig]] = {
     c.name: c
     for c in (
         EncodingConfig,
+        NoPETemperatureConfig,
         SinusoidalConfig,
         LearnedConfig,
         RoPEConfig,
