@@ -87,8 +87,6 @@ def test_registry_entries_compute_attention_from_the_data() -> None:
 def model(name: str, **kw: object) -> TinyTransformer:
     torch.manual_seed(1)
     config: dict[str, object] = {"n_layers": 2, "n_heads": H, "n_kv_heads": Hkv, **kw}
-    if name == "path":
-        config["pe_config"] = {"n_kv_heads": Hkv}
     m = TinyTransformer(vocab_size=13, pe=name, d_model=C, **config)  # type: ignore[arg-type]
     return m.double().eval()
 
