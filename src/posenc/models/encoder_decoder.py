@@ -21,7 +21,6 @@ from .config import EncoderDecoderConfig
 from .generate import DecodeOptions, Decoding, check_token_ids
 from .transformer import REGISTRY, Block, TorchHooks, feed_forward, init_weights
 
-
 #: One stack's encodings: a registered name, a built encoding for every layer, a list of them
 #: per layer (a pattern; names may be (name, config)) or a ``LayerSchedule``.
 Stack = (
