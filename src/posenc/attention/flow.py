@@ -186,6 +186,8 @@ class AttentionFlow:
         (``keys``, cached first), padding put in a segment of its own below every other
         (so no real query sees it), the cache's terms of its keys as ``past``; the terms it
         returns go back into the cache. Returns (B, H, T, D)."""
+        if q.shape[2] == 0:  # no new token: nothing to attend, nothing to cache
+            return q
         xp = namespace(keys.segment)
         apart = xp.min(keys.segment) - 1  # a segment id no real key has
         segment_ids = xp.where(keys.valid, keys.segment, apart)  # (B, L)
