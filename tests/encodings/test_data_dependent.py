@@ -15,6 +15,7 @@ import posenc
 from posenc.attention import Attention
 from posenc.attention.kv_cache import KVCache
 from posenc.attention.positions import positions_from_padding
+from posenc.encodings.base import AttentionInputs, PositionalEncoding
 from posenc.models import EncoderDecoder, TinyTransformer
 from tests.reference import data_position as ref
 
@@ -209,3 +210,39 @@ def test_path_built_for_other_key_heads_says_so() -> None:
         attn(torch.randn(1, 3, C))
     with pytest.raises(ValueError, match="n_kv_heads must divide n_heads"):
         posenc.build("path", dim=C, n_heads=4, head_dim=4, n_kv_heads=3)
+
+
+class _SoftmaxForm(PositionalEncoding):
+    """A user's encoding through the hook: causal softmax attention with no gate (log f = 0),
+    which is NoPE's attention; its capabilities come from defining ``attention_form``."""
+
+    name = "softmax_form"
+
+    def attention_form(self, inputs: AttentionInputs) -> tuple[torch.Tensor, torch.Tensor]:
+        B, H, _, _ = inputs.q.shape
+        L = inputs.k.shape[2]
+        log_f = inputs.q.new_zeros(B, H, L)
+        out = posenc.functional.forgetting_attention(
+            inputs.q, inputs.k, inputs.v, log_f, scale=inputs.scale, segment_ids=inputs.segment_ids
+        )
+        return out, inputs.x.new_zeros(B, L, 0)
+
+
+def test_the_hook_serves_an_encoding_of_ones_own() -> None:
+    assert _SoftmaxForm.capabilities.attention_form  # widened from the hook it defines
+    torch.manual_seed(0)
+    mine = Attention(C, H, pe=_SoftmaxForm(), causal=True, n_kv_heads=Hkv).double()
+    nope = Attention(C, H, pe=posenc.build("nope"), causal=True, n_kv_heads=Hkv).double()
+    nope.load_state_dict(mine.state_dict())
+    x = torch.randn(2, T, C, dtype=torch.float64)
+    mask = torch.ones(2, T, dtype=torch.bool)
+    mask[0, :2] = False  # left padding
+    with torch.no_grad():
+        torch.testing.assert_close(mine(x), nope(x), rtol=1e-10, atol=1e-10)
+        got = mine(x, padding_mask=mask)[0, 2:]
+        torch.testing.assert_close(got, nope(x, padding_mask=mask)[0, 2:], rtol=1e-10, atol=1e-10)
+        cache = KVCache()
+        steps = torch.cat([mine(x[:, :3], cache=cache), mine(x[:, 3:], cache=cache)], 1)
+    torch.testing.assert_close(steps, nope(x), rtol=1e-10, atol=1e-10)
+    with pytest.raises(NotImplementedError, match="does not compute attention itself"):
+        posenc.build("nope").attention_form(None)  # type: ignore[arg-type]
