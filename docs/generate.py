@@ -80,6 +80,129 @@ def lab_curves(page: Page, store: str) -> str:
     return "\n\n".join(lines)
 
 
+# --- the extension lab's store ---------------------------------------------------------------
+
+
+class ExtendFacts:
+    """``posenc lab extend``'s committed store, read through ``posenc.extlab`` as the report and
+    the terminal's answer read it (from a copy, so the committed file is never opened for
+    writing)."""
+
+    def __init__(self, store: str) -> None:
+        import shutil
+        import tempfile
+
+        from posenc.extlab.config import ExtendConfig
+        from posenc.extlab.report import read
+        from posenc.extlab.store import STORE_NAME, ExtendStore
+        from posenc.extlab.summary import answer_text
+
+        with tempfile.TemporaryDirectory() as out:
+            shutil.copyfile(RESULTS / store, Path(out) / STORE_NAME)
+            with ExtendStore(Path(out) / STORE_NAME, self._config(store)) as s:
+                meta = s.meta()
+            self.cfg = ExtendConfig(**json.loads(meta["config"]))
+            self.results, self.units, self.gated = read(out, self.cfg)
+            self.answer = answer_text(out, self.cfg).rstrip("\n")
+        self.run: dict[str, Any] = json.loads(meta["last_run"])
+
+    @staticmethod
+    def _config(store: str) -> Any:
+        import sqlite3
+
+        from posenc.extlab.config import ExtendConfig
+
+        db = sqlite3.connect(f"file:{RESULTS / store}?mode=ro", uri=True)
+        try:
+            (text,) = db.execute("SELECT value FROM meta WHERE key = 'config'").fetchone()
+        finally:
+            db.close()
+        return ExtendConfig(**json.loads(text))
+
+    @property
+    def machine(self) -> str:
+        r = self.run
+        load = ", ".join(f"{x:.2f}" for x in r["load_average"])
+        return f"{r['cpu_model']} ({r['cpus']} CPUs), Python {r['python']}, load {load} at the end"
+
+    @property
+    def minutes(self) -> str:
+        m, sec = divmod(round(self.run["seconds"]), 60)
+        return f"{m} min {sec} s"
+
+    def cpu(self, kind: str | None = None) -> str:
+        """CPU-seconds of the units of ``kind`` (pretrain, tune, free, stream; all: None)."""
+        found = [u for u in self.units if kind is None or u["name"].split("/")[0] == kind]
+        return f"{sum(u['cpu_seconds'] for u in found):,.0f}"
+
+    @property
+    def pretrained(self) -> list[dict[str, Any]]:
+        return [u for u in self.units if u["name"].startswith("pretrain/")]
+
+    def passed(self, encoding: str) -> str:
+        """How many seeds of ``encoding``'s model passed the passkey gate at L."""
+        found = [u for u in self.pretrained if u["name"].split("/")[1] == encoding]
+        return f"{sum(bool(u['info'].get('passed_gate')) for u in found)} of {len(found)}"
+
+    def findings(self) -> list[Any]:
+        from posenc.extlab.findings import check_findings
+
+        return check_findings(self.results, self.cfg, self.gated)
+
+    def _mean(self, values: dict[int, float], digits: int) -> str:
+        return f"{sum(values.values()) / len(values):.{digits}f}" if values else "—"
+
+    def loss(self, encoding: str, method: str, variant: str, factor: int) -> str:
+        """Mean over seeds of the window's loss at factor·L (factor 1: at L)."""
+        key = (encoding, method, variant, factor, factor * self.cfg.context)
+        return self._mean(self.results.loss(key), 2)
+
+    def passkey(self, encoding: str, method: str, variant: str, factor: int) -> str:
+        """Mean over seeds of the passkey accuracy at factor·L (as the terminal's answer)."""
+        key = (encoding, method, variant, factor, factor * self.cfg.context)
+        return self._mean(self.results.passkey(key), 2)
+
+    def table(self, factor: int) -> str:
+        """Loss and passkey at factor·L, training-free / fine-tuned, per method and baseline."""
+        from posenc.extlab.figures import LABELS
+
+        head = [
+            "setting",
+            "loss at L",
+            f"loss at {factor}x: free / tuned",
+            f"passkey at {factor}x: free / tuned",
+        ]
+        rows = []
+        for m in self.cfg.methods:
+            rows.append([
+                f"RoPE, {LABELS[m]}",
+                self.loss("rope", "none", "free", 1) if m == "none" else "",
+                f"{self.loss('rope', m, 'free', factor)} / {self.loss('rope', m, 'tuned', factor)}",
+                f"{self.passkey('rope', m, 'free', factor)} / "
+                f"{self.passkey('rope', m, 'tuned', factor)}",
+            ])  # fmt: skip
+        for enc in self.cfg.baselines:
+            rows.append([
+                LABELS[enc], self.loss(enc, "none", "free", 1),
+                f"{self.loss(enc, 'none', 'free', factor)} / —",
+                f"{self.passkey(enc, 'none', 'free', factor)} / —",
+            ])  # fmt: skip
+        return _markdown(head, rows)
+
+    def findings_table(self) -> str:
+        head = ["finding", "source", "here", "numbers (d: paired mean [95% interval])"]
+        rows = [
+            [f.claim, f.source, f.verdict, "; ".join(p.text() for p in f.parts)]
+            for f in self.findings()
+        ]
+        return _markdown(head, rows)
+
+
+def extend(store: str) -> ExtendFacts:
+    """The facts of the extension lab's store ``benchmarks/results/STORE``."""
+    return ExtendFacts(store)
+
+
 # --- posenc bench JSON ------------------------------------------------------------------------
 
 
@@ -547,6 +670,7 @@ def render(*, figures: bool = True) -> dict[Path, bytes]:
             "bench_field": bench_field,
             "cases_span": cases_span,
             "against": against,
+            "extend": extend,
         }
         text = env.get_template(name).render(**functions)
         header = (
