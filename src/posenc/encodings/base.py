@@ -51,10 +51,9 @@ from .flows import Hooks
 
 
 class AttentionInputs(NamedTuple):
-    """One causal self-attention call as ``PositionalEncoding.attention_form`` receives it: the
-    T new tokens are the last T of the L keys (L = T without a cache).
+    """One causal self-attention call as ``PositionalEncoding.attention_form`` receives it.
 
-    x (B, T, C): the layer's input at the new tokens; q (B, H, T, D): their queries; k, v
+    The T new tokens are the last T of the L keys (L = T without a cache). x (B, T, C): the layer's input at the new tokens; q (B, H, T, D): their queries; k, v
     (B, Hkv, L, D): every key and value, cached ones first; q_pos (T,) | (B, T) and k_pos
     (L,) | (B, L) int64; valid (B, L) bool, False for padding; segment_ids (B, L) int64, one id
     per packed sequence, padding in a segment of its own (no real query sees it); past
@@ -122,11 +121,11 @@ class PositionalEncoding(Hooks, nn.Module):
         return PositionContext(q_pos, k_pos, axes=self.capabilities.axes)
 
     def attention_form(self, inputs: AttentionInputs) -> tuple[Tensor, Tensor]:
-        """The whole causal attention of one call, for an encoding whose position comes from
-        the data (``capabilities.attention_form``; attention calls it in place of rotate, bias,
-        the relative terms and its softmax).
+        """The whole causal attention of one call, from the layer's input and q, k, v.
 
-        Returns the output (B, H, T, D), before the output projection, and the terms
+        For an encoding whose position comes from the data (``capabilities.attention_form``;
+        attention calls it in place of rotate, bias, the relative terms and its softmax).
+        Shapes: ``inputs`` as ``AttentionInputs`` -> (B, H, T, D) and (B, L, E). Returns the output (B, H, T, D), before the output projection, and the terms
         (B, L, E) of every key that the encoding derived from the layer's input (FoX's gates,
         PaTH's w_t and β_t; E = 0 for none), which the KV cache keeps and hands back as
         ``past`` at the next step, so cached decoding equals the full forward.

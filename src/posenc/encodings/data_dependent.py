@@ -50,8 +50,9 @@ def _new_valid(inputs: AttentionInputs) -> Tensor:
 
 @register("fox", family="data_dependent", paper="Lin et al., arXiv:2503.02130", year=2025)
 class ForgettingAttention(PositionalEncoding):
-    """Forgetting attention, FoX (Lin et al. 2025, arXiv:2503.02130, eq. 3-4):
+    """Forgetting attention, FoX: softmax attention whose logits decay by a forget gate.
 
+    Lin et al. 2025, arXiv:2503.02130, eq. 3-4:
     log f_t = logsigmoid(w_f·x_t + b_f) per head, s_ij = scale·q_i·k_j + Σ_(l=j+1..i) log f_l,
     o_i = Σ_(j<=i) softmax_j(s_ij) v_j (``posenc.functional.forgetting_attention``).
 
@@ -59,6 +60,11 @@ class ForgettingAttention(PositionalEncoding):
     shares one gate by every head. A padding token's gate is 1 (log f = 0), so padding inside
     a row (right padding, then decoding) forgets nothing. The KV cache keeps each key's
     log f (terms (B, L, n_heads)).
+
+    Shapes: x (B, T, C) -> log f (B, T, n_heads); ``attention_form`` as
+    ``PositionalEncoding.attention_form``.
+    Raises: ValueError (``attention_form``) when the attention has other than n_heads heads
+    (or 1).
     """
 
     capabilities = Capabilities(attention_form=True)
@@ -69,6 +75,9 @@ class ForgettingAttention(PositionalEncoding):
         self.gate = nn.Linear(self.dim, self.n_heads)  # w_f, b_f
 
     def attention_form(self, inputs: AttentionInputs) -> tuple[Tensor, Tensor]:
+        """FoX's attention of the call and every key's log f (B, L, n_heads).
+
+        Raises: ValueError when the attention has other than n_heads heads (or 1)."""
         q = inputs.q
         H = q.shape[1]
         if self.n_heads not in (1, H):
@@ -90,19 +99,23 @@ class ForgettingAttention(PositionalEncoding):
     "stick_breaking", family="data_dependent", paper="Tan et al., arXiv:2410.17980", year=2024
 )
 class StickBreaking(PositionalEncoding):
-    """Stick-breaking attention (Tan et al. 2024, arXiv:2410.17980, eq. 2-3) in place of
-    softmax: β_ij = σ(scale·q_i·k_j), A_ij = β_ij Π_(j<l<i) (1 - β_il), o_i = Σ_j A_ij v_j
+    """Stick-breaking attention: each key breaks off a share of the stick, in place of softmax.
+
+    Tan et al. 2024, arXiv:2410.17980, eq. 2-3: β_ij = σ(scale·q_i·k_j), A_ij = β_ij Π_(j<l<i) (1 - β_il), o_i = Σ_j A_ij v_j
     (``posenc.functional.stick_breaking_attention``); ``attend_current`` lets query i break
     the stick at its own key (j <= i). With ``remainder`` (default) what is left of the stick,
     rem_i = 1 - Σ_j A_ij, goes to the query's own value (o_i += rem_i v_i), so a row's weights
     sum to 1 and the first token of a sequence sees itself. No parameters and nothing cached
     beyond the keys (terms (B, L, 0)).
+
+    Shapes: as ``PositionalEncoding.attention_form``.
     """
 
     capabilities = Capabilities(attention_form=True)
     config_class = StickBreakingConfig
 
     def attention_form(self, inputs: AttentionInputs) -> tuple[Tensor, Tensor]:
+        """Stick-breaking attention of the call (plus the remainder), and no terms (B, L, 0)."""
         q, v = inputs.q, inputs.v
         B, H, T, _ = q.shape
         out, rem = PF.stick_breaking_attention(
@@ -121,8 +134,10 @@ class StickBreaking(PositionalEncoding):
 
 @register("path", family="data_dependent", paper="Yang et al., arXiv:2505.16381", year=2025)
 class PaTH(PositionalEncoding):
-    """PaTH attention (Yang et al. 2025, arXiv:2505.16381, sec. 3): per key head and token a
-    Householder transform H_t = I - β_t w_t w_tᵀ,
+    """PaTH attention: position as data-dependent Householder transforms between key and query.
+
+    Yang et al. 2025, arXiv:2505.16381, sec. 3: per key head and token a Householder transform
+    H_t = I - β_t w_t w_tᵀ,
 
     w_t = W_w x_t / |W_w x_t|,  β_t = 2σ(W_β x_t + b_β) in (0, 2),
     s_ij = scale · q_iᵀ H_i ··· H_(j+1) k_j (+ Σ_(l=j+1..i) log f_l with ``forget_gate``,
@@ -133,6 +148,11 @@ class PaTH(PositionalEncoding):
     not); ``gate`` (C -> n_heads) is the optional forget gate; nn.Linear's default
     initialisation. A padding token's β is 0 (H_t = I) and its gate 1. The KV cache keeps
     each key's w_t, β_t (and log f_t): terms (B, L, Hkv·D + Hkv (+ H)).
+
+    Shapes: x (B, T, C) -> w (B, Hkv, T, D), β (B, Hkv, T), log f (B, H, T);
+    ``attention_form`` as ``PositionalEncoding.attention_form``.
+    Raises: ValueError (``attention_form``) for an attention of other heads, key heads or
+    head dim than the module was built for.
     """
 
     capabilities = Capabilities(attention_form=True)
@@ -148,6 +168,10 @@ class PaTH(PositionalEncoding):
         )  # w_f, b_f
 
     def attention_form(self, inputs: AttentionInputs) -> tuple[Tensor, Tensor]:
+        """PaTH's attention of the call and every key's w_t, β_t (and log f_t) as terms.
+
+        Raises: ValueError for an attention of other heads, key heads or head dim than the
+        module was built for."""
         q, k, x = inputs.q, inputs.k, inputs.x
         B, H, _, D = q.shape
         Hkv, L = k.shape[1], k.shape[2]

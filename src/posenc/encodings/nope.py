@@ -29,8 +29,9 @@ class NoPE(PositionalEncoding):
     year=2025,
 )
 class NoPETemperature(QueryTemperatureFlow, PositionalEncoding):
-    """NoPE with Llama 4's query temperature: the query at position p is scaled by
+    """NoPE with Llama 4's query temperature on its NoPE layers.
 
+    The query at position p is scaled by (Meta 2025; after Nakanishi 2025, arXiv:2501.19399)
     τ(p) = log(⌊(p + 1) / floor_scale⌋ + 1) · attn_scale + 1
 
     (``posenc.functional.query_temperature``; transformers ``Llama4TextAttention`` with
@@ -38,6 +39,10 @@ class NoPETemperature(QueryTemperatureFlow, PositionalEncoding):
     Below floor_scale - 1 it is NoPE exactly; past it the logits sharpen with the log of the
     position. Positions are posenc's explicit ones (transformers reads the cache index: the
     same for unpadded rows).
+
+    Shapes: ``rotate`` q (B, H, T, D), k (B, Hkv, L, D), q_pos (T,) | (B, T) -> q scaled, k.
+    Raises: ValueError for a floor_scale < 1 or attn_scale <= 0 (the config), and from
+    ``rotate`` for q not 4-D or positions that disagree with it.
     """
 
     capabilities = Capabilities(rotates=True)  # its ``rotate`` scales the queries

@@ -12,9 +12,12 @@ from ._xp import astype, namespace
 def query_temperature(
     pos: Any, *, floor_scale: int = 8192, attn_scale: float = 0.1, dtype: Any = None
 ) -> Any:
-    """τ(p) = log(⌊(p + 1) / floor_scale⌋ + 1) · attn_scale + 1, the factor Llama 4 scales a
-    NoPE layer's query at position p by (transformers ``Llama4TextAttention``: log1p of the
-    floor, defaults ``floor_scale`` 8192, ``attn_scale`` 0.1): 1 for p < floor_scale - 1,
+    """Llama 4's query temperature of a NoPE layer at each position.
+
+    τ(p) = log(⌊(p + 1) / floor_scale⌋ + 1) · attn_scale + 1, the factor Llama 4 scales a
+    NoPE layer's query at position p by (Meta 2025, transformers ``Llama4TextAttention``'s
+    ``attn_temperature_tuning``: log1p of the floor, defaults ``floor_scale`` 8192,
+    ``attn_scale`` 0.1; after Nakanishi 2025, arXiv:2501.19399): 1 for p < floor_scale - 1,
     then growing with the log of the position, so attention stays sharp over long contexts.
 
     The floor is taken in integers (transformers divides in float32; equal below 2^24).
