@@ -53,7 +53,8 @@ from .flows import Hooks
 class AttentionInputs(NamedTuple):
     """One causal self-attention call as ``PositionalEncoding.attention_form`` receives it.
 
-    The T new tokens are the last T of the L keys (L = T without a cache). x (B, T, C): the layer's input at the new tokens; q (B, H, T, D): their queries; k, v
+    The T new tokens are the last T of the L keys (L = T without a cache).
+    x (B, T, C): the layer's input at the new tokens; q (B, H, T, D): their queries; k, v
     (B, Hkv, L, D): every key and value, cached ones first; q_pos (T,) | (B, T) and k_pos
     (L,) | (B, L) int64; valid (B, L) bool, False for padding; segment_ids (B, L) int64, one id
     per packed sequence, padding in a segment of its own (no real query sees it); past
@@ -125,7 +126,9 @@ class PositionalEncoding(Hooks, nn.Module):
 
         For an encoding whose position comes from the data (``capabilities.attention_form``;
         attention calls it in place of rotate, bias, the relative terms and its softmax).
-        Shapes: ``inputs`` as ``AttentionInputs`` -> (B, H, T, D) and (B, L, E). Returns the output (B, H, T, D), before the output projection, and the terms
+        Shapes: ``inputs`` as ``AttentionInputs`` -> (B, H, T, D) and (B, L, E).
+
+        Returns the output (B, H, T, D), before the output projection, and the terms
         (B, L, E) of every key that the encoding derived from the layer's input (FoX's gates,
         PaTH's w_t and β_t; E = 0 for none), which the KV cache keeps and hands back as
         ``past`` at the next step, so cached decoding equals the full forward.

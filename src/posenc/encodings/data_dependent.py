@@ -101,7 +101,8 @@ class ForgettingAttention(PositionalEncoding):
 class StickBreaking(PositionalEncoding):
     """Stick-breaking attention: each key breaks off a share of the stick, in place of softmax.
 
-    Tan et al. 2024, arXiv:2410.17980, eq. 2-3: β_ij = σ(scale·q_i·k_j), A_ij = β_ij Π_(j<l<i) (1 - β_il), o_i = Σ_j A_ij v_j
+    Tan et al. 2024, arXiv:2410.17980, eq. 2-3: β_ij = σ(scale·q_i·k_j),
+    A_ij = β_ij Π_(j<l<i) (1 - β_il), o_i = Σ_j A_ij v_j
     (``posenc.functional.stick_breaking_attention``); ``attend_current`` lets query i break
     the stick at its own key (j <= i). With ``remainder`` (default) what is left of the stick,
     rem_i = 1 - Σ_j A_ij, goes to the query's own value (o_i += rem_i v_i), so a row's weights
