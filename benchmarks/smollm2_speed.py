@@ -3,12 +3,12 @@ by ``posenc.hf.patch`` with each RoPE kernel against the unpatched model, in one
 
     python benchmarks/smollm2_speed.py --out benchmarks/results/smollm2-speed.json
 
-Decode first, then prefill. Prefill: one forward of T = 512, 1024, 2048, 4096 tokens
-(``use_cache=False``). Decode: 32 tokens one at a time with a KV cache after a 512-token prompt (``generate``, greedy), as
-tokens/s. Each variant is its own copy of the model (same weights), timed round-robin by
-``posenc.bench.harness.interleaved`` so drift in the machine's load falls on all of them;
-the JSON holds medians, and each variant's time over the unpatched model's (the ratio is what
-transfers between machines; below 1: faster).
+Decode first, then prefill. Decode: 32 tokens one at a time with a KV cache after a 512-token
+prompt (``generate``, greedy), as tokens/s. Prefill: one forward of T = 512, 1024, 2048, 4096
+tokens (``use_cache=False``). Each variant is its own copy of the model (same weights), timed
+round-robin by ``posenc.bench.harness.interleaved`` so drift in the machine's load falls on
+all of them; the JSON holds medians, and each variant's time over the unpatched model's (the
+ratio is what transfers between machines; below 1: faster).
 """
 
 from __future__ import annotations
@@ -106,7 +106,8 @@ def main() -> None:
             rows.append(
                 {"phase": "decode", "T": 512, "variant": name, "tokens_per_s": tps, **as_json(t)}
             )
-        print("decode", {k: f"{args.decode / v.median:.1f} tok/s" for k, v in timings.items()}, flush=True)
+        tok_s = {k: f"{args.decode / v.median:.1f} tok/s" for k, v in timings.items()}
+        print("decode", tok_s, flush=True)
         write(complete=False)
         for T in (int(n) for n in args.lengths.split(",")):
             timings = interleaved(
