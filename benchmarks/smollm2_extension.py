@@ -29,8 +29,8 @@ The rule, stated before any number was taken:
 Each method is applied with ``posenc.hf.patch(model, scaling=...)`` on one loaded model
 ("none" is the unpatched model). Every (method, window) is one line appended to
 ``OUT.jsonl`` as it finishes; a rerun skips what the file holds (resumable), and the summary
-``OUT.json`` is rewritten from it after each line. Order: window 0 of every method, then the
-other windows of PI, NTK and YaRN (the verdict's), then those of none and dynamic.
+``OUT.json`` is rewritten from it after each line. Order: the windows of PI, NTK and YaRN
+(the verdict's) window by window, then window 0 of none and dynamic, then their others.
 CPU cost on the 2-core EPYC: one 8,192-token forward took 81 s (load ~3); a 16,384-token
 one about 3.5 times that (each line records its seconds).
 """
@@ -80,12 +80,12 @@ def _text() -> str:
 
 
 def plan(methods: list[str], windows: int) -> list[tuple[str, int]]:
-    """(method, window) in run order: window 0 of each method, then the other windows of the
-    verdict's methods, then those of the rest."""
-    first = [(m, 0) for m in methods]
-    verdict = [(m, w) for w in range(1, windows) for m in methods if m in VERDICT_METHODS]
+    """(method, window) in run order: every window of the verdict's methods (PI, NTK, YaRN),
+    window by window, then window 0 of the others, then their other windows."""
+    verdict = [(m, w) for w in range(windows) for m in methods if m in VERDICT_METHODS]
+    first = [(m, 0) for m in methods if m not in VERDICT_METHODS]
     rest = [(m, w) for w in range(1, windows) for m in methods if m not in VERDICT_METHODS]
-    return first + verdict + rest
+    return verdict + first + rest
 
 
 def _read(jsonl: Path) -> list[dict[str, Any]]:
@@ -130,12 +130,14 @@ def summary(lines: list[dict[str, Any]]) -> dict[str, Any]:
             )
     out: dict[str, Any] = {"table": table}
     two = loss["2x"]
-    if all(m in two for m in VERDICT_METHODS):
+    common = set.intersection(*(set(two.get(m, {})) for m in VERDICT_METHODS))
+    two = {m: {w: two[m][w] for w in sorted(common)} for m in VERDICT_METHODS} if common else {}
+    if two:
         means = {m: sum(two[m].values()) / len(two[m]) for m in VERDICT_METHODS}
         pairs = {}
         for other in ("ntk", "pi"):
             diff = paired_difference(two["yarn"], two[other])
-            assert diff is not None  # window 0 of every method comes first
+            assert diff is not None  # common windows only
             pairs[other] = {
                 "mean": diff.mean,
                 "interval": [diff.lo, diff.hi] if diff.comparable else None,
@@ -144,6 +146,7 @@ def summary(lines: list[dict[str, Any]]) -> dict[str, Any]:
             }
         out["verdict"] = {
             "length": LONG,
+            "windows": sorted(common),
             "mean_loss": means,
             "holds": means["yarn"] <= min(means["ntk"], means["pi"]),
             "yarn_minus": pairs,
