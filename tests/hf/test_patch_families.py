@@ -1,8 +1,8 @@
 """``patch`` on the transformers 5.23 families that crashed it: Granite-SWA (its model reads
 ``rotary_emb.config``), Gemma 3n and Qwen4-Exp (their ``apply_rotary_pos_emb`` rotates one
 tensor at a time, or q alone when k is None), Evolla's SaProt rotary (a ``layer_type`` argument
-without layer types), and the M-RoPE models whose rotary embedding carries its own default
-``mrope_section`` (GLM-4V, Qwen3.5, ERNIE 4.5 VL, ...): refused before the model is touched."""
+without layer types). The M-RoPE models whose rotary embedding carries its own default
+``mrope_section`` (GLM-4V, Qwen3.5, ERNIE 4.5 VL, ...) are in test_patch_grid.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from posenc.hf import is_patched, patch, unpatch
+from posenc.hf import patch, unpatch
 from posenc.hf.rotate import signature_kind, verified
 from tests.hf._tiny import SMALL
 
@@ -95,24 +95,3 @@ def test_a_layer_type_argument_without_layer_types_gets_one_rope() -> None:
     got = holder.rotary_emb(x, pos)
     for a, b in zip(got, want, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=2e-5)
-
-
-@pytest.mark.parametrize(
-    ("module", "cls", "config"),
-    [
-        ("glm4v", "Glm4vTextRotaryEmbedding", "Glm4vTextConfig"),
-        ("qwen3_5", "Qwen3_5TextRotaryEmbedding", "Qwen3_5TextConfig"),
-        ("ernie4_5_vl_moe", "Ernie4_5_VLMoeTextRotaryEmbedding", "Ernie4_5_VLMoeTextConfig"),
-    ],
-)
-def test_built_in_mrope_sections_are_refused_before_touching(
-    module: str, cls: str, config: str
-) -> None:
-    transformers = importlib.import_module("transformers")
-    cfg = getattr(transformers, config)()
-    holder = nn.Module()
-    rotary = getattr(_modeling(module), cls)(cfg)
-    holder.rotary_emb = rotary
-    with pytest.raises(ValueError, match=r"M-RoPE, mrope_section \["):
-        patch(holder)
-    assert holder.rotary_emb is rotary and not is_patched(holder)
