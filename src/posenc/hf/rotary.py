@@ -85,7 +85,7 @@ def rope_positions(rope: Rope, position_ids: Tensor) -> Tensor:
             )
         return position_ids.expand(3, -1, -1).movedim(0, -1)  # (B, T, 3)
     if isinstance(rope, AxialRoPE):
-        axes = len(rope.config.sections or ())
+        axes = rope.config.axes
         if position_ids.ndim != 2 or position_ids.shape[-1] != axes:
             raise ValueError(
                 f"axial RoPE position ids must be (N, {axes}), got {tuple(position_ids.shape)}"
@@ -101,7 +101,7 @@ def sample_positions(rope: Rope, T: int, device: torch.device | None = None) -> 
     if isinstance(rope, MRoPE):
         return torch.stack([t, (2 * t) % 5, (3 * t + 1) % 7])[:, None]  # (3, 1, T)
     if isinstance(rope, AxialRoPE):
-        axes = len(rope.config.sections or ())
+        axes = rope.config.axes
         return torch.stack([(a + 1) * t % (5 + 2 * a) for a in range(axes)], dim=-1)  # (T, A)
     return t[None]  # (1, T)
 
