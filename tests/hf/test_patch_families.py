@@ -95,3 +95,37 @@ def test_a_layer_type_argument_without_layer_types_gets_one_rope() -> None:
     got = holder.rotary_emb(x, pos)
     for a, b in zip(got, want, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=2e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("model_type", "layer_types"),
+    [
+        ("gemma4_text", ["sliding_attention", "full_attention"]),
+        ("lfm3", ["conv", "full_attention", "sliding_attention"]),
+    ],
+)
+def test_proportional_layers_equal_transformers(model_type: str, layer_types: list[str]) -> None:
+    """Gemma 4 and LFM3 rotate their full-attention layers by the ``proportional`` rope type
+    (posenc's p-RoPE). The coverage page's two-layer default models keep only the first two
+    layer types (sliding or conv layers), so a full-attention layer is put in here: the
+    default config otherwise (weights at range 0.2), patched logits within 1e-4 of max |logit|."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from tests.hf._coverage import _shrink
+
+    cfg = AutoConfig.for_model(model_type)
+    _shrink(cfg)
+    cfg.layer_types, cfg.num_hidden_layers = layer_types, len(layer_types)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg).eval()
+    ids = torch.randint(3, 100, (1, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        before = model(input_ids=ids).logits
+        patch(model)
+        kinds = {t: r.name for t, r in model.model.rotary_emb.ropes.items()}
+        patched = model(input_ids=ids).logits
+        unpatch(model)
+    assert kinds == {"full_attention": "p_rope", "sliding_attention": "rope"}
+    scale = float(before.abs().max())
+    assert float((patched - before).abs().max()) <= 1e-4 * max(1.0, scale)
