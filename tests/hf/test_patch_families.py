@@ -129,3 +129,31 @@ def test_proportional_layers_equal_transformers(model_type: str, layer_types: li
     assert kinds == {"full_attention": "p_rope", "sliding_attention": "rope"}
     scale = float(before.abs().max())
     assert float((patched - before).abs().max()) <= 1e-4 * max(1.0, scale)
+
+
+@pytest.mark.slow
+def test_layer_types_without_rope_parameters_get_no_rope() -> None:
+    """Beam's full-attention layers take no position embeddings (``rope_parameters`` None for
+    their type; the model hands them None): patch replaces the sliding layers' RoPE only, and
+    the logits of a model with both layer types equal the unpatched ones."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from tests.hf._coverage import _shrink
+
+    cfg = AutoConfig.for_model("beam")
+    assert cfg.rope_parameters["full_attention"] is None
+    _shrink(cfg)
+    cfg.layer_types = ["sliding_attention", "full_attention"]
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg).eval()
+    ids = torch.randint(3, 100, (1, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        before = model(input_ids=ids).logits
+        patch(model)
+        rotary = model.model.rotary_emb
+        patched = model(input_ids=ids).logits
+        with pytest.raises(ValueError, match="layer_type must be one of"):
+            rotary(torch.zeros(1, 4, 1), torch.arange(4)[None], "full_attention")
+        unpatch(model)
+    assert rotary.layer_types == ("sliding_attention",)
+    assert float((patched - before).abs().max()) <= 1e-4 * max(1.0, float(before.abs().max()))

@@ -7,7 +7,8 @@ What is replaced, per instance (the modeling modules and other models stay untou
    own config: the same form of cos and sin, from float64 angles, with ``scaling`` if given;
    M-RoPE modules (an ``mrope_section``: Qwen-VL text models, 3-D position ids) by posenc's
    ``MRoPE`` with the module's own sections, contiguous or interleaved as it computes them;
-   vision towers' axial RoPE (``rope_type: "axial"``, (N, 2) grid ids) by ``RoPE2D``;
+   vision towers' axial RoPE (``rope_type: "axial"``, (N, 2) grid ids) by ``RoPE2D``; layer
+   types whose ``rope_parameters`` are None (no position) get none, as in the module;
 2. in the attention modules under the same parent, the function that rotates q and k by
    posenc's ``kernel`` (``rotate.verified``), unless ``kernel=None``;
 3. under a new ``scaling``, the softmax scale of attention modules whose architecture ties it
@@ -171,9 +172,17 @@ def _ropes(original: nn.Module, scaling: Any) -> dict[str | None, Rope]:
         # Evolla's SaProt rotary takes a layer_type its config has none of: one RoPE
         return {None: _one_axis(rope_from_hf(config, scaling=scaling), config)}
     layer_types = getattr(original, "layer_types", None) or sorted(set(config.layer_types))
+    params = getattr(config, "rope_parameters", None) or {}
+    # rope_parameters[t] None: layers of type t take no position embeddings (Beam's NoPE
+    # full-attention layers); the rotary module skips them, and so does its replacement
+    rotated = [t for t in layer_types if not (t in params and params[t] is None)]
+    if not rotated:
+        raise ValueError(
+            f"{type(original).__name__}: every layer type {list(layer_types)} has "
+            "rope_parameters None (no position embeddings), so there is no RoPE to replace"
+        )
     return {
-        t: _one_axis(rope_from_hf(config, layer_type=t, scaling=scaling), config)
-        for t in layer_types
+        t: _one_axis(rope_from_hf(config, layer_type=t, scaling=scaling), config) for t in rotated
     }
 
 
