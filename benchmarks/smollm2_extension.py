@@ -185,6 +185,7 @@ def main() -> None:
         "original_context": ORIGINAL,
         "factor": FACTOR,
         "methods": {m: METHODS[m] for m in methods},
+        "windows_planned": args.windows,
         "rule": RULE,
         "machine": machine(),
     }
