@@ -157,3 +157,53 @@ def test_layer_types_without_rope_parameters_get_no_rope() -> None:
         unpatch(model)
     assert rotary.layer_types == ("sliding_attention",)
     assert float((patched - before).abs().max()) <= 1e-4 * max(1.0, float(before.abs().max()))
+
+
+@pytest.mark.slow
+def test_dia_gap_is_its_own_float32_angle_rounding() -> None:
+    """Dia's attention has softmax scale 1 (no 1/sqrt(d)): its scores are d^0.5 times larger
+    than usual, so the rounding of transformers' float32 angles moves its logits more than the
+    coverage page's 1e-4 of max |logit| (its one "mismatch"). Cause, measured: the unpatched
+    model with float64 angles in transformers' own rotary differs from itself as much as the
+    patched one does (0.0046 and 0.0024 of max |logit| 3.58 here), and with the usual softmax
+    scale patched and unpatched agree within the page's tolerance."""
+    from transformers.models.dia import modeling_dia
+
+    from tests.hf import _coverage
+
+    model = _coverage._build("dia")
+    ids = torch.randint(3, 100, (1, 16), generator=torch.Generator().manual_seed(0))
+
+    def logits() -> torch.Tensor:
+        with torch.no_grad():
+            return _coverage._logits(model, ids)
+
+    def float64_angles(self: Any, x: torch.Tensor, position_ids: torch.Tensor) -> Any:
+        freqs = position_ids[..., None].double() * self.inv_freq.double()  # (B, T, P)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+    before = logits()
+    patch(model)
+    patched = logits()
+    unpatch(model)
+    rotary = modeling_dia.DiaRotaryEmbedding
+    original = rotary.forward
+    rotary.forward = float64_angles  # type: ignore[method-assign]
+    try:
+        own_float64 = logits()
+    finally:
+        rotary.forward = original  # type: ignore[method-assign]
+    scale = float(before.abs().max())
+    gap, own = float((patched - before).abs().max()), float((own_float64 - before).abs().max())
+    assert gap > 1e-4 * scale  # the page's mismatch
+    assert gap <= 2 * own  # no more than transformers' own angles moved by float64
+    attentions = (modeling_dia.DiaSelfAttention, modeling_dia.DiaCrossAttention)
+    for m in model.modules():
+        if isinstance(m, attentions):
+            m.scaling = m.head_dim**-0.5
+    before = logits()
+    patch(model)
+    patched = logits()
+    unpatch(model)
+    assert float((patched - before).abs().max()) <= 1e-4 * float(before.abs().max())
