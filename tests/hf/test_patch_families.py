@@ -97,6 +97,21 @@ def test_a_layer_type_argument_without_layer_types_gets_one_rope() -> None:
         torch.testing.assert_close(a, b, rtol=0, atol=2e-5)
 
 
+def _default_with_layer_types(model_type: str, layer_types: list[str]) -> tuple[Any, Any]:
+    """The coverage page's model of ``model_type`` (default config shrunk, weights at range
+    0.2) with these layer types, and token ids (1, 16)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from tests.hf._coverage import _shrink
+
+    cfg = AutoConfig.for_model(model_type)
+    _shrink(cfg)
+    cfg.layer_types, cfg.num_hidden_layers = layer_types, len(layer_types)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg).eval()
+    return model, torch.randint(3, 100, (1, 16), generator=torch.Generator().manual_seed(0))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("model_type", "layer_types"),
@@ -110,16 +125,7 @@ def test_proportional_layers_equal_transformers(model_type: str, layer_types: li
     (posenc's p-RoPE). The coverage page's two-layer default models keep only the first two
     layer types (sliding or conv layers), so a full-attention layer is put in here: the
     default config otherwise (weights at range 0.2), patched logits within 1e-4 of max |logit|."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    from tests.hf._coverage import _shrink
-
-    cfg = AutoConfig.for_model(model_type)
-    _shrink(cfg)
-    cfg.layer_types, cfg.num_hidden_layers = layer_types, len(layer_types)
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(cfg).eval()
-    ids = torch.randint(3, 100, (1, 16), generator=torch.Generator().manual_seed(0))
+    model, ids = _default_with_layer_types(model_type, layer_types)
     with torch.no_grad():
         before = model(input_ids=ids).logits
         patch(model)
@@ -136,17 +142,8 @@ def test_layer_types_without_rope_parameters_get_no_rope() -> None:
     """Beam's full-attention layers take no position embeddings (``rope_parameters`` None for
     their type; the model hands them None): patch replaces the sliding layers' RoPE only, and
     the logits of a model with both layer types equal the unpatched ones."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    from tests.hf._coverage import _shrink
-
-    cfg = AutoConfig.for_model("beam")
-    assert cfg.rope_parameters["full_attention"] is None
-    _shrink(cfg)
-    cfg.layer_types = ["sliding_attention", "full_attention"]
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(cfg).eval()
-    ids = torch.randint(3, 100, (1, 16), generator=torch.Generator().manual_seed(0))
+    model, ids = _default_with_layer_types("beam", ["sliding_attention", "full_attention"])
+    assert model.config.rope_parameters["full_attention"] is None
     with torch.no_grad():
         before = model(input_ids=ids).logits
         patch(model)
