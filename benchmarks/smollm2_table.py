@@ -56,8 +56,8 @@ def extension_table(data: dict[str, Any]) -> str:
         )
     seconds = [s for v in data["seconds_per_window"].values() for s in v]
     timing = (
-        f"{len(seconds)} windows of {max(lengths):,} tokens, {min(seconds):.0f}-{max(seconds):.0f}"
-        " s each"
+        f"{len(seconds)} window(s) of {max(lengths):,} tokens, "
+        f"{min(seconds):.0f}-{max(seconds):.0f} s each"
         if seconds
         else "no window finished"
     )
