@@ -1,5 +1,6 @@
-"""The results, speed and real-model pages are what ``python docs/generate.py`` makes of the committed
-stores and benchmark JSON: a hand edit, or a store and a page out of step, fails here."""
+"""The results, speed and real-model pages are what ``python docs/generate.py`` makes of the
+committed stores and benchmark JSON: a hand edit, or a store and a page out of step, fails
+here."""
 
 from __future__ import annotations
 
