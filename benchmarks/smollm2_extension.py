@@ -203,7 +203,8 @@ def main() -> None:
     previous = json.loads(args.out.read_text()) if args.out.exists() else {}
     old = previous.get("checks", {})
     head["text_tokens"] = previous.get("text_tokens")
-    if args.summary_only:
+    if args.summary_only:  # the run's machine and load, not this command's
+        head["machine"] = previous.get("machine", head["machine"])
         write_summary(old)
         return
     model, tokenizer = load_gguf(path)
