@@ -27,7 +27,7 @@ DOCS = ROOT / "docs"
 RESULTS = ROOT / "benchmarks" / "results"
 TEMPLATES = DOCS / "templates"
 FIGURES = "figures"  # under docs/
-PAGES = ("results.md", "speed.md")
+PAGES = ("results.md", "speed.md", "real-model.md")
 
 
 class Page:
@@ -325,6 +325,17 @@ def lab_step_table(name: str) -> str:
         f"x-transformers {meta['x_transformers']}; {meta['time']}."
     )
     return _markdown(head, rows) + note
+
+
+def smollm2_table(kind: str, name: str) -> str:
+    """``benchmarks/smollm2_table.py``'s extension or speed table of one run."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import smollm2_table
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    make = smollm2_table.extension_table if kind == "extension" else smollm2_table.speed_table
+    return str(make(_bench(name)))
 
 
 def _markdown(head: list[str], rows: Iterable[list[str]]) -> str:
@@ -671,6 +682,8 @@ def render(*, figures: bool = True) -> dict[Path, bytes]:
             "cases_span": cases_span,
             "against": against,
             "extend": extend,
+            "smollm2_extension_table": lambda name: smollm2_table("extension", name),
+            "smollm2_speed_table": lambda name: smollm2_table("speed", name),
         }
         text = env.get_template(name).render(**functions)
         header = (

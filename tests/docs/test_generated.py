@@ -1,5 +1,6 @@
-"""The results and speed pages are what ``python docs/generate.py`` makes of the committed
-stores and benchmark JSON: a hand edit, or a store and a page out of step, fails here."""
+"""The results, speed and real-model pages are what ``python docs/generate.py`` makes of the
+committed stores and benchmark JSON: a hand edit, or a store and a page out of step, fails
+here."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def _generate() -> ModuleType:
 
 def test_committed_pages_are_what_the_command_generates() -> None:
     pages = _generate().render(figures=False)
-    assert {p.name for p in pages} == {"results.md", "speed.md"}
+    assert {p.name for p in pages} == {"results.md", "speed.md", "real-model.md"}
     for path, text in pages.items():
         assert path.read_bytes() == text, f"{path.name} is stale: run python docs/generate.py"
 

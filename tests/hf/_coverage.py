@@ -14,6 +14,7 @@ the model from its default config: not a verdict on posenc).
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -186,12 +187,36 @@ def render(rows: list[Status], pending: tuple[str, ...] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
+def page_rows() -> dict[str, Status]:
+    """The rows of the committed page, by model type (details unescaped)."""
+    rows = {}
+    for line in PAGE.read_text().splitlines():
+        cells = re.fullmatch(r"\| (\S+) \| ([a-z ]+) \| (.*) \|", line)
+        if cells and cells[1] != "model" and cells[1] != "---":
+            rows[cells[1]] = Status(cells[1], cells[2], cells[3].replace("\\|", "|"))
+    return rows
+
+
+def update(model_types: list[str]) -> str:
+    """The page with the rows of ``model_types`` recomputed (and its counts), the others as
+    committed."""
+    rows = page_rows()
+    for model_type in model_types:
+        rows[model_type] = status(model_type)
+    return render([rows[t] for t in sorted(rows)])
+
+
 if __name__ == "__main__":
-    # no arguments: every type, then the page; with model types: print theirs only
+    # no arguments: every type, then the page; --update TYPES: those rows of the page
+    # recomputed; with model types: print theirs only
+    args = sys.argv[1:]
+    if args[:1] == ["--update"]:
+        PAGE.write_text(update(args[1:]))
+        raise SystemExit(0)
     start = time.perf_counter()
     rows = []
-    for model_type in sys.argv[1:] or rotary_model_types():
+    for model_type in args or rotary_model_types():
         rows.append(status(model_type))
         print(rows[-1], f"{time.perf_counter() - start:.0f}s", file=sys.stderr, flush=True)
-    if not sys.argv[1:]:
+    if not args:
         PAGE.write_text(render(rows))

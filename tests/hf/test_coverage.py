@@ -14,15 +14,6 @@ pytest.importorskip("transformers")
 pytestmark = pytest.mark.anchor
 
 
-def _page_rows() -> dict[str, tuple[str, str]]:
-    rows = {}
-    for line in _coverage.PAGE.read_text().splitlines():
-        cells = re.fullmatch(r"\| (\S+) \| ([a-z ]+) \| (.*) \|", line)
-        if cells and cells[1] != "model" and cells[1] != "---":
-            rows[cells[1]] = (cells[2], cells[3].replace("\\|", "|"))
-    return rows
-
-
 def _detail_without_numbers(detail: str) -> str:
     """Float digits vary with the BLAS and the thread count: compare the words only."""
     return re.sub(r"[0-9.e+-]+", "#", detail)
@@ -30,16 +21,15 @@ def _detail_without_numbers(detail: str) -> str:
 
 @pytest.mark.parametrize("model_type", ["llama", "qwen3", "granite_swa"])
 def test_page_rows_are_what_the_harness_computes(model_type: str) -> None:
-    rows = _page_rows()
+    rows = _coverage.page_rows()
     if model_type not in rows:
         pytest.skip(f"{model_type} is not on the (partial) page yet")
     got = _coverage.status(model_type)
-    status, detail = rows[model_type]
-    assert got.status == status
-    assert _detail_without_numbers(got.detail) == _detail_without_numbers(detail)
+    assert got.status == rows[model_type].status
+    assert _detail_without_numbers(got.detail) == _detail_without_numbers(rows[model_type].detail)
 
 
 @pytest.mark.slow
 def test_page_lists_only_rotary_model_types() -> None:
     types = set(_coverage.rotary_model_types())
-    assert set(_page_rows()) <= types
+    assert set(_coverage.page_rows()) <= types

@@ -1,8 +1,8 @@
 """``patch`` on the transformers 5.23 families that crashed it: Granite-SWA (its model reads
 ``rotary_emb.config``), Gemma 3n and Qwen4-Exp (their ``apply_rotary_pos_emb`` rotates one
 tensor at a time, or q alone when k is None), Evolla's SaProt rotary (a ``layer_type`` argument
-without layer types), and the M-RoPE models whose rotary embedding carries its own default
-``mrope_section`` (GLM-4V, Qwen3.5, ERNIE 4.5 VL, ...): refused before the model is touched."""
+without layer types). The M-RoPE models whose rotary embedding carries its own default
+``mrope_section`` (GLM-4V, Qwen3.5, ERNIE 4.5 VL, ...) are in test_patch_grid.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from posenc.hf import is_patched, patch, unpatch
+from posenc.hf import patch, unpatch
 from posenc.hf.rotate import signature_kind, verified
 from tests.hf._tiny import SMALL
 
@@ -97,22 +97,110 @@ def test_a_layer_type_argument_without_layer_types_gets_one_rope() -> None:
         torch.testing.assert_close(a, b, rtol=0, atol=2e-5)
 
 
+def _default_with_layer_types(model_type: str, layer_types: list[str]) -> tuple[Any, Any]:
+    """The coverage page's model of ``model_type`` (default config shrunk, weights at range
+    0.2) with these layer types, and token ids (1, 16)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from tests.hf._coverage import _shrink
+
+    cfg = AutoConfig.for_model(model_type)
+    _shrink(cfg)
+    cfg.layer_types, cfg.num_hidden_layers = layer_types, len(layer_types)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg).eval()
+    return model, torch.randint(3, 100, (1, 16), generator=torch.Generator().manual_seed(0))
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(
-    ("module", "cls", "config"),
+    ("model_type", "layer_types"),
     [
-        ("glm4v", "Glm4vTextRotaryEmbedding", "Glm4vTextConfig"),
-        ("qwen3_5", "Qwen3_5TextRotaryEmbedding", "Qwen3_5TextConfig"),
-        ("ernie4_5_vl_moe", "Ernie4_5_VLMoeTextRotaryEmbedding", "Ernie4_5_VLMoeTextConfig"),
+        ("gemma4_text", ["sliding_attention", "full_attention"]),
+        ("lfm3", ["conv", "full_attention", "sliding_attention"]),
     ],
 )
-def test_built_in_mrope_sections_are_refused_before_touching(
-    module: str, cls: str, config: str
-) -> None:
-    transformers = importlib.import_module("transformers")
-    cfg = getattr(transformers, config)()
-    holder = nn.Module()
-    rotary = getattr(_modeling(module), cls)(cfg)
-    holder.rotary_emb = rotary
-    with pytest.raises(ValueError, match=r"M-RoPE, mrope_section \["):
-        patch(holder)
-    assert holder.rotary_emb is rotary and not is_patched(holder)
+def test_proportional_layers_equal_transformers(model_type: str, layer_types: list[str]) -> None:
+    """Gemma 4 and LFM3 rotate their full-attention layers by the ``proportional`` rope type
+    (posenc's p-RoPE). The coverage page's two-layer default models keep only the first two
+    layer types (sliding or conv layers), so a full-attention layer is put in here: the
+    default config otherwise (weights at range 0.2), patched logits within 1e-4 of max |logit|."""
+    model, ids = _default_with_layer_types(model_type, layer_types)
+    with torch.no_grad():
+        before = model(input_ids=ids).logits
+        patch(model)
+        kinds = {t: r.name for t, r in model.model.rotary_emb.ropes.items()}
+        patched = model(input_ids=ids).logits
+        unpatch(model)
+    assert kinds == {"full_attention": "p_rope", "sliding_attention": "rope"}
+    scale = float(before.abs().max())
+    assert float((patched - before).abs().max()) <= 1e-4 * max(1.0, scale)
+
+
+@pytest.mark.slow
+def test_layer_types_without_rope_parameters_get_no_rope() -> None:
+    """Beam's full-attention layers take no position embeddings (``rope_parameters`` None for
+    their type; the model hands them None): patch replaces the sliding layers' RoPE only, and
+    the logits of a model with both layer types equal the unpatched ones."""
+    model, ids = _default_with_layer_types("beam", ["sliding_attention", "full_attention"])
+    assert model.config.rope_parameters["full_attention"] is None
+    with torch.no_grad():
+        before = model(input_ids=ids).logits
+        patch(model)
+        rotary = model.model.rotary_emb
+        patched = model(input_ids=ids).logits
+        with pytest.raises(ValueError, match="layer_type must be one of"):
+            rotary(torch.zeros(1, 4, 1), torch.arange(4)[None], "full_attention")
+        unpatch(model)
+    assert rotary.layer_types == ("sliding_attention",)
+    assert float((patched - before).abs().max()) <= 1e-4 * max(1.0, float(before.abs().max()))
+
+
+@pytest.mark.slow
+def test_dia_gap_is_its_own_float32_angle_rounding() -> None:
+    """Dia's attention has softmax scale 1 (no 1/sqrt(d)): its scores are d^0.5 times larger
+    than usual, so the rounding of transformers' float32 angles moves its logits more than the
+    coverage page's 1e-4 of max |logit| (its one "mismatch"). Cause, measured: the unpatched
+    model with float64 angles in transformers' own rotary differs from itself as much as the
+    patched one does (0.0046 and 0.0024 of max |logit| 3.58 here), and with the usual softmax
+    scale patched and unpatched agree within the page's tolerance."""
+    from transformers.models.dia import modeling_dia
+
+    from tests.hf import _coverage
+
+    model = _coverage._build("dia")
+    ids = torch.randint(3, 100, (1, 16), generator=torch.Generator().manual_seed(0))
+
+    def logits() -> torch.Tensor:
+        with torch.no_grad():
+            return _coverage._logits(model, ids)
+
+    def float64_angles(self: Any, x: torch.Tensor, position_ids: torch.Tensor) -> Any:
+        freqs = position_ids[..., None].double() * self.inv_freq.double()  # (B, T, P)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+    before = logits()
+    patch(model)
+    patched = logits()
+    unpatch(model)
+    rotary = modeling_dia.DiaRotaryEmbedding
+    original = rotary.forward
+    rotary.forward = float64_angles  # type: ignore[method-assign]
+    try:
+        own_float64 = logits()
+    finally:
+        rotary.forward = original  # type: ignore[method-assign]
+    scale = float(before.abs().max())
+    gap, own = float((patched - before).abs().max()), float((own_float64 - before).abs().max())
+    assert gap > 1e-4 * scale  # the page's mismatch
+    assert gap <= 2 * own  # no more than transformers' own angles moved by float64
+    attentions = (modeling_dia.DiaSelfAttention, modeling_dia.DiaCrossAttention)
+    for m in model.modules():
+        if isinstance(m, attentions):
+            m.scaling = m.head_dim**-0.5
+    before = logits()
+    patch(model)
+    patched = logits()
+    unpatch(model)
+    assert float((patched - before).abs().max()) <= 1e-4 * float(before.abs().max())

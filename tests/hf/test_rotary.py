@@ -73,15 +73,15 @@ def test_verified_picks_the_matching_layout_and_refuses_other_rotations() -> Non
         rotate.verified("apply_rotary_pos_emb", scaled, embeddings, "cat", "half", "eager")
 
 
-def test_patch_refuses_m_rope() -> None:
-    """rope_from_hf reads Qwen-VL configs as M-RoPE (3-D position ids); patch replaces 1-D
-    RoPE only and says so."""
+def test_patch_refuses_m_rope_without_the_modules_sections() -> None:
+    """rope_from_hf reads Qwen-VL configs as M-RoPE (3-D position ids); patch replaces M-RoPE
+    from a rotary module's own mrope_section (test_patch_grid.py) and refuses it without one."""
     from types import SimpleNamespace
 
     from posenc.hf.patch import _one_axis
 
     mrope = posenc.build("mrope", head_dim=16)
-    with pytest.raises(ValueError, match=r"patch replaces 1-D RoPE.*'qwen2_vl'"):
+    with pytest.raises(ValueError, match=r"'qwen2_vl' reads as 'mrope'.*no mrope_section"):
         _one_axis(mrope, SimpleNamespace(model_type="qwen2_vl"))
     rope = posenc.build("rope", head_dim=16)
     assert _one_axis(rope, SimpleNamespace(model_type="llama")) is rope

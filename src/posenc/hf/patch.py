@@ -5,6 +5,10 @@ What is replaced, per instance (the modeling modules and other models stay untou
 1. each rotary embedding module (``*RotaryEmbedding`` with a config, ``forward(x,
    position_ids[, layer_type])``) by a ``RotaryEmbedding`` built from ``rope_from_hf`` of its
    own config: the same form of cos and sin, from float64 angles, with ``scaling`` if given;
+   M-RoPE modules (an ``mrope_section``: Qwen-VL text models, 3-D position ids) by posenc's
+   ``MRoPE`` with the module's own sections, contiguous or interleaved as it computes them;
+   vision towers' axial RoPE (``rope_type: "axial"``, (N, 2) grid ids) by ``RoPE2D``; layer
+   types whose ``rope_parameters`` are None (no position) get none, as in the module;
 2. in the attention modules under the same parent, the function that rotates q and k by
    posenc's ``kernel`` (``rotate.verified``), unless ``kernel=None``;
 3. under a new ``scaling``, the softmax scale of attention modules whose architecture ties it
@@ -22,13 +26,15 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..encodings.grid_rotary import RoPE2D
+from ..encodings.mrope import MRoPE
 from ..encodings.rotary import RoPE
 from ..extension.config import ScalingConfig
 from ..hf.attention_config import MSCALE_SOFTMAX_MODEL_TYPES, attention_from_hf
 from ..hf.rope_config import rope_from_hf
 from ..kernels.rope import Kernel, check_kernel
 from . import rotate
-from .rotary import RotaryEmbedding, detect_form, takes_layer_type
+from .rotary import Rope, RotaryEmbedding, detect_form, sample_positions, takes_layer_type
 
 __all__ = ["is_patched", "patch", "unpatch"]
 
@@ -154,16 +160,15 @@ def _rotaries(model: nn.Module) -> Iterator[tuple[nn.Module, str, nn.Module]]:
         yield model.get_submodule(parent), name, module
 
 
-def _ropes(original: nn.Module, scaling: Any) -> dict[str | None, RoPE]:
-    """posenc RoPE per layer type (None without types) for a rotary module's config."""
+def _ropes(original: nn.Module, scaling: Any) -> dict[str | None, Rope]:
+    """posenc RoPE per layer type (None without types) for a rotary module's config; M-RoPE or
+    axial RoPE (one, without layer types) for the modules that compute those."""
     config: Any = original.config
     sections = getattr(original, "mrope_section", None)
     if sections is not None:
-        raise ValueError(
-            f"patch replaces 1-D RoPE; {type(original).__name__} rotates by 3-D position ids "
-            f"(M-RoPE, mrope_section {list(sections)}, the model's built-in default when the "
-            "config has none): build it with posenc.rope_from_hf and posenc.mrope_positions"
-        )
+        return {None: _mrope(original, sections, scaling)}
+    if (getattr(config, "rope_parameters", None) or {}).get("rope_type") == "axial":
+        return {None: _axial(original, scaling)}
     nested = any(
         isinstance(v, Mapping) for v in (getattr(config, "rope_parameters", None) or {}).values()
     )
@@ -171,20 +176,87 @@ def _ropes(original: nn.Module, scaling: Any) -> dict[str | None, RoPE]:
         # Evolla's SaProt rotary takes a layer_type its config has none of: one RoPE
         return {None: _one_axis(rope_from_hf(config, scaling=scaling), config)}
     layer_types = getattr(original, "layer_types", None) or sorted(set(config.layer_types))
+    params = getattr(config, "rope_parameters", None) or {}
+    # rope_parameters[t] None: layers of type t take no position embeddings (Beam's NoPE
+    # full-attention layers); the rotary module skips them, and so does its replacement
+    rotated = [t for t in layer_types if not (t in params and params[t] is None)]
+    if not rotated:
+        raise ValueError(
+            f"{type(original).__name__}: every layer type {list(layer_types)} has "
+            "rope_parameters None (no position embeddings), so there is no RoPE to replace"
+        )
     return {
-        t: _one_axis(rope_from_hf(config, layer_type=t, scaling=scaling), config)
-        for t in layer_types
+        t: _one_axis(rope_from_hf(config, layer_type=t, scaling=scaling), config) for t in rotated
     }
 
 
+def _grid_inputs(original: nn.Module, what: str, scaling: Any) -> tuple[float, int]:
+    """(rope_theta, number of frequencies) of an M-RoPE or axial rotary module, read from its
+    config and its ``inv_freq`` buffer (the comparison in ``detect_form`` checks both).
+    Raises: ValueError for a context-extension ``scaling`` or a module without them."""
+    name = type(original).__name__
+    if scaling is not None:
+        raise ValueError(
+            f"{name} computes {what}; patch applies no context-extension scaling to it "
+            f"(got {dict(scaling) if isinstance(scaling, Mapping) else scaling!r})"
+        )
+    params = getattr(original.config, "rope_parameters", None) or {}
+    inv_freq = getattr(original, "inv_freq", None)
+    if "rope_theta" not in params or not isinstance(inv_freq, Tensor):
+        raise ValueError(
+            f"{name} computes {what} without rope_parameters['rope_theta'] and an inv_freq"
+        )
+    return float(params["rope_theta"]), int(inv_freq.numel())
+
+
+def _mrope(original: nn.Module, sections: Any, scaling: Any) -> MRoPE:
+    """posenc's M-RoPE that gives ``original``'s cos and sin: its ``mrope_section`` (what it
+    uses, the built-in default when the config has none), contiguous or interleaved, whichever
+    equals its output at 3-D positions whose axes differ.
+    Raises: ValueError when neither does (another recomposition of the axes)."""
+    base, pairs = _grid_inputs(original, "M-RoPE (3-D position ids)", scaling)
+    if not isinstance(sections, list | tuple) or len(sections) != 3:
+        raise ValueError(
+            f"{type(original).__name__} has mrope_section {sections!r}; posenc's M-RoPE takes "
+            "three sections (t, h, w)"
+        )
+    tried = []
+    for interleaved in (False, True):
+        try:
+            mrope = MRoPE(
+                head_dim=2 * pairs,
+                base=base,
+                mrope_section=tuple(int(n) for n in sections),
+                interleaved=interleaved,
+            )
+            detect_form(original, {None: mrope})
+        except ValueError as err:
+            tried.append(f"interleaved={interleaved}: {err}")
+            continue
+        return mrope
+    raise ValueError(
+        f"{type(original).__name__} recombines M-RoPE's axes (mrope_section {list(sections)}) "
+        f"in a way posenc's MRoPE does not (contiguous or interleaved sections): {tried[0]}"
+    )
+
+
+def _axial(original: nn.Module, scaling: Any) -> RoPE2D:
+    """posenc's axial 2-D RoPE for a vision tower's ``rope_type: "axial"`` module: P pairs,
+    the first half turned by the row and the second by the column, each θ_j =
+    theta^(-4j/D) (transformers' ``compute_axial_rope_parameters``)."""
+    base, quarter = _grid_inputs(original, "axial RoPE (2-D grid positions)", scaling)
+    return RoPE2D(head_dim=4 * quarter, base=base, sections=(quarter, quarter))
+
+
 def _one_axis(pe: Any, config: Any) -> RoPE:
-    """``pe`` when it rotates by 1-D positions; M-RoPE (Qwen-VL, 3-D position ids) is read by
-    ``rope_from_hf`` but not patched."""
+    """``pe`` when it rotates by 1-D positions. M-RoPE is patched from the rotary module's own
+    ``mrope_section`` (``_mrope``); a config that reads as M-RoPE in a module without one is
+    refused (which sections it computes is unknown)."""
     if not isinstance(pe, RoPE):
         raise ValueError(
-            f"patch replaces 1-D RoPE; model_type {getattr(config, 'model_type', None)!r} uses "
-            f"{pe.name!r} (3-D position ids): build it with posenc.rope_from_hf and "
-            "posenc.mrope_positions instead"
+            f"model_type {getattr(config, 'model_type', None)!r} reads as {pe.name!r} (3-D "
+            "position ids) but its rotary module has no mrope_section, so patch cannot tell the "
+            "sections it computes: build it with posenc.rope_from_hf and posenc.mrope_positions"
         )
     return pe
 
@@ -223,9 +295,10 @@ def _install_rotations(
     """Give each attention module posenc's rotation in place of each rotation function its
     forward calls, checked once per (class, function) against the original."""
     device = _device(rotary)
-    pos = torch.arange(5, device=device)[None]  # (1, T)
+    first: Any = next(iter(rotary.ropes.values()))
+    pos = sample_positions(first, 5, device)
     sample = rotary(torch.zeros(1, 5, 1, device=device), pos, rotary.layer_types[0])
-    layout = next(iter(rotary.ropes.values())).layout
+    layout = first.layout
     checked: dict[tuple[type, str], rotate.Rotation] = {}
     for module in attentions:
         names = rotate.rotations_in(module)

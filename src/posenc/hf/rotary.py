@@ -7,6 +7,11 @@ the architecture (``Form``): cos and sin of width 2P as ``cat(c, c)`` (Llama and
 ``repeat_interleave(c, 2)`` (Cohere), of width P (GPT-OSS), or complex ``c + i·s`` (DeepSeek-V2,
 Llama 4). ``RotaryEmbedding`` returns the form of the module it replaces, found by comparing
 with it (``detect_form``), so the model's layers read it unchanged.
+
+Position ids come in three shapes: (B, T) for 1-D RoPE; (3, B, T) (or (B, T), the same id on
+each axis) for M-RoPE (Qwen-VL text models: ``MRoPE``); (N, A) grid coordinates (row, column)
+for the axial RoPE of vision towers (``rope_type: "axial"``: ``AxialRoPE``).
+``rope_positions`` reorders them to posenc's (..., T, A).
 """
 
 from __future__ import annotations
@@ -17,17 +22,25 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
+from ..encodings.grid_rotary import AxialRoPE
+from ..encodings.mrope import MRoPE
 from ..encodings.rotary import RoPE
 
 __all__ = [
     "FORMS",
     "Form",
+    "Rope",
     "RotaryEmbedding",
     "compact",
     "detect_form",
     "expand",
+    "rope_positions",
+    "sample_positions",
     "takes_layer_type",
 ]
+
+#: What a replaced rotary module computes with: 1-D RoPE, M-RoPE or axial (grid) RoPE.
+Rope = RoPE | AxialRoPE
 
 Form = Literal["cat", "repeat", "compact", "complex"]
 _NO_TYPE = "rope"  # the ModuleDict key of a model without layer types
@@ -59,34 +72,70 @@ def compact(embeddings: Any, form: Form) -> tuple[Tensor, Tensor]:
     return cos, sin
 
 
+def rope_positions(rope: Rope, position_ids: Tensor) -> Tensor:
+    """transformers' position ids as ``rope`` reads them: (B, T) unchanged for RoPE; M-RoPE's
+    (3, B, T) or (B, T) -> (B, T, 3); axial RoPE's (N, A) unchanged.
+
+    Raises: ValueError for M-RoPE ids with other than 3 rows, or axial ids whose last
+    dimension is not the rope's number of axes."""
+    if isinstance(rope, MRoPE):
+        if position_ids.ndim == 3 and position_ids.shape[0] != 3:
+            raise ValueError(
+                f"M-RoPE position ids must be (3, B, T) or (B, T), got {tuple(position_ids.shape)}"
+            )
+        return position_ids.expand(3, -1, -1).movedim(0, -1)  # (B, T, 3)
+    if isinstance(rope, AxialRoPE):
+        axes = rope.config.axes
+        if position_ids.ndim != 2 or position_ids.shape[-1] != axes:
+            raise ValueError(
+                f"axial RoPE position ids must be (N, {axes}), got {tuple(position_ids.shape)}"
+            )
+        return position_ids
+    return position_ids
+
+
+def sample_positions(rope: Rope, T: int, device: torch.device | None = None) -> Tensor:
+    """Position ids of T tokens in transformers' shape for ``rope`` that tell its axes apart:
+    (1, T) for RoPE, (3, 1, T) for M-RoPE, (T, A) for axial RoPE (each axis its own ids)."""
+    t = torch.arange(T, device=device)
+    if isinstance(rope, MRoPE):
+        return torch.stack([t, (2 * t) % 5, (3 * t + 1) % 7])[:, None]  # (3, 1, T)
+    if isinstance(rope, AxialRoPE):
+        axes = rope.config.axes
+        return torch.stack([(a + 1) * t % (5 + 2 * a) for a in range(axes)], dim=-1)  # (T, A)
+    return t[None]  # (1, T)
+
+
 def takes_layer_type(module: nn.Module) -> bool:
     """Whether a rotary module's forward takes a ``layer_type`` (Gemma 3: one per type)."""
     return "layer_type" in inspect.signature(module.forward).parameters
 
 
-def detect_form(original: nn.Module, ropes: dict[str | None, RoPE]) -> Form:
-    """The form of ``original``'s output, by comparing it at positions 0..7 with each form of
-    posenc's (unscaled) cos and sin of the same config, within the rounding of its frequency
-    buffer (a model cast to bfloat16 rounds transformers' ``inv_freq`` to 8 bits).
+def detect_form(original: nn.Module, ropes: dict[str | None, Rope]) -> Form:
+    """The form of ``original``'s output, by comparing it at 8 positions (``sample_positions``:
+    every axis its own ids) with each form of posenc's (unscaled) cos and sin of the same
+    config, within the rounding of its frequency buffer (a model cast to bfloat16 rounds
+    transformers' ``inv_freq`` to 8 bits).
 
     Raises: ValueError when none matches (an architecture whose embeddings posenc cannot make).
     """
     floating = [b for b in original.buffers() if b.is_floating_point()]
     device = floating[0].device if floating else torch.device("cpu")
     atol = 1e-5 + 8 * torch.finfo(floating[0].dtype if floating else torch.float32).eps
-    pos = torch.arange(8, device=device)[None]  # (1, T)
     x = torch.zeros(1, 8, 1, device=device)
     layer_type = next(iter(ropes))
-    theirs = original(x, pos) if layer_type is None else original(x, pos, layer_type)
     rope = ropes[layer_type]
+    pos = sample_positions(rope, 8, device)
+    theirs = original(x, pos) if layer_type is None else original(x, pos, layer_type)
     for form in FORMS:
-        ours = expand(*rope.cos_sin(pos), form)
+        ours = expand(*rope.cos_sin(rope_positions(rope, pos)), form)
         if _close(ours, theirs, atol):
             return form
+    width = f"rotary_dim {rope.rotary_dim}" if isinstance(rope, RoPE) else f"{rope.name}"
     raise ValueError(
         f"{type(original).__name__} returns position embeddings in a form posenc does not make "
         f"({_describe(theirs)}); posenc makes {list(FORMS)} from config head_dim "
-        f"{rope.head_dim}, rotary_dim {rope.rotary_dim}"
+        f"{rope.config.head_dim}, {width}"
     )
 
 
@@ -120,11 +169,11 @@ class RotaryEmbedding(nn.Module):
 
     Dynamic methods (dynamic NTK, LongRoPE's short/long switch) follow each call's length
     max(position_ids) + 1, as transformers' ``dynamic_rope_update`` does while lengths grow.
-    Shapes: x (B, T, C) (only its dtype is read); position_ids (B, T) -> (B, T, 2P) each, or
-    (B, T, P).
+    Shapes: x (B, T, C) (only its dtype is read); position_ids (B, T) (RoPE), (3, B, T) or
+    (B, T) (M-RoPE) -> (B, T, 2P) each, or (B, T, P); (N, A) (axial) -> (N, 2P) each.
     """
 
-    def __init__(self, ropes: dict[str | None, RoPE], form: Form, config: Any = None) -> None:
+    def __init__(self, ropes: dict[str | None, Rope], form: Form, config: Any = None) -> None:
         super().__init__()
         self.config = config  # the replaced module's (Granite-SWA reads rotary_emb.config)
         self.layer_types = tuple(ropes)
@@ -141,7 +190,7 @@ class RotaryEmbedding(nn.Module):
         key = _NO_TYPE if layer_type is None else layer_type
         dtype = torch.float32 if self.form == "complex" else x.dtype
         rope: Any = self.ropes[key]
-        cos, sin = rope.cos_sin(position_ids, dtype)  # (B, T, P)
+        cos, sin = rope.cos_sin(rope_positions(rope, position_ids), dtype)  # (B, T, P)
         return expand(cos, sin, self.form)
 
     def extra_repr(self) -> str:

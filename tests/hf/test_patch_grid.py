@@ -1,0 +1,173 @@
+"""``patch`` on the rotary embeddings of more than one position axis, against transformers
+5.23's own modules: M-RoPE text models (3-D position ids; contiguous sections in Qwen2-VL and
+GLM-4V, interleaved in Qwen3-VL and Cosmos3-Edge; cat or repeat form) and the axial 2-D RoPE of
+vision towers (``rope_type: "axial"``, (N, 2) grid positions). Position ids whose axes differ,
+so a wrong section or axis shows."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from posenc.hf import is_patched, patch, unpatch
+from posenc.hf.rotary import RotaryEmbedding
+from tests.hf._tiny import SMALL
+
+pytest.importorskip("transformers")
+pytestmark = pytest.mark.anchor
+
+
+def _modeling(name: str) -> Any:
+    return importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+
+
+def _mrope_positions(B: int, T: int) -> torch.Tensor:
+    """(3, B, T): t counts tokens, h and w walk a small grid (they differ from t and each other)."""
+    t = torch.arange(T)
+    return torch.stack([t, t // 2 % 3, t % 4])[:, None].expand(3, B, T)
+
+
+#: GLM-4V's default config rotates all 64 pairs but its built-in sections give 32 (its own
+#: rotary fails on it); its checkpoints rotate half the head (partial_rotary_factor 0.5).
+GLM4V_ROPE = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}
+
+
+@pytest.mark.parametrize(
+    ("module", "cls", "config", "kwargs"),
+    [
+        ("qwen2_vl", "Qwen2VLRotaryEmbedding", "Qwen2VLTextConfig", {}),
+        ("qwen3_vl", "Qwen3VLTextRotaryEmbedding", "Qwen3VLTextConfig", {}),
+        ("glm4v", "Glm4vTextRotaryEmbedding", "Glm4vTextConfig", {"rope_parameters": GLM4V_ROPE}),
+        ("qwen3_5", "Qwen3_5TextRotaryEmbedding", "Qwen3_5TextConfig", {}),
+    ],
+)
+def test_mrope_rotaries_with_built_in_sections_equal_transformers(
+    module: str, cls: str, config: str, kwargs: dict[str, Any]
+) -> None:
+    """Default configs (sections from the module's built-in default where the config has
+    none): the replaced module's cos and sin at 3-D positions equal the original's."""
+    cfg = getattr(importlib.import_module("transformers"), config)(**kwargs)
+    holder = nn.Module()
+    original = getattr(_modeling(module), cls)(cfg)
+    holder.rotary_emb = original
+    patch(holder)
+    assert isinstance(holder.rotary_emb, RotaryEmbedding)
+    x, pos = torch.zeros(2, 40, 1), _mrope_positions(2, 40)
+    for ours, theirs in zip(holder.rotary_emb(x, pos), original(x, pos), strict=True):
+        torch.testing.assert_close(ours, theirs, atol=2e-5, rtol=0)
+    unpatch(holder)
+    assert holder.rotary_emb is original
+
+
+@pytest.mark.parametrize(
+    ("model_type", "sections"),
+    [
+        ("qwen2_vl_text", [2, 3, 3]),  # contiguous, cat form
+        ("qwen3_vl_text", [4, 2, 2]),  # interleaved
+        ("glm4v_text", [2, 3, 3]),  # contiguous, repeat form (interleaved pairs)
+        ("cosmos3_edge_text", [4, 2, 2]),
+        ("glm_ocr_text", [2, 3, 3]),
+    ],
+)
+def test_patched_mrope_models_equal_unpatched_at_3d_positions(
+    model_type: str, sections: list[int]
+) -> None:
+    from transformers import CONFIG_MAPPING, AutoModel
+
+    rope = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": sections}
+    torch.manual_seed(0)
+    model = AutoModel.from_config(CONFIG_MAPPING[model_type](**SMALL, rope_parameters=rope))
+    model.eval()
+    ids = torch.randint(3, 97, (2, 12), generator=torch.Generator().manual_seed(1))
+    pos = _mrope_positions(2, 12)
+    with torch.no_grad():
+        before = model(input_ids=ids, position_ids=pos).last_hidden_state
+        one_d = model(input_ids=ids).last_hidden_state
+        patch(model)
+        patched = model(input_ids=ids, position_ids=pos).last_hidden_state
+        unpatch(model)
+        after = model(input_ids=ids, position_ids=pos).last_hidden_state
+    assert (before - one_d).abs().max() > 0.1  # the 3-D positions move the outputs
+    torch.testing.assert_close(patched, before, atol=1e-4, rtol=0)
+    assert torch.equal(after, before)
+
+
+def test_other_mrope_recompositions_are_refused_before_touching() -> None:
+    """ERNIE 4.5 VL interleaves (h, w) pairs and puts t last: neither of posenc's section
+    orders; refused, the module kept."""
+    from transformers import Ernie4_5_VLMoeTextConfig
+
+    holder = nn.Module()
+    rotary = _modeling("ernie4_5_vl_moe").Ernie4_5_VLMoeTextRotaryEmbedding(
+        Ernie4_5_VLMoeTextConfig()
+    )
+    holder.rotary_emb = rotary
+    with pytest.raises(ValueError, match=r"recombines M-RoPE's axes \(mrope_section \[22, 22"):
+        patch(holder)
+    assert holder.rotary_emb is rotary and not is_patched(holder)
+
+
+def test_scaling_is_refused_for_mrope_before_touching() -> None:
+    from transformers import Qwen2VLTextConfig
+
+    holder = nn.Module()
+    rotary = _modeling("qwen2_vl").Qwen2VLRotaryEmbedding(Qwen2VLTextConfig())
+    holder.rotary_emb = rotary
+    with pytest.raises(ValueError, match="no context-extension scaling"):
+        patch(holder, scaling={"rope_type": "linear", "factor": 2.0})
+    assert holder.rotary_emb is rotary and not is_patched(holder)
+
+
+def test_axial_vision_rope_equals_transformers_in_the_vision_tower() -> None:
+    """Qwen3-VL's vision tower (``rope_type: "axial"``): the patched tower's output equals the
+    unpatched one on a 4 x 6 patch grid, and its rotary is posenc's RoPE2D."""
+    from transformers import Qwen3VLVisionConfig
+
+    cfg = Qwen3VLVisionConfig(
+        depth=2,
+        hidden_size=64,
+        num_heads=4,
+        intermediate_size=64,
+        out_hidden_size=64,
+        patch_size=2,
+        temporal_patch_size=2,
+        spatial_merge_size=2,
+        num_position_embeddings=16,
+        deepstack_visual_indexes=[1],
+        initializer_range=0.2,
+    )
+    torch.manual_seed(0)
+    tower = _modeling("qwen3_vl").Qwen3VLVisionModel._from_config(cfg).eval()
+    grid = torch.tensor([[1, 4, 6]])  # (t, h, w) patches
+    pixels = torch.randn(24, 3 * 2 * 2 * 2, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        before = tower(pixels, grid_thw=grid).last_hidden_state
+        patch(tower)
+        rope = tower.rotary_pos_emb.ropes["rope"]
+        patched = tower(pixels, grid_thw=grid).last_hidden_state
+        unpatch(tower)
+        after = tower(pixels, grid_thw=grid).last_hidden_state
+    assert rope.name == "rope_2d" and tuple(rope.config.sections) == (4, 4)
+    torch.testing.assert_close(patched, before, atol=1e-4, rtol=0)
+    assert torch.equal(after, before)
+
+
+def test_axial_rotary_at_grid_positions_equals_transformers() -> None:
+    """The replaced module's cos and sin at (N, 2) (row, column) positions, default config."""
+    from transformers import Qwen3VLVisionConfig
+
+    holder = nn.Module()
+    original = _modeling("qwen3_vl").Qwen3VLVisionRotaryEmbedding(Qwen3VLVisionConfig())
+    holder.rotary_emb = original
+    patch(holder)
+    rows, cols = torch.meshgrid(torch.arange(5), torch.arange(7), indexing="ij")
+    pos = torch.stack([rows.flatten(), cols.flatten()], dim=-1)  # (N, 2)
+    x = torch.zeros(1, pos.shape[0], 1)
+    for ours, theirs in zip(holder.rotary_emb(x, pos), original(x, pos), strict=True):
+        torch.testing.assert_close(ours, theirs, atol=2e-5, rtol=0)
+    with pytest.raises(ValueError, match=r"axial RoPE position ids must be \(N, 2\)"):
+        holder.rotary_emb(x, pos.T)
