@@ -14,7 +14,9 @@ In order, the first that applies and does not decline (returns None) runs:
 - ``sdpa``: ``F.scaled_dot_product_attention``, the bias (if any) one query block at a time.
 
 The fused forms need the plain causal/bidirectional mask (no padding, segments or cache
-offset: ``allowed`` is None).
+offset: ``allowed`` is None). Their kernels (``posenc.kernels``: ``flex``, ``toeplitz``,
+``fire_fused``) take tensors, never an encoding: this module reads what they need from it
+(``offset_table``: the bias per offset; ``fire_attention``: FIRE's factored terms).
 """
 
 from __future__ import annotations
@@ -28,13 +30,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..encodings.bias import FIRE
 from ..encodings.context import PositionContext
 from ..functional.sinks import softmax_with_sinks
-from .fire_fused import fire_fused_attention
-from .flex import flex_bias_attention, flex_runs_on
+from ..kernels.fire_fused import FireTerms, fire_fused_attention, fire_fused_takes
+from ..kernels.flex import OffsetTable, check_attention_inputs, flex_bias_attention, flex_runs_on
+from ..kernels.toeplitz import consecutive_starts, toeplitz_bias_attention
 from .flow import explicit_weights
 from .kv_cache import CachedKeys
-from .toeplitz import toeplitz_bias_attention
 
 if TYPE_CHECKING:
     from ..encodings.base import PositionalEncoding
@@ -59,8 +62,6 @@ class Call(NamedTuple):
 
 
 Run = Callable[["Attention", Call], Tensor | None]
-#: (q, k, v, pe, q_pos, k_pos): the fused kernels' positional arguments.
-Inputs = tuple[Tensor, Tensor, Tensor, "PositionalEncoding", Tensor, Tensor]
 #: (q, k, v, q_pos, k_pos, allowed) of one query block.
 Block = tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor | None]
 
@@ -97,8 +98,119 @@ def _eager_cpu(call: Call) -> bool:
     return call.q.device.type == "cpu" and not torch.compiler.is_compiling()
 
 
-def _inputs(layer: Attention, call: Call) -> Inputs:
-    return call.q, call.keys.k, call.keys.v, layer.pe, call.ctx.q_pos, call.ctx.k_pos
+def offset_table(pe: PositionalEncoding, lo: int, hi: int, n_heads: int) -> Tensor:
+    """bias(i, j) for every offset i - j in lo..hi, from one query against shifted keys.
+
+    Returns (H, hi - lo + 1); row h, column o - lo is the bias at offset o.
+
+    Raises:
+        ValueError: the encoding has no bias, or neither one head nor ``n_heads`` of them.
+    """
+    q_at = max(hi, 0)
+    device = pe_device(pe)
+    keys = q_at - torch.arange(lo, hi + 1, device=device)  # positions q_at - o >= 0
+    query = torch.full((1,), q_at, device=device)  # (no host-to-device copy: no sync)
+    bias = pe.bias(query, keys, ctx=PositionContext(query, keys))  # (1, H|1, 1, n), made here
+    if bias is None:
+        raise ValueError(f"{pe.name!r} has no score bias to fuse")
+    if bias.shape[1] not in (1, n_heads):
+        raise ValueError(
+            f"{pe.name!r} gives a bias for {bias.shape[1]} heads, attention has {n_heads}"
+        )
+    return bias[0, :, 0].expand(n_heads, keys.shape[0])
+
+
+def pe_device(pe: PositionalEncoding) -> torch.device:
+    tensors = [*pe.parameters(), *pe.buffers()]
+    return tensors[0].device if tensors else torch.device("cpu")
+
+
+def offset_table_for(
+    pe: PositionalEncoding,
+    q_pos: Tensor,
+    k_pos: Tensor,
+    n_heads: int,
+    bounds: tuple[int, int] | None = None,
+) -> OffsetTable | None:
+    """The encoding's bias at every offset q_pos - k_pos can take (``offset_table``), or None
+    when there are no positions (nothing to size it by).
+
+    Shapes: q_pos (T,) | (B, T); k_pos (L,) | (B, L) -> values (H, n).
+    ``bounds``: host-known (lo, hi) bounds of the offsets (``PositionContext.offset_bounds``);
+    without them the extremes are read (a host sync).
+    """
+    if q_pos.numel() == 0 or k_pos.numel() == 0:
+        return None
+    if bounds is None:
+        bounds = int(q_pos.min() - k_pos.max()), int(q_pos.max() - k_pos.min())
+    lo, hi = bounds
+    return OffsetTable(offset_table(pe, lo, hi, n_heads), lo)
+
+
+def fire_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    pe: PositionalEncoding,
+    q_pos: Tensor,
+    k_pos: Tensor,
+    *,
+    causal: bool,
+    scale: float,
+    checked: bool = False,
+) -> Tensor | None:
+    """softmax(scale · q k^T + FIRE bias) v by FIRE's fused kernel
+    (``kernels.fire_fused``) with the encoding's terms, or None when it does not apply
+    (also for a FIRE subclass with its own ``bias``: the kernel computes FIRE's; gapped
+    positions; an encoder-form normaliser the kernel does not compute, ``_query_normalised``).
+
+    Shapes: q (B, H, T, D); k, v (B, Hkv, L, D); q_pos (T,) | (B, T); k_pos (L,) | (B, L).
+    A one-head FIRE is shared by all H heads, as the (B|1, 1, T, L) bias broadcasts.
+
+    Raises:
+        TypeError / ValueError: inputs of the wrong kind or shape (``check_attention_inputs``),
+            or a FIRE with neither one head nor H.
+    """
+    # FIRE's own formula only: a subclass rewriting ``bias`` takes the blocks
+    if not isinstance(pe, FIRE) or type(pe).bias is not FIRE.bias or q.device.type != "cpu":
+        return None
+    if not checked:  # (``Attention`` checked its inputs once)
+        check_attention_inputs(q, k, v, q_pos, k_pos, same_dtype=False)
+    H = q.shape[1]
+    if pe.n_heads not in (1, H):
+        raise ValueError(f"FIRE has {pe.n_heads} heads, attention has {H}")
+    if not fire_fused_takes(q, k, v, grads=any(p.requires_grad for p in pe.parameters())):
+        return None  # before reading the positions
+    starts = consecutive_starts(q_pos, k_pos, causal=causal)
+    if starts is None:
+        return None
+    a, b = starts
+    T, L = q.shape[2], k.shape[2]
+    if not _query_normalised(pe, a, b, T, L, causal=causal):
+        return None
+    shift = a - b  # offset of query row r and key c: shift + r - c
+    max_offset = max(abs(shift + T - 1), abs(shift - L + 1))  # largest |i - j|
+    psi, norm = pe.distance_terms(torch.arange(a, a + T), max_offset)
+    terms = FireTerms(psi, 1.0 / norm, *pe.mlp_pieces())
+    return fire_fused_attention(
+        q, k, v, terms, shift=shift, causal=causal, scale=scale, checked=True
+    )
+
+
+def _query_normalised(pe: FIRE, a: int, b: int, T: int, L: int, *, causal: bool) -> bool:
+    """Whether every visible pair's normaliser is the query's, ψ(max(L, i)), as the kernel
+    computes it: always for the causal form; for the bidirectional form's ψ(max(L, i, j)) when
+    no visible key lies after its query (causal, keys b.. not ahead of queries a..) or past
+    max(L, first query)."""
+    if not pe.bidirectional or (causal and b + L - T <= a):
+        return True
+    return b + L - 1 <= max(float(pe.threshold), a)
+
+
+def _offsets(layer: Attention, call: Call) -> OffsetTable | None:
+    return offset_table_for(
+        layer.pe, call.ctx.q_pos, call.ctx.k_pos, layer.n_heads, call.ctx.offset_bounds
+    )
 
 
 def _flex_applies(layer: Attention, call: Call) -> bool:
@@ -108,8 +220,12 @@ def _flex_applies(layer: Attention, call: Call) -> bool:
 
 
 def _flex(layer: Attention, call: Call) -> Tensor | None:
+    table = _offsets(layer, call)
+    if table is None:
+        return None
+    q, k, v, ctx = call.q, call.keys.k, call.keys.v, call.ctx
     return flex_bias_attention(
-        *_inputs(layer, call), causal=layer.causal, checked=True, bounds=call.ctx.offset_bounds
+        q, k, v, table, ctx.q_pos, ctx.k_pos, causal=layer.causal, checked=True
     )
 
 
@@ -124,8 +240,17 @@ def _toeplitz_applies(layer: Attention, call: Call) -> bool:
 
 
 def _toeplitz(layer: Attention, call: Call) -> Tensor | None:
+    table = _offsets(layer, call)
+    if table is None:
+        return None
+    q, k, v, ctx = call.q, call.keys.k, call.keys.v, call.ctx
     return toeplitz_bias_attention(
-        *_inputs(layer, call),
+        q,
+        k,
+        v,
+        table,
+        ctx.q_pos,
+        ctx.k_pos,
         causal=layer.causal,
         scale=_scale(layer),
         dropout=_dropout(layer),
@@ -146,7 +271,18 @@ def _fused_applies(layer: Attention, call: Call) -> bool:
 
 def _fused(layer: Attention, call: Call) -> Tensor | None:
     kernel = FUSED[layer.pe.capabilities.fused or ""]
-    return kernel(*_inputs(layer, call), causal=layer.causal, scale=_scale(layer), checked=True)
+    q, k, v, ctx = call.q, call.keys.k, call.keys.v, call.ctx
+    return kernel(
+        q,
+        k,
+        v,
+        layer.pe,
+        ctx.q_pos,
+        ctx.k_pos,
+        causal=layer.causal,
+        scale=_scale(layer),
+        checked=True,
+    )
 
 
 def query_blocks(layer: Attention, T: int, L: int, offset: int) -> list[tuple[int, int, int]]:
@@ -300,7 +436,7 @@ def _masked(bias: Tensor, allowed: Tensor) -> Tensor:
 
 
 #: Fused attention kernels by the name an encoding declares (``Capabilities.fused``).
-FUSED: dict[str, Callable[..., Tensor | None]] = {"fire": fire_fused_attention}
+FUSED: dict[str, Callable[..., Tensor | None]] = {"fire": fire_attention}
 
 #: (applies, run) in order of preference; "sdpa" last, always applies.
 BACKENDS: list[tuple[Callable[[Attention, Call], bool], Run]] = [
