@@ -11,11 +11,11 @@ from .._validate import check_bool, check_encoding_heads, check_positive_int
 from ..encodings.base import PositionalEncoding
 from ..encodings.context import PositionContext
 from ..encodings.flows import RotaryFlow
+from .cache import CacheCheck, KeyValueCache
 from .config import AttentionConfig
 from .cross import CrossAttention
 from .flow import Memory, check_embedded
 from .inputs import check_keep, check_streamable, new_context
-from .kv_cache import KVCache
 
 __all__ = ["BIAS_BACKENDS", "Attention", "Memory"]
 
@@ -119,20 +119,20 @@ class Attention(CrossAttention):
             nn.Parameter(torch.zeros(n_heads)) if sink_logits else None
         )  # (H,)
 
-    cache_type = KVCache
+    cache_type = CacheCheck  # a KeyValueCache (checked by its class's members)
 
     def new_context(
-        self, pos: Tensor | None, B: int, T: int, cache: KVCache | None, x: Tensor
+        self, pos: Tensor | None, B: int, T: int, cache: KeyValueCache | None, x: Tensor
     ) -> PositionContext:
         return new_context(self.pe, pos, B, T, cache, x.device)
 
-    def cache_offset(self, cache: KVCache | None) -> int:
+    def cache_offset(self, cache: KeyValueCache | None) -> int:
         return 0 if cache is None else len(cache)
 
-    def key_count(self, cache: KVCache | None, offset: int, T: int) -> int:
+    def key_count(self, cache: KeyValueCache | None, offset: int, T: int) -> int:
         return offset + T
 
-    def streams(self, cache: KVCache) -> bool:
+    def streams(self, cache: KeyValueCache) -> bool:
         check_keep(cache, self.window, self.chunk)
         if cache.streams:
             check_streamable(self.pe)

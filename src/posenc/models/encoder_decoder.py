@@ -12,12 +12,12 @@ from torch import Tensor, nn
 from .._models import DecoderBlockFlow, EncoderDecoderFlow
 from .._validate import check_mask_tensor, check_positive_int, check_token_range
 from ..attention.attention import Attention
-from ..attention.kv_cache import KVCache
 from ..attention.positions import positions_from_padding
 from ..encodings.base import PositionalEncoding
 from ..encodings.nope import NoPE
 from .config import EncoderDecoderConfig
 from .generate import DecodeOptions, Decoding, check_token_ids
+from .kv_cache import KVCache
 from .transformer import REGISTRY, Block, TorchHooks, feed_forward, init_weights
 
 
