@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -40,12 +40,36 @@ from .flow import CachedKeys, explicit_weights
 
 if TYPE_CHECKING:
     from ..encodings.base import PositionalEncoding
-    from .attention import Attention
 
 #: Bias entries (H x block x Tk) per query block when ``block_size`` is not given: 16 MiB fp32.
 BIAS_BLOCK_ENTRIES = 1 << 22
 #: Smallest (Tq x L) bias that "auto" reads through the Toeplitz view (lab-size models below).
 TOEPLITZ_MIN_ENTRIES = 1 << 16
+
+
+class Layer(Protocol):
+    """What the backends read of an attention layer (``Attention``, ``CrossAttention``)."""
+
+    @property
+    def pe(self) -> PositionalEncoding: ...
+    @property
+    def n_heads(self) -> int: ...
+    @property
+    def n_kv_heads(self) -> int: ...
+    @property
+    def head_dim(self) -> int: ...
+    @property
+    def causal(self) -> bool: ...
+    @property
+    def dropout(self) -> float: ...
+    @property
+    def training(self) -> bool: ...
+    @property
+    def block_size(self) -> int | None: ...
+    @property
+    def bias_backend(self) -> str: ...
+    @property
+    def sink_logits(self) -> Tensor | None: ...
 
 
 class Call(NamedTuple):
@@ -60,12 +84,12 @@ class Call(NamedTuple):
     offset: int
 
 
-Run = Callable[["Attention", Call], Tensor | None]
+Run = Callable[[Layer, Call], Tensor | None]
 #: (q, k, v, q_pos, k_pos, allowed) of one query block.
 Block = tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor | None]
 
 
-def attend(layer: Attention, call: Call) -> Tensor:
+def attend(layer: Layer, call: Call) -> Tensor:
     """Softmax attention of ``call`` through the first backend that applies: (B, H, T, D)."""
     for applies, run in BACKENDS:
         if applies(layer, call):
@@ -75,15 +99,15 @@ def attend(layer: Attention, call: Call) -> Tensor:
     raise AssertionError("sdpa applies to every call")  # pragma: no cover
 
 
-def _dropout(layer: Attention) -> float:
+def _dropout(layer: Layer) -> float:
     return layer.dropout if layer.training else 0.0
 
 
-def _scale(layer: Attention) -> float:
+def _scale(layer: Layer) -> float:
     return 1.0 / math.sqrt(layer.head_dim)  # not 1/sqrt(q's width): PoPE doubles it
 
 
-def _offset_bias(layer: Attention, call: Call, *backends: str) -> bool:
+def _offset_bias(layer: Layer, call: Call, *backends: str) -> bool:
     """An offset-only bias under the plain mask, with ``bias_backend`` among ``backends``."""
     return (
         layer.bias_backend in backends
@@ -206,19 +230,19 @@ def _query_normalised(pe: FIRE, a: int, b: int, T: int, L: int, *, causal: bool)
     return b + L - 1 <= max(float(pe.threshold), a)
 
 
-def _offsets(layer: Attention, call: Call) -> OffsetTable | None:
+def _offsets(layer: Layer, call: Call) -> OffsetTable | None:
     return offset_table_for(
         layer.pe, call.ctx.q_pos, call.ctx.k_pos, layer.n_heads, call.ctx.offset_bounds
     )
 
 
-def _flex_applies(layer: Attention, call: Call) -> bool:
+def _flex_applies(layer: Layer, call: Call) -> bool:
     return (
         _offset_bias(layer, call, "flex") and flex_runs_on(call.q.device) and _dropout(layer) == 0.0
     )
 
 
-def _flex(layer: Attention, call: Call) -> Tensor | None:
+def _flex(layer: Layer, call: Call) -> Tensor | None:
     table = _offsets(layer, call)
     if table is None:
         return None
@@ -228,7 +252,7 @@ def _flex(layer: Attention, call: Call) -> Tensor | None:
     )
 
 
-def _toeplitz_applies(layer: Attention, call: Call) -> bool:
+def _toeplitz_applies(layer: Layer, call: Call) -> bool:
     """CPU SDPA reads the strided mask in place (GPU kernels would copy it); below
     ``TOEPLITZ_MIN_ENTRIES`` one small dense bias is as fast."""
     return (
@@ -238,7 +262,7 @@ def _toeplitz_applies(layer: Attention, call: Call) -> bool:
     )
 
 
-def _toeplitz(layer: Attention, call: Call) -> Tensor | None:
+def _toeplitz(layer: Layer, call: Call) -> Tensor | None:
     table = _offsets(layer, call)
     if table is None:
         return None
@@ -258,7 +282,7 @@ def _toeplitz(layer: Attention, call: Call) -> Tensor | None:
     )
 
 
-def _fused_applies(layer: Attention, call: Call) -> bool:
+def _fused_applies(layer: Layer, call: Call) -> bool:
     return (
         layer.bias_backend == "auto"
         and layer.pe.capabilities.fused in FUSED
@@ -268,7 +292,7 @@ def _fused_applies(layer: Attention, call: Call) -> bool:
     )
 
 
-def _fused(layer: Attention, call: Call) -> Tensor | None:
+def _fused(layer: Layer, call: Call) -> Tensor | None:
     kernel = FUSED[layer.pe.capabilities.fused or ""]
     q, k, v, ctx = call.q, call.keys.k, call.keys.v, call.ctx
     return kernel(
@@ -284,7 +308,7 @@ def _fused(layer: Attention, call: Call) -> Tensor | None:
     )
 
 
-def query_blocks(layer: Attention, T: int, L: int, offset: int) -> list[tuple[int, int, int]]:
+def query_blocks(layer: Layer, T: int, L: int, offset: int) -> list[tuple[int, int, int]]:
     """(start, end, keys) of each query block: ``block_size`` queries (default: about
     ``BIAS_BLOCK_ENTRIES`` scores per block over all heads, at least 64); a causal block
     sees the keys up to its last query, offset + end (cache order)."""
@@ -297,7 +321,7 @@ def query_blocks(layer: Attention, T: int, L: int, offset: int) -> list[tuple[in
     ]
 
 
-def _blocks(layer: Attention, call: Call, k: Tensor, v: Tensor) -> Iterator[Block]:
+def _blocks(layer: Layer, call: Call, k: Tensor, v: Tensor) -> Iterator[Block]:
     """(q, k, v, q_pos, k_pos, allowed) of each query block (``query_blocks``), the call itself
     when it is one block: a causal block reads only the keys up to its last query (L_b =
     offset + block end), so masked blocks cost nothing."""
@@ -322,7 +346,7 @@ def _cat(outs: list[Tensor]) -> Tensor:
     return outs[0] if len(outs) == 1 else torch.cat(outs, dim=2)  # (B, H, T, D)
 
 
-def _sdpa_blocks(layer: Attention, call: Call) -> Tensor:
+def _sdpa_blocks(layer: Layer, call: Call) -> Tensor:
     """SDPA, one query block at a time when the encoding has a bias: only one block's bias
     (B|1, H|1, block, L_b) exists at once."""
     keys, ctx = call.keys, call.ctx
@@ -336,7 +360,7 @@ def _sdpa_blocks(layer: Attention, call: Call) -> Tensor:
 
 
 def _sdpa(
-    layer: Attention, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, allowed: Tensor | None
+    layer: Layer, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, allowed: Tensor | None
 ) -> Tensor:
     """SDPA of q (B, H, T, D) over k, v (B, Hkv, L, D) with ``bias`` (B|1, H|1, T, L)."""
     mask: Tensor | None = allowed
@@ -359,7 +383,7 @@ def _sdpa(
     )
 
 
-def _explicit_blocks(layer: Attention, call: Call) -> Tensor:
+def _explicit_blocks(layer: Layer, call: Call) -> Tensor:
     """Explicit attention (relative terms need the weights) by query blocks (``_blocks``):
     (B, H, block, L_b) scores at once, half the work at T = L when causal. Work the blocks
     share (Transformer-XL's rows) is done once, through the context."""
@@ -367,7 +391,7 @@ def _explicit_blocks(layer: Attention, call: Call) -> Tensor:
     return _cat([_explicit_weights(layer, *block, call.ctx)[0] for block in blocks])
 
 
-def _repeated_heads(layer: Attention, call: Call) -> tuple[Tensor, Tensor]:
+def _repeated_heads(layer: Layer, call: Call) -> tuple[Tensor, Tensor]:
     """The call's keys and values with each key/value head repeated for its query heads:
     (B, Hkv, L, D) -> (B, H, L, D)."""
     groups = layer.n_heads // layer.n_kv_heads
@@ -378,7 +402,7 @@ def _repeated_heads(layer: Attention, call: Call) -> tuple[Tensor, Tensor]:
 
 
 def _explicit_weights(
-    layer: Attention,
+    layer: Layer,
     q: Tensor,
     k: Tensor,
     v: Tensor,
@@ -413,7 +437,7 @@ def _explicit_weights(
     )
 
 
-def attend_weights(layer: Attention, call: Call) -> tuple[Tensor, Tensor]:
+def attend_weights(layer: Layer, call: Call) -> tuple[Tensor, Tensor]:
     """The explicit path over the whole call (no query blocks, no fused kernel), with the
     softmax weights: (B, H, T, D) and (B, H, T, L) (``Attention(..., return_weights=True)``)."""
     k, v = _repeated_heads(layer, call)  # (B, H, L, D)
@@ -438,7 +462,7 @@ def _masked(bias: Tensor, allowed: Tensor) -> Tensor:
 FUSED: dict[str, Callable[..., Tensor | None]] = {"fire": fire_attention}
 
 #: (applies, run) in order of preference; "sdpa" last, always applies.
-BACKENDS: list[tuple[Callable[[Attention, Call], bool], Run]] = [
+BACKENDS: list[tuple[Callable[[Layer, Call], bool], Run]] = [
     (
         lambda layer, call: layer.pe.capabilities.relative_terms or layer.sink_logits is not None,
         _explicit_blocks,

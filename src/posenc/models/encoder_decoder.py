@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from .._models import DecoderBlockFlow, EncoderDecoderFlow
 from .._validate import check_mask_tensor, check_positive_int, check_token_range
 from ..attention.attention import Attention
+from ..attention.cross import CrossAttention
 from ..attention.positions import positions_from_padding
 from ..encodings.base import PositionalEncoding
 from ..encodings.nope import NoPE
@@ -26,7 +27,9 @@ class DecoderBlock(DecoderBlockFlow, nn.Module):
     x + cross_attn(norm_cross(x), memory), then x + mlp(norm2(x))
     (``posenc._models.DecoderBlockFlow``)."""
 
-    def __init__(self, attn: Attention, cross_attn: Attention, d_ff: int, dropout: float) -> None:
+    def __init__(
+        self, attn: Attention, cross_attn: CrossAttention, d_ff: int, dropout: float
+    ) -> None:
         super().__init__()
         d = attn.d_model
         self.norm1, self.attn = nn.LayerNorm(d), attn
@@ -128,9 +131,15 @@ class EncoderDecoder(TorchHooks, EncoderDecoderFlow, nn.Module):
             Block(attention(self.encoder_pe, False), d_ff, dropout) for _ in range(n_encoder_layers)
         )
         self.encoder_norm = nn.LayerNorm(d_model)
+
+        def cross_attention(pe: PositionalEncoding) -> CrossAttention:
+            return CrossAttention(
+                d_model, n_heads, pe=pe, embedded=True, n_kv_heads=n_kv_heads, dropout=dropout
+            )
+
         self.decoder = nn.ModuleList(
             DecoderBlock(
-                attention(self.decoder_pe, True), attention(self.cross_pe, False), d_ff, dropout
+                attention(self.decoder_pe, True), cross_attention(self.cross_pe), d_ff, dropout
             )
             for _ in range(n_decoder_layers)
         )
