@@ -80,6 +80,129 @@ def lab_curves(page: Page, store: str) -> str:
     return "\n\n".join(lines)
 
 
+# --- the extension lab's store ---------------------------------------------------------------
+
+
+class ExtendFacts:
+    """``posenc lab extend``'s committed store, read through ``posenc.extlab`` as the report and
+    the terminal's answer read it (from a copy, so the committed file is never opened for
+    writing)."""
+
+    def __init__(self, store: str) -> None:
+        import shutil
+        import tempfile
+
+        from posenc.extlab.config import ExtendConfig
+        from posenc.extlab.report import read
+        from posenc.extlab.store import STORE_NAME, ExtendStore
+        from posenc.extlab.summary import answer_text
+
+        with tempfile.TemporaryDirectory() as out:
+            shutil.copyfile(RESULTS / store, Path(out) / STORE_NAME)
+            with ExtendStore(Path(out) / STORE_NAME, self._config(store)) as s:
+                meta = s.meta()
+            self.cfg = ExtendConfig(**json.loads(meta["config"]))
+            self.results, self.units, self.gated = read(out, self.cfg)
+            self.answer = answer_text(out, self.cfg).rstrip("\n")
+        self.run: dict[str, Any] = json.loads(meta["last_run"])
+
+    @staticmethod
+    def _config(store: str) -> Any:
+        import sqlite3
+
+        from posenc.extlab.config import ExtendConfig
+
+        db = sqlite3.connect(f"file:{RESULTS / store}?mode=ro", uri=True)
+        try:
+            (text,) = db.execute("SELECT value FROM meta WHERE key = 'config'").fetchone()
+        finally:
+            db.close()
+        return ExtendConfig(**json.loads(text))
+
+    @property
+    def machine(self) -> str:
+        r = self.run
+        load = ", ".join(f"{x:.2f}" for x in r["load_average"])
+        return f"{r['cpu_model']} ({r['cpus']} CPUs), Python {r['python']}, load {load} at the end"
+
+    @property
+    def minutes(self) -> str:
+        m, sec = divmod(round(self.run["seconds"]), 60)
+        return f"{m} min {sec} s"
+
+    def cpu(self, kind: str | None = None) -> str:
+        """CPU-seconds of the units of ``kind`` (pretrain, tune, free, stream; all: None)."""
+        found = [u for u in self.units if kind is None or u["name"].split("/")[0] == kind]
+        return f"{sum(u['cpu_seconds'] for u in found):,.0f}"
+
+    @property
+    def pretrained(self) -> list[dict[str, Any]]:
+        return [u for u in self.units if u["name"].startswith("pretrain/")]
+
+    def passed(self, encoding: str) -> str:
+        """How many seeds of ``encoding``'s model passed the passkey gate at L."""
+        found = [u for u in self.pretrained if u["name"].split("/")[1] == encoding]
+        return f"{sum(bool(u['info'].get('passed_gate')) for u in found)} of {len(found)}"
+
+    def findings(self) -> list[Any]:
+        from posenc.extlab.findings import check_findings
+
+        return check_findings(self.results, self.cfg, self.gated)
+
+    def _mean(self, values: dict[int, float], digits: int) -> str:
+        return f"{sum(values.values()) / len(values):.{digits}f}" if values else "—"
+
+    def loss(self, encoding: str, method: str, variant: str, factor: int) -> str:
+        """Mean over seeds of the window's loss at factor·L (factor 1: at L)."""
+        key = (encoding, method, variant, factor, factor * self.cfg.context)
+        return self._mean(self.results.loss(key), 2)
+
+    def passkey(self, encoding: str, method: str, variant: str, factor: int) -> str:
+        """Mean over seeds of the passkey accuracy at factor·L (as the terminal's answer)."""
+        key = (encoding, method, variant, factor, factor * self.cfg.context)
+        return self._mean(self.results.passkey(key), 2)
+
+    def table(self, factor: int) -> str:
+        """Loss and passkey at factor·L, training-free / fine-tuned, per method and baseline."""
+        from posenc.extlab.figures import LABELS
+
+        head = [
+            "setting",
+            "loss at L",
+            f"loss at {factor}x: free / tuned",
+            f"passkey at {factor}x: free / tuned",
+        ]
+        rows = []
+        for m in self.cfg.methods:
+            rows.append([
+                f"RoPE, {LABELS[m]}",
+                self.loss("rope", "none", "free", 1) if m == "none" else "",
+                f"{self.loss('rope', m, 'free', factor)} / {self.loss('rope', m, 'tuned', factor)}",
+                f"{self.passkey('rope', m, 'free', factor)} / "
+                f"{self.passkey('rope', m, 'tuned', factor)}",
+            ])  # fmt: skip
+        for enc in self.cfg.baselines:
+            rows.append([
+                LABELS[enc], self.loss(enc, "none", "free", 1),
+                f"{self.loss(enc, 'none', 'free', factor)} / —",
+                f"{self.passkey(enc, 'none', 'free', factor)} / —",
+            ])  # fmt: skip
+        return _markdown(head, rows)
+
+    def findings_table(self) -> str:
+        head = ["finding", "source", "here", "numbers (d: paired mean [95% interval])"]
+        rows = [
+            [f.claim, f.source, f.verdict, "; ".join(p.text() for p in f.parts)]
+            for f in self.findings()
+        ]
+        return _markdown(head, rows)
+
+
+def extend(store: str) -> ExtendFacts:
+    """The facts of the extension lab's store ``benchmarks/results/STORE``."""
+    return ExtendFacts(store)
+
+
 # --- posenc bench JSON ------------------------------------------------------------------------
 
 
@@ -210,6 +333,303 @@ def _markdown(head: list[str], rows: Iterable[list[str]]) -> str:
     return "\n".join(lines)
 
 
+# --- numbers the prose quotes ----------------------------------------------------------------
+# Every number in a template's sentences comes from one of these, read from the same files.
+
+
+def span(values: Iterable[float], digits: int = 2, suffix: str = "") -> str:
+    """``lo-hi`` of ``values`` at ``digits`` (one number when both ends print the same)."""
+    found = sorted(values)
+    lo, hi = f"{found[0]:.{digits}f}", f"{found[-1]:.{digits}f}"
+    return f"{lo}{suffix}" if lo == hi else f"{lo}-{hi}{suffix}"
+
+
+def _commit(env: dict[str, str]) -> str:
+    return env.get("posenc", "").rsplit("commit ", 1)[-1][:7] or "(no commit recorded)"
+
+
+class LabRun:
+    """One finished run of a lab store, as the prose counts it."""
+
+    def __init__(self, row: dict[str, Any]) -> None:
+        config = json.loads(row["config"])
+        self.encoding: str = row["encoding"]
+        self.task: str = row["task"]
+        self.seed: int = row["seed"]
+        self.architecture: str = config["model"].get("architecture", "decoder")
+        self.cpu: float = row["cpu_seconds"]
+        self.steps: int = row["steps_trained"] or 0
+        self.gate: float = row["gate_metric"] if row["gate_metric"] is not None else float("nan")
+        self.passed = bool(row["passed_gate"])
+        self.decay: int = config["train"].get("decay_steps") or config["train"]["steps"]
+        self.budget: int = config["train"]["steps"]
+
+
+class LabFacts:
+    """The runs of a lab store (or a subset: ``where``), and where they were made."""
+
+    def __init__(self, runs: list[LabRun], env: list[dict[str, str]]) -> None:
+        self.runs, self.env = runs, env
+
+    @classmethod
+    def load(cls, store: str) -> LabFacts:
+        import sqlite3
+
+        db = sqlite3.connect(f"file:{RESULTS / store}?mode=ro", uri=True)
+        db.row_factory = sqlite3.Row
+        try:
+            rows = [dict(r) for r in db.execute("SELECT * FROM runs ORDER BY task, encoding, seed")]
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        finally:
+            db.close()
+        return cls([LabRun(r) for r in rows], json.loads(meta.get("environment", "[]")))
+
+    def where(self, **match: Any) -> LabFacts:
+        """The runs whose attributes equal ``match`` (a value may be a tuple: any of them)."""
+
+        def keep(r: LabRun) -> bool:
+            return all(
+                getattr(r, k) in v if isinstance(v, tuple) else getattr(r, k) == v
+                for k, v in match.items()
+            )
+
+        return LabFacts([r for r in self.runs if keep(r)], self.env)
+
+    @property
+    def n(self) -> int:
+        return len(self.runs)
+
+    @property
+    def passed(self) -> int:
+        return sum(r.passed for r in self.runs)
+
+    @property
+    def failed(self) -> list[LabRun]:
+        return [r for r in self.runs if not r.passed]
+
+    @property
+    def cpu(self) -> str:
+        """CPU-seconds of the runs (training and evaluation, as the store times them)."""
+        return f"{sum(r.cpu for r in self.runs):,.0f}"
+
+    @property
+    def steps(self) -> str:
+        return span([r.steps for r in self.runs], 0)
+
+    @property
+    def passed_steps(self) -> str:
+        return span([r.steps for r in self.runs if r.passed], 0)
+
+    @property
+    def mean_steps(self) -> str:
+        return f"{sum(r.steps for r in self.runs) / len(self.runs):.0f}"
+
+    @property
+    def total_steps(self) -> str:
+        return f"{sum(r.steps for r in self.runs):,}"
+
+    @property
+    def ms_per_step(self) -> str:
+        return f"{1000 * sum(r.cpu for r in self.runs) / sum(r.steps for r in self.runs):.0f}"
+
+    @property
+    def past_decay(self) -> int:
+        """Runs that trained past the end of the learning-rate decay."""
+        return sum(r.steps > r.decay for r in self.runs)
+
+    @property
+    def gates(self) -> str:
+        """The gate scores of the runs (their worst training length)."""
+        return span([r.gate for r in self.runs])
+
+    def values(self, name: str) -> list[Any]:
+        """The distinct values of attribute ``name``, in order."""
+        return sorted({getattr(r, name) for r in self.runs})
+
+    @property
+    def commits(self) -> str:
+        return " and ".join(dict.fromkeys(_commit(e) for e in self.env))
+
+    @property
+    def machine(self) -> str:
+        """The CPU, vector ISA and torch each invocation recorded (once when all agree)."""
+        seen = dict.fromkeys(
+            f"{e.get('cpu', '?')}, {e.get('aten cpu capability', '?')} kernels, "
+            f"torch {e.get('torch', '?')}"
+            for e in self.env
+        )
+        return "; ".join(seen)
+
+
+def lab(store: str) -> LabFacts:
+    """The facts of ``benchmarks/results/STORE`` (``LabFacts``)."""
+    return LabFacts.load(store)
+
+
+def lab_runs_table(store: str) -> str:
+    """Per task, architecture and encoding: runs that passed the gate, their steps, and the
+    gate score of each run that did not."""
+    facts = lab(store)
+    head = ["task", "architecture", "encoding", "passed the gate", "steps (passed)"]
+    head.append("gate score of those that did not")
+    rows = []
+    for task in facts.values("task"):
+        for arch in facts.where(task=task).values("architecture"):
+            for enc in facts.where(task=task, architecture=arch).values("encoding"):
+                f = facts.where(task=task, architecture=arch, encoding=enc)
+                steps = f.passed_steps if f.passed else "-"
+                missed = ", ".join(f"{r.gate:.2f} (seed {r.seed})" for r in f.failed) or "-"
+                rows.append([task, arch, enc, f"{f.passed} of {f.n}", steps, missed])
+    return _markdown(head, rows)
+
+
+def lab_compare(a: str, b: str) -> Any:
+    """``posenc lab compare`` of two committed stores (``posenc.lab.agreement.Agreement``)."""
+    from posenc.lab.agreement import compare_stores
+
+    return compare_stores(RESULTS / a, RESULTS / b)
+
+
+def lab_step_span(name: str, encodings: Iterable[str]) -> str:
+    """posenc's speed over the faster x-transformers trainer (``posenc bench lab``), lo-hi."""
+    wanted = set(encodings)
+    rows = [r for r in _bench(name)["lab"]["results"] if r["encoding"] in wanted]
+    return span([r["ratio_vs_best_xt"] for r in rows], 2, "x")
+
+
+def lab_step_shapes(name: str) -> str:
+    """The batch x length shapes ``posenc bench lab`` timed."""
+    shapes = dict.fromkeys(f"{r['batch']} x {r['length']}" for r in _bench(name)["lab"]["results"])
+    return " and ".join(shapes)
+
+
+def trainers_span(name: str, trainer: str, *, encodings: Iterable[str] | None = None) -> str:
+    """``posenc bench lab``'s trainers: runs per CPU-minute of ``trainer`` over one by one
+    (``x_one_by_one``), lo-hi over the encodings it ran for."""
+    rows = [r[trainer] | {"encoding": r["encoding"]} for r in _bench(name)["lab"]["trainers"]]
+    rows = [r for r in rows if "x_one_by_one" in r]
+    if encodings is not None:
+        rows = [r for r in rows if r["encoding"] in set(encodings)]
+    return span([r["x_one_by_one"] for r in rows], 2, "x")
+
+
+def trainers_failed(name: str, trainer: str) -> str:
+    """The encodings ``trainer`` could not train (an error in the JSON), by name."""
+    rows = _bench(name)["lab"]["trainers"]
+    return ", ".join(r["encoding"] for r in rows if "error" in r.get(trainer, {})) or "none"
+
+
+# --- posenc bench rope: ranges over cases and runs --------------------------------------------
+
+
+def rope_cases(names: Iterable[str], **where: Any) -> list[dict[str, Any]]:
+    """The ``rope`` cases of these runs whose fields equal ``where`` (shape as "1x8x8192x64")."""
+    found = []
+    for name in names:
+        for case in _bench(name)["rope"]:
+            fields = case | {"shape": "x".join(map(str, case["shape"]))}
+            if all(fields.get(k) == v for k, v in where.items()):
+                found.append(case)
+    return found
+
+
+def rope_span(names: Iterable[str], impl: str, field: str = "speedup_vs_hf", **where: Any) -> str:
+    """lo-hi of ``field`` of ``impl`` over the cases of ``names`` matching ``where``."""
+    cases = rope_cases(names, **where)
+    return span([c[field][impl] for c in cases if impl in c.get(field, {})], 2, "x")
+
+
+def rope_cache_span(names: Iterable[str], field: str, scale: float = 1.0, digits: int = 2) -> str:
+    """lo-hi of a ``rope_cache`` field (times ``scale``) over runs; a dict field's values all."""
+    values: list[float] = []
+    for name in names:
+        v = _bench(name)["rope_cache"][field]
+        values += [x * scale for x in v.values()] if isinstance(v, dict) else [v * scale]
+    return span(values, digits)
+
+
+def rope_isa_ratio(*pairs: tuple[str, str]) -> dict[str, Any]:
+    """Median time of each case (posenc_cpp) under the second run's ISA over the first's, for
+    the cases both ran, over ``pairs`` of runs: lo-hi, how many were longer, and the others."""
+    ratios = []
+    for native, forced in pairs:
+        a = {(tuple(c["shape"]), c["dtype"], c["mode"]): c for c in _bench(native)["rope"]}
+        for c in _bench(forced)["rope"]:
+            key = (tuple(c["shape"]), c["dtype"], c["mode"])
+            if key in a:
+                us, ref = c["us"]["posenc_cpp"]["median"], a[key]["us"]["posenc_cpp"]["median"]
+                ratios.append(us / ref)
+    return {"span": span(ratios, 2, "x"), "n": len(ratios),
+            "longer": sum(r > 1.0 for r in ratios),
+            "others": ", ".join(f"{r:.2f}x" for r in sorted(ratios) if r <= 1.0)}  # fmt: skip
+
+
+def cases_span(
+    names: str | Iterable[str],
+    section: str,
+    field: str,
+    impl: str,
+    *,
+    over: str | None = None,
+    digits: int = 2,
+    suffix: str = "x",
+    scale: float = 1.0,
+    largest: bool = False,
+    **where: Any,
+) -> str:
+    """lo-hi over the ``section`` cases of one or more JSON files matching ``where``: the value
+    ``case[field][impl]`` (times ``scale``), or its ratio to ``case[field][over]`` (only the
+    largest with ``largest``). Shapes in ``where`` as "1x8x8192x64"."""
+    values = []
+    for name in [names] if isinstance(names, str) else names:
+        for case in _bench(name)[section]:
+            fields = case | {"shape": "x".join(map(str, case.get("shape", [])))}
+            if not all(fields.get(k) == v for k, v in where.items()):
+                continue
+            got = case.get(field, {})
+            if impl not in got or (over is not None and over not in got):
+                continue
+            value = got[impl] if over is None else got[impl] / got[over]
+            values.append(value * scale)
+    return span([max(values)] if largest else values, digits, suffix)
+
+
+def against(name: str) -> dict[str, Any]:
+    """``benchmarks/against_revision.py``'s JSON with, per mode, the new/old ratio of each
+    encoding's time over the same tree's NoPE layer (``x_nope``: its geometric mean and lo-hi)
+    and NoPE's own new/old lo-hi."""
+    import math
+
+    data = _bench(name)
+    modes: dict[str, dict[str, Any]] = {}
+    for mode in dict.fromkeys(c["mode"] for c in data["cases"]):
+        cases = [c for c in data["cases"] if c["mode"] == mode]
+        ratios = [(c["new_us"] / c["new_nope_us"]) / (c["base_us"] / c["base_nope_us"])
+                  for c in cases]  # fmt: skip
+        nope = [c["new_nope_us"] / c["base_nope_us"] for c in cases]
+        per = [c["new_over_base"] for c in cases]
+        modes[mode] = {
+            "geomean": f"{data['geomean_new_over_base'][mode]:.2f}",
+            "geomean_x_xt": "-"
+            if data["geomean_new_over_base_x_xt"][mode] is None
+            else f"{data['geomean_new_over_base_x_xt'][mode]:.2f}",
+            "x_nope": f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}",
+            "x_nope_span": span(ratios),
+            "nope_span": span(nope, 1),
+            "per_encoding": span(per),
+            "encodings": len(cases),
+        }
+    return data | {"modes": modes}
+
+
+def bench_field(name: str, *path: str | int) -> Any:
+    """One value of a benchmark JSON, by its path of keys."""
+    value: Any = _bench(name)
+    for key in path:
+        value = value[key]
+    return value
+
+
 # --- rendering --------------------------------------------------------------------------------
 
 
@@ -235,6 +655,22 @@ def render(*, figures: bool = True) -> dict[Path, bytes]:
             "bias_table": bias_table,
             "attention_table": attention_table,
             "lab_step_table": lab_step_table,
+            "span": span,
+            "lab": lab,
+            "lab_runs_table": lab_runs_table,
+            "lab_compare": lab_compare,
+            "lab_step_span": lab_step_span,
+            "lab_step_shapes": lab_step_shapes,
+            "trainers_span": trainers_span,
+            "trainers_failed": trainers_failed,
+            "rope_span": rope_span,
+            "rope_cases": rope_cases,
+            "rope_cache_span": rope_cache_span,
+            "rope_isa_ratio": rope_isa_ratio,
+            "bench_field": bench_field,
+            "cases_span": cases_span,
+            "against": against,
+            "extend": extend,
         }
         text = env.get_template(name).render(**functions)
         header = (

@@ -63,7 +63,9 @@ class BuiltLayer(NamedTuple, Generic[E]):
 
 @dataclass(frozen=True)
 class LayerSchedule(Generic[E]):
-    """The encoding, sliding window and chunk of each layer, as patterns repeated to the
+    """The encoding, sliding window and chunk of each layer.
+
+    The encoding, sliding window and chunk of each layer, as patterns repeated to the
     model's depth (see the module docstring).
 
     Raises: TypeError for a pattern that is not a sequence; ValueError for an empty pattern or
@@ -91,7 +93,9 @@ class LayerSchedule(Generic[E]):
 
     def layers(self, n_layers: int) -> list[Layer[E]]:
         """The entries of each of ``n_layers`` layers: layer i takes entry i mod len of each
-        pattern."""
+        pattern.
+
+        Raises: TypeError/ValueError unless ``n_layers`` is an int >= 1."""
         check_positive_int(n_layers, "n_layers")
         return [
             Layer(
@@ -129,12 +133,16 @@ def cache_keep(window: int | None, chunk: int | None) -> int | None:
 
 
 def irope(*, interval: int = 4, chunk: int = 8192, base: float = 500000.0) -> LayerSchedule[Never]:
-    """Llama 4's iRoPE: RoPE (``base``) with chunked attention (``chunk``) on every layer but
+    """Llama 4's iRoPE schedule: chunked RoPE layers with one NoPE layer per interval.
+
+    Llama 4's iRoPE: RoPE (``base``) with chunked attention (``chunk``) on every layer but
     each ``interval``-th, which has NoPE and full attention (transformers ``Llama4TextConfig``:
     ``no_rope_layers[i] = int((i + 1) % no_rope_layer_interval != 0)``, ``layer_types``
     "chunked_attention" where it rotates); adjacent pairs rotate (``layout="interleaved"``:
     its ``apply_rotary_emb`` reads pairs as complex numbers). Without Llama 4's NoPE-layer
-    query temperature."""
+    query temperature.
+    Raises: TypeError/ValueError unless ``interval`` is an int >= 2.
+    """
     check_positive_int(interval, "interval", minimum=2)
     rope: Named = ("rope", {"base": base, "layout": "interleaved"})
     return LayerSchedule(
@@ -145,10 +153,14 @@ def irope(*, interval: int = 4, chunk: int = 8192, base: float = 500000.0) -> La
 def rnope_swa(
     *, interval: int = 4, window: int = 4096, base: float = 10000.0
 ) -> LayerSchedule[Never]:
-    """RNoPE-SWA (Yang et al. 2025, arXiv:2501.18795): RoPE (``base``) with a sliding window of
+    """RNoPE-SWA's schedule: sliding RoPE layers with one full NoPE layer per interval.
+
+    RNoPE-SWA (Yang et al. 2025, arXiv:2501.18795): RoPE (``base``) with a sliding window of
     ``window`` keys on every layer but each ``interval``-th, which has NoPE and full attention
     (transformers ``cohere2``: ``layer_types`` "sliding_attention" where (i + 1) %
-    ``sliding_window_pattern`` != 0, rotary only on the sliding layers)."""
+    ``sliding_window_pattern`` != 0, rotary only on the sliding layers).
+    Raises: TypeError/ValueError unless ``interval`` is an int >= 2.
+    """
     check_positive_int(interval, "interval", minimum=2)
     rope: Named = ("rope", {"base": base})
     return LayerSchedule(
@@ -157,15 +169,21 @@ def rnope_swa(
 
 
 def smollm3(*, interval: int = 4, base: float = 2_000_000.0) -> LayerSchedule[Never]:
-    """SmolLM3: RoPE (``base``) on every layer but each ``interval``-th, which has NoPE; full
-    attention everywhere (transformers ``SmolLM3Config.no_rope_layers``)."""
+    """SmolLM3's schedule: RoPE layers with one NoPE layer per interval.
+
+    SmolLM3: RoPE (``base``) on every layer but each ``interval``-th, which has NoPE; full
+    attention everywhere (transformers ``SmolLM3Config.no_rope_layers``).
+    Raises: TypeError/ValueError unless ``interval`` is an int >= 2.
+    """
     check_positive_int(interval, "interval", minimum=2)
     rope: Named = ("rope", {"base": base})
     return LayerSchedule(pe=(rope,) * (interval - 1) + ("nope",))
 
 
 def gemma2(*, window: int = 4096, base: float = 10000.0) -> LayerSchedule[Never]:
-    """Gemma 2: sliding-window layers (``window`` keys) alternating with global ones, layer 0
+    """Gemma 2's schedule: sliding-window and global layers alternating.
+
+    Gemma 2: sliding-window layers (``window`` keys) alternating with global ones, layer 0
     sliding; RoPE ``base`` on both (transformers ``Gemma2Config.layer_types``)."""
     return LayerSchedule(pe=(("rope", {"base": base}),), window=(window, None))
 
@@ -177,10 +195,14 @@ def gemma3(
     local_base: float = 10000.0,
     global_base: float = 1_000_000.0,
 ) -> LayerSchedule[Never]:
-    """Gemma 3: RoPE ``local_base`` with a sliding window of ``window`` keys on every layer but
+    """Gemma 3's schedule: local RoPE layers with one global layer per interval.
+
+    Gemma 3: RoPE ``local_base`` with a sliding window of ``window`` keys on every layer but
     each ``interval``-th, global with RoPE ``global_base`` (transformers
     ``Gemma3TextConfig``: ``sliding_window_pattern`` 6, ``rope_local_base_freq`` 10k,
-    ``rope_theta`` 1M)."""
+    ``rope_theta`` 1M).
+    Raises: TypeError/ValueError unless ``interval`` is an int >= 2.
+    """
     check_positive_int(interval, "interval", minimum=2)
     local: Named = ("rope", {"base": local_base})
     return LayerSchedule(

@@ -216,7 +216,9 @@ def check_token_range(idx: Any, vocab_size: int, what: str = "idx") -> None:
 
 def check_nonnegative(pos: Tensor, what: str = "positions") -> None:
     """Absolute encodings index a table: negative positions mean nothing there (checked where
-    ``values_checked``)."""
+    ``values_checked``).
+    Raises: ValueError naming the smallest position when it is negative.
+    """
     if pos.numel() and values_checked(pos) and int(pos.min()) < 0:
         raise ValueError(f"{what} must be >= 0 for an absolute encoding, got min {int(pos.min())}")
 
@@ -234,7 +236,10 @@ def check_positions_match(pos: Any, batch: int, length: int, what: str, axes: in
 
 
 def check_ndim(x: Any, ndim: int, what: str, layout: str) -> None:
-    """Raise unless ``x`` is a tensor of rank ``ndim`` (``layout`` names the axes)."""
+    """Raise unless ``x`` is a tensor of rank ``ndim`` (``layout`` names the axes).
+
+    Raises: TypeError when x is not a tensor, ValueError when its rank is not ndim.
+    """
     if not isinstance(x, Tensor):
         raise TypeError(f"{what} must be a torch.Tensor {layout}, got {type(x).__name__}")
     if x.ndim != ndim:

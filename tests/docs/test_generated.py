@@ -54,3 +54,28 @@ def test_speed_page_names_the_machine_of_every_table() -> None:
     for ref in ("[1]", "[2]", "[3]"):
         assert re.search(rf"^{re.escape(ref)} .+; torch \S+; .+ UTC; load ", text, flags=re.M)
     assert text.count("Machine: AMD EPYC (ISA not recorded, 2 threads); torch 2.13.0+cpu") == 2
+
+
+def test_results_page_holds_the_extension_labs_answer_from_its_committed_store(
+    tmp_path: Path,
+) -> None:
+    """The context-extension section is ``posenc lab extend``'s answer for the committed store,
+    with the machine and time its ``last_run`` recorded (read from a copy of the store)."""
+    import json
+    import shutil
+    import sqlite3
+
+    from posenc.extlab.config import ExtendConfig
+    from posenc.extlab.summary import answer_text
+
+    store = ROOT / "benchmarks/results/extend.sqlite"
+    shutil.copyfile(store, tmp_path / "extend.sqlite")
+    db = sqlite3.connect(tmp_path / "extend.sqlite")
+    meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+    db.close()
+    cfg, run = ExtendConfig(**json.loads(meta["config"])), json.loads(meta["last_run"])
+    text = (ROOT / "docs" / "results.md").read_text()
+    section = text[text.index("## Context-extension lab") :]
+    assert answer_text(tmp_path, cfg).rstrip("\n") in section
+    assert f"It ran on {run['cpu_model']} ({run['cpus']} CPUs)" in section
+    assert f"for {run['units_run']} units" in section

@@ -124,15 +124,23 @@ class Attention(AttentionFlow, nn.Module):
     def new_context(
         self, pos: Tensor | None, B: int, T: int, cache: KeyValueCache | None, x: Tensor
     ) -> PositionContext:
+        """This call's position context (``attention.flow.new_context``): positions ``pos``
+        (T,) | (B, T), or the next ones after ``cache``, for input ``x`` (B, T, C)."""
         return new_context(self.pe, pos, B, T, cache, x.device)
 
     def cache_offset(self, cache: KeyValueCache | None) -> int:
+        """Keys before this call's: the entries ``cache`` holds (0 without one)."""
         return 0 if cache is None else len(cache)
 
     def key_count(self, cache: KeyValueCache | None, offset: int, T: int) -> int:
+        """Keys this call attends to: the ``offset`` cached ones and its own ``T``."""
         return offset + T
 
     def streams(self, cache: KeyValueCache) -> bool:
+        """Whether ``cache`` streams (sinks and a window: positions assigned in the cache).
+
+        Raises: ValueError when the cache keeps fewer keys than this layer's window or chunk
+        sees, or streams an encoding whose positions cannot be re-assigned."""
         check_keep(cache, self.window, self.chunk)
         if cache.streams:
             check_streamable(self.pe)

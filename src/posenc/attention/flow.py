@@ -69,7 +69,9 @@ TIME_AXIS: tuple[int, ...] = (2, 2, 1, 1, 1)
 
 
 class Memory(NamedTuple):
-    """An encoder output as one cross-attention layer reads it (``project_memory``): its keys
+    """An encoder output as one cross-attention layer reads it.
+
+    An encoder output as one cross-attention layer reads it (``project_memory``): its keys
     and values (B, Hkv, S, D) computed once, with the source positions and validity, and the
     source padding mask (B, S) or None (no padding: nothing to mask)."""
 

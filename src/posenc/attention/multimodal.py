@@ -28,7 +28,9 @@ def mrope_positions(
     second_per_grid_ts: Tensor | Sequence[float] | None = None,
     frames_apart: bool = False,
 ) -> Tensor:
-    """M-RoPE position ids (t, h, w) of every token, equal to transformers 5.23's
+    """M-RoPE position ids (t, h, w) of every token, as transformers'.
+
+    M-RoPE position ids (t, h, w) of every token, equal to transformers 5.23's
     ``get_rope_index`` of Qwen2-VL, Qwen2.5-VL and Qwen3-VL.
 
     Text advances all three ids by one per token. An image or video block (its grid

@@ -15,6 +15,7 @@ def positions_from_padding(padding_mask: Tensor) -> Tensor:
 
     padding_mask (B, T) bool, True for real tokens -> (B, T) int64; padding gets position 0.
     Example: [F, F, T, T, T] -> [0, 0, 0, 1, 2].
+    Raises: TypeError/ValueError unless ``padding_mask`` is a (B, T) bool tensor.
     """
     check_mask_tensor(padding_mask, "padding_mask", "bool")
     counted = padding_mask.long().cumsum(-1) - 1  # (B, T) index among real tokens
@@ -26,6 +27,7 @@ def packed_positions(segment_ids: Tensor) -> Tensor:
 
     segment_ids (B, T) int, constant within a segment -> (B, T) int64.
     Example: [0, 0, 0, 1, 1, 2] -> [0, 1, 2, 0, 1, 0].
+    Raises: TypeError/ValueError unless ``segment_ids`` is a (B, T) integer tensor.
     """
     check_mask_tensor(segment_ids, "segment_ids", "integer")
     B, T = segment_ids.shape
@@ -37,7 +39,9 @@ def packed_positions(segment_ids: Tensor) -> Tensor:
 
 
 def decode_positions(prefix_len: int, n_new: int, *, device: torch.device | None = None) -> Tensor:
-    """Positions of ``n_new`` tokens decoded after a prefix of ``prefix_len``: they advance by
+    """Positions of ``n_new`` tokens decoded after a prefix.
+
+    Positions of ``n_new`` tokens decoded after a prefix of ``prefix_len``: they advance by
     one from the prefix length. Returns (n_new,) int64.
 
     Raises: TypeError for a length that is not an int; ValueError for a negative one.
@@ -50,7 +54,9 @@ def decode_positions(prefix_len: int, n_new: int, *, device: torch.device | None
 def grid_positions(
     *sizes: int, offset: int | Sequence[int] = 0, device: torch.device | None = None
 ) -> Tensor:
-    """Positions of the cells of a grid of ``sizes`` (rows, columns) for an image or (frames,
+    """Positions of the cells of an image or video grid, in raster order.
+
+    Positions of the cells of a grid of ``sizes`` (rows, columns) for an image or (frames,
     rows, columns) for a video, in raster order (the last axis fastest), each axis starting
     at ``offset`` (one int, or one per axis): what the grid encodings (rope_2d, rope_3d,
     mrope, sincos_2d, ...) read. Example: grid_positions(2, 3) -> [[0, 0], [0, 1], [0, 2],

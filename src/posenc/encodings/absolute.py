@@ -27,6 +27,7 @@ class Sinusoidal(SinusoidalFlow, PositionalEncoding):
     The table is computed in float64 for the positions given and cast to x's dtype. ``scale``
     (1 in the paper) sets the table's size against the token embeddings: the paper scales tokens
     up by sqrt(C) instead; x-transformers scales the table by C^-1/2.
+    Shapes: ``embed(x, pos)``: x (B, T, C), pos (T,) | (B, T) int64 -> (B, T, C).
     """
 
     capabilities = Capabilities(embeds=True)
@@ -40,6 +41,7 @@ class Learned(AbsoluteFlow, PositionalEncoding):
     """Learned absolute table (Gehring et al. 2017; GPT/BERT): x_p + W[p], W (max_len, C).
 
     Initialised N(0, 0.02²) as in GPT-2. Positions >= max_len have no row and raise.
+    Shapes: ``embed(x, pos)``: x (B, T, C), pos (T,) | (B, T) int64 -> (B, T, C).
     """
 
     capabilities = Capabilities(embeds=True)
@@ -52,13 +54,16 @@ class Learned(AbsoluteFlow, PositionalEncoding):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """Re-draw the parameters as at construction: W ~ N(0, 0.02²)."""
         nn.init.normal_(self.weight, std=0.02)
 
     def rows(self, pos: Tensor) -> Tensor:
         return self.weight[pos]  # (..., C)
 
     def check_values(self, pos: Tensor) -> None:
-        """Every position has a row (checked where ``values_checked``)."""
+        """Every position has a row (checked where ``values_checked``).
+
+        Raises: ValueError for a negative position or one >= max_len."""
         check_nonnegative(pos)  # so 0 bounds them below: one host read more, of the max
         if pos.numel() and values_checked(pos):
             self.config.check_rows(0, int(pos.max()))

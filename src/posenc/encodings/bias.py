@@ -45,6 +45,8 @@ class ALiBi(BiasFlow, PositionalEncoding):
     ``posenc.plots.bias_matrix(pe, masked=0.0)`` gives that form. The
     float64 ``slopes64`` stay out of ``model.to(bf16)``; ``slopes`` follows the module dtype
     and sets the bias dtype: float32, or float64 after ``.double()``.
+    Shapes: ``bias(q_pos, k_pos)``: q_pos (Tq,) | (B, Tq), k_pos (Tk,) | (B, Tk) int64 ->
+    (1|B, H, Tq, Tk), added to the scaled logits.
     """
 
     capabilities = Capabilities(bias="offset")
@@ -85,6 +87,8 @@ class T5Bias(T5Flow, PositionalEncoding):
     ``relative_attention_bias.weight``. Init N(0, init_std²), small like the reference code
     (HF: d_model^-0.5): buckets never reached in training stay near zero instead of adding
     noise at long range (x-transformers' N(0, 1) default does).
+    Shapes: ``bias(q_pos, k_pos)``: q_pos (Tq,) | (B, Tq), k_pos (Tk,) | (B, Tk) int64 ->
+    (1|B, H, Tq, Tk), added to the scaled logits.
     """
 
     capabilities = Capabilities(bias="offset")
@@ -96,6 +100,7 @@ class T5Bias(T5Flow, PositionalEncoding):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """Re-draw the parameters as at construction: W ~ N(0, init_std²)."""
         nn.init.normal_(self.weight, std=self.init_std)
 
     def lookup(self, table: Tensor, index: Tensor) -> Tensor:
@@ -113,6 +118,8 @@ class Kerple(KerpleFlow, PositionalEncoding):
     to the ranges above with eps = 0.01. The official code clamps ``.data`` in place at every
     forward; here the clamp is applied in the forward with a straight-through gradient
     (same values, compile-friendly). ``init_r1``/``init_r2`` set every head to one value.
+    Shapes: ``bias(q_pos, k_pos)``: q_pos (Tq,) | (B, Tq), k_pos (Tk,) | (B, Tk) int64 ->
+    (1|B, H, Tq, Tk), added to the scaled logits.
     """
 
     capabilities = Capabilities(bias="offset")
@@ -126,6 +133,7 @@ class Kerple(KerpleFlow, PositionalEncoding):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """Re-draw the parameters as at construction: r1, r2 uniform, or ``init_r1``/``init_r2``."""
         inits = (self.init_r1, self.init_r2)
         with torch.no_grad():
             for p, init, scale in zip((self.r1, self.r2), inits, self.init_scales, strict=True):
@@ -149,6 +157,8 @@ class FIRE(BiasFlow, PositionalEncoding):
     full forward. The MLP runs in float32 (or wider) whatever the module dtype, evaluated as the
     piecewise-linear function it is (``functional.fire_mlp_pieces``: two gathers per score,
     not a ``hidden``-wide activation).
+    Shapes: ``bias(q_pos, k_pos)``: q_pos (Tq,) | (B, Tq), k_pos (Tk,) | (B, Tk) int64 ->
+    (1|B, H, Tq, Tk), added to the scaled logits.
     """
 
     capabilities = Capabilities(bias="positions", fused="fire")
@@ -161,6 +171,8 @@ class FIRE(BiasFlow, PositionalEncoding):
         self.threshold_scale = nn.Parameter(torch.tensor(1.0))
 
     def reset_parameters(self) -> None:
+        """Re-draw the parameters as at construction: c = ``init_c``, threshold scale 1, and
+        the MLP's Linear init."""
         with torch.no_grad():
             self.c.fill_(self.init_c)
             self.threshold_scale.fill_(1.0)

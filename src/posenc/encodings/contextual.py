@@ -24,6 +24,8 @@ class CoPE(CoPEFlow, PositionalEncoding):
     by heads, as in the paper's code (Appendix B). e starts N(0, 0.02²), not at the code's
     zeros, so positions matter from the first step. Meant for causal attention; positions ignore
     the position ids, so cached decoding equals the full forward.
+    Shapes: ``relative_logits(scores, q, k, q_pos, k_pos)``: scores (B, H, Tq, Tk), q (B, H, Tq, D),
+    k (B, Hkv, Tk, D), q_pos (Tq,) | (B, Tq), k_pos (Tk,) | (B, Tk) int64 -> (B, H, Tq, Tk).
     """
 
     capabilities = Capabilities(relative_terms=True)
@@ -35,4 +37,5 @@ class CoPE(CoPEFlow, PositionalEncoding):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """Re-draw the parameters as at construction: e ~ N(0, 0.02²)."""
         nn.init.normal_(self.pos_emb, std=0.02)

@@ -45,7 +45,9 @@ class AxialRoPE(AxialFlow, GridRotary):
 
 @register("rope_2d", family="rotary", paper="Heo et al., arXiv:2403.13298", year=2024)
 class RoPE2D(AxialRoPE):
-    """Axial 2-D RoPE for images (Heo et al. 2024, "Rotary Position Embedding for Vision
+    """Axial 2-D RoPE for images: pairs split between rows and columns.
+
+    Axial 2-D RoPE for images (Heo et al. 2024, "Rotary Position Embedding for Vision
     Transformer", eq. 12): at grid position (y, x) (row, column) the first half of the pairs
     turns by y·θ_j, the second by x·θ_j, θ_j = base^(-4j/D), j < D/4, so
 
@@ -55,6 +57,8 @@ class RoPE2D(AxialRoPE):
     otherwise, each axis with its own series base^(-2j/(2 s_a)); ``layout`` "half" or
     "interleaved" (the paper's complex pairs; rotary-embedding-torch's axial frequencies).
     A grid larger than in training needs nothing more: positions past it are rotations too.
+    Shapes: ``rotate(q, k, q_pos, k_pos)``: q (B, H, Tq, D), k (B, Hkv, Tk, D), q_pos (Tq, 2) |
+    (B, Tq, 2), k_pos (Tk, 2) | (B, Tk, 2) int64 -> q and k of the same shapes.
     """
 
     config_class = AxialRoPEConfig
@@ -63,10 +67,14 @@ class RoPE2D(AxialRoPE):
 
 @register("rope_3d", family="rotary", paper="Heo et al., arXiv:2403.13298 (3 axes)", year=2024)
 class RoPE3D(AxialRoPE):
-    """Axial RoPE for video, positions (t, h, w): ``sections`` (default a third each) of the
+    """Axial RoPE for video: pairs split between frames, rows and columns.
+
+    Axial RoPE for video, positions (t, h, w): ``sections`` (default a third each) of the
     pairs turn by the frame, the row and the column, each axis with its own RoPE series
     base^(-2j/(2 s_a)) (axial RoPE of Heo et al. 2024 on three axes, as video diffusion
     transformers use it). Scores depend on (Δt, Δh, Δw) only.
+    Shapes: ``rotate(q, k, q_pos, k_pos)``: q (B, H, Tq, D), k (B, Hkv, Tk, D), q_pos (Tq, 3) |
+    (B, Tq, 3), k_pos (Tk, 3) | (B, Tk, 3) int64 -> q and k of the same shapes.
     """
 
     config_class = RoPE3DConfig
@@ -86,6 +94,8 @@ class RoPEMixed(GridRotary):
     layers it serves (the paper learns F per layer: give each layer its own encoding).
     Per-head frequencies need keys with the queries' heads (no grouped-query attention), or
     ``n_heads=1`` (one F for every head).
+    Shapes: ``rotate(q, k, q_pos, k_pos)``: q (B, H, Tq, D), k (B, Hkv, Tk, D), q_pos (Tq, 2) |
+    (B, Tq, 2), k_pos (Tk, 2) | (B, Tk, 2) int64 -> q and k of the same shapes.
     """
 
     config_class = RoPEMixedConfig

@@ -22,7 +22,9 @@ from .flows import AbsoluteFlow, Sincos2DFlow
 
 @register("sincos_2d", family="additive", paper="He et al., arXiv:2111.06377", year=2022)
 class Sincos2D(Sincos2DFlow, PositionalEncoding):
-    """MAE's fixed 2-D sin-cos table added to patch embeddings (He et al. 2022, released code
+    """MAE's fixed 2-D sin-cos table added to patch embeddings.
+
+    MAE's fixed 2-D sin-cos table added to patch embeddings (He et al. 2022, released code
     ``get_2d_sincos_pos_embed``): at grid position (y, x) (row, column),
 
         PE = [sin(x ω), cos(x ω), sin(y ω), cos(y ω)],  ω_i = base^(-i/(C/4)), i < C/4,
@@ -30,6 +32,7 @@ class Sincos2D(Sincos2DFlow, PositionalEncoding):
     the column first as in MAE. Computed in float64 for the positions given (any grid size,
     so a larger grid needs no resampling) and cast to x's dtype; positions (T, 2) | (B, T, 2).
     ``scale`` (1 in MAE) multiplies the table, as ``sinusoidal``'s: x + scale·PE.
+    Shapes: ``embed(x, pos)``: x (B, T, C), pos (T, 2) | (B, T, 2) int64 -> (B, T, C).
     """
 
     capabilities = Capabilities(embeds=True)
@@ -38,12 +41,15 @@ class Sincos2D(Sincos2DFlow, PositionalEncoding):
 
 @register("learned_2d", family="additive", paper="Dosovitskiy et al., arXiv:2010.11929", year=2021)
 class Learned2D(AbsoluteFlow, PositionalEncoding):
-    """A learned table over a grid of ``grid`` = (rows, columns) patches, as ViT's position
+    """A learned position table over a grid of patches (ViT).
+
+    A learned table over a grid of ``grid`` = (rows, columns) patches, as ViT's position
     embedding (Dosovitskiy et al. 2021): x + W[y·columns + x] at grid position (y, x), W
     (rows·columns, C) initialised N(0, init_std²) (0.02, ViT's), rows in raster order.
     ``resample_(new_grid)`` interpolates W to another grid (bicubic with antialias, as timm's
     ``resample_abs_pos_embed``: ``posenc.functional.resample_table``); positions outside the
     grid raise.
+    Shapes: ``embed(x, pos)``: x (B, T, C), pos (T, 2) | (B, T, 2) int64 -> (B, T, C).
     """
 
     capabilities = Capabilities(embeds=True)
@@ -57,6 +63,7 @@ class Learned2D(AbsoluteFlow, PositionalEncoding):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """Re-draw the parameters as at construction: W ~ N(0, init_std²)."""
         nn.init.normal_(self.weight, std=self.config.init_std)
 
     def rows(self, pos: Tensor) -> Tensor:
@@ -66,7 +73,9 @@ class Learned2D(AbsoluteFlow, PositionalEncoding):
         self, grid: Sequence[int], *, mode: PF.ResampleMode = "bicubic", antialias: bool = True
     ) -> Learned2D:
         """Interpolate W in place to ``grid`` (rows, columns) (``resample_table``); returns
-        self. The parameter is replaced: rebuild an optimizer that held the old one."""
+        self. The parameter is replaced: rebuild an optimizer that held the old one.
+
+        Raises: TypeError/ValueError for a ``grid`` that is not two ints >= 1."""
         new = PF.check_grid(grid, "grid")
         with torch.no_grad():
             table = PF.resample_table(
@@ -78,7 +87,9 @@ class Learned2D(AbsoluteFlow, PositionalEncoding):
         return self
 
     def check_values(self, pos: Tensor) -> None:
-        """Every position lies on the grid (checked where ``values_checked``)."""
+        """Every position lies on the grid (checked where ``values_checked``).
+
+        Raises: ValueError for a position off the grid."""
         if pos.numel() and values_checked(pos):
             y, x = pos[..., 0], pos[..., 1]
             self.config.check_rows(y.min(), y.max(), x.min(), x.max())

@@ -9,7 +9,9 @@ from .grid_rotary import AxialRoPE
 
 @register("mrope", family="rotary", paper="Wang et al., arXiv:2409.12191", year=2024)
 class MRoPE(AxialRoPE):
-    """M-RoPE (Qwen2-VL, Wang et al. 2024, sec. 2.1): RoPE's frequencies θ_p = base^(-2p/D)
+    """M-RoPE: RoPE's pairs handed to the (t, h, w) position axes.
+
+    M-RoPE (Qwen2-VL, Wang et al. 2024, sec. 2.1): RoPE's frequencies θ_p = base^(-2p/D)
     over all P pairs, the pairs handed to the position axes (t, h, w) by ``mrope_section``:
 
         angle_p = pos[a(p)]·θ_p,  a(p) = t for the first s_t pairs, h for the next s_h, w after,
@@ -20,6 +22,8 @@ class MRoPE(AxialRoPE):
     (``posenc.mrope_positions`` computes transformers' position ids; Qwen2.5-VL's temporal
     ids count absolute time). Positions are (T, 3) or (B, T, 3); ``layout`` "half" as Qwen's
     ``rotate_half``. ``posenc.rope_from_hf`` reads Qwen2-VL, Qwen2.5-VL and Qwen3-VL configs.
+    Shapes: ``rotate(q, k, q_pos, k_pos)``: q (B, H, Tq, D), k (B, Hkv, Tk, D), q_pos (Tq, 3) |
+    (B, Tq, 3), k_pos (Tk, 3) | (B, Tk, 3) int64 -> q and k of the same shapes.
     """
 
     config_class = MRoPEConfig

@@ -13,6 +13,8 @@ class NoPE(PositionalEncoding):
 
     A causal decoder still infers position from its mask (Kazemnejad et al. 2023); an encoder
     is permutation-equivariant.
+    Shapes: every hook returns its inputs unchanged
+    (``embed``: x (B, T, C); ``rotate``: q (B, H, Tq, D), k (B, Hkv, Tk, D)); ``bias`` is None.
     """
 
     capabilities = Capabilities()

@@ -18,7 +18,9 @@ from .flows import PoPEFlow
 
 @register("pope", family="rotary", paper="Gopalakrishnan et al., arXiv:2509.10534", year=2025)
 class PoPE(PoPEFlow, PositionalEncoding):
-    """Polar coordinates decouple content ("what") from position ("where") (PoPE, sec. 3):
+    """PoPE: polar coordinates decouple content ("what") from position ("where").
+
+    Gopalakrishnan et al. 2025 (arXiv:2509.10534), sec. 3:
 
     q̃_tc = softplus(q_tc) e^(i t θ_c),  k̃_sc = softplus(k_sc) e^(i (s θ_c + δ_c)),
     a_ts = Re[q̃_t^H k̃_s] = Σ_c μ_qc μ_kc cos((s - t) θ_c + δ_c),  θ_c = base^(-c/D), c < D.
@@ -28,6 +30,9 @@ class PoPE(PoPEFlow, PositionalEncoding):
     bias δ is learned per head and frequency, starts at 0 and is clamped to [-2π, 0]; we apply
     it as -δ on the query, which gives the same a_ts and works with grouped key heads.
     ``phase_bias=False`` drops δ. Phases are computed in float64, magnitudes in float32.
+    Shapes: ``rotate(q, k, q_pos, k_pos)``: q (B, H, Tq, D), k (B, Hkv, Tk, D), q_pos (Tq,) |
+    (B, Tq), k_pos (Tk,) | (B, Tk) int64 -> q and k as 2D real features, q (B, H, Tq, 2D) and k
+    (B, Hkv, Tk, 2D).
     """
 
     capabilities = Capabilities(rotates=True)

@@ -17,7 +17,9 @@ from .flows import RandomizedFlow
 
 @register("randomized", family="randomized", paper="Ruoss et al., arXiv:2305.16843", year=2023)
 class Randomized(RandomizedFlow, PositionalEncoding):
-    """Train on random positions from a larger range, so test lengths meet seen positions:
+    """Randomized positions: train on positions drawn from a larger range.
+
+    Ruoss et al. 2023 (arXiv:2305.16843): so that test lengths meet positions seen in training:
 
     training: pos' = S[pos], S a sorted uniform random subset of {0, ..., L - 1} of size
     max(pos) + 1, drawn per batch row, each of its own row's size (L = ``max_len``, e.g. the
@@ -29,6 +31,9 @@ class Randomized(RandomizedFlow, PositionalEncoding):
     also when activation checkpointing recomputes a block with the same context); a hook called
     without a context draws afresh. ``seed`` gives the sampler its own generator (reproducible
     draws).
+    Shapes: those of the base encoding's hooks (``embed`` x (B, T, C); ``rotate`` q
+    (B, H, Tq, D), k (B, Hkv, Tk, D); ``bias`` (1|B, H, Tq, Tk)), positions (Tq,) | (B, Tq)
+    and (Tk,) | (B, Tk) int64.
     """
 
     capabilities = Capabilities(embeds=True, rotates=True)  # the base's hook
@@ -72,7 +77,9 @@ class Randomized(RandomizedFlow, PositionalEncoding):
         subset of range(max_len) of size max(pos[b]) + 1, S_b[pos]. Fixed shapes and no host
         read under ``torch.compile`` (one graph, ``fullgraph=True``), except the noise of a
         ``seed``'s own generator, which is drawn eagerly (a graph break: torch.compile cannot
-        trace a ``torch.Generator``)."""
+        trace a ``torch.Generator``).
+
+        Raises: ValueError for a negative position."""
         check_nonnegative(pos)
         rows = batch_positions(pos, batch)  # (B, T)
         if not rows.numel():

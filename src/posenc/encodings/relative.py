@@ -28,6 +28,10 @@ class Shaw(ShawFlow, PositionalEncoding):
     on one repeated token) until training grows the tables; tutorials that draw the tables
     from ``torch.randn`` (std 1) see a position effect at once: ``init_std=1.0``. Indices come
     from positions, so cached decoding is exact.
+    Shapes: ``relative_logits(scores, q, k, q_pos, k_pos)``: scores (B, H, Tq, Tk), q (B, H, Tq, D),
+    k (B, Hkv, Tk, D), q_pos (Tq,) | (B, Tq), k_pos (Tk,) | (B, Tk) int64 -> (B, H, Tq, Tk).
+    ``relative_values(probs, q_pos, k_pos)``: probs (B, H, Tq, Tk) -> (B, H, Tq, D), added to the
+    attention output.
     """
 
     capabilities = Capabilities(relative_terms=True)
@@ -41,6 +45,7 @@ class Shaw(ShawFlow, PositionalEncoding):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """Re-draw the parameters as at construction: each table ~ N(0, init_std²)."""
         for table in (self.key_table, self.value_table):
             if table is not None:
                 nn.init.normal_(table, std=self.config.init_std)
@@ -54,6 +59,8 @@ class TransformerXL(TransformerXLFlow, PositionalEncoding):
     R_p the sinusoidal row (width C = ``dim``) of offset p = i - j, W_R (H·D, C) shared by the
     layers using this encoding, u, v (H, D) the global content and position biases. Parameters
     start N(0, 0.02²) as in the paper's code. Offsets come from positions (cached decoding works).
+    Shapes: ``relative_logits(scores, q, k, q_pos, k_pos)``: scores (B, H, Tq, Tk), q (B, H, Tq, D),
+    k (B, Hkv, Tk, D), q_pos (Tq,) | (B, Tq), k_pos (Tk,) | (B, Tk) int64 -> (B, H, Tq, Tk).
     """
 
     capabilities = Capabilities(relative_terms=True)
@@ -68,6 +75,7 @@ class TransformerXL(TransformerXLFlow, PositionalEncoding):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """Re-draw the parameters as at construction: W_R, u, v ~ N(0, 0.02²)."""
         for p in (self.r_proj, self.u, self.v):
             nn.init.normal_(p, std=0.02)
 

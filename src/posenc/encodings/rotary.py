@@ -80,6 +80,8 @@ class RoPE(RoPEFlow, KernelRotary):
     them all with the current frequencies, so each attention layer's cached decoding equals a
     fresh forward on the same inputs (a whole multi-layer model only approximately: deeper
     layers cache keys/values of states computed at earlier lengths).
+    Shapes: ``rotate(q, k, q_pos, k_pos)``: q (B, H, Tq, D), k (B, Hkv, Tk, D), q_pos (Tq,) |
+    (B, Tq), k_pos (Tk,) | (B, Tk) int64 -> q and k of the same shapes.
     """
 
     config_class = RoPEConfig
@@ -112,7 +114,9 @@ class RoPE(RoPEFlow, KernelRotary):
 
 @register("p_rope", family="rotary", paper="Barbero et al., arXiv:2410.06205", year=2024)
 class PRoPE(RoPE):
-    """p-RoPE (Barbero et al. 2024, "Round and Round We Go!", sec. 6): RoPE with only the
+    """p-RoPE: RoPE with only its highest-frequency share of pairs rotated.
+
+    p-RoPE (Barbero et al. 2024, "Round and Round We Go!", sec. 6): RoPE with only the
     highest-frequency share ``p`` of its pairs rotated, θ_i = base^(-2i/d) for
     i < ⌊p·d/2⌋ and θ_i = 0 for the rest (``PF.p_rope_inv_freq``), so the lowest frequencies,
     which carry little position but much "semantic" channel, are not rotated at all.
@@ -120,6 +124,8 @@ class PRoPE(RoPE):
     p = 1 is ``rope``, p = 0 is ``nope``. transformers' ``rope_type: "proportional"`` (Gemma 4)
     is this with p its ``partial_rotary_factor`` (``posenc.hf.rope_config.rope_from_hf``).
     Everything else (``layout``, ``partial``, ``scaling``, ``kernel``, ``kv_policy``) is RoPE's.
+    Shapes: ``rotate(q, k, q_pos, k_pos)``: q (B, H, Tq, D), k (B, Hkv, Tk, D), q_pos (Tq,) |
+    (B, Tq), k_pos (Tk,) | (B, Tk) int64 -> q and k of the same shapes.
     """
 
     config_class = PRoPEConfig

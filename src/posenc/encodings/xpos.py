@@ -27,6 +27,8 @@ class XPos(XPosFlow, Rotary):
     Positions are not centred, so cached keys stay valid; past ±``PF.xpos_max_position`` (34k in
     float32 and bfloat16, 2.6k in float16) the scaled keys (or queries, below -limit) would
     overflow: a ValueError.
+    Shapes: ``rotate(q, k, q_pos, k_pos)``: q (B, H, Tq, D), k (B, Hkv, Tk, D), q_pos (Tq,) |
+    (B, Tq), k_pos (Tk,) | (B, Tk) int64 -> q and k of the same shapes.
     """
 
     config_class = XPosConfig

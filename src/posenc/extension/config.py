@@ -185,7 +185,9 @@ def _fields(cls: type[ScalingConfig]) -> tuple[list[str], list[str]]:
 
 
 def scaling_config(spec: ScalingConfig | Mapping[str, Any]) -> ScalingConfig:
-    """A config from a dict like ``{"rope_type": "llama3", "factor": 8.0, ...}`` (``type`` also
+    """A ScalingConfig from a transformers-style ``rope_scaling`` dict.
+
+    A config from a dict like ``{"rope_type": "llama3", "factor": 8.0, ...}`` (``type`` also
     accepted, as in older ``rope_scaling`` dicts); a ScalingConfig is returned as is.
 
     Raises: ValueError for a missing/unknown method, an unknown key, a missing required key or

@@ -19,6 +19,7 @@ def alibi_slopes(n_heads: int, *, xp: ModuleType | None = None, device: Any = No
     Computed in float64 in namespace ``xp`` (default NumPy).
     Shapes: returns (H,).
     Raises: TypeError/ValueError unless ``n_heads`` is an int >= 1.
+    Paper: Press et al. 2022, arXiv:2108.12409.
     """
     check_positive_int(n_heads, "n_heads")
     xp = np_xp if xp is None else xp
@@ -41,6 +42,7 @@ def alibi_bias(q_pos: Any, k_pos: Any, slopes: Any, *, bidirectional: bool = Fal
     use it (MosaicBERT, x-transformers' ``AlibiPositionalBias``); on keys j <= i both agree.
     The result has ``slopes``' dtype (int offsets are exact in float32 below 2^24).
     Shapes: q_pos (..., Tq), k_pos (..., Tk) integer, slopes (H,) -> (..., H, Tq, Tk).
+    Paper: Press et al. 2022, arXiv:2108.12409.
     """
     xp = namespace(q_pos, k_pos, slopes)
     offsets = xp.astype(relative_offsets(q_pos, k_pos), slopes.dtype)  # (..., Tq, Tk)

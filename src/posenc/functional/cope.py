@@ -18,6 +18,7 @@ def cope_positions(logits: Any, *, n_positions: int) -> Any:
     row, as in the paper's code.
     Shapes: logits (..., Tq, Tk) -> (..., Tq, Tk) in [0, n_positions - 1].
     Raises: ValueError for n_positions < 2.
+    Paper: Golovneva et al. 2024, arXiv:2405.18719.
     """
     check_positive_int(n_positions, "n_positions", minimum=2)
     xp = namespace(logits)
@@ -32,6 +33,7 @@ def cope_interpolate(positions: Any, per_position: Any) -> Any:
     out_ij = (1 - w) e[floor p_ij] + w e[ceil p_ij], w = p_ij - floor p_ij, with
     e = ``per_position`` (q_i · e[p] for every integer p).
     Shapes: positions (..., Tq, Tk); per_position (..., Tq, P) -> (..., Tq, Tk).
+    Paper: Golovneva et al. 2024, arXiv:2405.18719.
     """
     xp = namespace(positions, per_position)
     floor = xp.floor(positions)

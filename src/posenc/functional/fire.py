@@ -9,10 +9,13 @@ from .relative import relative_offsets
 
 
 def fire_psi(x: Any, c: Any) -> Any:
-    """FIRE's monotone transform ψ(x) = log(|c·x| + 1) (the paper's ψ(x) = log(cx + 1), c > 0;
+    """FIRE's monotone transform ψ(x) = log(|c·x| + 1).
+
+    FIRE's monotone transform ψ(x) = log(|c·x| + 1) (the paper's ψ(x) = log(cx + 1), c > 0;
     the absolute value as in its reference code keeps negative offsets and c finite).
 
     Shapes: x (...,) float, c scalar or 0-d array -> (...,).
+    Paper: Li et al. 2023, arXiv:2310.04418.
     """
     xp = namespace(x)
     return xp.log1p(xp.abs(c * x))
@@ -55,6 +58,7 @@ def fire_normaliser(q_pos: Any, c: Any, threshold: Any, *, eps: float = 1e-6) ->
     """The denominator of ``fire_distance``, ψ(max(L, i)) + eps, per query position i.
 
     Shapes: q_pos (...,) integer; c, threshold 0-d float arrays -> (...,) in their dtype.
+    Paper: Li et al. 2023, arXiv:2310.04418.
     """
     xp = namespace(q_pos, c, threshold)
     i = xp.astype(q_pos, xp.result_type(c.dtype, threshold.dtype))
@@ -62,13 +66,16 @@ def fire_normaliser(q_pos: Any, c: Any, threshold: Any, *, eps: float = 1e-6) ->
 
 
 def fire_mlp_pieces(w1: Any, b1: Any, w2: Any, b2: Any) -> tuple[Any, Any, Any]:
-    """FIRE's MLP f(x) = w2 · relu(w1 x + b1) + b2 of a scalar x as the piecewise-linear function
+    """FIRE's MLP as the piecewise-linear function it is: kinks, slopes, intercepts.
+
+    FIRE's MLP f(x) = w2 · relu(w1 x + b1) + b2 of a scalar x as the piecewise-linear function
     it is: unit k bends at -b1_k / w1_k, so between sorted kinks f is one line per head.
 
     Shapes: w1, b1 (hidden,), w2 (H, hidden), b2 (H,) -> kinks (hidden,) ascending (constant
     units, w1_k = 0, sort last as +inf), slopes and intercepts (H, hidden + 1) with
     f(x) = slopes[:, m] x + intercepts[:, m] on piece m = #kinks below x (``fire_mlp``).
     Differentiable in all four parameters (the piece bookkeeping is integer).
+    Paper: Li et al. 2023, arXiv:2310.04418.
     """
     xp = namespace(w1, b1, w2, b2)
     flat = w1 == 0
@@ -84,8 +91,12 @@ def fire_mlp_pieces(w1: Any, b1: Any, w2: Any, b2: Any) -> tuple[Any, Any, Any]:
 
 
 def fire_mlp(x: Any, kinks: Any, slopes: Any, intercepts: Any) -> Any:
-    """f(x) per head from ``fire_mlp_pieces``: one searchsorted and two gathers per entry
-    instead of a ``hidden``-wide activation. Shapes: x (...,) -> (H, ...)."""
+    """FIRE's MLP f(x) per head, evaluated piece by piece.
+
+    f(x) per head from ``fire_mlp_pieces``: one searchsorted and two gathers per entry
+    instead of a ``hidden``-wide activation. Shapes: x (...,) -> (H, ...).
+    Paper: Li et al. 2023, arXiv:2310.04418.
+    """
     xp = namespace(x, kinks, slopes, intercepts)
     flat_x = xp.reshape(x, (-1,))
     piece = xp.searchsorted(kinks, flat_x)  # (N,)

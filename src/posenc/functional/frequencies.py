@@ -38,7 +38,9 @@ def p_rope_inv_freq(
     xp: ModuleType | None = None,
     device: Any = None,
 ) -> Any:
-    """p-RoPE's frequencies (Barbero et al. 2024, arXiv:2410.06205, sec. 6): RoPE's
+    """p-RoPE's frequencies: RoPE's with the lowest share set to 0.
+
+    p-RoPE's frequencies (Barbero et al. 2024, arXiv:2410.06205, sec. 6): RoPE's
     θ_i = base^(-2i/dim) for the ⌊p·dim/2⌋ highest, θ_i = 0 (pair i not rotated) for the rest.
 
     p = 1 is RoPE, p = 0 rotates nothing (NoPE). The kept count is ``int(p * dim // 2)``, as
@@ -61,10 +63,14 @@ def p_rope_inv_freq(
 def inv_freq_series(
     dim: int, *, base: float = 10000.0, xp: ModuleType | None = None, device: Any = None
 ) -> Any:
-    """θ_i = base^(-2i/dim) for every even column 2i < dim: i = 0 .. ceil(dim/2) - 1, any
+    """The sinusoidal / RoPE frequency series θ_i = base^(-2i/dim).
+
+    θ_i = base^(-2i/dim) for every even column 2i < dim: i = 0 .. ceil(dim/2) - 1, any
     width (an odd one has one more θ than it has pairs: a sinusoidal table's last, sine-only
     column). Float64 in ``xp`` (default NumPy). Shapes: returns (ceil(dim/2),).
     Raises: TypeError/ValueError for a ``dim`` that is not an int >= 1 or a ``base`` <= 0.
+    Paper: Vaswani et al. 2017, arXiv:1706.03762, sec. 3.5; RoPE's, Su et al. 2021,
+    arXiv:2104.09864.
     """
     check_positive_int(dim, "dim")
     check_positive_float(base, "base")
@@ -74,8 +80,13 @@ def inv_freq_series(
 
 
 def wavelengths(inv_freq: Any) -> Any:
-    """Wavelength of each pair, λ_i = 2π / θ_i, in positions; infinite for a pair that does not
-    turn (θ_i = 0: p-RoPE's dropped frequencies). Shapes: (P,) -> (P,)."""
+    """Wavelength λ_i = 2π / θ_i of each rotary pair, in positions.
+
+    Wavelength of each pair, λ_i = 2π / θ_i, in positions; infinite for a pair that does not
+    turn (θ_i = 0: p-RoPE's dropped frequencies). Shapes: (P,) -> (P,).
+    Paper: Vaswani et al. 2017, arXiv:1706.03762, sec. 3.5; RoPE's, Su et al. 2021,
+    arXiv:2104.09864.
+    """
     xp = namespace(inv_freq)
     turns = inv_freq > 0
     safe = xp.where(turns, inv_freq, xp.ones_like(inv_freq))
@@ -92,6 +103,8 @@ def angles(pos: Any, inv_freq: Any) -> Any:
     equal), so they are refused.
     Shapes: pos (...,) integer, inv_freq (P,) -> (..., P) float64 (float32: JAX without x64).
     Raises: ValueError for a position outside [-2^40, 2^40] (checked where values are free).
+    Paper: Vaswani et al. 2017, arXiv:1706.03762, sec. 3.5; RoPE's, Su et al. 2021,
+    arXiv:2104.09864.
     """
     check_position_range(pos, ANGLE_POSITION_LIMIT)
     xp = namespace(pos, inv_freq)

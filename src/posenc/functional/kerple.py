@@ -20,7 +20,9 @@ def check_kerple(
     init_r1: float | None = None,
     init_r2: float | None = None,
 ) -> float | None:
-    """Validate Kerple's settings (one check for the torch and Flax modules); returns r2's upper
+    """Validate Kerple's settings; return r2's upper bound.
+
+    Validate Kerple's settings (one check for the torch and Flax modules); returns r2's upper
     bound: 2 for the power kernel (|i - j|^r2 must stay conditionally positive definite), else None.
 
     Raises: ValueError naming the parameter and its allowed range.
@@ -68,6 +70,7 @@ def kerple_bias(q_pos: Any, k_pos: Any, r1: Any, r2: Any, *, variant: KerpleVari
     absolute value makes it finite and symmetric on every pair.
     Shapes: q_pos (..., Tq), k_pos (..., Tk) integer; r1, r2 (H,) -> (..., H, Tq, Tk).
     Raises: ValueError for a variant other than "log"/"power".
+    Paper: Chi et al. 2022, arXiv:2205.09921.
     """
     if variant not in KERPLE_VARIANTS:
         raise ValueError(f"variant must be one of {KERPLE_VARIANTS}, got {variant!r}")

@@ -25,6 +25,7 @@ def pope_polar(x: Any, cos: Any, sin: Any) -> Any:
     Shapes: x (..., T, D); cos, sin broadcastable to (..., T, D) -> (..., T, 2D).
     Raises: TypeError for x without a real floating dtype; ValueError when the phases do not
     have D components.
+    Paper: Gopalakrishnan et al. 2025, arXiv:2509.10534.
     """
     xp = namespace(x, cos, sin)
     check_real_floating(x, "x")
@@ -42,13 +43,16 @@ def pope_polar(x: Any, cos: Any, sin: Any) -> Any:
 def pope_features(
     x: Any, pos: Any, inv_freq: Any, shift: Any = None, *, cos_sin: tuple[Any, Any] | None = None
 ) -> Any:
-    """``pope_polar`` of x at phases pos·θ_c - shift_hc; cos and sin in float32 or x's wider
+    """PoPE's features of q or k at phases pos·θ_c - shift_hc.
+
+    ``pope_polar`` of x at phases pos·θ_c - shift_hc; cos and sin in float32 or x's wider
     dtype. ``shift``: the queries' phase bias δ, or None. ``cos_sin``: cos, sin of pos·θ
     (``rope_cos_sin(pos, inv_freq)``, float64: the widest float), made here when None; a
     model shares them by its layers. δ enters by angle subtraction in float64,
     cos(a - δ) = cos a cos δ + sin a sin δ, sin(a - δ) = sin a cos δ - cos a sin δ.
     Shapes: x (B, H, T, D), pos (T,) | (B, T), inv_freq θ (D,), shift (H, D), cos_sin (T, D) |
     (B, T, D) each -> (B, H, T, 2D).
+    Paper: Gopalakrishnan et al. 2025, arXiv:2509.10534.
     """
     xp = namespace(x, pos)
     cos, sin = rope_cos_sin(pos, inv_freq) if cos_sin is None else cos_sin

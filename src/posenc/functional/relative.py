@@ -22,6 +22,7 @@ def relative_offsets(q_pos: Any, k_pos: Any) -> Any:
     Raises: TypeError for positions that are not integer arrays (float, bool); ValueError for
     0-d positions, leading (batch) dims that do not broadcast, or a position outside
     [-2^52, 2^52] (checked where values are free, ``check_position_range``).
+    Paper: the offsets of relative position representations, Shaw et al. 2018, arXiv:1803.02155.
     """
     xp = namespace(q_pos, k_pos)
     for what, p in (("q_pos", q_pos), ("k_pos", k_pos)):

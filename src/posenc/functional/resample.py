@@ -33,7 +33,9 @@ def resample_table(
     mode: ResampleMode = "bicubic",
     antialias: bool = True,
 ) -> Any:
-    """The table's rows, one per cell of ``old_grid`` (h, w) in raster order, interpolated as
+    """A grid position table interpolated to another grid (timm's resampling).
+
+    The table's rows, one per cell of ``old_grid`` (h, w) in raster order, interpolated as
     an image of C channels to ``new_grid`` (h', w'): ``F.interpolate`` with
     align_corners=False and, for bilinear and bicubic, ``antialias`` (used when shrinking).
     This is timm's ``resample_abs_pos_embed`` (its default: bicubic, antialias) without
@@ -44,6 +46,8 @@ def resample_table(
     Raises: TypeError for a table without a real floating dtype; ValueError for a mode other
     than bicubic/bilinear/nearest, antialias with nearest, grids that are not two positive
     ints, or a table without h·w rows.
+    Paper: Dosovitskiy et al. 2021, arXiv:2010.11929, sec. 3.2
+    (2-D interpolation of the pre-trained table).
     """
     if mode not in RESAMPLE_MODES:
         raise ValueError(f"mode must be one of {RESAMPLE_MODES}, got {mode!r}")

@@ -18,6 +18,7 @@ def rope_cos_sin(pos: Any, inv_freq: Any) -> tuple[Any, Any]:
     """cos(pos·θ_i), sin(pos·θ_i) from float64 angles (error vs exact < 1e-15 before casting).
 
     Shapes: pos (...,) integer, inv_freq (P,) -> cos, sin (..., P) float64.
+    Paper: Su et al. 2021, arXiv:2104.09864.
     """
     xp = namespace(pos, inv_freq)
     ang = angles(pos, inv_freq)
@@ -82,6 +83,7 @@ def apply_rope(
     Raises: TypeError for x, cos or sin without a real floating dtype; ValueError for a layout
     other than "half"/"interleaved", 2P > D, cos and sin of different shapes, tables that do
     not broadcast to x without enlarging it, or ``inplace`` where ``check_rope_inplace`` says.
+    Paper: Su et al. 2021, arXiv:2104.09864.
     """
     return _rope(x, cos, sin, layout, inplace, "x")
 
@@ -118,8 +120,12 @@ def apply_rope_pair(
     layout: Layout = "half",
     inplace: bool = False,
 ) -> tuple[Any, Any]:
-    """``apply_rope`` on queries and keys: (q', k'), errors naming q or k. Shapes as
-    ``apply_rope``. (``posenc.kernels.rope.rotate_pair`` rotates both in one kernel.)"""
+    """RoPE on queries and keys together: ``apply_rope`` of each.
+
+    ``apply_rope`` on queries and keys: (q', k'), errors naming q or k. Shapes as
+    ``apply_rope``. (``posenc.kernels.rope.rotate_pair`` rotates both in one kernel.)
+    Paper: Su et al. 2021, arXiv:2104.09864.
+    """
     return (
         _rope(q, cos_q, sin_q, layout, inplace, "q"),
         _rope(k, cos_k, sin_k, layout, inplace, "k"),

@@ -21,7 +21,9 @@ from .frequencies import rope_inv_freq
 
 
 def check_sections(sections: Sequence[int], pairs: int | None = None) -> tuple[int, ...]:
-    """``sections`` as a tuple of positive ints (pairs per axis, at least two axes), summing to
+    """Validate an axial split of the rotary pairs (pairs per axis).
+
+    ``sections`` as a tuple of positive ints (pairs per axis, at least two axes), summing to
     ``pairs`` when given. Raises: TypeError/ValueError naming what is wrong."""
     if isinstance(sections, str) or not isinstance(sections, Sequence):
         raise TypeError(f"sections must be a sequence of ints, got {type(sections).__name__}")
@@ -43,6 +45,8 @@ def pair_axes(sections: Sequence[int], *, interleaved: bool = False) -> tuple[in
     p ≡ a (mod A) and p < A·s_a, else axis 0, so every axis gets high and low frequencies.
     Shapes: returns P = Σ s_a entries.
     Raises: ValueError for invalid sections, or interleaved ones that do not fit (A·s_a > P + a).
+    Paper: Heo et al. 2024, arXiv:2403.13298 (axial RoPE); Wang et al. 2024, arXiv:2409.12191
+    (M-RoPE).
     """
     sections = check_sections(sections)
     A, P = len(sections), sum(sections)
@@ -58,11 +62,14 @@ def pair_axes(sections: Sequence[int], *, interleaved: bool = False) -> tuple[in
 def axial_inv_freq(
     sections: Sequence[int], *, base: float, xp: ModuleType | None = None, device: Any = None
 ) -> Any:
-    """Axial RoPE's frequencies: each axis its own RoPE series over its 2·s_a features,
+    """Axial RoPE's frequencies: one RoPE series per position axis.
+
+    Axial RoPE's frequencies: each axis its own RoPE series over its 2·s_a features,
     θ = (base^(-2j/(2 s_a)), j < s_a) for each axis in turn (Heo et al. 2024, eq. 12: with two
     axes of D/4 pairs, θ_j = base^(-4j/D)). Float64 in ``xp`` (default NumPy).
 
     Shapes: returns (P,), P = Σ s_a.
+    Raises: TypeError/ValueError for invalid ``sections`` (``check_sections``) or ``base``.
     """
     xp = np_xp if xp is None else xp
     series = [
@@ -72,12 +79,16 @@ def axial_inv_freq(
 
 
 def axis_angles(pos: Any, inv_freq: Any, axes_of_pairs: Any) -> Any:
-    """Angles pos[a(p)]·θ_p in float64 (float32: JAX without x64): each pair turns by its own
+    """The angle of each rotary pair from its own axis's coordinate.
+
+    Angles pos[a(p)]·θ_p in float64 (float32: JAX without x64): each pair turns by its own
     axis's coordinate, as ``angles`` turns it by the 1-D position.
 
     Shapes: pos (..., A) integer; inv_freq (P,); axes_of_pairs (P,) integer (``pair_axes``)
     -> (..., P).
     Raises: ValueError for a coordinate outside [-2^40, 2^40] (``angles``' range).
+    Paper: Heo et al. 2024, arXiv:2403.13298 (axial RoPE); Wang et al. 2024, arXiv:2409.12191
+    (M-RoPE).
     """
     check_position_range(pos, ANGLE_POSITION_LIMIT)
     xp = namespace(pos, inv_freq)
@@ -89,7 +100,9 @@ def axis_angles(pos: Any, inv_freq: Any, axes_of_pairs: Any) -> Any:
 def mixed_inv_freq(
     head_dim: int, phases: Any, *, base: float = 10.0, xp: ModuleType | None = None
 ) -> Any:
-    """RoPE-Mixed's initial frequencies (Heo et al. 2024, sec. 3.3, their ``init_2d_freqs``):
+    """RoPE-Mixed's initial per-head frequencies (``init_2d_freqs``).
+
+    RoPE-Mixed's initial frequencies (Heo et al. 2024, sec. 3.3, their ``init_2d_freqs``):
     per head h with phase φ_h, the first P/2 pairs turn along the direction φ_h and the rest
     along φ_h + π/2, with magnitudes θ_j = base^(-4j/D):
 
@@ -112,7 +125,9 @@ def mixed_inv_freq(
 
 
 def mixed_angles(pos: Any, freqs: Any) -> Any:
-    """RoPE-Mixed angles Σ_a pos_a·F[h, a, p] (Heo et al. 2024, eq. 14), in the wider of
+    """RoPE-Mixed's angles Σ_a pos_a·F[h, a, p].
+
+    RoPE-Mixed angles Σ_a pos_a·F[h, a, p] (Heo et al. 2024, eq. 14), in the wider of
     float64 (float32: JAX without x64) and the frequencies' dtype.
 
     Shapes: pos (..., T, A) integer; freqs (H, A, P) -> (..., H, T, P).

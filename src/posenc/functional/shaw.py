@@ -42,6 +42,7 @@ def gather_relative(per_offset: Any, index: Any) -> Any:
     The gather equivalent of Transformer-XL's relative shift, valid for any positions.
     Shapes: per_offset (B, H, Tq, R); index (Tq, Tk) or (B, Tq, Tk) in [0, R) -> (B, H, Tq, Tk).
     Raises: TypeError/ValueError for an index that is not such an integer array.
+    Paper: Shaw et al. 2018, arXiv:1803.02155.
     """
     xp = namespace(per_offset, index)
     B, H, Tq, _ = per_offset.shape

@@ -11,7 +11,9 @@ from .frequencies import angles, rope_inv_freq
 
 
 def sincos_2d_table(pos: Any, dim: int, *, base: float = 10000.0) -> Any:
-    """MAE's table at grid positions (row y, column x): half the features encode x, half y,
+    """MAE's fixed 2-D sin-cos table at grid positions (row, column).
+
+    MAE's table at grid positions (row y, column x): half the features encode x, half y,
     each half sines then cosines,
 
         PE = [sin(x ω), cos(x ω), sin(y ω), cos(y ω)],  ω_i = base^(-i/(dim/4)), i < dim/4.
@@ -20,6 +22,7 @@ def sincos_2d_table(pos: Any, dim: int, *, base: float = 10000.0) -> Any:
     first"). Computed in float64 (float32: JAX without x64), in the positions' namespace.
     Shapes: pos (..., 2) integer -> (..., dim).
     Raises: ValueError unless dim is a positive multiple of 4 or base > 0.
+    Paper: He et al. 2022, arXiv:2111.06377.
     """
     check_positive_int(dim, "dim")
     if dim % 4:

@@ -10,11 +10,14 @@ from ._xp import astype, namespace
 
 
 def softmax_with_sinks(logits: Any, sinks: Any) -> Any:
-    """p_ij = e^(s_ij) / (e^(sink_h) + Σ_j' e^(s_ij')): softmax over the last axis with one
+    """Softmax with one extra logit per head whose weight is dropped.
+
+    p_ij = e^(s_ij) / (e^(sink_h) + Σ_j' e^(s_ij')): softmax over the last axis with one
     more logit per head whose weight is dropped, so a row sums to less than 1.
 
     Computed as gpt-oss does: the row's max (over its logits and the sink) subtracted first.
     Shapes: logits (B, H, Tq, Tk) (masked entries -inf); sinks (H,) -> (B, H, Tq, Tk).
+    Paper: OpenAI 2025, arXiv:2508.10925 (gpt-oss).
     """
     xp = namespace(logits, sinks)
     sink = xp.broadcast_to(astype(sinks, logits.dtype)[:, None], logits.shape[1:3])  # (H, Tq)

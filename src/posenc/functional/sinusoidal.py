@@ -25,6 +25,7 @@ def sinusoidal_table(
     integer array of positions of any shape (its namespace is used). Computed in float64.
     Shapes: N -> (N, dim); pos (...,) -> (..., dim).
     Raises: ValueError for a ``dim`` < 1, a negative N, or base <= 0.
+    Paper: Vaswani et al. 2017, arXiv:1706.03762, sec. 3.5.
     """
     check_positive_int(dim, "dim")
     if isinstance(n_positions, int):

@@ -40,6 +40,7 @@ def t5_relative_bucket(
     n=728: 31 in float32, 30 in float64), and other backends' float32 log may round them too.
     Shapes: relative_position (...,) integer -> (...,) int64 in [0, num_buckets).
     Raises: TypeError for a non-integer input; ValueError as in ``check_t5_buckets``.
+    Paper: Raffel et al. 2020, arXiv:1910.10683, sec. 2.1.
     """
     max_exact = check_t5_buckets(
         bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance

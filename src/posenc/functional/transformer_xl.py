@@ -21,6 +21,8 @@ def transformer_xl_position_rows(
 
     R_p is the sinusoidal row of offset p (width C); W_R = ``r_proj`` (H*D, C). Computed in
     ``dtype`` (the queries' dtype).
+    Paper: Dai et al. 2019, arXiv:1901.02860, sec. 3.3.
+    Shapes: r_proj (H·D, C) -> (H, hi - lo + 1, D).
     """
     xp = namespace(r_proj)
     rel = xp.arange(lo, hi + 1, dtype=widest_int(xp), device=device_of(r_proj))  # (R,)
@@ -53,6 +55,7 @@ def transformer_xl_terms(
     Shapes: q (B, H, Tq, D); k (B, H, Tk, D); q_pos (Tq,) | (B, Tq); k_pos (Tk,) | (B, Tk);
     r_proj (H*D, C); u, v (H, D) -> (B, H, Tq, Tk).
     Raises: ValueError when ``rows`` misses an offset of these positions.
+    Paper: Dai et al. 2019, arXiv:1901.02860, sec. 3.3.
     """
     xp = namespace(q, k, r_proj)
     offsets = relative_offsets(q_pos, k_pos)  # (Tq, Tk) | (B, Tq, Tk), i - j

@@ -24,6 +24,7 @@ def xpos_scale(pos: Any, rotary_dim: int, *, scale_base: float = 512.0, gamma: f
     uncentred positions keep cached keys valid. float32 overflows past ~36k positions.
     Shapes: pos (...,) integer -> (..., d/2) float64.
     Raises: ValueError for an odd rotary_dim, scale_base <= 0 or gamma <= 0.
+    Paper: Sun et al. 2022, arXiv:2212.10554, sec. 3.2.
     """
     _check(rotary_dim, scale_base, gamma)
     xp = namespace(pos)
@@ -37,10 +38,14 @@ def xpos_scale(pos: Any, rotary_dim: int, *, scale_base: float = 512.0, gamma: f
 def xpos_max_position(
     rotary_dim: int, max_value: float, *, scale_base: float = 512.0, gamma: float = 0.4
 ) -> int:
-    """Largest position n at which xPos's key scale ζ_0^(-n/scale_base) (ζ_0 = γ/(1 + γ), the
+    """The largest position xPos's scales can reach without overflow.
+
+    Largest position n at which xPos's key scale ζ_0^(-n/scale_base) (ζ_0 = γ/(1 + γ), the
     fastest decay) stays 100x below ``max_value``, the largest number of the dtype it is written
     in (the query scale ζ_0^(n/scale_base) is then as far above 0; at -n the two swap): 34k
-    positions in float32 and bfloat16, 2.6k in float16 (defaults). Raises: as ``xpos_scale``."""
+    positions in float32 and bfloat16, 2.6k in float16 (defaults). Raises: as ``xpos_scale``.
+    Paper: Sun et al. 2022, arXiv:2212.10554, sec. 3.2.
+    """
     _check(rotary_dim, scale_base, gamma)
     decay = -math.log(gamma / (1.0 + gamma))  # -ln ζ_0 > 0
     return int(scale_base * (math.log(max_value) - math.log(100.0)) / decay)
@@ -55,7 +60,9 @@ def check_xpos_range(
     scale_base: float = 512.0,
     gamma: float = 0.4,
 ) -> None:
-    """Raise ValueError when position ``largest`` (the one of largest magnitude) is past
+    """Raise ValueError for a position past xPos's overflow limit.
+
+    Raise ValueError when position ``largest`` (the one of largest magnitude) is past
     ±``xpos_max_position`` for a dtype of largest value ``max_value`` (named ``dtype``): keys
     past +limit or queries past -limit would overflow to inf and the scores turn NaN."""
     limit = xpos_max_position(rotary_dim, max_value, scale_base=scale_base, gamma=gamma)

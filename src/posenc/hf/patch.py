@@ -59,7 +59,9 @@ def patch(
     scaling: ScalingConfig | Mapping[str, Any] | None = None,
     kernel: Kernel | None = "auto",
 ) -> nn.Module:
-    """Replace the rotary position handling of a loaded transformers model with posenc's, in
+    """Replace a loaded transformers model's rotary handling with posenc's.
+
+    Replace the rotary position handling of a loaded transformers model with posenc's, in
     place; returns the model.
 
     Unchanged settings give the model's logits within transformers' float32 rounding of the
@@ -111,7 +113,9 @@ def patch(
 
 
 def unpatch(model: nn.Module) -> nn.Module:
-    """Undo ``patch``: the original modules, forwards and softmax scales, exactly; returns the
+    """Undo ``patch``, exactly.
+
+    Undo ``patch``: the original modules, forwards and softmax scales, exactly; returns the
     model. Raises: ValueError for a model ``patch`` did not change."""
     record = getattr(model, _RECORD, None)
     if record is None:

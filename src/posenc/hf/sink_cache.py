@@ -81,6 +81,9 @@ class SinkCache(Cache):
     def update(
         self, key_states: Tensor, value_states: Tensor, layer_idx: int, *args: Any, **kwargs: Any
     ) -> tuple[Tensor, Tensor]:
+        """transformers' ``Cache.update``, allowed only inside ``with SinkCache(...)``.
+
+        Raises: ValueError when called outside the ``with`` block (positions would be wrong)."""
         if not self._in_forward:
             raise ValueError(
                 "SinkCache assigns positions inside the cache: call the model inside "

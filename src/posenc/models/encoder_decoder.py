@@ -40,7 +40,9 @@ class DecoderBlock(DecoderBlockFlow, nn.Module):
 
 
 class EncoderDecoder(TorchHooks, EncoderDecoderFlow, nn.Module):
-    """Source tokens -> encoder (bidirectional self-attention) -> memory; target tokens ->
+    """An encoder-decoder transformer: source tokens in, target logits out.
+
+    Source tokens -> encoder (bidirectional self-attention) -> memory; target tokens ->
     decoder (causal self-attention, cross-attention over the memory) -> vocabulary logits
     (``encode``, ``memory``, ``decode``, ``forward``: ``posenc._models.EncoderDecoderFlow``).
 
@@ -152,6 +154,10 @@ class EncoderDecoder(TorchHooks, EncoderDecoderFlow, nn.Module):
         return [KVCache() for _ in self.decoder]
 
     def check_tokens(self, idx: Tensor, what: str) -> None:
+        """Check ``idx`` (B, T) token ids of ``what`` ("src" or "tgt") against its vocabulary.
+
+        Raises: TypeError/ValueError unless ``idx`` is a (B, T) integer tensor, T >= 1, with ids
+        in 0..vocab_size-1 of that side's table."""
         check_token_ids(idx, what)  # (B, T) integer, T >= 1
         table = self.src_tok if what == "src" else self.tgt_tok
         check_token_range(idx, table.num_embeddings, what)

@@ -60,6 +60,7 @@ class Sampling:
 
     @property
     def greedy(self) -> bool:
+        """Whether sampling is greedy (temperature 0: the argmax token)."""
         return self.temperature == 0
 
     def filter(self, logits: Tensor) -> Tensor:

@@ -82,6 +82,7 @@ class KVCache:
 
     @property
     def capacity(self) -> int:
+        """Entries the storage holds room for (it grows by doubling); 0 before the first."""
         return 0 if self._store is None else self._store.pos.shape[1]
 
     def key_positions(self, pos: Tensor) -> Tensor:

@@ -90,7 +90,9 @@ class Block(BlockFlow, nn.Module):
 
 
 class TinyTransformer(TorchHooks, TransformerFlow, nn.Module):
-    """Token embedding -> encoding.embed -> n_layers blocks -> final norm -> vocabulary logits
+    """A small transformer (a decoder, or an encoder) with posenc's encodings in its layers.
+
+    Token embedding -> encoding.embed -> n_layers blocks -> final norm -> vocabulary logits
     (``features``, ``forward``: ``posenc._models.TransformerFlow``).
 
     ``pe`` is a built encoding, or a registered name built for this model's size with
@@ -204,7 +206,9 @@ class TinyTransformer(TorchHooks, TransformerFlow, nn.Module):
         return (self.pe,) * len(self.blocks)
 
     def check_tokens(self, idx: Tensor, what: str) -> None:
-        """``idx`` (B, T) integer token ids in 0..vocab_size-1 (TypeError/ValueError)."""
+        """Check ``idx`` (B, T) integer token ids in 0..vocab_size-1.
+
+        Raises: TypeError/ValueError naming what ``idx`` is instead."""
         super().check_tokens(idx, what)
         check_token_range(idx, self.tok.num_embeddings, what)
 
