@@ -18,9 +18,11 @@ from .projections import BiasBackend, check_layer, new_weights
 
 
 class CrossAttention(CrossAttentionFlow, nn.Module):
-    """Multi-head cross-attention with grouped-query heads: decoder states x (B, T, C) over an
-    encoder's ``Memory`` (``project_memory``, once per source), never causal, padded source
-    tokens masked (``posenc.attention.flow.CrossAttentionFlow.cross``).
+    """Multi-head cross-attention of decoder states over an encoder's output (Vaswani et al. 2017).
+
+    Decoder states x (B, T, C) over an encoder's ``Memory`` (``project_memory``, once per
+    source), grouped-query heads, never causal, padded source tokens masked
+    (``posenc.attention.flow.CrossAttentionFlow.cross``).
 
     scores = (rotate(q) · rotate(k)) / sqrt(D) + bias(q_pos, k_pos), queries at their target
     positions and keys at their source positions; softmax; output projection. The encoding is
@@ -94,12 +96,15 @@ class CrossAttention(CrossAttentionFlow, nn.Module):
     plain = staticmethod(projections.plain)
 
     def default_positions(self, T: int, x: Tensor) -> Tensor:
+        """Queries' positions 0..T-1 (T,) on x's device, when ``cross`` is given none."""
         return default_positions(T, device=x.device)
 
     def project_queries(self, x: Tensor) -> Tensor:
+        """q (B, H, T, D) of x (B, T, C) by the query rows of ``qkv``."""
         return projections.project_queries(self.qkv, x, self.n_heads, self.head_dim)
 
     def project_keys(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """k, v (B, Hkv, S, D) of memory (B, S, C) by the key/value rows of ``qkv``."""
         return projections.project_keys(self.qkv, memory, self.n_kv_heads, self.head_dim)
 
     def attend(

@@ -13,8 +13,9 @@ __all__ = ["KVCache"]
 
 
 class KVCache:
-    """Per-layer cache of keys, values and their positions for incremental decoding (what
-    ``Attention`` reads from it: ``posenc.attention.cache.KeyValueCache``).
+    """Per-layer cache of keys, values and their positions for incremental decoding.
+
+    What ``Attention`` reads from it is ``posenc.attention.cache.KeyValueCache``.
 
     Storage is preallocated and doubled when full (amortised O(1) appends per token). With
     autograd recording (new keys/values that require grad), each append builds a new store out
