@@ -25,16 +25,24 @@ Parameters = Callable[[str], Collection[str]]
 
 
 def sized_config(
-    accepted: Collection[str], config: dict[str, Any], *, dim: int, n_heads: int, max_len: int
+    accepted: Collection[str],
+    config: dict[str, Any],
+    *,
+    dim: int,
+    n_heads: int,
+    max_len: int,
+    n_kv_heads: int | None = None,
 ) -> dict[str, Any]:
-    """``config`` with the model's sizes (dim, n_heads, head_dim = dim // n_heads, max_len)
-    where the encoding ``accepted`` them (``config``'s own keys win): what ``build_for_model``
-    passes, in torch and Flax.
+    """``config`` with the model's sizes (dim, n_heads, head_dim = dim // n_heads, max_len,
+    and n_kv_heads when given) where the encoding ``accepted`` them (``config``'s own keys
+    win): what ``build_for_model`` passes, in torch and Flax.
 
     Raises: ValueError for n_heads < 1 or a ``dim`` that n_heads does not divide.
     """
     check_head_split(dim, n_heads)
     sizes = {"dim": dim, "n_heads": n_heads, "head_dim": dim // n_heads, "max_len": max_len}
+    if n_kv_heads is not None:
+        sizes["n_kv_heads"] = n_kv_heads
     return {k: v for k, v in sizes.items() if k in accepted} | config
 
 
@@ -104,7 +112,9 @@ def layer_encodings(
 ) -> list[BuiltLayer[Any]]:
     """Each layer's (built encoding, window, chunk): a name or (name, config) built once per
     distinct entry (``pe_config`` under each entry's own config; ``model_encoding``), a built
-    encoding shared by the layers that list it.
+    encoding shared by the layers that list it. An encoding computing attention from the data
+    (``capabilities.attention_form``: FoX, PaTH, stick-breaking) is built once per layer by
+    name: its projections read that layer's input.
 
     An encoding added to the token embeddings (``capabilities.embeds``) acts once, before the
     first layer, so a per-layer list refuses it: give it as the model's one ``pe``. A sliding
@@ -118,7 +128,8 @@ def layer_encodings(
     for entry, window, chunk in schedule.layers(n_layers):
         if isinstance(entry, str | tuple):
             key = named_key(entry)
-            if key not in built:
+            # one per layer where the encoding projects its layer's input (FoX's gates)
+            if key not in built or hooks.pe_capabilities(built[key]).attention_form:
                 name, own = named_config(entry)
                 config = (pe_config or {}) | own
                 built[key] = model_encoding(
@@ -154,35 +165,60 @@ def layer_encodings(
     return layers
 
 
-def stack_encodings(
+def stack_layers(
     pe: Any,
     pe_config: dict[str, Any] | None,
     *,
+    n_layers: tuple[int, int],
+    hooks: ModelHooks,
     size: dict[str, int],
     base: type,
     kind: str,
     build: Build,
     parameters: Parameters,
-) -> tuple[Any, Any]:
-    """(encoder's, decoder's) encoding: a name built for each stack (the encoder's in its
-    encoder form), one ``base`` encoding shared, or a pair (``kind`` names ``base`` in the
-    error).
+) -> tuple[list[BuiltLayer[Any]], list[BuiltLayer[Any]]]:
+    """(encoder's, decoder's) layers (``layer_encodings``) of an encoder-decoder's ``pe``:
+    one entry for both stacks, or a pair (encoder's, decoder's); an entry is a registered name
+    (built per stack, the encoder's in its encoder form), a ``base`` encoding (shared as it
+    is), a list of encodings per layer (a pattern) or a ``LayerSchedule`` (with its sliding
+    windows and chunks). ``n_layers``: (encoder's, decoder's) depth; ``kind`` names ``base``
+    in the error.
 
-    Raises: ValueError for ``pe_config`` with built encodings; TypeError for anything else.
+    Raises: TypeError for anything else; ValueError as ``layer_encodings``.
     """
-    if isinstance(pe, str):
-        return tuple(
-            model_encoding(pe, pe_config, size=size, encoder=e, build=build, parameters=parameters)
-            for e in (True, False)
+    what = (
+        f"pe must be a registered name, a {kind}, a list or LayerSchedule of them, or a pair "
+        "(encoder's, decoder's) of those"
+    )
+    if isinstance(pe, tuple) and len(pe) != 2:
+        raise TypeError(f"{what}; a tuple is the pair, got one of {len(pe)}")
+    pair = pe if isinstance(pe, tuple) else (pe, pe)
+    for entry in pair:
+        entries = entry.pe if isinstance(entry, LayerSchedule) else entry
+        each = entries if isinstance(entries, list | tuple) else [entries]
+        if (
+            isinstance(entry, tuple)  # a stack's pattern is a list ((name, config) inside it)
+            or not each
+            or not all(isinstance(e, str | tuple | base) for e in each)
+        ):
+            raise TypeError(f"{what}, got {type(entry).__name__} for a stack")
+    stacks = []
+    for entry, n, encoder in zip(pair, n_layers, (True, False), strict=True):
+        schedule, listed = schedule_of(entry, None, None)
+        stacks.append(
+            layer_encodings(
+                schedule,
+                n,
+                pe_config,
+                listed=listed,
+                hooks=hooks,
+                size=size,
+                encoder=encoder,
+                build=build,
+                parameters=parameters,
+            )
         )
-    model_encoding(pe, pe_config, size=size, encoder=False, build=build, parameters=parameters)
-    pair = (pe, pe) if isinstance(pe, base) else pe
-    if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(p, base) for p in pair)):
-        raise TypeError(
-            f"pe must be a registered name, a {kind} or a pair (encoder's, decoder's) of them, "
-            f"got {type(pe).__name__}"
-        )
-    return pair
+    return stacks[0], stacks[1]
 
 
 def check_layers(given: Sequence[Any] | None, n: int, what: str, note: str = "") -> None:
@@ -277,10 +313,13 @@ class TransformerFlow(ModelHooks):
         check_layers(cache, len(self.blocks), "cache", " layers")
         B, T = idx.shape
         caches: Sequence[Any] = cache or [None] * len(self.blocks)
-        contexts: dict[tuple[int, Any], Any] = {}
+        contexts: dict[tuple[int | str, Any], Any] = {}
 
         def context(pe: Any, layer_cache: Any) -> Any:
-            key = (id(pe), self.cache_layout(layer_cache))
+            # encodings computing attention from the data (built one per layer) prepare
+            # nothing of their own (the base ``prepare``): their layers share one context
+            owner = "data" if self.pe_capabilities(pe).attention_form else id(pe)
+            key = (owner, self.cache_layout(layer_cache))
             if key not in contexts:  # once, for every layer that shares the encoding
                 contexts[key] = self.new_context(pe, pos, B, T, layer_cache, idx)
             return contexts[key]
@@ -320,27 +359,60 @@ class EncoderDecoderFlow(ModelHooks):
 
     def place_encodings(
         self, pe: Any, pe_config: dict[str, Any] | None, c: Any, *, nope: Any, **stacks: Any
-    ) -> None:
-        """``encoder_pe`` and ``decoder_pe`` from ``pe`` (``stack_encodings``, keywords
-        ``stacks``), checked to read the position axes their stacks take (``c``: the
-        ``EncoderDecoderConfig``), and ``cross_pe``: ``nope()``, or with ``cross_rotation`` the
-        decoder's (checked to only rotate)."""
-        self.encoder_pe, self.decoder_pe = stack_encodings(pe, pe_config, **stacks)
-        pes = (self.encoder_pe, self.decoder_pe)
-        names = [p.name or type(p).__name__ for p in pes]
-        c.check_axes(*((self.pe_axes(p), n) for p, n in zip(pes, names, strict=True)))
-        c.check_cross_rotation(self.pe_capabilities(self.decoder_pe), names[1])
+    ) -> tuple[list[BuiltLayer[Any]], list[BuiltLayer[Any]]]:
+        """Each stack's layers from ``pe`` (``stack_layers``, keywords ``stacks``), returned
+        for the framework to build its blocks from: ``encoder_pe`` and ``decoder_pe`` are
+        their first layers' (the token embeddings'), every encoding checked to read the
+        position axes its stack takes (``c``: the ``EncoderDecoderConfig``; an encoder's
+        layers all read the same axes), and ``cross_pe``: ``nope()``, or with
+        ``cross_rotation`` the decoder's one encoding (checked to only rotate).
+
+        Raises: ValueError for encoder layers of different position axes, or
+        ``cross_rotation`` with several decoder encodings."""
+        n_layers = (c.n_encoder_layers, c.n_decoder_layers)
+        enc, dec = stack_layers(pe, pe_config, n_layers=n_layers, hooks=self, **stacks)
+        self.encoder_pe, self.decoder_pe = enc[0].pe, dec[0].pe
+
+        def named(p: Any) -> tuple[int, str]:
+            return self.pe_axes(p), p.name or type(p).__name__
+
+        if len({self.pe_axes(layer.pe) for layer in enc}) > 1:
+            raise ValueError(
+                "the encoder's layers must read the same position axes (one src_pos), got "
+                + ", ".join(f"{name!r} ({axes})" for axes, name in map(named, (x.pe for x in enc)))
+            )
+        for layer in dec:
+            c.check_axes(named(self.encoder_pe), named(layer.pe))
+        decoders = {id(layer.pe): layer.pe for layer in dec}
+        if c.cross_rotation and len(decoders) > 1:
+            raise ValueError(
+                "cross_rotation rotates cross-attention with the decoder's encoding; this "
+                f"decoder has {len(decoders)} (give cross_rotation one decoder encoding)"
+            )
+        c.check_cross_rotation(self.pe_capabilities(self.decoder_pe), named(self.decoder_pe)[1])
         self.cross_pe = self.decoder_pe if c.cross_rotation else nope()
+        return enc, dec
+
+    def stack_pes(self, blocks: Any) -> Sequence[Any]:
+        """Each block's self-attention encoding (one object for the layers that share it)."""
+        return [block.attn.pe for block in blocks]
 
     def encode(self, src: Any, src_pos: Any = None, *, src_padding_mask: Any = None) -> Any:
         """Encoder states (B, S, C) of source tokens ``src`` (B, S) at ``src_pos`` (S,) or
         (B, S) (default 0..S-1)."""
         self.check_tokens(src, "src")
         B, S = src.shape
-        ctx = self.new_context(self.encoder_pe, src_pos, B, S, None, src)  # once, every layer
+        contexts: dict[int, Any] = {}  # once per distinct encoding, for its layers
+
+        def context(pe: Any) -> Any:
+            if id(pe) not in contexts:
+                contexts[id(pe)] = self.new_context(pe, src_pos, B, S, None, src)
+            return contexts[id(pe)]
+
+        ctx = context(self.encoder_pe)
         x = self.encoder_pe.embed(self.src_tok(src), ctx.q_pos, ctx=ctx)  # (B, S, C)
-        for block in self.encoder:
-            x = block(x, ctx, None, padding_mask=src_padding_mask)
+        for block, pe in zip(self.encoder, self.stack_pes(self.encoder), strict=True):
+            x = block(x, context(pe), None, padding_mask=src_padding_mask)
         return self.encoder_norm(x)
 
     def memory(self, src: Any, src_pos: Any = None, *, src_padding_mask: Any = None) -> list[Any]:
@@ -373,10 +445,21 @@ class EncoderDecoderFlow(ModelHooks):
         check_layers(cache, n, "cache", " decoder layers")
         B, T = tgt.shape
         caches: Sequence[Any] = cache or [None] * n
-        ctx = self.new_context(self.decoder_pe, tgt_pos, B, T, caches[0], tgt)
+        contexts: dict[tuple[int | str, Any], Any] = {}
+
+        def context(pe: Any, layer_cache: Any) -> Any:  # as ``TransformerFlow.features``
+            owner = "data" if self.pe_capabilities(pe).attention_form else id(pe)
+            key = (owner, self.cache_layout(layer_cache))
+            if key not in contexts:
+                contexts[key] = self.new_context(pe, tgt_pos, B, T, layer_cache, tgt)
+            return contexts[key]
+
+        ctx = context(self.decoder_pe, caches[0])
         cross_ctx = self.cross_pe.prepare(ctx.q_pos, memory[0].keys.pos)  # once, every layer
         x = self.decoder_pe.embed(self.tgt_tok(tgt), ctx.q_pos, ctx=ctx)  # (B, T, C)
-        for block, mem, layer_cache in zip(self.decoder, memory, caches, strict=True):
+        layers = zip(self.decoder, self.stack_pes(self.decoder), memory, caches, strict=True)
+        for block, pe, mem, layer_cache in layers:
+            ctx = context(pe, layer_cache)
             x = block(x, ctx, layer_cache, mem, cross_ctx, padding_mask=padding_mask)
         return self.head(self.decoder_norm(x))  # (B, T, V)
 

@@ -14,10 +14,8 @@ compare them with transformers' configurations and layers):
 
 - ``irope``: Llama 4 (Meta 2025; transformers ``llama4``): chunked attention with RoPE
   (base 500000, adjacent pairs: ``layout="interleaved"``) on three layers of four, NoPE
-  with full attention on every fourth (``no_rope_layers``, ``attention_chunk_size``).
-  Llama 4 also scales the NoPE layers' queries by a temperature
-  (``attn_temperature_tuning``); posenc has no encoding for it yet, so ``irope`` schedules
-  plain NoPE there.
+  with full attention on every fourth (``no_rope_layers``, ``attention_chunk_size``), its
+  queries scaled by Llama 4's temperature (``attn_temperature_tuning``: ``nope_temperature``).
 - ``rnope_swa``: RNoPE-SWA (Yang et al. 2025, arXiv:2501.18795; Cohere's Command R7B and A,
   transformers ``cohere2``): RoPE with a sliding window on three layers of four, NoPE with
   full attention on every fourth.
@@ -34,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, NamedTuple, Never, TypeVar
 
-from ._validate import check_positive_int
+from ._validate import check_bool, check_positive_int
 
 #: A built encoding (torch's or Flax's ``PositionalEncoding``).
 E = TypeVar("E", covariant=True)
@@ -132,21 +130,38 @@ def cache_keep(window: int | None, chunk: int | None) -> int | None:
     return min(limits) if limits else None
 
 
-def irope(*, interval: int = 4, chunk: int = 8192, base: float = 500000.0) -> LayerSchedule[Never]:
+def irope(
+    *,
+    interval: int = 4,
+    chunk: int = 8192,
+    base: float = 500000.0,
+    temperature: bool = True,
+    floor_scale: int = 8192,
+    attn_scale: float = 0.1,
+) -> LayerSchedule[Never]:
     """Llama 4's iRoPE schedule: chunked RoPE layers with one NoPE layer per interval.
 
     Llama 4's iRoPE: RoPE (``base``) with chunked attention (``chunk``) on every layer but
     each ``interval``-th, which has NoPE and full attention (transformers ``Llama4TextConfig``:
     ``no_rope_layers[i] = int((i + 1) % no_rope_layer_interval != 0)``, ``layer_types``
     "chunked_attention" where it rotates); adjacent pairs rotate (``layout="interleaved"``:
-    its ``apply_rotary_emb`` reads pairs as complex numbers). Without Llama 4's NoPE-layer
-    query temperature.
-    Raises: TypeError/ValueError unless ``interval`` is an int >= 2.
+    its ``apply_rotary_emb`` reads pairs as complex numbers). The NoPE layers scale their
+    queries by τ(p) = log(⌊(p + 1) / floor_scale⌋ + 1) · attn_scale + 1
+    (``attn_temperature_tuning``, ``floor_scale``, ``attn_scale``: ``nope_temperature``);
+    ``temperature=False`` leaves them plain NoPE.
+    Raises: TypeError/ValueError unless ``interval`` is an int >= 2 and ``temperature`` a
+    bool (``floor_scale`` and ``attn_scale`` are checked where the encoding is built).
     """
     check_positive_int(interval, "interval", minimum=2)
+    check_bool(temperature, "temperature")
     rope: Named = ("rope", {"base": base, "layout": "interleaved"})
+    nope: Named = (
+        ("nope_temperature", {"floor_scale": floor_scale, "attn_scale": attn_scale})
+        if temperature
+        else "nope"
+    )
     return LayerSchedule(
-        pe=(rope,) * (interval - 1) + ("nope",), chunk=(chunk,) * (interval - 1) + (None,)
+        pe=(rope,) * (interval - 1) + (nope,), chunk=(chunk,) * (interval - 1) + (None,)
     )
 
 

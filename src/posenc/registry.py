@@ -98,14 +98,23 @@ def build(name: str, **config: Any) -> PositionalEncoding:
 
 
 def build_for_model(
-    name: str, *, dim: int, n_heads: int, max_len: int, **config: Any
+    name: str,
+    *,
+    dim: int,
+    n_heads: int,
+    max_len: int,
+    n_kv_heads: int | None = None,
+    **config: Any,
 ) -> PositionalEncoding:
-    """Build ``name`` for a model of width ``dim`` with ``n_heads`` heads and ``max_len``.
+    """Build ``name`` for a model of width ``dim`` with ``n_heads`` heads (``n_kv_heads``
+    key/value heads, when given) and ``max_len``.
 
-    The shared keys (dim, n_heads, head_dim = dim // n_heads, max_len) are passed only where the
-    encoding takes them; ``config`` keys are passed as given (and validated by ``build``).
+    The shared keys (dim, n_heads, head_dim = dim // n_heads, max_len, n_kv_heads) are passed
+    only where the encoding takes them; ``config`` keys are passed as given (and validated by
+    ``build``).
     Raises: ValueError also for n_heads < 1 or a ``dim`` that n_heads does not divide.
     """
     check_head_split(dim, n_heads)  # before the name's lookup
     sizes = {"dim": dim, "n_heads": n_heads, "max_len": max_len}
-    return build(name, **sized_config(info(name).parameters, config, **sizes))
+    accepted = info(name).parameters
+    return build(name, **sized_config(accepted, config, **sizes, n_kv_heads=n_kv_heads))

@@ -13,7 +13,14 @@ from posenc.attention import packed_positions, positions_from_padding
 from posenc.models import KVCache
 
 ALL = posenc.names(axes=1)  # sequences; grids: test_grid_attention.py
-ORDERED = [n for n in ALL if n != "nope"]
+#: Encodings an encoder can take that tell orders apart: not NoPE, nor Llama 4's NoPE with its
+#: temperature (NoPE below floor_scale - 1), nor those computing causal attention from the data
+#: (fox, stick_breaking, path: no encoder form).
+ORDERED = [
+    n
+    for n in ALL
+    if n not in ("nope", "nope_temperature") and not posenc.info(n).cls.capabilities.attention_form
+]
 
 
 def _model(

@@ -119,6 +119,7 @@ CASES: dict[str, Callable[[Callable[[Any], Any], Any], Any]] = {
     ),
     "transformer_xl_position_rows": lambda a, xp: _txl_rows(a(rng_fixed(2, (H * D, C)))),
     "xpos_scale": lambda a, xp: PF.xpos_scale(a(BQ_POS), D, scale_base=64.0),
+    "query_temperature": lambda a, xp: PF.query_temperature(a(BQ_POS), floor_scale=2),
     "softplus": lambda a, xp: PF.softplus(a(np.linspace(-30.0, 30.0, 13))),
     "pope_polar": lambda a, xp: PF.pope_polar(a(X), a(np.cos(ANG)), a(np.sin(ANG))),
     "pope_features": lambda a, xp: PF.pope_features(

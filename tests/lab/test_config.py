@@ -139,6 +139,14 @@ def test_bad_configs_name_the_key(data: dict, match: str) -> None:
             {"tasks": ["copy"], "encoding_train": {"t55": {"pe_lr_scale": 10}}},
             r"'encoding_train': unknown positional encoding 't55'",
         ),
+        (
+            {"tasks": ["offset"], "encodings": ["rope", "fox"]},
+            r"'tasks\[0\]' \(offset\).*'fox' computes causal attention.*no encoder",
+        ),
+        (
+            {"tasks": ["copy"], "encodings": ["path"], "architectures": ["encoder_decoder"]},
+            r"'path' computes causal attention.*trains an encoder-decoder",
+        ),
     ],
 )
 def test_expand_rejects_what_tasks_and_registry_refuse(data: dict, match: str) -> None:
@@ -181,6 +189,10 @@ def test_quick_preset_covers_the_required_encodings_and_tasks() -> None:
     assert {(t.lr, t.decay_steps, t.steps) for t in map(q.train_for, lens)} == {(2e-3, 2000, 4000)}
     full = preset("full")
     assert len(full.seeds) >= 3 and len(expand(full)) > len(expand(q))
+    # "all" takes fox, stick_breaking and path where a decoder trains, not the encoder tasks
+    cells = {(r.encoding, r.task.name) for r in expand(full)}
+    assert ("fox", "copy") in cells and ("path", "lm") in cells
+    assert ("rope", "offset") in cells and ("fox", "offset") not in cells
     lm = expand(preset("lm"))
     assert {r.task.name for r in lm} == {"lm"} and "alibi" in {r.encoding for r in lm}
     with pytest.raises(ValueError, match="unknown preset 'fast'; choose one of"):

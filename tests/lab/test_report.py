@@ -51,6 +51,17 @@ def test_attention_stays_within_the_evaluated_lengths(tmp_path: Path) -> None:
     assert "mean distance at length 8" in html and "mean distance at length 12" in html
 
 
+def test_encodings_computing_attention_from_the_data_get_a_note_not_maps(tmp_path: Path) -> None:
+    """fox's layers return no softmax weights: a run that passed the gate is reported without
+    maps (not a crash of the report)."""
+    sweep = _sweep({"name": "copy", "train_len": [1, 8], "eval_lens": [8, 12]}, "fox")
+    run_sweep(sweep, tmp_path, executor=LocalExecutor(1), live=False)
+    _pass_the_gate(tmp_path)
+    html = write_report(expand(sweep), tmp_path).read_text()
+    assert "Attention: fox" not in html
+    assert "fox compute attention from the data, blockwise: no softmax weights to draw." in html
+
+
 def test_runs_that_did_not_learn_get_no_attention_maps(tmp_path: Path) -> None:
     sweep = _sweep({"name": "copy", "train_len": [1, 8], "eval_lens": [8, 12]})
     run_sweep(sweep, tmp_path, executor=LocalExecutor(1), live=False)

@@ -32,9 +32,9 @@ def decoder(name: str) -> TinyTransformer:
 
 def seq2seq(name: str) -> EncoderDecoder:
     torch.manual_seed(0)
-    m = EncoderDecoder(
-        src_vocab_size=V, tgt_vocab_size=V, pe=name, d_model=16, n_heads=4, max_len=32
-    )
+    # fox, stick_breaking, path compute causal attention: the decoder's, NoPE the encoder's
+    pe = ("nope", name) if posenc.info(name).cls.capabilities.attention_form else name
+    m = EncoderDecoder(src_vocab_size=V, tgt_vocab_size=V, pe=pe, d_model=16, n_heads=4, max_len=32)
     with torch.no_grad():
         for p in m.parameters():
             p.mul_(10.0 if p.ndim > 1 else 1.0)

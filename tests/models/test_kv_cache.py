@@ -48,6 +48,14 @@ class _Delegating:
         self._inner.consecutive = value
 
     @property
+    def terms(self) -> torch.Tensor | None:
+        return self._inner.terms
+
+    @terms.setter
+    def terms(self, value: torch.Tensor | None) -> None:
+        self._inner.terms = value
+
+    @property
     def streams(self) -> bool:
         return self._inner.streams
 

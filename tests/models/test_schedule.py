@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from posenc.attention.positions import packed_positions, positions_from_padding
-from posenc.encodings.nope import NoPE
+from posenc.encodings.nope import NoPE, NoPETemperature
 from posenc.encodings.rotary import RoPE
 from posenc.models import (
     LayerSchedule,
@@ -41,7 +41,7 @@ def _layers(model: TinyTransformer) -> list[tuple[bool, float | None, int | None
     for block in model.blocks:
         pe, attn = block.attn.pe, block.attn
         rope = isinstance(pe, RoPE)
-        assert rope or isinstance(pe, NoPE)
+        assert rope or isinstance(pe, NoPE | NoPETemperature)
         out.append((rope, float(pe.base) if rope else None, attn.window, attn.chunk))
     return out
 
@@ -67,6 +67,14 @@ def test_irope_and_smollm3_rotate_where_transformers_does(n: int) -> None:
     model = _model(irope(), n)
     assert _layers(model) == expected
     assert all(b.attn.pe.layout == "interleaved" for b in model.blocks if b.attn.chunk)
+    assert llama.attn_temperature_tuning  # the NoPE layers' queries take the temperature
+    nope = [b.attn.pe for b in model.blocks if not b.attn.chunk]
+    assert all(isinstance(pe, NoPETemperature) for pe in nope)
+    assert all(
+        (pe.floor_scale, pe.attn_scale) == (llama.floor_scale, llama.attn_scale) for pe in nope
+    )
+    plain = _model(irope(temperature=False), n)
+    assert all(type(b.attn.pe) is NoPE for b in plain.blocks if not b.attn.chunk)
 
     smol = tf.SmolLM3Config(num_hidden_layers=n, **SIZE)
     base = smol.rope_parameters["rope_theta"]
@@ -101,7 +109,7 @@ def test_rnope_swa_and_gemma_windows_and_bases_equal_transformers(n: int) -> Non
 
 #: Every preset at CPU scale (windows and chunks of a few tokens), and hand-written schedules.
 SCHEDULES = {
-    "irope": irope(chunk=4),
+    "irope": irope(chunk=4, floor_scale=3),  # the temperature from position 2 on
     "rnope_swa": rnope_swa(window=3),
     "smollm3": smollm3(),
     "gemma2": gemma2(window=4),

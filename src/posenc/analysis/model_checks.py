@@ -42,7 +42,13 @@ def permutation_equivariant(pe: PositionalEncoding) -> tuple[float, str]:
     return _order_gap(pe)
 
 
-@check("order_sensitive", applies=lambda pe: pe.family != "none", tolerance=1e-8, comparison=">=")
+def _order_applies(pe: PositionalEncoding) -> bool:
+    """An encoder can take the encoding: not one computing causal attention from the data
+    (FoX, stick-breaking, PaTH), whose forms have no encoder."""
+    return pe.family != "none" and not pe.capabilities.attention_form
+
+
+@check("order_sensitive", applies=_order_applies, tolerance=1e-8, comparison=">=")
 def order_sensitive(pe: PositionalEncoding) -> tuple[float, str]:
     """With the encoding, shuffling tokens changes more than their order: f(P x) != P f(x)."""
     return _order_gap(pe)

@@ -13,7 +13,7 @@ from . import projections
 from .backends import Call, attend, attend_weights
 from .cache import CacheCheck, KeyValueCache
 from .config import AttentionConfig
-from .flow import AttentionFlow, CachedKeys, Memory
+from .flow import AttentionFlow, CachedKeys, Memory, check_attention_form
 from .inputs import check_keep, check_streamable, new_context
 from .projections import BIAS_BACKENDS, BiasBackend, check_layer, new_weights
 
@@ -103,6 +103,9 @@ class Attention(AttentionFlow, nn.Module):
             bias_backend=bias_backend,
         )
         check_bool(sink_logits, "sink_logits")
+        check_attention_form(
+            pe, causal=causal, window=window, chunk=chunk, sink_logits=sink_logits, dropout=dropout
+        )
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
         self.head_dim = cfg.head_dim
         self.causal, self.dropout = causal, dropout

@@ -20,11 +20,14 @@ class KeyValueCache(Protocol):
 
     ``keep``: a local layer's cache keeps its latest N entries (None: every entry);
     ``consecutive``: every key so far was appended at the default positions 0, 1, ... (the
-    attention layer keeps it up to date, so offsets are known without a host read).
+    attention layer keeps it up to date, so offsets are known without a host read);
+    ``terms``: what an encoding computing its own attention (FoX, PaTH) derived from each
+    cached key's input, (B, L, E), or None (the attention layer writes it back each call).
     """
 
     keep: int | None
     consecutive: bool
+    terms: Tensor | None
 
     @property
     def streams(self) -> bool:

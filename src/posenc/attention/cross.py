@@ -13,7 +13,7 @@ from ..encodings.context import PositionContext
 from . import projections
 from .backends import Call, attend
 from .config import AttentionConfig
-from .flow import CachedKeys, CrossAttentionFlow, Memory
+from .flow import CachedKeys, CrossAttentionFlow, Memory, check_attention_form
 from .projections import BiasBackend, check_layer, new_weights
 
 
@@ -69,6 +69,10 @@ class CrossAttention(CrossAttentionFlow, nn.Module):
             embedded=embedded,
             block_size=block_size,
             bias_backend=bias_backend,
+        )
+        # an encoding computing its own (causal, self-) attention has no cross form
+        check_attention_form(
+            pe, causal=False, window=None, chunk=None, sink_logits=False, dropout=dropout
         )
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
         self.head_dim, self.dropout = cfg.head_dim, dropout

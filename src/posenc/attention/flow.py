@@ -28,6 +28,10 @@ one ``Attention`` inherits both), and each supplies what its flow calls:
   ``pe.rotate``; torch's rotates them in place in inference);
 - ``cache_type``, the framework's KV cache.
 
+An encoding that computes attention from the data (``capabilities.attention_form``: FoX,
+stick-breaking, PaTH) gets the call whole after the cache (``attend_form``): no rotation, mask
+or softmax here; its cache keeps the terms it returns (torch's ``KVCache.terms``).
+
 Shapes: x (B, T, C); q (B, H, T, D); keys (B, Hkv, L, D) (L = cached + new); masks (B, 1, T, L).
 """
 
@@ -48,6 +52,7 @@ from .._validate import (
     check_positions_match,
     check_real_floating,
 )
+from ..encodings.base import AttentionInputs
 from ..encodings.flows import AbsoluteFlow, RandomizedFlow
 from ..functional import masks
 from ..functional._xp import astype, at_least_float32, device_of, fill_outside, namespace
@@ -84,6 +89,7 @@ class AttentionFlow:
     hooks."""
 
     d_model: int
+    head_dim: int
     causal: bool
     window: int | None
     chunk: int | None
@@ -131,6 +137,11 @@ class AttentionFlow:
             raise ValueError(f"x must have C = d_model = {self.d_model} features, got {C}")
         if cache is not None and not isinstance(cache, self.cache_type):
             raise TypeError(f"cache must be a KVCache (one layer's), got {type(cache).__name__}")
+        if return_weights and computes_attention(self.pe):
+            raise ValueError(
+                f"encoding {self.pe.name!r} computes attention itself, blockwise: it has no "
+                "softmax weights to return"
+            )
         offset = self.cache_offset(cache)
         if ctx is None:
             ctx = self.new_context(pos, B, T, cache, x)
@@ -146,6 +157,9 @@ class AttentionFlow:
         valid, segment = mask_inputs(B, T, x, padding_mask, segment_ids, cache)
         new = CachedKeys(k, v, self.batch_positions(pos, B, ctx.axes), valid, segment)
         keys = new if cache is None else cache.append(new)
+        if computes_attention(self.pe):  # the encoding's own causal attention (FoX, PaTH, ...)
+            out = self.attend_form(x, q, keys, ctx, cache)  # (B, H, T, D)
+            return self.proj(out.swapaxes(1, 2).reshape(B, T, C))
         if rerotate:  # the cache holds unrotated keys: rotate all with the current frequencies
             q, k_all = self.pe.rotate(q, keys.k, pos, ctx.k_pos, ctx=ctx)  # (B, Hkv, L, D)
             keys = keys._replace(k=k_all)
@@ -167,6 +181,34 @@ class AttentionFlow:
             return self.proj(out.swapaxes(1, 2).reshape(B, T, C)), weights
         out = self.attend(q, keys, ctx, allowed, offset)  # (B, H, T, D)
         return self.proj(out.swapaxes(1, 2).reshape(B, T, C))  # (B, T, C)
+
+    def attend_form(self, x: Any, q: Any, keys: CachedKeys, ctx: Any, cache: Any) -> Any:
+        """``pe.attention_form`` of this call: x (B, T, C), q (B, H, T, D) and every key
+        (``keys``, cached first), padding put in a segment of its own below every other
+        (so no real query sees it), the cache's terms of its keys as ``past``; the terms it
+        returns go back into the cache. Returns (B, H, T, D)."""
+        if q.shape[2] == 0:  # no new token: nothing to attend, nothing to cache
+            return q
+        xp = namespace(keys.segment)
+        apart = xp.min(keys.segment) - 1  # a segment id no real key has
+        segment_ids = xp.where(keys.valid, keys.segment, apart)  # (B, L)
+        past = None if cache is None else cache.terms
+        inputs = AttentionInputs(
+            x,
+            q,
+            keys.k,
+            keys.v,
+            ctx.q_pos,
+            ctx.k_pos,
+            keys.valid,
+            segment_ids,
+            past,
+            1.0 / math.sqrt(self.head_dim),
+        )
+        out, terms = self.pe.attention_form(inputs)
+        if cache is not None:
+            cache.terms = terms  # (B, L, E)
+        return out
 
     def rotate_new(self, q: Any, k: Any, pos: Any, ctx: Any) -> tuple[Any, Any]:
         """The encoding's rotation of this call's own projections q (B, H, T, D) and k
@@ -313,6 +355,39 @@ def adds_to_embeddings(pe: Any) -> bool:
     if isinstance(pe, AbsoluteFlow):
         return True
     return bool(getattr(getattr(pe, "capabilities", None), "embeds", False))
+
+
+def computes_attention(pe: Any) -> bool:
+    """True for an encoding that computes the whole attention from the data
+    (``capabilities.attention_form``: FoX, stick-breaking, PaTH)."""
+    return bool(getattr(getattr(pe, "capabilities", None), "attention_form", False))
+
+
+def check_attention_form(
+    pe: Any, *, causal: bool, window: Any, chunk: Any, sink_logits: bool, dropout: float
+) -> None:
+    """Refuse a layer an encoding computing its own attention (``computes_attention``) cannot
+    be: its forms are causal self-attention over every key, with no mask of positions, no
+    extra softmax logit and no dropout on weights it never materialises.
+
+    Raises: ValueError naming the encoding and the option."""
+    if not computes_attention(pe):
+        return
+    problem = (
+        "a bidirectional layer (causal=False): its forms are causal"
+        if not causal
+        else "a sliding window or chunk: it attends to every key of its segment"
+        if window is not None or chunk is not None
+        else "learned sink logits: it has no softmax to add them to"
+        if sink_logits
+        else f"attention dropout ({dropout}): it never materialises the weights"
+        if dropout
+        else ""
+    )
+    if problem:
+        raise ValueError(
+            f"encoding {pe.name!r} computes attention itself; it cannot take {problem}"
+        )
 
 
 def check_embedded(pe: Any, embedded: Any) -> None:

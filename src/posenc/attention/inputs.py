@@ -85,6 +85,8 @@ def check_streamable(pe: PositionalEncoding) -> None:
         if caps.embeds
         else "rewrites logits or values with relative terms, which streaming does not support"
         if caps.relative_terms
+        else "computes attention from the data of every key since the first, which a stream evicts"
+        if caps.attention_form
         else ""
     )
     if problem:

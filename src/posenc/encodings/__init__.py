@@ -17,6 +17,7 @@ MODULES: tuple[str, ...] = (
     "pope",
     "randomized",
     "contextual",
+    "data_dependent",
 )
 
 __all__ = ["MODULES", "PositionalEncoding"]

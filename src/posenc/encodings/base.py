@@ -9,7 +9,10 @@ An attention layer calls the hooks in this order (see ``posenc.attention.Attenti
    (B, H, Tq, Tk); attention with only this hook runs through SDPA (bias as ``attn_mask``);
 4. ``relative_logits(scores, q, k, q_pos, k_pos)`` rewrites the masked, scaled logits with
    content-dependent terms (Shaw keys, Transformer-XL, CoPE);
-5. ``relative_values(probs, q_pos, k_pos)`` adds a term to the attention output (Shaw values).
+5. ``relative_values(probs, q_pos, k_pos)`` adds a term to the attention output (Shaw values);
+6. ``attention_form(inputs)`` (``capabilities.attention_form``) replaces hooks 2-5 and the
+   softmax: the encoding computes the whole causal attention from the layer's input x and its
+   q, k, v (FoX, stick-breaking, PaTH: position from the data).
 
 Hooks 4-5 force the explicit attention path. Positions are always explicit int64 tensors of
 shape (T,) or (B, T), so KV-cache decoding, offsets, left padding and packing are right; an
@@ -34,7 +37,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Hashable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -45,6 +48,30 @@ from .capabilities import Capabilities
 from .configs import EncodingConfig
 from .context import PositionContext
 from .flows import Hooks
+
+
+class AttentionInputs(NamedTuple):
+    """One causal self-attention call as ``PositionalEncoding.attention_form`` receives it.
+
+    The T new tokens are the last T of the L keys (L = T without a cache).
+    x (B, T, C): the layer's input at the new tokens; q (B, H, T, D): their queries; k, v
+    (B, Hkv, L, D): every key and value, cached ones first; q_pos (T,) | (B, T) and k_pos
+    (L,) | (B, L) int64; valid (B, L) bool, False for padding; segment_ids (B, L) int64, one id
+    per packed sequence, padding in a segment of its own (no real query sees it); past
+    (B, L - T, E): the terms the hook returned for the cached keys (None when nothing is
+    cached); scale: the logits' 1/sqrt(D).
+    """
+
+    x: Tensor
+    q: Tensor
+    k: Tensor
+    v: Tensor
+    q_pos: Tensor
+    k_pos: Tensor
+    valid: Tensor
+    segment_ids: Tensor
+    past: Tensor | None
+    scale: float
 
 
 class PositionalEncoding(Hooks, nn.Module):
@@ -93,6 +120,26 @@ class PositionalEncoding(Hooks, nn.Module):
         and already validated. Work shared by the layers is done through it on first need
         (``PositionContext.shared``)."""
         return PositionContext(q_pos, k_pos, axes=self.capabilities.axes)
+
+    def attention_form(self, inputs: AttentionInputs) -> tuple[Tensor, Tensor]:
+        """The whole causal attention of one call, from the layer's input and q, k, v.
+
+        For an encoding whose position comes from the data (``capabilities.attention_form``;
+        attention calls it in place of rotate, bias, the relative terms and its softmax).
+        Shapes: ``inputs`` as ``AttentionInputs`` -> (B, H, T, D) and (B, L, E).
+
+        Returns the output (B, H, T, D), before the output projection, and the terms
+        (B, L, E) of every key that the encoding derived from the layer's input (FoX's gates,
+        PaTH's w_t and β_t; E = 0 for none), which the KV cache keeps and hands back as
+        ``past`` at the next step, so cached decoding equals the full forward.
+
+        Raises: NotImplementedError here: only encodings declaring ``attention_form`` have
+        one (see ``posenc.encodings.data_dependent``).
+        """
+        raise NotImplementedError(
+            f"encoding {self.name!r} does not compute attention itself "
+            "(capabilities.attention_form is False)"
+        )
 
     def shared_key(self, name: str, *parts: Hashable) -> tuple[Hashable, ...]:
         """The context key of this module's shared work ``name`` (``posenc.encodings.flows``)."""
@@ -185,6 +232,7 @@ def _widened(caps: Capabilities, own: Any) -> Capabilities:
         bias="positions" if new_bias else caps.bias,
         relative_terms=caps.relative_terms or "relative_logits" in own or "relative_values" in own,
         fused=None if new_bias else caps.fused,
+        attention_form=caps.attention_form or "attention_form" in own,
     )
 
 

@@ -23,6 +23,10 @@ class Capabilities:
     (``posenc.attention.backends.FUSED``), or None. ``axes``: the position axes A it reads:
     1 for sequences (positions (T,) | (B, T)), 2 for images (row, column), 3 for video and
     M-RoPE (t, h, w), whose positions are (T, A) | (B, T, A) (its config's ``axes``).
+    ``attention_form``: computes the whole causal attention itself from the layer's input, its
+    q, k and v (``PositionalEncoding.attention_form``: FoX's forget gates, PaTH's Householder
+    transforms, stick-breaking in place of softmax), so attention hands it the call and runs
+    no softmax of its own.
     """
 
     embeds: bool = False
@@ -31,9 +35,16 @@ class Capabilities:
     relative_terms: bool = False
     fused: str | None = None
     axes: int = 1
+    attention_form: bool = False
 
     @property
     def only_rotates(self) -> bool:
         """Rotates q and k and does nothing else (RoPE, xPos, PoPE): a rotation that can serve
         cross-attention (queries and keys at positions of two sequences)."""
-        return self.rotates and not self.embeds and self.bias == "none" and not self.relative_terms
+        return (
+            self.rotates
+            and not self.embeds
+            and self.bias == "none"
+            and not self.relative_terms
+            and not self.attention_form
+        )

@@ -61,6 +61,19 @@ class EncodingConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class NoPETemperatureConfig(EncodingConfig):
+    """NoPE with Llama 4's query temperature (``posenc.functional.query_temperature``)."""
+
+    name, family = "nope_temperature", "none"
+    floor_scale: int = 8192
+    attn_scale: float = 0.1
+
+    def check(self) -> None:
+        check_positive_int(self.floor_scale, "floor_scale")
+        check_positive_float(self.attn_scale, "attn_scale")
+
+
+@dataclass(frozen=True, kw_only=True)
 class SinusoidalConfig(EncodingConfig):
     name, family = "sinusoidal", "additive"
     dim: int
@@ -501,6 +514,65 @@ class CoPEConfig(EncodingConfig):
 
 
 @dataclass(frozen=True, kw_only=True)
+class FoXConfig(EncodingConfig):
+    """Forgetting attention: a forget gate per head from the layer's input of width ``dim``
+    (``n_heads`` gates, or 1 shared by every head)."""
+
+    name, family = "fox", "data_dependent"
+    dim: int
+    n_heads: int
+
+    def check(self) -> None:
+        check_positive_int(self.dim, "dim")
+        check_positive_int(self.n_heads, "n_heads")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StickBreakingConfig(EncodingConfig):
+    """Stick-breaking attention: ``attend_current`` lets a query break the stick at its own
+    key; ``remainder`` puts what is left of the stick on the query's own value."""
+
+    name, family = "stick_breaking", "data_dependent"
+    attend_current: bool = False
+    remainder: bool = True
+
+    def check(self) -> None:
+        check_bool(self.attend_current, "attend_current")
+        check_bool(self.remainder, "remainder")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PaTHConfig(EncodingConfig):
+    """PaTH attention: Householder transforms per key head (``n_kv_heads``, default
+    ``n_heads``) of ``head_dim`` from the layer's input of width ``dim``; ``forget_gate``
+    adds FoX's gate per query head (PaTH-FoX)."""
+
+    name, family = "path", "data_dependent"
+    dim: int
+    n_heads: int
+    head_dim: int
+    n_kv_heads: int | None = None
+    forget_gate: bool = False
+
+    def check(self) -> None:
+        check_positive_int(self.dim, "dim")
+        check_positive_int(self.n_heads, "n_heads")
+        check_positive_int(self.head_dim, "head_dim")
+        if self.n_kv_heads is not None:
+            check_positive_int(self.n_kv_heads, "n_kv_heads")
+            if self.n_heads % self.n_kv_heads:
+                raise ValueError(
+                    f"n_kv_heads must divide n_heads, got {self.n_kv_heads} and {self.n_heads}"
+                )
+        check_bool(self.forget_gate, "forget_gate")
+
+    @property
+    def key_heads(self) -> int:
+        """Hkv: the heads that own a transform (``n_kv_heads``, default ``n_heads``)."""
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+
+@dataclass(frozen=True, kw_only=True)
 class RandomizedConfig(EncodingConfig):
     name, family = "randomized", "randomized"
     max_len: int
@@ -544,6 +616,7 @@ CONFIGS: dict[str, type[EncodingConfig]] = {
     c.name: c
     for c in (
         EncodingConfig,
+        NoPETemperatureConfig,
         SinusoidalConfig,
         LearnedConfig,
         RoPEConfig,
@@ -563,6 +636,9 @@ CONFIGS: dict[str, type[EncodingConfig]] = {
         ShawConfig,
         TransformerXLConfig,
         CoPEConfig,
+        FoXConfig,
+        StickBreakingConfig,
+        PaTHConfig,
         RandomizedConfig,
     )
 }

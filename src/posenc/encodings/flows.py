@@ -107,6 +107,25 @@ class Supplied:
     prepare: Any
 
 
+class QueryTemperatureFlow(Supplied):
+    """Queries at position p scaled by Llama 4's temperature τ(p)
+    (``PF.query_temperature``), keys unchanged: q_i·k_j becomes τ(i) q_i·k_j. The product runs
+    in float32 (float64 for float64 queries) and returns in q's dtype, as transformers'."""
+
+    def rotate(self, q: Any, k: Any, q_pos: Any, k_pos: Any, *, ctx: Ctx = None) -> tuple[Any, Any]:
+        if ctx is None:
+            self.check_ndim(q, 4, "q", "(B, H, T, D)")
+            q_pos = self.check_positions(q_pos, "q_pos")
+            check_positions_match(q_pos, q.shape[0], q.shape[2], "q_pos")
+        c = self.config
+        wide = at_least_float32(q)
+        tau = PF.query_temperature(
+            q_pos, floor_scale=c.floor_scale, attn_scale=c.attn_scale, dtype=wide
+        )  # (T,) | (B, T)
+        tau = tau[:, None, :, None] if tau.ndim == 2 else tau[None, None, :, None]  # (B|1,1,T,1)
+        return astype(astype(q, wide) * tau, q.dtype), k
+
+
 class AbsoluteFlow(Supplied):
     """An additive table: ``embed`` adds ``rows(pos)`` (..., C) in x's dtype. Unless a context
     comes with them, x and the positions are checked (``check_embed(x, pos)``) and their values

@@ -12,6 +12,7 @@ import jax
 from flax import nnx
 
 from .._models import DecoderBlockFlow, EncoderDecoderFlow
+from .._schedule import BuiltLayer, LayerSchedule, Named
 from ..models.config import EncoderDecoderConfig
 from .attention import Attention, KVCache
 from .base import PositionalEncoding
@@ -19,6 +20,10 @@ from .encodings import NoPE
 from .model import _INIT, Block, FlaxHooks, attention_layers, cross_entropy, registry
 
 Array = jax.Array
+#: One stack's encodings, as torch's ``posenc.models.encoder_decoder.Stack``.
+Stack = (
+    str | PositionalEncoding | list[PositionalEncoding | Named] | LayerSchedule[PositionalEncoding]
+)
 
 
 class DecoderBlock(DecoderBlockFlow, Block):
@@ -39,14 +44,15 @@ class EncoderDecoder(FlaxHooks, EncoderDecoderFlow, nnx.Module):
     """As torch's ``EncoderDecoder`` (``encode``, ``memory``, ``decode``, ``__call__``:
     ``posenc._models.EncoderDecoderFlow``): ``config`` the ``EncoderDecoderConfig`` arguments;
     ``pe`` a registered name (built for each stack, the encoder's in its encoder form, with
-    ``pe_config``), one Flax encoding shared by both stacks, or a pair; cross-attention without
+    ``pe_config``), one Flax encoding shared by both stacks, a per-layer list or
+    ``LayerSchedule``, or a pair of those (as torch's); cross-attention without
     a position term, or the decoder's rotation with ``cross_rotation``; ``rngs`` seeds the
     parameters."""
 
     def __init__(
         self,
         *,
-        pe: PositionalEncoding | str | tuple[PositionalEncoding, PositionalEncoding],
+        pe: Stack | tuple[Stack, Stack],
         pe_config: dict[str, Any] | None = None,
         rngs: nnx.Rngs | None = None,
         **config: Any,
@@ -54,7 +60,7 @@ class EncoderDecoder(FlaxHooks, EncoderDecoderFlow, nnx.Module):
         c = EncoderDecoderConfig(**config)
         rngs = rngs or nnx.Rngs(0)
         kind = "Flax PositionalEncoding"
-        self.place_encodings(
+        enc, dec = self.place_encodings(
             pe, pe_config, c, nope=NoPE, base=PositionalEncoding, kind=kind, **registry(c, rngs)
         )
         self.config = c
@@ -66,26 +72,25 @@ class EncoderDecoder(FlaxHooks, EncoderDecoderFlow, nnx.Module):
             else nnx.Embed(c.tgt_vocab_size, d, embedding_init=_INIT, rngs=rngs)
         )
 
-        def attention(pe: PositionalEncoding, causal: bool) -> Attention:
-            return attention_layers(1, rngs, pe=pe, **asdict(c.attention(causal=causal)))[0]
+        def attention(layer: BuiltLayer[PositionalEncoding], causal: bool) -> Attention:
+            own = {"pe": layer.pe, "window": layer.window, "chunk": layer.chunk}
+            return attention_layers(1, rngs, **asdict(c.attention(causal=causal)) | own)[0]
 
+        cross = BuiltLayer(self.cross_pe, None, None)
         self.encoder = nnx.List(
-            [
-                Block(attention(self.encoder_pe, False), d_ff, dropout=c.dropout, rngs=rngs)
-                for _ in range(c.n_encoder_layers)
-            ]
+            [Block(attention(layer, False), d_ff, dropout=c.dropout, rngs=rngs) for layer in enc]
         )
         self.encoder_norm = nnx.LayerNorm(d, epsilon=1e-5, rngs=rngs)
         self.decoder = nnx.List(
             [
                 DecoderBlock(
-                    attention(self.decoder_pe, True),
-                    attention(self.cross_pe, False),
+                    attention(layer, True),
+                    attention(cross, False),
                     d_ff,
                     dropout=c.dropout,
                     rngs=rngs,
                 )
-                for _ in range(c.n_decoder_layers)
+                for layer in dec
             ]
         )
         self.decoder_norm = nnx.LayerNorm(d, epsilon=1e-5, rngs=rngs)

@@ -11,7 +11,14 @@ from flax import nnx
 
 from .. import functional as PF
 from ..encodings import configs
-from ..encodings.flows import AbsoluteFlow, PoPEFlow, RoPEFlow, SinusoidalFlow, XPosFlow
+from ..encodings.flows import (
+    AbsoluteFlow,
+    PoPEFlow,
+    QueryTemperatureFlow,
+    RoPEFlow,
+    SinusoidalFlow,
+    XPosFlow,
+)
 from .base import (
     PositionalEncoding,
     bounds,
@@ -26,6 +33,11 @@ Array = jax.Array
 @register(configs.EncodingConfig)
 class NoPE(PositionalEncoding):
     """As torch's ``NoPE``: identity hooks."""
+
+
+@register(configs.NoPETemperatureConfig)
+class NoPETemperature(QueryTemperatureFlow, PositionalEncoding):
+    """As torch's ``NoPETemperature``: NoPE with Llama 4's query temperature."""
 
 
 class Absolute(AbsoluteFlow, PositionalEncoding):

@@ -44,6 +44,7 @@ from .sinks import attention_with_sinks, softmax_with_sinks
 from .sinusoidal import shift_matrix, sinusoidal_table
 from .stick_breaking import stick_breaking_attention
 from .t5 import check_t5_buckets, t5_relative_bucket
+from .temperature import query_temperature
 from .transformer_xl import transformer_xl_position_rows, transformer_xl_terms
 from .xpos import check_xpos_range, xpos_max_position, xpos_scale
 
@@ -89,6 +90,7 @@ __all__ = [
     "path_attention",
     "pope_features",
     "pope_polar",
+    "query_temperature",
     "relative_key_logits",
     "relative_offsets",
     "relative_value_output",

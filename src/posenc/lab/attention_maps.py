@@ -90,10 +90,16 @@ def mean_distance(probs: Tensor) -> float:
 
 def attention_sections(runs: list[RunConfig], stored: list[Run], order: list[str]) -> list[Section]:
     """Per encoding, the maps of its first run that passed the gate (first task, lowest seed);
-    encodings without one are listed instead."""
+    encodings without one are listed instead, and so are those computing attention from the
+    data (fox, stick_breaking, path: blockwise, no weights to draw)."""
+    from ..registry import info, names
+
     configs = {r.key(): r for r in runs}
     sections, without = [], []
+    blockwise = [e for e in order if e in names() and info(e).cls.capabilities.attention_form]
     for enc in order:
+        if enc in blockwise:
+            continue
         gated = [
             r
             for r in stored
@@ -106,6 +112,12 @@ def attention_sections(runs: list[RunConfig], stored: list[Run], order: list[str
             without.append(enc)
     if without:
         text = f"No run of {', '.join(without)} passed the gate with a checkpoint: no maps."
+        sections.append(Section("Attention maps not drawn", paragraphs=[text]))
+    if blockwise:
+        text = (
+            f"{', '.join(blockwise)} compute attention from the data, blockwise: no softmax "
+            "weights to draw."
+        )
         sections.append(Section("Attention maps not drawn", paragraphs=[text]))
     return sections
 

@@ -262,6 +262,31 @@ def check_task_architecture(task: Any, architecture: str) -> None:
         )
 
 
+def _trains(encoding: str, task: Any, architecture: str) -> bool:
+    """Whether ``encoding`` can train ``task`` (built) as ``architecture``: one computing
+    causal attention from the data (``capabilities.attention_form``: fox, stick_breaking,
+    path) has no encoder, so neither a classification task's encoder nor an
+    encoder-decoder. (Unknown names pass: ``expand`` reports them.)"""
+    from ..registry import info, names
+
+    if encoding not in names():
+        return True
+    causal_only = info(encoding).cls.capabilities.attention_form
+    return not causal_only or (task.kind != "classify" and architecture != "encoder_decoder")
+
+
+def check_encoding_architecture(encoding: str, task: Any, architecture: str) -> None:
+    """Raise ValueError unless ``encoding`` can train ``task`` as ``architecture``
+    (``_trains``)."""
+    if not _trains(encoding, task, architecture):
+        model = "an encoder-decoder" if architecture == "encoder_decoder" else "an encoder"
+        raise ValueError(
+            f"encoding {encoding!r} computes causal attention from the data and has no encoder; "
+            f"task {task.name!r} ({task.kind}, {architecture}) trains {model}: choose a decoder "
+            "task, or leave it out"
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class SweepConfig:
     """A grid: every encoding x task x seed x longest training length (None: the task's own).
@@ -573,7 +598,8 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
                 f"config key {key!r}: unknown positional encoding {unknown[0]!r}; "
                 f"choose one of {names()}"
             )
-    encodings = names(axes=1) if "all" in sweep.encodings else list(sweep.encodings)
+    every = "all" in sweep.encodings
+    encodings = names(axes=1) if every else list(sweep.encodings)
     grids = [e for e in encodings if e in names() and e not in names(axes=1)]
     runs = []
     for i, task in enumerate(sweep.tasks):
@@ -583,6 +609,9 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
                 built = t.build()
                 for architecture in sweep.architecture_list:
                     check_task_architecture(built, architecture)
+                    for enc in encodings:
+                        if not every:  # "all" leaves out what cannot train the cell
+                            check_encoding_architecture(enc, built, architecture)
                 axes = built.axes
             if grids and axes == 1:  # a sequence has no grid positions to read
                 raise ValueError(
@@ -603,6 +632,7 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
                 )
                 for enc in encodings
                 for architecture in sweep.architecture_list  # side by side per encoding
+                if _trains(enc, built, architecture)
                 for s in sweep.seeds
             ]
     from .footprint import check_fits

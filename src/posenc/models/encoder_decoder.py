@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._models import DecoderBlockFlow, EncoderDecoderFlow
+from .._schedule import BuiltLayer, LayerSchedule, Named, cache_keep
 from .._validate import check_mask_tensor, check_positive_int, check_token_range
 from ..attention.attention import Attention
 from ..attention.cross import CrossAttention
@@ -20,6 +21,12 @@ from .config import EncoderDecoderConfig
 from .generate import DecodeOptions, Decoding, check_token_ids
 from .kv_cache import KVCache
 from .transformer import REGISTRY, Block, TorchHooks, feed_forward, init_weights
+
+#: One stack's encodings: a registered name, a built encoding for every layer, a list of them
+#: per layer (a pattern; names may be (name, config)) or a ``LayerSchedule``.
+Stack = (
+    str | PositionalEncoding | list[PositionalEncoding | Named] | LayerSchedule[PositionalEncoding]
+)
 
 
 class DecoderBlock(DecoderBlockFlow, nn.Module):
@@ -62,8 +69,13 @@ class EncoderDecoder(TorchHooks, EncoderDecoderFlow, nn.Module):
       rotate (``rope``, ``xpos``, ``pope``).
 
     ``pe``: a registered name, built for each stack (the encoder in its encoder form) with
-    ``pe_config``; one built encoding shared by both stacks as it is; or a pair (the encoder's,
-    the decoder's). ``share_embeddings``: one token table for source and target (one
+    ``pe_config``; one built encoding shared by both stacks as it is; a per-layer schedule
+    for both stacks, a list of encodings (built, names, or (name, config)) repeated to each
+    stack's depth, or a ``LayerSchedule`` (with sliding windows and chunks per layer: the
+    encoder's bidirectional, the decoder's causal, its cache keeping only what a local layer
+    sees), each distinct one built once per stack; or a pair (the encoder's, the decoder's)
+    of any of these. Cross-attention keeps one encoding (NoPE, or the decoder's one rotation
+    with ``cross_rotation``). ``share_embeddings``: one token table for source and target (one
     vocabulary). The other arguments as ``TinyTransformer``'s (``EncoderDecoderConfig``).
     Positions are explicit, default 0, 1, ... (the decoder's after its cache); an encoder of
     image or video grids (a pair with a 2-D/3-D encoding first) takes ``src_pos`` (S, A) or
@@ -71,8 +83,9 @@ class EncoderDecoder(TorchHooks, EncoderDecoderFlow, nn.Module):
     real tokens.
 
     Raises: TypeError/ValueError naming the argument (``EncoderDecoderConfig``), for
-    ``cross_rotation`` with an encoding that does more than rotate, or a decoder encoding of
-    more than one position axis.
+    ``cross_rotation`` with an encoding that does more than rotate or with several decoder
+    encodings, a decoder encoding of more than one position axis, encoder layers of different
+    position axes, or an additive encoding in a list (``TinyTransformer``'s rules).
     """
 
     def __init__(
@@ -80,7 +93,7 @@ class EncoderDecoder(TorchHooks, EncoderDecoderFlow, nn.Module):
         *,
         src_vocab_size: int,
         tgt_vocab_size: int,
-        pe: PositionalEncoding | str | tuple[PositionalEncoding, PositionalEncoding],
+        pe: Stack | tuple[Stack, Stack],
         d_model: int = 64,
         n_encoder_layers: int = 2,
         n_decoder_layers: int = 2,
@@ -110,28 +123,35 @@ class EncoderDecoder(TorchHooks, EncoderDecoderFlow, nn.Module):
         )
         self.config = c
         size = {"dim": c.d_model, "n_heads": c.n_heads, "max_len": c.max_len}
+        if c.n_kv_heads is not None:  # (PaTH's transforms belong to key heads)
+            size["n_kv_heads"] = c.n_kv_heads
         kind = "PositionalEncoding"
-        self.place_encodings(
+        enc, dec = self.place_encodings(
             pe, pe_config, c, nope=NoPE, size=size, base=PositionalEncoding, kind=kind, **REGISTRY
         )
+        #: Each stack's layer encodings, and the entries each decoder layer's cache keeps
+        #: (``cache_keep``); tuples: the modules are registered once, in the blocks.
+        self.encoder_pes: tuple[PositionalEncoding, ...] = tuple(layer.pe for layer in enc)
+        self.decoder_pes: tuple[PositionalEncoding, ...] = tuple(layer.pe for layer in dec)
+        self.decoder_keeps = tuple(cache_keep(layer.window, layer.chunk) for layer in dec)
         self.src_tok = nn.Embedding(c.src_vocab_size, d_model)
         self.tgt_tok = self.src_tok if share_embeddings else nn.Embedding(tgt_vocab_size, d_model)
         d_ff = c.d_ff or 4 * d_model
 
-        def attention(pe: PositionalEncoding, causal: bool) -> Attention:
+        def attention(layer: BuiltLayer[PositionalEncoding], causal: bool) -> Attention:
             return Attention(  # embedded: ``encode``/``decode`` add each stack's pe.embed
                 d_model,
                 n_heads,
-                pe=pe,
+                pe=layer.pe,
                 causal=causal,
                 embedded=True,
                 n_kv_heads=n_kv_heads,
                 dropout=dropout,
+                window=layer.window,
+                chunk=layer.chunk,
             )
 
-        self.encoder = nn.ModuleList(
-            Block(attention(self.encoder_pe, False), d_ff, dropout) for _ in range(n_encoder_layers)
-        )
+        self.encoder = nn.ModuleList(Block(attention(layer, False), d_ff, dropout) for layer in enc)
         self.encoder_norm = nn.LayerNorm(d_model)
 
         def cross_attention(pe: PositionalEncoding) -> CrossAttention:
@@ -140,18 +160,24 @@ class EncoderDecoder(TorchHooks, EncoderDecoderFlow, nn.Module):
             )
 
         self.decoder = nn.ModuleList(
-            DecoderBlock(
-                attention(self.decoder_pe, True), cross_attention(self.cross_pe), d_ff, dropout
-            )
-            for _ in range(n_decoder_layers)
+            DecoderBlock(attention(layer, True), cross_attention(self.cross_pe), d_ff, dropout)
+            for layer in dec
         )
         self.decoder_norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, tgt_vocab_size, bias=False)
-        init_weights(self, self.encoder_pe, self.decoder_pe)
+        encodings = {id(p): p for p in (*self.encoder_pes, *self.decoder_pes)}
+        init_weights(self, *encodings.values())
+
+    def stack_pes(self, blocks: nn.ModuleList) -> tuple[PositionalEncoding, ...]:
+        """Each layer's encoding of the ``encoder`` or ``decoder`` (kept here: wrapped blocks
+        need not expose ``attn``)."""
+        return self.encoder_pes if blocks is self.encoder else self.decoder_pes
 
     def new_cache(self) -> list[KVCache]:
-        """One empty KV cache per decoder layer (its self-attention), for incremental decoding."""
-        return [KVCache() for _ in self.decoder]
+        """One empty KV cache per decoder layer (its self-attention), for incremental decoding;
+        a local layer's (sliding window W or chunk C) keeps only the W - 1 (C - 1) latest
+        entries (``KVCache(keep=...)``)."""
+        return [KVCache(keep=keep) for keep in self.decoder_keeps]
 
     def check_tokens(self, idx: Tensor, what: str) -> None:
         """Check ``idx`` (B, T) token ids of ``what`` ("src" or "tgt") against its vocabulary.

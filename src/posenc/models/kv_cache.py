@@ -60,6 +60,10 @@ class KVCache:
         #: True while every key was appended at posenc's default positions 0, 1, ... (kept by
         #: the models' ``new_context``): their offsets are then known without a host read.
         self.consecutive = True
+        #: (B, L, E): what an encoding computing attention from the data derived from each
+        #: cached key's layer input (``PositionalEncoding.attention_form``: FoX's gates,
+        #: PaTH's transforms), kept beside the keys; None until such a layer writes it.
+        self.terms: Tensor | None = None
 
     @property
     def streams(self) -> bool:

@@ -157,6 +157,8 @@ class TinyTransformer(TorchHooks, TransformerFlow, nn.Module):
             max_len=max_len,
         )
         size = {"dim": d_model, "n_heads": n_heads, "max_len": max_len}
+        if n_kv_heads is not None:  # (PaTH's transforms belong to key heads)
+            size["n_kv_heads"] = n_kv_heads
         schedule, listed = schedule_of(pe, window, chunk)
         layers = layer_encodings(
             schedule,

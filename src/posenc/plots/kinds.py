@@ -25,6 +25,16 @@ def _has_frequencies(pe: PositionalEncoding) -> bool:
     return True
 
 
+def _has_weights(pe: PositionalEncoding) -> bool:
+    """Attention gives softmax weights to draw: not an encoding computing attention from the
+    data (FoX, stick-breaking, PaTH: blockwise, no weights returned)."""
+    return not pe.capabilities.attention_form
+
+
+def _sequence_weights(pe: PositionalEncoding) -> bool:
+    return is_sequence(pe) and _has_weights(pe)
+
+
 def _features(pe: PositionalEncoding) -> bool:
     """Per-position pictures of 1-D encodings (grids: ``grid-similarity``)."""
     return is_sequence(pe) and (is_additive(pe) or is_rotary(pe))
@@ -96,8 +106,8 @@ PLOTS: dict[str, PlotKind] = {
         PlotKind("grid-similarity", grid.grid_similarity, grid.is_grid, multi=True),
         PlotKind("sections", grid.pair_sections, grid.has_pair_axes),
         PlotKind("bias", bias.bias_heatmaps, has_bias),
-        PlotKind("attention", attention.attention_heatmap, lambda pe: True),
-        PlotKind("attention-decay", attention.attention_decay, is_sequence, multi=True),
+        PlotKind("attention", attention.attention_heatmap, _has_weights),
+        PlotKind("attention-decay", attention.attention_decay, _sequence_weights, multi=True),
         PlotKind("extension", extension.extension_scales, None, argument="methods"),
         PlotKind("alibi-slopes", extension.alibi_slopes, None, argument="head_counts"),
     )
