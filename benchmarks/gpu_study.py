@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 import posenc
 from posenc import functional as PF
-from posenc.attention.flex import offset_table
+from posenc.attention.backends import offset_table
 from posenc.bench.bias import _impls as bias_impls
 from posenc.bench.harness import DTYPES, interleaved, machine
 from posenc.kernels import rope_triton

@@ -14,7 +14,8 @@ import torch
 import posenc
 import posenc.functional as PF
 from posenc import extension as X
-from posenc.attention import CachedKeys, KVCache, packed_positions, positions_from_padding
+from posenc.attention import CachedKeys, packed_positions, positions_from_padding
+from posenc.models import KVCache
 
 B, H, T, D = 2, 4, 5, 8
 POS = torch.arange(T)

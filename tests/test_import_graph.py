@@ -2,57 +2,55 @@
 and the layers below it, never a layer above (read with ``ast``: every import statement,
 including those inside functions and under ``TYPE_CHECKING``).
 
-From the top: cli -> the ``posenc`` facade -> extlab -> eval -> lab, bench -> report -> plots ->
-analysis -> flax -> models, hf -> attention -> encodings (with the registry) -> extension,
-kernels -> functional (with convert) -> the private helpers. So functional never imports
-kernels, encodings, attention or the lab; kernels import functional, never the reverse;
-encodings never import attention, models, the lab or cli; attention never imports models; the
-lab may import flax, flax never the lab; nothing below cli imports cli.
+The layers are README's "How it fits together" list (between ``<!-- layers -->`` and
+``<!-- /layers -->``), read here, so the list a reader sees is the rule the code follows. Each
+line is one layer, from the top: its groups before the first ": ", comma-separated; a group is
+a subpackage of posenc (or ``posenc``, the facade, or ``helpers``), with the top-level modules
+that belong to it in parentheses (``encodings (with registry)``).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
+README = Path(__file__).resolve().parents[1] / "README.md"
 
-#: Layers from the top. A module may import modules of its own group and of any group in a lower
-#: layer; groups sharing a layer are independent of each other.
-LAYERS: list[tuple[str, ...]] = [
-    ("cli",),
-    ("posenc",),  # the facade (posenc/__init__.py): the lazy public API over everything below
-    ("extlab",),  # the context-extension lab: trains lab-style models, evaluates with eval
-    ("eval",),  # evaluates transformers models, posenc models and lab checkpoints
-    ("lab", "bench"),
-    ("report",),
-    ("plots",),
-    ("analysis",),
-    ("flax",),  # the JAX twins: built from the torch side's configs and attention flow
-    ("models", "hf"),  # torch models; transformers config reading and patching: independent
-    ("attention",),  # the attention layer, its backends and KV cache
-    ("encodings",),
-    ("extension", "kernels"),
-    ("functional",),
-    (
-        "helpers",
-    ),  # posenc._validate, _files, _memo, _forms, _models, _schedule, _version: only each other
-]
-#: Top-level modules outside a subpackage, by the group they belong to.
-TOP_LEVEL = {
-    "__main__": "cli",  # python -m posenc: the command
-    "registry": "encodings",  # encodings register themselves; the registry loads them lazily
-    "convert": "functional",  # checkpoint weight layouts: tensor arithmetic only
-    "_validate": "helpers",
-    "_files": "helpers",  # atomic writes of user files
-    "_memo": "helpers",
-    "_forms": "helpers",
-    "_models": "helpers",  # torch's and Flax's model control flow, framework-neutral
-    "_schedule": "helpers",  # per-layer schedules and their presets, framework-neutral
-    "_version": "helpers",
-}
+
+def read_layers(text: str) -> tuple[list[tuple[str, ...]], dict[str, str]]:
+    """(layers from the top, each a tuple of groups; top-level module -> its group) from the
+    marked list in ``text``.
+
+    Raises:
+        ValueError: no marked list, or a line that names no group.
+    """
+    found = re.search(r"<!-- layers -->\n(.*?)<!-- /layers -->", text, flags=re.S)
+    if found is None:
+        raise ValueError("README has no <!-- layers --> ... <!-- /layers --> list")
+    layers: list[tuple[str, ...]] = []
+    top_level: dict[str, str] = {}
+    for line in found.group(1).splitlines():
+        if not line.startswith("- "):
+            continue  # a wrapped description
+        head = line[2:].split(": ", 1)[0]
+        groups = []
+        for item in re.findall(r"`[^`]+`(?:\s*\([^)]*\))?", head):
+            name, *members = re.findall(r"`([^`]+)`", item)
+            groups.append(name)
+            top_level.update(dict.fromkeys(members, name))
+        if not groups:
+            raise ValueError(f"a layer line names no group: {line!r}")
+        layers.append(tuple(groups))
+    return layers, top_level
+
+
+#: Layers from the top (README's list). A module may import modules of its own group and of any
+#: group in a lower layer; groups sharing a layer are independent of each other.
+LAYERS, TOP_LEVEL = read_layers(README.read_text())
 #: (importer, imported) pairs that break the layers on purpose, each with the reason. Empty:
 #: add an entry only with a comment naming why the redesign it needs is not done yet.
 ALLOWED: dict[tuple[str, str], str] = {}
@@ -171,3 +169,19 @@ def test_relative_imports_inside_functions_are_read(tmp_path: Path) -> None:
     found = _imports("posenc.functional.lazy", source, modules)
     assert found == {"posenc.kernels.rope", "posenc.encodings"}
     assert len(violations({"posenc.functional.lazy": found})) == 2
+
+
+def test_the_layers_are_read_from_readme() -> None:
+    """README's list gives the layers in order and the top-level modules' groups; a list that
+    is missing or names nothing is an error, not an empty rule."""
+    assert LAYERS[0] == ("cli",) and LAYERS[-1] == ("helpers",)
+    assert ("models", "hf") in LAYERS and ("extension", "kernels") in LAYERS
+    assert LAYERS.index(("attention",)) < LAYERS.index(("encodings",))
+    assert TOP_LEVEL["registry"] == "encodings" and TOP_LEVEL["convert"] == "functional"
+    assert TOP_LEVEL["__main__"] == "cli" and TOP_LEVEL["_validate"] == "helpers"
+    with pytest.raises(ValueError, match="no <!-- layers -->"):
+        read_layers("# posenc\n")
+    with pytest.raises(ValueError, match="names no group"):
+        read_layers("<!-- layers -->\n- the app\n<!-- /layers -->")
+    layers, _ = read_layers("<!-- layers -->\n- `a`, `b`: x: `c`\n  more\n- `d`\n<!-- /layers -->")
+    assert layers == [("a", "b"), ("d",)]

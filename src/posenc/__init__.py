@@ -23,7 +23,7 @@ _LAZY = {
     "register": "posenc.registry",
     "PositionalEncoding": "posenc.encodings.base",
     "Attention": "posenc.attention",
-    "KVCache": "posenc.attention",
+    "KVCache": "posenc.models",
     "TinyTransformer": "posenc.models",
     "EncoderDecoder": "posenc.models",
     "positions_from_padding": "posenc.attention",
@@ -101,7 +101,6 @@ if TYPE_CHECKING:
     from . import eval as eval
     from .attention import (
         Attention,
-        KVCache,
         decode_positions,
         grid_positions,
         mrope_positions,
@@ -111,7 +110,7 @@ if TYPE_CHECKING:
     from .encodings.base import PositionalEncoding
     from .hf.attention_config import attention_from_hf
     from .hf.rope_config import rope_from_hf, rope_to_hf
-    from .models import EncoderDecoder, TinyTransformer
+    from .models import EncoderDecoder, KVCache, TinyTransformer
     from .registry import build, build_for_model, info, names, register
 
 

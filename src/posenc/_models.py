@@ -417,7 +417,7 @@ class EncoderDecoderFlow(ModelHooks):
 
     def memory(self, src: Any, src_pos: Any = None, *, src_padding_mask: Any = None) -> list[Any]:
         """The source encoded once (``encode``) and projected to every decoder layer's
-        cross-attention keys and values (``Attention.project_memory``): what ``decode`` reads
+        cross-attention keys and values (``CrossAttention.project_memory``): what ``decode`` reads
         at every step."""
         states = self.encode(src, src_pos, src_padding_mask=src_padding_mask)  # (B, S, C)
         pos = self.default_positions(src.shape[1], src) if src_pos is None else src_pos

@@ -446,7 +446,8 @@ def check_cross(
         raise ValueError("cross-attention needs a non-causal Attention (causal=False)")
     if not isinstance(memory, memory_type):
         raise TypeError(
-            f"memory must be a Memory (Attention.project_memory), got {type(memory).__name__}"
+            "memory must be a Memory (the cross-attention layer's project_memory), got "
+            f"{type(memory).__name__}"
         )
     batch = memory.keys.k.shape[0]
     if x.shape[-1] != d_model or x.shape[0] != batch:

@@ -12,7 +12,8 @@ import torch
 
 import posenc
 from posenc import functional as PF
-from posenc.attention import Attention, KVCache, positions_from_padding
+from posenc.attention import Attention, positions_from_padding
+from posenc.models import KVCache
 
 pytestmark = pytest.mark.anchor
 B, H, Hkv, T, D = 2, 4, 2, 11, 8

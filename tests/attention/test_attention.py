@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import posenc
-from posenc.attention import KVCache, packed_positions, positions_from_padding
+from posenc.attention import packed_positions, positions_from_padding
+from posenc.models import KVCache
 
 ALL = posenc.names(axes=1)  # sequences; grids: test_grid_attention.py
 #: Encodings an encoder can take that tell orders apart: not NoPE, nor Llama 4's NoPE with its
@@ -234,28 +235,6 @@ def test_absolute_encodings_match_reference() -> None:
     learned = posenc.build("learned", dim=16, max_len=64).double()
     torch.testing.assert_close(learned.embed(x, pos), learned.weight[pos])
     assert 0.01 < learned.weight.std().item() < 0.03  # GPT-2 init N(0, 0.02^2)
-
-
-def test_kv_cache_rejects_shape_changes() -> None:
-    from posenc.attention import CachedKeys
-
-    cache = KVCache()
-
-    def entry(B: int, H: int) -> CachedKeys:
-        return CachedKeys(
-            torch.zeros(B, H, 3, 4),
-            torch.zeros(B, H, 3, 4),
-            torch.zeros(B, 3, dtype=torch.long),
-            torch.ones(B, 3, dtype=torch.bool),
-            torch.zeros(B, 3, dtype=torch.long),
-        )
-
-    cache.append(entry(1, 2))
-    with pytest.raises(ValueError, match="new keys must match B, Hkv, D"):
-        cache.append(entry(1, 3))
-    for _ in range(10):  # grows past its initial capacity
-        keys = cache.append(entry(1, 2))
-    assert keys.k.shape == (1, 2, 33, 4) and len(cache) == 33
 
 
 def test_kv_cache_fed_another_dtype_raises_naming_both() -> None:

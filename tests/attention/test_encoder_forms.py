@@ -18,9 +18,9 @@ import torch.nn.functional as F
 
 import posenc
 from posenc.attention import backends
-from posenc.attention.fire_fused import KERNEL, fire_fused_attention
-from posenc.attention.flex import flex_bias_attention
-from posenc.attention.toeplitz import toeplitz_bias_attention
+from posenc.kernels.fire_fused import KERNEL
+from posenc.kernels.flex import flex_bias_attention
+from posenc.kernels.toeplitz import toeplitz_bias_attention
 from tests.encodings.bias_helpers import fire_reference
 from tests.reference import bias as ref
 
@@ -118,8 +118,10 @@ def test_offset_backends_equal_the_explicit_path(name: str, T: int, L: int, a: i
     q_pos, k_pos = torch.arange(a, a + T), torch.arange(b, b + L)
     with torch.no_grad():
         expected = _explicit(q, k, v, pe.bias(q_pos, k_pos))
-        toeplitz = toeplitz_bias_attention(q, k, v, pe, q_pos, k_pos, causal=False)
-        flex = flex_bias_attention(q, k, v, pe, q_pos, k_pos, causal=False, compiled=False)
+        table = backends.offset_table_for(pe, q_pos, k_pos, 4)
+        assert table is not None
+        toeplitz = toeplitz_bias_attention(q, k, v, table, q_pos, k_pos, causal=False)
+        flex = flex_bias_attention(q, k, v, table, q_pos, k_pos, causal=False, compiled=False)
     assert toeplitz is not None and flex is not None
     torch.testing.assert_close(toeplitz.double(), expected, atol=2e-6, rtol=1e-5)
     torch.testing.assert_close(flex.double(), expected, atol=2e-6, rtol=1e-5)
@@ -146,7 +148,7 @@ def test_fire_kernel_takes_the_encoder_form_only_where_it_is_exact(
     q, k, v = _qkv(T, L)
     q_pos, k_pos = torch.arange(a, a + T), torch.arange(b, b + L)
     with torch.no_grad():
-        got = fire_fused_attention(q, k, v, pe, q_pos, k_pos, causal=False, scale=8**-0.5)
+        got = backends.fire_attention(q, k, v, pe, q_pos, k_pos, causal=False, scale=8**-0.5)
     assert (got is not None) == fused
     if got is not None:
         expected = _explicit(q, k, v, torch.from_numpy(fire_reference(pe, q_pos, k_pos)))

@@ -14,10 +14,10 @@ import pytest
 import torch
 
 import posenc
-from posenc.attention import flex as FX
-from posenc.attention.fire_fused import fire_fused_attention
+from posenc.attention.backends import fire_attention
 from posenc.encodings.bias import FIRE
-from posenc.kernels import native
+from posenc.kernels import fire_fused, native
+from posenc.kernels import flex as FX
 
 # ------------------------------------------------------------- native: a build killed midway
 
@@ -74,8 +74,6 @@ def test_stale_build_lock_does_not_hang_a_real_build(
     """A real build of a tiny kernel behind a stale ``lock``: it finished in seconds instead of
     waiting forever (run in a thread so that a hang fails the test instead of the session).
     Slow: a fresh compile on every run, uncached."""
-    from posenc.attention import fire_fused
-
     if not fire_fused.KERNEL.available():  # no C++ toolchain here: nothing to build
         pytest.skip(str(fire_fused.KERNEL.error))
     name = f"posenc_stale_{uuid.uuid4().hex[:8]}"
@@ -139,7 +137,7 @@ def test_fire_subclass_rewriting_bias_is_not_fused() -> None:
     q = torch.randn(2, 4, 50, 8)
     with torch.no_grad():
         torch.testing.assert_close(auto(x), blocks(x), rtol=0, atol=2e-6)
-        assert fire_fused_attention(q, q, q, pe, pos, pos, causal=True, scale=0.5) is None
+        assert fire_attention(q, q, q, pe, pos, pos, causal=True, scale=0.5) is None
 
 
 # ------------------------------------------------ usage modes that hold (regression guards)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import posenc
-from posenc.attention import KVCache
+from posenc.models import KVCache
 
 GRIDS = posenc.names(axes=2) + posenc.names(axes=3)
 V = 11

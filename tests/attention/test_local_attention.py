@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from posenc.attention import Attention
-from posenc.attention.kv_cache import KVCache
+from posenc.models.kv_cache import KVCache
 from posenc.registry import build_for_model
 
 C, H, T = 16, 2, 13

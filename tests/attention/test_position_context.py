@@ -11,9 +11,10 @@ import torch
 
 import posenc
 import posenc._validate as V
+from posenc.attention import CachedKeys
 from posenc.attention.inputs import new_context
-from posenc.attention.kv_cache import CachedKeys, KVCache
 from posenc.encodings.context import PositionContext, shared_for
+from posenc.models import KVCache
 
 V_SIZE = 50
 

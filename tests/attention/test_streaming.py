@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import posenc
-from posenc.attention import Attention, KVCache
+from posenc.attention import Attention
+from posenc.models import KVCache
 from tests.reference.bias import alibi, alibi_slopes
 from tests.reference.rotary import rope_vector
 

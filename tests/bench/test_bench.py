@@ -322,3 +322,24 @@ def test_bench_reports_each_case_and_keeps_them_when_interrupted(
     assert [(c["encoding"], c["T"], c["causal"]) for c in data["bias"]] == [("alibi", 256, True)]
     assert data["bias"][0]["x_sdpa_no_bias"]["sdpa_no_bias"] == pytest.approx(1.0)
     assert [p.name for p in tmp_path.iterdir()] == ["bench.json"]  # no temporary file left
+
+
+def test_benchmarks_readme_indexes_every_benchmark() -> None:
+    """One home: benchmarks/README.md's index names every ``posenc bench`` suite with its
+    module and every script in benchmarks/, so a reader finds each benchmark in one place."""
+    import re
+
+    from posenc.cli.bench import Suite
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "benchmarks" / "README.md").read_text()
+    found = re.search(r"<!-- index -->\n(.*?)<!-- /index -->", text, flags=re.S)
+    assert found is not None, "benchmarks/README.md has no <!-- index --> table"
+    index = found.group(1)
+    suites = [s.value for s in Suite if s is not Suite.all]
+    for suite in suites:
+        assert f"`posenc bench {suite}` | `src/posenc/bench/{suite}.py`" in index, suite
+    modules = {p.stem for p in (root / "src" / "posenc" / "bench").glob("*.py")}
+    assert modules - {"__init__", "harness"} == set(suites)  # every module is a suite's
+    for script in sorted((root / "benchmarks").glob("*.py")):
+        assert f"`python benchmarks/{script.name}" in index, script.name

@@ -12,11 +12,11 @@ import torch
 import torch.nn.functional as F
 
 import posenc
-from posenc.attention import Attention
-from posenc.attention.kv_cache import KVCache
+from posenc.attention import Attention, CrossAttention
 from posenc.attention.positions import positions_from_padding
 from posenc.encodings.base import AttentionInputs, PositionalEncoding
 from posenc.models import EncoderDecoder, TinyTransformer
+from posenc.models.kv_cache import KVCache
 from tests.reference import data_position as ref
 
 NAMES = ["fox", "stick_breaking", "path"]
@@ -196,9 +196,9 @@ def test_calls_the_forms_cannot_take_are_refused(name: str) -> None:
         attn(x, cache=KVCache(window=4, sinks=1))
     with pytest.raises(ValueError, match=r"keep=None"):
         attn(x, cache=KVCache(keep=2))
-    memory = attn.project_memory(torch.randn(1, 5, C), torch.arange(5))
-    with pytest.raises(ValueError, match="non-causal"):  # and the forms are causal only
-        attn.cross(x, memory)
+    assert not hasattr(attn, "cross")  # cross-attention is the sibling, which refuses it:
+    with pytest.raises(ValueError, match=r"computes attention itself.*causal"):  # causal only
+        CrossAttention(C, H, pe=pe)
     with pytest.raises(ValueError, match="causal"):
         EncoderDecoder(src_vocab_size=5, tgt_vocab_size=5, pe=name, d_model=C, n_heads=H)
 

@@ -14,7 +14,7 @@ import torch
 import posenc
 from posenc import functional as PF
 from posenc.attention import Attention
-from posenc.attention.kv_cache import KVCache
+from posenc.models.kv_cache import KVCache
 
 
 def reference(p: int, floor_scale: int, attn_scale: float) -> float:

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 import posenc
 from posenc import Attention
 from posenc import functional as PF
-from posenc.attention.kv_cache import KVCache
+from posenc.models.kv_cache import KVCache
 
 C, H = 24, 4
 D = C // H

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 import posenc
-from posenc.attention import Attention, KVCache
+from posenc.attention import Attention
+from posenc.models import KVCache
 from tests.extension._hf import FACTORS, ORIGINAL
 
 

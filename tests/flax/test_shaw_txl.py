@@ -9,7 +9,7 @@ import torch
 
 import posenc
 from posenc import Attention
-from posenc.attention.kv_cache import KVCache
+from posenc.models.kv_cache import KVCache
 
 jax = pytest.importorskip("jax", reason="the [jax] extra is not installed")
 nnx = pytest.importorskip("flax.nnx", reason="the [jax] extra is not installed")

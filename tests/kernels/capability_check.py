@@ -17,14 +17,14 @@ import sys
 import torch
 
 import posenc
-from posenc.attention.fire_fused import KERNEL as FIRE_KERNEL
-from posenc.attention.fire_fused import fire_fused_attention
-from posenc.attention.toeplitz import toeplitz_bias_attention
+from posenc.attention.backends import fire_attention, offset_table_for
 from posenc.kernels import rope_cpp
+from posenc.kernels.fire_fused import KERNEL as FIRE_KERNEL
 from posenc.kernels.native import build_isa
 from posenc.kernels.rope import rotate_pair
 from posenc.kernels.rope_eager import apply_rope
 from posenc.kernels.rope_tables import RopeTables
+from posenc.kernels.toeplitz import toeplitz_bias_attention
 
 SIZES = (1, 3, 17, 40, 63, 129, 200, 300)
 TOL = {torch.float32: 2e-5, torch.bfloat16: 2e-2, torch.float16: 2e-3}
@@ -129,12 +129,14 @@ def bias_cases() -> None:
                     tag = f"{name} T={T} offset={offset} causal={causal}"
                     with torch.no_grad():
                         if name == "fire":
-                            out = fire_fused_attention(
+                            out = fire_attention(
                                 q, k, v, pe, q_pos, k_pos, causal=causal, scale=0.25
                             )
                         else:
+                            table = offset_table_for(pe, q_pos, k_pos, 4)
+                            assert table is not None
                             out = toeplitz_bias_attention(
-                                q, k, v, pe, q_pos, k_pos, causal=causal, scale=0.25
+                                q, k, v, table, q_pos, k_pos, causal=causal, scale=0.25
                             )
                         if out is None:
                             failures.append(f"{tag}: the fused path declined")

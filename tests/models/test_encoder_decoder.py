@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import posenc
-from posenc.attention import Attention, Memory
+from posenc.attention import Attention, CrossAttention, Memory
 from posenc.encodings.nope import NoPE
 from posenc.models import EncoderDecoder
 from tests.reference.rotary import rope as rope_reference
@@ -159,13 +159,13 @@ def test_cross_attention_equals_the_formula_for_any_query_and_key_lengths(T: int
     """Queries from the decoder, keys and values from the memory (lengths apart either way),
     one row's source padded, 4 query heads on 2 key/value heads: the float64 formula."""
     torch.manual_seed(0)
-    layer = Attention(16, 4, pe=NoPE(), causal=False, n_kv_heads=2).double()
+    layer = CrossAttention(16, 4, pe=NoPE(), n_kv_heads=2).double()
     x, mem = torch.randn(2, T, 16, dtype=torch.float64), torch.randn(2, S, 16, dtype=torch.float64)
     valid = torch.ones(2, S, dtype=torch.bool)
     if S > 1:
         valid[0, -1] = False  # one padded source token
     memory = layer.project_memory(mem, torch.arange(S), valid)
-    got = layer.cross(x, memory).detach().numpy()
+    got = layer(x, memory).detach().numpy()  # forward: cross
     np.testing.assert_allclose(got, _cross_reference(layer, x, mem, valid), rtol=1e-10, atol=1e-12)
 
 
@@ -229,8 +229,7 @@ def test_bad_inputs_are_named() -> None:
         m.decode(src[:1], memory)
     with pytest.raises(TypeError, match="memory must be a Memory"):
         m.decoder[0].cross_attn.cross(torch.randn(2, 3, 16), memory[0].keys)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="non-causal"):
-        m.decoder[0].attn.cross(torch.randn(2, 3, 16), memory[0])
+    assert not hasattr(m.decoder[0].attn, "cross")  # self-attention: its sibling cross-attends
     with pytest.raises(ValueError, match="memory must have C"):
         m.decoder[0].cross_attn.project_memory(torch.randn(2, 4, 8), torch.arange(4))
     assert isinstance(memory[0], Memory)
@@ -262,3 +261,20 @@ def test_grid_encoder_with_a_sequence_decoder(grid: str) -> None:
         EncoderDecoder(src_vocab_size=SV, tgt_vocab_size=TV, pe=(pe[1], pe[0]), d_model=16)
     with pytest.raises(ValueError, match="cross_rotation needs a sequence encoding"):
         EncoderDecoder(src_vocab_size=SV, tgt_vocab_size=TV, pe=pe, d_model=16, cross_rotation=True)
+
+
+def test_attention_and_cross_attention_are_siblings() -> None:
+    """Neither derives from the other: self-attention has no ``cross``, cross-attention's
+    forward is ``cross`` (never causal), and the two share the weights' layout (a cross layer's
+    state dict loads into a self-attention layer of the same widths)."""
+    assert not issubclass(Attention, CrossAttention) and not issubclass(CrossAttention, Attention)
+    self_attn = Attention(16, 4, pe=NoPE(), causal=False, n_kv_heads=2)
+    cross = CrossAttention(16, 4, pe=NoPE(), n_kv_heads=2)
+    assert not hasattr(self_attn, "cross") and not hasattr(cross, "new_context")
+    assert not cross.causal
+    self_attn.load_state_dict(cross.state_dict())
+    x = torch.randn(2, 5, 16)
+    memory = cross.project_memory(x, torch.arange(5))
+    torch.testing.assert_close(cross(x, memory), self_attn(x), rtol=1e-6, atol=1e-6)
+    with pytest.raises(TypeError, match="pe must be a PositionalEncoding, got str"):
+        CrossAttention(16, 4, pe="rope")  # type: ignore[arg-type]

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import posenc
-from posenc.attention import CachedKeys, KVCache, decode_positions
+from posenc.attention import CachedKeys, decode_positions
+from posenc.models import KVCache
 
 ALL = posenc.names(axes=1)  # sequences; grids: test_grid_attention.py
 

@@ -1,15 +1,19 @@
-"""Attention with explicit positions (``Attention``: self-attention, and cross-attention over an
-encoder's ``Memory``), its backends and KV cache, and the position helpers."""
+"""Attention with explicit positions (``Attention``: self-attention; its sibling
+``CrossAttention``: over an encoder's ``Memory``), its backends, what it needs from a KV cache
+(``KeyValueCache``; the cache itself is ``posenc.models.KVCache``), and the position helpers."""
 
 from .attention import Attention, Memory
-from .kv_cache import CachedKeys, KVCache
+from .cache import KeyValueCache
+from .cross import CrossAttention
+from .flow import CachedKeys
 from .multimodal import mrope_positions
 from .positions import decode_positions, grid_positions, packed_positions, positions_from_padding
 
 __all__ = [
     "Attention",
     "CachedKeys",
-    "KVCache",
+    "CrossAttention",
+    "KeyValueCache",
     "Memory",
     "decode_positions",
     "grid_positions",

@@ -2,27 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
 from torch import Tensor, nn
 
-from .._validate import check_bool, check_encoding_heads, check_positive_int
-from ..encodings.base import PositionalEncoding
+from .._validate import check_bool, check_ndim
+from ..encodings.base import PositionalEncoding, batch_positions
 from ..encodings.context import PositionContext
 from ..encodings.flows import RotaryFlow
+from . import projections
+from .backends import Call, attend, attend_weights
+from .cache import CacheCheck, KeyValueCache
 from .config import AttentionConfig
-from .cross import CrossAttention
-from .flow import Memory, check_attention_form, check_embedded
+from .flow import AttentionFlow, CachedKeys, Memory, check_attention_form
 from .inputs import check_keep, check_streamable, new_context
-from .kv_cache import KVCache
+from .projections import BIAS_BACKENDS, BiasBackend, check_layer, new_weights
 
 __all__ = ["BIAS_BACKENDS", "Attention", "Memory"]
 
-BIAS_BACKENDS = ("auto", "blocks", "flex")
 
-
-class Attention(CrossAttention):
+class Attention(AttentionFlow, nn.Module):
     """Multi-head self-attention with grouped-query heads and a pluggable positional encoding.
 
     scores = (rotate(q) · rotate(k)) / sqrt(D) + bias(q_pos, k_pos), then the encoding's relative
@@ -30,7 +28,8 @@ class Attention(CrossAttention):
     ``F.scaled_dot_product_attention`` (bias as ``attn_mask``) unless the encoding rewrites
     logits or values, where an explicit path is used. ``layer(x, pos, return_weights=True)``
     also returns the softmax weights (B, H, T, L), computed on the explicit path (slower:
-    ``AttentionFlow.forward``).
+    ``AttentionFlow.forward``). Cross-attention over an encoder's output is its sibling
+    ``CrossAttention``.
 
     The layer never calls ``embed``: an additive encoding (sinusoidal, learned) belongs on the
     token embeddings before the first layer, ``x = pe.embed(tok(idx), pos)``. Built around one,
@@ -78,7 +77,7 @@ class Attention(CrossAttention):
         dropout: float = 0.0,
         bias: bool = False,
         block_size: int | None = None,
-        bias_backend: Literal["auto", "blocks", "flex"] = "auto",
+        bias_backend: BiasBackend = "auto",
         sink_logits: bool = False,
         window: int | None = None,
         chunk: int | None = None,
@@ -95,14 +94,14 @@ class Attention(CrossAttention):
             window=window,
             chunk=chunk,
         )
-        if not isinstance(pe, PositionalEncoding):
-            raise TypeError(f"pe must be a PositionalEncoding, got {type(pe).__name__}")
-        check_encoding_heads(pe, n_heads, cfg.head_dim)
-        check_embedded(pe, embedded)
-        if block_size is not None:
-            check_positive_int(block_size, "block_size")
-        if bias_backend not in BIAS_BACKENDS:
-            raise ValueError(f"bias_backend must be one of {BIAS_BACKENDS}, got {bias_backend!r}")
+        check_layer(
+            pe,
+            n_heads,
+            cfg.head_dim,
+            embedded=embedded,
+            block_size=block_size,
+            bias_backend=bias_backend,
+        )
         check_bool(sink_logits, "sink_logits")
         check_attention_form(
             pe, causal=causal, window=window, chunk=chunk, sink_logits=sink_logits, dropout=dropout
@@ -115,31 +114,32 @@ class Attention(CrossAttention):
         self.window, self.chunk = cfg.window, cfg.chunk
         self.block_size = block_size  # query block for score-bias encodings (memory O(H·block·T))
         self.bias_backend = bias_backend
-        kv_width = n_kv_heads * self.head_dim
-        self.qkv = nn.Linear(d_model, d_model + 2 * kv_width, bias=bias)
-        self.proj = nn.Linear(d_model, d_model, bias=bias)
+        self.qkv, self.proj = new_weights(d_model, n_kv_heads * self.head_dim, bias=bias)
         self.sink_logits: nn.Parameter | None = (
             nn.Parameter(torch.zeros(n_heads)) if sink_logits else None
         )  # (H,)
 
-    cache_type = KVCache
+    cache_type = CacheCheck  # a KeyValueCache (checked by its class's members)
+    check_ndim = staticmethod(check_ndim)
+    batch_positions = staticmethod(batch_positions)
+    plain = staticmethod(projections.plain)
 
     def new_context(
-        self, pos: Tensor | None, B: int, T: int, cache: KVCache | None, x: Tensor
+        self, pos: Tensor | None, B: int, T: int, cache: KeyValueCache | None, x: Tensor
     ) -> PositionContext:
         """This call's position context (``attention.flow.new_context``): positions ``pos``
         (T,) | (B, T), or the next ones after ``cache``, for input ``x`` (B, T, C)."""
         return new_context(self.pe, pos, B, T, cache, x.device)
 
-    def cache_offset(self, cache: KVCache | None) -> int:
+    def cache_offset(self, cache: KeyValueCache | None) -> int:
         """Keys before this call's: the entries ``cache`` holds (0 without one)."""
         return 0 if cache is None else len(cache)
 
-    def key_count(self, cache: KVCache | None, offset: int, T: int) -> int:
+    def key_count(self, cache: KeyValueCache | None, offset: int, T: int) -> int:
         """Keys this call attends to: the ``offset`` cached ones and its own ``T``."""
         return offset + T
 
-    def streams(self, cache: KVCache) -> bool:
+    def streams(self, cache: KeyValueCache) -> bool:
         """Whether ``cache`` streams (sinks and a window: positions assigned in the cache).
 
         Raises: ValueError when the cache keeps fewer keys than this layer's window or chunk
@@ -178,3 +178,25 @@ class Attention(CrossAttention):
         k = k.view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)
         v = v.view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)
         return q, k, v
+
+    def attend(
+        self,
+        q: Tensor,
+        keys: CachedKeys,
+        ctx: PositionContext,
+        allowed: Tensor | None,
+        offset: int,
+    ) -> Tensor:
+        """Softmax attention through the first backend that applies (``backends``)."""
+        return attend(self, Call(q, keys, ctx, allowed, offset))
+
+    def attend_weights(
+        self,
+        q: Tensor,
+        keys: CachedKeys,
+        ctx: PositionContext,
+        allowed: Tensor | None,
+        offset: int,
+    ) -> tuple[Tensor, Tensor]:
+        """Softmax attention by the explicit path, with its weights (``backends``)."""
+        return attend_weights(self, Call(q, keys, ctx, allowed, offset))

@@ -1,63 +1,115 @@
 """Cross-attention of a decoder over an encoder's output (``EncoderDecoder``): the encoder
-output's keys and values projected once per source (``flow.Memory``), and the
-decoder's queries over them. The same ``Attention`` weights serve: the key/value rows of its
-``qkv`` project the memory, the query rows the decoder's states."""
+output's keys and values projected once per source (``flow.Memory``), and the decoder's queries
+over them. ``Attention``'s sibling: the same weights' layout (the key/value rows of ``qkv``
+project the memory, the query rows the decoder's states), the same backends."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
-
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._validate import check_ndim, check_positions
 from ..encodings.base import PositionalEncoding, batch_positions, default_positions
 from ..encodings.context import PositionContext
-from .backends import Call, attend, attend_weights
-from .flow import AttentionFlow, CachedKeys
+from . import projections
+from .backends import Call, attend
+from .config import AttentionConfig
+from .flow import CachedKeys, CrossAttentionFlow, Memory, check_attention_form
+from .projections import BiasBackend, check_layer, new_weights
 
-if TYPE_CHECKING:
-    from .attention import Attention
 
+class CrossAttention(CrossAttentionFlow, nn.Module):
+    """Multi-head cross-attention of decoder states over an encoder's output (Vaswani et al. 2017).
 
-class CrossAttention(AttentionFlow, nn.Module):
-    """``Attention``'s torch side of ``posenc.attention.flow`` (it derives from
-    this): ``project_memory`` once per source, then ``cross`` at every decoder layer call, and
-    the hooks they share with ``forward``."""
+    Decoder states x (B, T, C) over an encoder's ``Memory`` (``project_memory``, once per
+    source), grouped-query heads, never causal, padded source tokens masked
+    (``posenc.attention.flow.CrossAttentionFlow.cross``).
 
-    d_model: int
-    n_heads: int
-    n_kv_heads: int
-    head_dim: int
-    causal: bool
-    pe: PositionalEncoding
-    qkv: nn.Linear
-    proj: nn.Linear
+    scores = (rotate(q) · rotate(k)) / sqrt(D) + bias(q_pos, k_pos), queries at their target
+    positions and keys at their source positions; softmax; output projection. The encoding is
+    what the model gives cross-attention: NoPE, or its decoder's rotation
+    (``EncoderDecoder(cross_rotation=True)``).
+
+    Args:
+        d_model: model width C; must be divisible by ``n_heads``.
+        n_heads: query heads H. ``n_kv_heads`` (default H) key/value heads, dividing H.
+        pe: the encoding whose hooks are called.
+        embedded: as ``Attention``'s (required around an additive encoding).
+        block_size, bias_backend: as ``Attention``'s (a score bias by query blocks, or fused).
+    """
+
+    causal = False  # ``cross`` refuses a causal layer: a query sees every source token
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        pe: PositionalEncoding,
+        embedded: bool = False,
+        n_kv_heads: int | None = None,
+        dropout: float = 0.0,
+        bias: bool = False,
+        block_size: int | None = None,
+        bias_backend: BiasBackend = "auto",
+    ) -> None:
+        super().__init__()
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        cfg = AttentionConfig(
+            d_model=d_model,
+            n_heads=n_heads,
+            causal=False,
+            n_kv_heads=n_kv_heads,
+            dropout=dropout,
+            bias=bias,
+        )
+        check_layer(
+            pe,
+            n_heads,
+            cfg.head_dim,
+            embedded=embedded,
+            block_size=block_size,
+            bias_backend=bias_backend,
+        )
+        # an encoding computing its own (causal, self-) attention has no cross form
+        check_attention_form(
+            pe, causal=False, window=None, chunk=None, sink_logits=False, dropout=dropout
+        )
+        self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
+        self.head_dim, self.dropout = cfg.head_dim, dropout
+        self.pe: PositionalEncoding = pe
+        self.embedded = embedded
+        self.block_size, self.bias_backend = block_size, bias_backend
+        self.qkv, self.proj = new_weights(d_model, n_kv_heads * self.head_dim, bias=bias)
+        self.sink_logits: nn.Parameter | None = None  # (the backends read it: none here)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Memory,
+        pos: Tensor | None = None,
+        *,
+        ctx: PositionContext | None = None,
+    ) -> Tensor:
+        """``cross``: x (B, T, C) over ``memory`` -> (B, T, C)."""
+        out: Tensor = self.cross(x, memory, pos, ctx=ctx)
+        return out
+
     check_ndim = staticmethod(check_ndim)
     check_positions = staticmethod(check_positions)
     batch_positions = staticmethod(batch_positions)
+    plain = staticmethod(projections.plain)
 
     def default_positions(self, T: int, x: Tensor) -> Tensor:
+        """Queries' positions 0..T-1 (T,) on x's device, when ``cross`` is given none."""
         return default_positions(T, device=x.device)
 
     def project_queries(self, x: Tensor) -> Tensor:
         """q (B, H, T, D) of x (B, T, C) by the query rows of ``qkv``."""
-        B, T, C = x.shape
-        bias = None if self.qkv.bias is None else self.qkv.bias[:C]
-        q = F.linear(x, self.qkv.weight[:C], bias)  # (B, T, C)
-        return q.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
+        return projections.project_queries(self.qkv, x, self.n_heads, self.head_dim)
 
     def project_keys(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """k, v (B, Hkv, S, D) of memory (B, S, C) by the key/value rows of ``qkv``."""
-        B, S, C = memory.shape
-        D, Hkv = self.head_dim, self.n_kv_heads
-        bias = None if self.qkv.bias is None else self.qkv.bias[C:]
-        k, v = F.linear(memory, self.qkv.weight[C:], bias).split([Hkv * D, Hkv * D], dim=-1)
-        return k.view(B, S, Hkv, D).transpose(1, 2), v.view(B, S, Hkv, D).transpose(1, 2)
-
-    def plain(self, padding_mask: Tensor | None, segment_ids: Tensor | None, offset: int) -> bool:
-        """No padding, segments or cache offset: SDPA's ``is_causal`` (or nothing) masks."""
-        return padding_mask is None and segment_ids is None and not offset
+        return projections.project_keys(self.qkv, memory, self.n_kv_heads, self.head_dim)
 
     def attend(
         self,
@@ -68,15 +120,4 @@ class CrossAttention(AttentionFlow, nn.Module):
         offset: int,
     ) -> Tensor:
         """Softmax attention through the first backend that applies (``backends``)."""
-        return attend(cast("Attention", self), Call(q, keys, ctx, allowed, offset))
-
-    def attend_weights(
-        self,
-        q: Tensor,
-        keys: CachedKeys,
-        ctx: PositionContext,
-        allowed: Tensor | None,
-        offset: int,
-    ) -> tuple[Tensor, Tensor]:
-        """Softmax attention by the explicit path, with its weights (``backends``)."""
-        return attend_weights(cast("Attention", self), Call(q, keys, ctx, allowed, offset))
+        return attend(self, Call(q, keys, ctx, allowed, offset))

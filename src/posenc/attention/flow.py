@@ -4,7 +4,9 @@ and Flax's ``posenc.flax.Attention`` (as ``flows`` is for the encodings' hooks a
 projection, the encoding's rotation, the KV cache, the mask of allowed keys, then the
 framework's softmax attention and the output projection.
 
-A framework's class inherits ``AttentionFlow`` first and supplies:
+A framework's self-attention class inherits ``AttentionFlow`` first, its cross-attention class
+``CrossAttentionFlow`` (torch's are the siblings ``Attention`` and ``CrossAttention``; Flax's
+one ``Attention`` inherits both), and each supplies what its flow calls:
 
 - ``check_ndim(x, ndim, what, layout)``, ``check_positions(pos, what, axes)``: its array checks;
 - ``new_context(pos, B, T, cache, x)``: ``pe.prepare`` of T new tokens at ``pos`` (checked;
@@ -14,8 +16,9 @@ A framework's class inherits ``AttentionFlow`` first and supplies:
   ``key_count(cache, offset, T)``: the keys a call sees with its cache; ``streams(cache)``:
   whether keys are rotated at their positions inside the cache (raises for an encoding a
   streaming cache cannot take);
-- ``_project(x)`` -> q (B, H, T, D), k, v (B, Hkv, T, D); ``project_queries(x)`` -> q;
-  ``project_keys(memory)`` -> k, v (B, Hkv, S, D) (the query and the key/value rows of ``qkv``);
+- ``_project(x)`` -> q (B, H, T, D), k, v (B, Hkv, T, D); cross-attention's
+  ``project_queries(x)`` -> q and ``project_keys(memory)`` -> k, v (B, Hkv, S, D) (the query
+  and the key/value rows of ``qkv``);
 - ``batch_positions(pos, B, axes)``;
 - ``plain(padding_mask, segment_ids, offset)``: True where the causal or bidirectional mask
   alone applies, so ``attend`` is given no mask (None);
@@ -82,8 +85,8 @@ class Memory(NamedTuple):
 
 
 class AttentionFlow:
-    """``forward`` (self-attention with an optional KV cache), ``project_memory`` and ``cross``
-    (cross-attention over an encoder's output); see the module docstring for the hooks."""
+    """``forward``: self-attention with an optional KV cache; see the module docstring for the
+    hooks."""
 
     d_model: int
     head_dim: int
@@ -94,15 +97,11 @@ class AttentionFlow:
     proj: Any
     cache_type: type[Any]
     check_ndim: Any
-    check_positions: Any
     new_context: Any
-    default_positions: Any
     cache_offset: Any
     key_count: Any
     streams: Any
     _project: Any
-    project_queries: Any
-    project_keys: Any
     batch_positions: Any
     plain: Any
     attend: Any
@@ -216,6 +215,24 @@ class AttentionFlow:
         (B, Hkv, T, D) at ``pos``: nothing else holds them, so a framework may overwrite them
         (torch's ``Attention``, in inference)."""
         return self.pe.rotate(q, k, pos, pos, ctx=ctx)
+
+
+class CrossAttentionFlow:
+    """``project_memory`` and ``cross``: cross-attention over an encoder's output; see the
+    module docstring for the hooks."""
+
+    d_model: int
+    causal: bool
+    pe: Any
+    proj: Any
+    check_ndim: Any
+    check_positions: Any
+    default_positions: Any
+    project_queries: Any
+    project_keys: Any
+    batch_positions: Any
+    plain: Any
+    attend: Any
 
     def project_memory(
         self, memory: Any, pos: Any, padding_mask: Any = None, *, axes: int = 1

@@ -14,7 +14,7 @@ from .._validate import (
 )
 from ..encodings.base import PositionalEncoding, batch_positions, default_positions
 from ..encodings.context import PositionContext
-from .kv_cache import KVCache
+from .cache import KeyValueCache
 
 
 def new_context(
@@ -22,7 +22,7 @@ def new_context(
     pos: Tensor | None,
     B: int,
     T: int,
-    cache: KVCache | None,
+    cache: KeyValueCache | None,
     device: torch.device,
 ) -> PositionContext:
     """``pe.prepare`` for T new tokens at ``pos`` (T,) | (B, T) (default: after the cache's
@@ -52,7 +52,7 @@ def new_context(
     return ctx
 
 
-def check_keep(cache: KVCache, window: int | None, chunk: int | None) -> None:
+def check_keep(cache: KeyValueCache, window: int | None, chunk: int | None) -> None:
     """Raise unless a ``KVCache(keep=N)`` holds every key its layer can still see: N >= W - 1
     for a sliding window of W, N >= C - 1 for a chunk of C (the fewer), every key for a layer
     that sees them all.

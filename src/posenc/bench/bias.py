@@ -30,7 +30,7 @@ def _impls(
 ) -> dict[str, Callable[[], Any]]:
     from ..attention import Attention, CachedKeys
     from ..attention.backends import Call, attend
-    from ..attention.flex import flex_runs_on
+    from ..kernels.flex import flex_runs_on
     from ..registry import build_for_model
 
     torch_dtype = DTYPES[dtype]

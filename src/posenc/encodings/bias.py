@@ -210,7 +210,7 @@ class FIRE(BiasFlow, PositionalEncoding):
 
     def distance_terms(self, q_pos: Tensor, max_offset: int) -> tuple[Tensor, Tensor]:
         """ψ(0), ..., ψ(max_offset) and the normaliser per query: x = ψ(|i - j|) / normaliser_i,
-        the MLP's input factored for fused kernels (``attention.fire_fused``).
+        the MLP's input factored for fused kernels (``kernels.fire_fused``).
         Shapes: q_pos (..., Tq) -> psi (max_offset + 1,), normaliser (..., Tq)."""
         c, threshold = self._c_threshold()
         psi = PF.fire_psi(torch.arange(max_offset + 1, device=c.device, dtype=c.dtype), c)

@@ -17,7 +17,13 @@ from .._validate import (
     check_positions_match,
 )
 from ..attention.config import AttentionConfig
-from ..attention.flow import AttentionFlow, CachedKeys, check_embedded, explicit_weights
+from ..attention.flow import (
+    AttentionFlow,
+    CachedKeys,
+    CrossAttentionFlow,
+    check_embedded,
+    explicit_weights,
+)
 from .base import (
     PositionalEncoding,
     PositionContext,
@@ -46,13 +52,13 @@ def context(
     return pe.prepare(pos, keys)
 
 
-class Attention(AttentionFlow, nnx.Module):
-    """As torch's ``Attention`` (one explicit path: no query blocks or fused backends), with
-    parameters ``qkv`` (C -> C + 2·Hkv·D) and ``proj`` (C -> C); dropout acts on the attention
-    probabilities in training. ``config``: the other ``AttentionConfig`` arguments (causal,
-    n_kv_heads, dropout, bias, window, chunk), checked as torch's. ``__call__``,
-    ``project_memory`` and ``cross``: ``posenc.attention.flow``; ``masks`` are
-    ``padding_mask`` (B, T) bool and ``segment_ids`` (B, T) integer, as torch's.
+class Attention(AttentionFlow, CrossAttentionFlow, nnx.Module):
+    """As torch's ``Attention`` and ``CrossAttention`` in one layer (one explicit path: no
+    query blocks or fused backends), with parameters ``qkv`` (C -> C + 2·Hkv·D) and ``proj``
+    (C -> C); dropout acts on the attention probabilities in training. ``config``: the other
+    ``AttentionConfig`` arguments (causal, n_kv_heads, dropout, bias, window, chunk), checked
+    as torch's. ``__call__``, ``project_memory`` and ``cross``: ``posenc.attention.flow``;
+    ``masks`` are ``padding_mask`` (B, T) bool and ``segment_ids`` (B, T) integer, as torch's.
     ``return_weights=True`` also returns the softmax weights (B, H, T, L); ``embedded``: as
     torch's, required (True) around an additive encoding, whose ``embed`` the caller adds to
     the input (the layer never calls it)."""

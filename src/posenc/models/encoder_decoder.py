@@ -13,12 +13,13 @@ from .._models import DecoderBlockFlow, EncoderDecoderFlow
 from .._schedule import BuiltLayer, LayerSchedule, Named, cache_keep
 from .._validate import check_mask_tensor, check_positive_int, check_token_range
 from ..attention.attention import Attention
-from ..attention.kv_cache import KVCache
+from ..attention.cross import CrossAttention
 from ..attention.positions import positions_from_padding
 from ..encodings.base import PositionalEncoding
 from ..encodings.nope import NoPE
 from .config import EncoderDecoderConfig
 from .generate import DecodeOptions, Decoding, check_token_ids
+from .kv_cache import KVCache
 from .transformer import REGISTRY, Block, TorchHooks, feed_forward, init_weights
 
 #: One stack's encodings: a registered name, a built encoding for every layer, a list of them
@@ -33,7 +34,9 @@ class DecoderBlock(DecoderBlockFlow, nn.Module):
     x + cross_attn(norm_cross(x), memory), then x + mlp(norm2(x))
     (``posenc._models.DecoderBlockFlow``)."""
 
-    def __init__(self, attn: Attention, cross_attn: Attention, d_ff: int, dropout: float) -> None:
+    def __init__(
+        self, attn: Attention, cross_attn: CrossAttention, d_ff: int, dropout: float
+    ) -> None:
         super().__init__()
         d = attn.d_model
         self.norm1, self.attn = nn.LayerNorm(d), attn
@@ -148,11 +151,16 @@ class EncoderDecoder(TorchHooks, EncoderDecoderFlow, nn.Module):
                 chunk=layer.chunk,
             )
 
-        cross = BuiltLayer(self.cross_pe, None, None)
         self.encoder = nn.ModuleList(Block(attention(layer, False), d_ff, dropout) for layer in enc)
         self.encoder_norm = nn.LayerNorm(d_model)
+
+        def cross_attention(pe: PositionalEncoding) -> CrossAttention:
+            return CrossAttention(
+                d_model, n_heads, pe=pe, embedded=True, n_kv_heads=n_kv_heads, dropout=dropout
+            )
+
         self.decoder = nn.ModuleList(
-            DecoderBlock(attention(layer, True), attention(cross, False), d_ff, dropout)
+            DecoderBlock(attention(layer, True), cross_attention(self.cross_pe), d_ff, dropout)
             for layer in dec
         )
         self.decoder_norm = nn.LayerNorm(d_model)

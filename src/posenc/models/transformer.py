@@ -14,13 +14,13 @@ from .._schedule import LayerSchedule, Named, cache_keep
 from .._validate import check_mask_tensor, check_ndim, check_token_range
 from ..attention.attention import Attention
 from ..attention.inputs import new_context
-from ..attention.kv_cache import KVCache
 from ..attention.positions import positions_from_padding
 from ..encodings.base import PositionalEncoding, default_positions
 from ..encodings.capabilities import Capabilities
 from ..encodings.context import PositionContext
 from .config import TransformerConfig
 from .generate import DecodeOptions, Decoding, check_token_ids
+from .kv_cache import KVCache
 
 
 def feed_forward(d_model: int, d_ff: int) -> nn.Sequential:

@@ -7,13 +7,15 @@ import torch
 from torch import Tensor
 
 from .._validate import check_cache_axes, check_positive_int
-from .flow import TIME_AXIS, CachedKeys
+from ..attention.flow import TIME_AXIS, CachedKeys
 
-__all__ = ["CachedKeys", "KVCache"]
+__all__ = ["KVCache"]
 
 
 class KVCache:
     """Per-layer cache of keys, values and their positions for incremental decoding.
+
+    What ``Attention`` reads from it is ``posenc.attention.cache.KeyValueCache``.
 
     Storage is preallocated and doubled when full (amortised O(1) appends per token). With
     autograd recording (new keys/values that require grad), each append builds a new store out

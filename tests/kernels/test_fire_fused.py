@@ -1,4 +1,5 @@
-"""FIRE's fused CPU attention kernel (``attention.fire_fused``) against float64 attention."""
+"""FIRE's fused CPU attention kernel (``kernels.fire_fused``, called with the encoding's terms
+by ``attention.backends.fire_attention``) against float64 attention."""
 
 from __future__ import annotations
 
@@ -12,9 +13,8 @@ import torch
 import torch.nn.functional as F
 
 import posenc
-import posenc.attention.attention
-from posenc.attention import Attention
-from posenc.attention import fire_fused as FF
+from posenc.attention import Attention, backends
+from posenc.kernels import fire_fused as FF
 from tests.encodings.bias_helpers import fire_reference
 
 
@@ -48,7 +48,7 @@ def _attention64(q, k, v, bias: np.ndarray, causal: bool) -> torch.Tensor:
 
 def _run(pe, q, k, v, q_pos, k_pos, causal: bool) -> torch.Tensor:
     with torch.no_grad():
-        out = FF.fire_fused_attention(
+        out = backends.fire_attention(
             q, k, v, pe, q_pos, k_pos, causal=causal, scale=1 / math.sqrt(q.shape[-1])
         )
     assert out is not None
@@ -136,14 +136,14 @@ def test_declines_what_it_does_not_cover() -> None:
     pos = torch.arange(8)
 
     def call(pe=pe, q=q, pos=pos):
-        return FF.fire_fused_attention(q, k, v, pe, pos, pos, causal=True, scale=0.25)
+        return backends.fire_attention(q, k, v, pe, pos, pos, causal=True, scale=0.25)
 
     assert call() is None  # FIRE's parameters require grad: training takes the blocks
     with torch.no_grad():
         assert call() is not None
         assert call(q=q.bfloat16()) is None  # k, v stay float32
         assert (
-            FF.fire_fused_attention(
+            backends.fire_attention(
                 q.double(), k.double(), v.double(), pe, pos, pos, causal=True, scale=0.25
             )
             is None
@@ -160,10 +160,10 @@ def test_attention_uses_it_in_inference_and_blocks_in_training(
     results: list[torch.Tensor | None] = []
 
     def spy(*args, **kwargs):
-        results.append(FF.fire_fused_attention(*args, **kwargs))
+        results.append(backends.fire_attention(*args, **kwargs))
         return results[-1]
 
-    monkeypatch.setitem(posenc.attention.backends.FUSED, "fire", spy)
+    monkeypatch.setitem(backends.FUSED, "fire", spy)
     pe = _fire(4)
     fused = Attention(64, 4, pe=pe, causal=True)
     blocks = Attention(64, 4, pe=pe, causal=True, bias_backend="blocks")
@@ -185,10 +185,10 @@ def test_failed_build_warns_once_and_declines(monkeypatch: pytest.MonkeyPatch) -
     q = torch.randn(1, 2, 8, 16)
     pos = torch.arange(8)
     with torch.no_grad(), pytest.warns(UserWarning, match="no g\\+\\+.*query blocks"):
-        assert FF.fire_fused_attention(q, q, q, pe, pos, pos, causal=True, scale=0.25) is None
+        assert backends.fire_attention(q, q, q, pe, pos, pos, causal=True, scale=0.25) is None
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("error")  # said once
-        assert FF.fire_fused_attention(q, q, q, pe, pos, pos, causal=True, scale=0.25) is None
+        assert backends.fire_attention(q, q, q, pe, pos, pos, causal=True, scale=0.25) is None
 
 
 @pytest.mark.parametrize("shape", [(2, 0, 64), (0, 300, 64)])
@@ -203,7 +203,7 @@ def test_empty_batch_or_sequence_in_float32_inference(shape: tuple[int, int, int
         assert attn(x).shape == shape
         assert attn(x, pos).shape == shape
         q = torch.randn(shape[0], 4, shape[1], 16)
-        assert FF.fire_fused_attention(q, q, q, pe, pos, pos, causal=True, scale=0.25) is None
+        assert backends.fire_attention(q, q, q, pe, pos, pos, causal=True, scale=0.25) is None
 
 
 @pytest.mark.parametrize("causal", [True, False])
@@ -230,7 +230,7 @@ def test_bad_inputs_raise_clear_errors() -> None:
     pos = torch.arange(10)
 
     def call(q=q, k=k, v=k, q_pos=pos, k_pos=pos, pe=pe):
-        return FF.fire_fused_attention(q, k, v, pe, q_pos, k_pos, causal=True, scale=0.25)
+        return backends.fire_attention(q, k, v, pe, q_pos, k_pos, causal=True, scale=0.25)
 
     with torch.no_grad():
         with pytest.raises(ValueError, match=r"q_pos must have shape \(10,\) or \(1, 10\)"):

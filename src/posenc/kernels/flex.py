@@ -1,9 +1,10 @@
 """Score biases fused into attention with FlexAttention: no bias tensor is ever materialised.
 
-For offset-only biases (``capabilities.bias == "offset"``: ALiBi, T5, Kerple) the encoding's
-own ``bias`` is evaluated once on every offset the call can meet, a (H, n_offsets) table, and a
-``score_mod`` adds ``table[h, q_pos - k_pos]`` inside the compiled kernel; causal attention
-also skips fully masked blocks (a block mask). Opt in with ``Attention(...,
+For offset-only biases (``capabilities.bias == "offset"``: ALiBi, T5, Kerple) the caller hands
+the bias at every offset the call can meet, an ``OffsetTable`` (H, n_offsets) (``Attention``'s
+backend evaluates the encoding's ``bias`` once per offset: ``attention.backends.offset_table``),
+and a ``score_mod`` adds ``table[h, q_pos - k_pos]`` inside the compiled kernel; causal
+attention also skips fully masked blocks (a block mask). Opt in with ``Attention(...,
 bias_backend="flex")``; the first call per shape compiles.
 
 Not on CPU (``flex_runs_on``): Inductor's CPU FlexAttention kernel (torch 2.13) is wrong on AVX2
@@ -21,17 +22,55 @@ import functools
 import math
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 
 from .._validate import check_positions, check_positions_match
-from ..encodings.base import PositionalEncoding, batch_positions
-from ..encodings.context import PositionContext
 
 #: Input dtypes FlexAttention compiles for on CPU (torch 2.13: float64 raises in Inductor).
 FLEX_CPU_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+class OffsetTable(NamedTuple):
+    """An offset-only bias at the offsets lo .. lo + n - 1: ``values[h, o - lo]`` is head h's
+    bias at offset o = q_pos - k_pos.
+
+    Shapes: values (H, n).
+    """
+
+    values: Tensor
+    lo: int
+
+    def rows(self, n_heads: int) -> Tensor:
+        """``values`` (H, n), checked to have one row per head.
+
+        Raises:
+            ValueError: a table of another rank or with other than ``n_heads`` rows.
+        """
+        if self.values.ndim != 2 or self.values.shape[0] != n_heads:
+            raise ValueError(
+                f"the offset table must be (H, n) with H = {n_heads}, got "
+                f"{tuple(self.values.shape)}"
+            )
+        return self.values
+
+    def covering(self, lo: int, hi: int, n_heads: int) -> Tensor:
+        """The columns for offsets lo..hi: (H, hi - lo + 1), a view (a learned table's gradient
+        flows back).
+
+        Raises:
+            ValueError: a table with other than ``n_heads`` rows (``rows``), or not covering
+                lo..hi.
+        """
+        values = self.rows(n_heads)
+        first, last = self.lo, self.lo + values.shape[1] - 1
+        if lo < first or hi > last:
+            raise ValueError(
+                f"the offset table covers offsets {first}..{last}, the call needs {lo}..{hi}"
+            )
+        return values[:, lo - first : hi - first + 1]
 
 
 def flex_runs_on(device: torch.device) -> bool:
@@ -72,15 +111,12 @@ def _causal_block_mask(T: int, L: int, device: torch.device) -> Any:
         return create_block_mask(causal, None, None, T, L, device=device)
 
 
-def check_attention_inputs(
-    q: Tensor, k: Tensor, v: Tensor, q_pos: Tensor, k_pos: Tensor, *, same_dtype: bool
-) -> None:
-    """The fused attention paths' inputs: q (B, H, T, D); k, v (B, Hkv, L, D) with Hkv dividing
-    H; q_pos (T,) | (B, T) and k_pos (L,) | (B, L) integer. ``same_dtype``: k, v as q's dtype.
+def check_qkv(q: Tensor, k: Tensor, v: Tensor, *, same_dtype: bool) -> None:
+    """The fused attention paths' q (B, H, T, D) and k, v (B, Hkv, L, D) with Hkv dividing H.
+    ``same_dtype``: k, v as q's dtype.
 
     Raises:
-        TypeError: a non-tensor, non-floating q/k/v, mixed dtypes (``same_dtype``), or
-            non-integer positions.
+        TypeError: a non-tensor, non-floating q/k/v, or mixed dtypes (``same_dtype``).
         ValueError: ranks or sizes that do not fit together.
     """
     for t, what in ((q, "q"), (k, "k"), (v, "v")):
@@ -89,7 +125,7 @@ def check_attention_inputs(
             raise TypeError(f"{what} must be a floating-point tensor, got {kind}")
         if t.ndim != 4:
             raise ValueError(f"{what} must have 4 dimensions (B, heads, len, D), got {t.ndim}")
-    B, H, T, D = q.shape
+    B, H, _, D = q.shape
     if k.shape != v.shape or k.shape[0] != B or k.shape[3] != D:
         raise ValueError(
             f"k and v must be (B, Hkv, L, D) = ({B}, Hkv, L, {D}) like q {tuple(q.shape)}, got "
@@ -99,49 +135,34 @@ def check_attention_inputs(
         raise ValueError(f"q's {H} heads must be a multiple of k's {k.shape[1]}")
     if same_dtype and not q.dtype == k.dtype == v.dtype:
         raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    check_positions_match(check_positions(q_pos, "q_pos"), B, T, "q_pos")
-    check_positions_match(check_positions(k_pos, "k_pos"), B, k.shape[2], "k_pos")
 
 
-def offset_table(pe: PositionalEncoding, lo: int, hi: int, n_heads: int) -> Tensor:
-    """bias(i, j) for every offset i - j in lo..hi, from one query against shifted keys.
-
-    Returns (H, hi - lo + 1); row h, column o - lo is the bias at offset o.
+def check_attention_inputs(
+    q: Tensor, k: Tensor, v: Tensor, q_pos: Tensor, k_pos: Tensor, *, same_dtype: bool
+) -> None:
+    """``check_qkv``, and q_pos (T,) | (B, T) and k_pos (L,) | (B, L) integer.
 
     Raises:
-        ValueError: the encoding has no bias, or neither one head nor ``n_heads`` of them.
+        TypeError: as ``check_qkv``, or non-integer positions.
+        ValueError: ranks or sizes that do not fit together.
     """
-    q_at = max(hi, 0)
-    device = pe_device(pe)
-    keys = q_at - torch.arange(lo, hi + 1, device=device)  # positions q_at - o >= 0
-    query = torch.full((1,), q_at, device=device)  # (no host-to-device copy: no sync)
-    bias = pe.bias(query, keys, ctx=PositionContext(query, keys))  # (1, H|1, 1, n), made here
-    if bias is None:
-        raise ValueError(f"{pe.name!r} has no score bias to fuse")
-    if bias.shape[1] not in (1, n_heads):
-        raise ValueError(
-            f"{pe.name!r} gives a bias for {bias.shape[1]} heads, attention has {n_heads}"
-        )
-    return bias[0, :, 0].expand(n_heads, keys.shape[0])
-
-
-def pe_device(pe: PositionalEncoding) -> torch.device:
-    tensors = [*pe.parameters(), *pe.buffers()]
-    return tensors[0].device if tensors else torch.device("cpu")
+    check_qkv(q, k, v, same_dtype=same_dtype)
+    B, T, L = q.shape[0], q.shape[2], k.shape[2]
+    check_positions_match(check_positions(q_pos, "q_pos"), B, T, "q_pos")
+    check_positions_match(check_positions(k_pos, "k_pos"), B, L, "k_pos")
 
 
 def flex_bias_attention(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    pe: PositionalEncoding,
+    table: OffsetTable,
     q_pos: Tensor,
     k_pos: Tensor,
     *,
     causal: bool,
     compiled: bool = True,
     checked: bool = False,
-    bounds: tuple[int, int] | None = None,
 ) -> Tensor | None:
     """softmax(q k^T / sqrt(D) + bias) v with the bias added per score inside the kernel, or
     None when flex does not apply: a CPU tensor with ``compiled`` (``flex_runs_on``), gradients
@@ -149,13 +170,14 @@ def flex_bias_attention(
     or no queries or keys (T, L or B = 0). ``compiled=False``: flex's eager form, which builds
     the scores whole (a reference for posenc's score_mod and block mask, not a fast path).
 
-    Shapes: q (B, H, T, D); k, v (B, Hkv, L, D); q_pos (T,) | (B, T); k_pos (L,) | (B, L).
-    Causal masking is by index (query i sees keys up to L - T + i), as in ``Attention``.
-    ``bounds``: host-known (lo, hi) bounds of the offsets q_pos - k_pos
-    (``PositionContext.offset_bounds``); without them the extremes are read (a host sync).
+    Shapes: q (B, H, T, D); k, v (B, Hkv, L, D); q_pos (T,) | (B, T); k_pos (L,) | (B, L);
+    ``table`` (H, n) covering every offset q_pos - k_pos (the caller's promise: checking it
+    would read the positions on the host). Causal masking is by index (query i sees keys up to
+    L - T + i), as in ``Attention``.
 
     Raises:
-        TypeError / ValueError: inputs of the wrong kind or shape (``check_attention_inputs``).
+        TypeError / ValueError: inputs of the wrong kind or shape (``check_attention_inputs``),
+            or a table with other than H rows (``OffsetTable.rows``).
     """
     if not checked:  # (``Attention`` checked its inputs once)
         check_attention_inputs(q, k, v, q_pos, k_pos, same_dtype=True)
@@ -166,17 +188,16 @@ def flex_bias_attention(
     if q.device.type == "cpu" and q.dtype not in FLEX_CPU_DTYPES:
         return None
     B, H, T, D = q.shape
-    qp, kp = batch_positions(q_pos, B), batch_positions(k_pos, B)  # (B, T), (B, L)
-    lo, hi = bounds if bounds is not None else (int(qp.min() - kp.max()), int(qp.max() - kp.min()))
-    table = offset_table(pe, lo, hi, H).to(torch.float32)  # (H, n)
+    qp, kp = q_pos.expand(B, T), k_pos.expand(B, k.shape[2])  # (B, T), (B, L)
+    values, lo = table.rows(H).to(torch.float32), table.lo  # (H, n)
     cpu_grad = any(t.requires_grad and t.device.type == "cpu" for t in (q, k, v))
-    if torch.is_grad_enabled() and (table.requires_grad or cpu_grad):
+    if torch.is_grad_enabled() and (values.requires_grad or cpu_grad):
         # Flex cannot send gradients to a captured table, nor run any backward on CPU (torch
         # 2.13): the caller then uses the blockwise path.
         return None
 
     def add_bias(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        return score + table[h, qp[b, q_idx] - kp[b, kv_idx] - lo]
+        return score + values[h, qp[b, q_idx] - kp[b, kv_idx] - lo]
 
     mask = _causal_block_mask(T, k.shape[2], q.device) if causal else None
     out: Tensor = (_compiled_flex() if compiled else _eager_flex)(

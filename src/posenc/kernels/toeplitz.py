@@ -4,9 +4,10 @@ With queries at consecutive positions a + r and keys at b + c, an offset-only bi
 (``capabilities.bias == "offset"``: ALiBi, T5, Kerple) is Toeplitz, bias[r, c] = f(a - b + r - c).
 Reversing the key order (c = L - 1 - c'; softmax does not care) makes it Hankel,
 bias[r, c'] = table[r + c']: a strided view (strides (1, 1)) of the (H, T + L - 1) per-offset
-table, which CPU SDPA's fused kernel takes as ``attn_mask`` without copying. Causal masking is
-a threshold on the offset, so it lives in the table as -inf, and causal calls run one query
-block at a time over the keys the block can see. Memory O(H·(T + L)); time about SDPA without
+table (an ``OffsetTable``: ``Attention``'s backend reads it from the encoding), which CPU SDPA's
+fused kernel takes as ``attn_mask`` without copying. Causal masking is a threshold on the
+offset, so it lives in the table as -inf, and causal calls run one query block at a time over
+the keys the block can see. Memory O(H·(T + L)); time about SDPA without
 bias (``posenc bench bias``). Learned tables (T5, Kerple in training) keep the view: the
 gradient of each (block, L_b) window sums back onto the table along its anti-diagonals
 (``unfold``'s backward). Falls back (returns None) for non-consecutive positions.
@@ -19,8 +20,7 @@ import math
 import torch
 from torch import Tensor
 
-from ..encodings.base import PositionalEncoding
-from .flex import check_attention_inputs, offset_table
+from .flex import OffsetTable, check_attention_inputs
 
 #: Queries per causal block, T / 16 within these bounds: the diagonal block computes its masked
 #: half (block / T extra work), smaller blocks pay more SDPA calls. ``posenc bench bias`` at
@@ -52,7 +52,7 @@ def toeplitz_bias_attention(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    pe: PositionalEncoding,
+    table: OffsetTable,
     q_pos: Tensor,
     k_pos: Tensor,
     *,
@@ -66,11 +66,14 @@ def toeplitz_bias_attention(
     when the positions are not consecutive (or empty) or a causal call has fewer keys than
     queries (rows with no visible key: the caller's blocks).
 
-    Shapes: q (B, H, T, D); k, v (B, Hkv, L, D); q_pos (T,) | (B, T); k_pos (L,) | (B, L).
-    Causal masking is by index (query r sees keys up to L - T + r), as in ``Attention``.
+    Shapes: q (B, H, T, D); k, v (B, Hkv, L, D); q_pos (T,) | (B, T); k_pos (L,) | (B, L);
+    ``table`` (H, n) covering every offset q_pos - k_pos. Causal masking is by index (query r
+    sees keys up to L - T + r), as in ``Attention``.
 
     Raises:
-        TypeError / ValueError: inputs of the wrong kind or shape (``check_attention_inputs``).
+        TypeError / ValueError: inputs of the wrong kind or shape (``check_attention_inputs``),
+            or a table with other than H rows or not covering the offsets
+            (``OffsetTable.covering``).
     """
     if not checked:  # (``Attention`` checked its inputs once)
         check_attention_inputs(q, k, v, q_pos, k_pos, same_dtype=True)
@@ -81,11 +84,11 @@ def toeplitz_bias_attention(
         return None
     a, b = starts
     lo = a - (b + L - 1)  # smallest offset q_pos - k_pos; the table covers lo .. lo + T + L - 2
-    table = offset_table(pe, lo, a + T - 1 - b, H)  # (H, T + L - 1)
+    bias = table.covering(lo, a + T - 1 - b, H)  # (H, T + L - 1)
     if causal:  # query r sees cache index <= L - T + r, i.e. offset >= (a - b) - (L - T)
-        offsets = torch.arange(lo, lo + T + L - 1, device=table.device)
-        table = table.masked_fill(offsets < (a - b) - (L - T), float("-inf"))
-    table = table.to(q.dtype).contiguous()  # (H, n)
+        offsets = torch.arange(lo, lo + T + L - 1, device=bias.device)
+        bias = bias.masked_fill(offsets < (a - b) - (L - T), float("-inf"))
+    bias = bias.to(q.dtype).contiguous()  # (H, n)
     k_rev, v_rev = k.flip(2), v.flip(2)  # key c' = L - 1 - c
     lo_block, hi_block = CAUSAL_BLOCK
     step = T if not causal else (block or max(lo_block, min(hi_block, T // 16)))
@@ -96,7 +99,7 @@ def toeplitz_bias_attention(
         # bias[r, c'] for rows s..e-1 and reversed keys L-Lb..L-1 sits at table[h, L-Lb+s+r+c']:
         # windows of the table (strides (n, 1, 1)); a learned table's gradient sums them back
         first = L - Lb + s
-        view = table[:, first : first + e - s + Lb - 1].unfold(-1, Lb, 1)[None]  # (1, H, e-s, Lb)
+        view = bias[:, first : first + e - s + Lb - 1].unfold(-1, Lb, 1)[None]  # (1, H, e-s, Lb)
         outs.append(
             torch.nn.functional.scaled_dot_product_attention(
                 q[:, :, s:e],

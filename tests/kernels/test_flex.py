@@ -6,7 +6,15 @@ import pytest
 import torch
 
 import posenc
-from posenc.attention.flex import flex_bias_attention, offset_table
+from posenc.attention.backends import offset_table, offset_table_for
+from posenc.kernels.flex import OffsetTable, flex_bias_attention
+
+
+def _flex(q, k, v, pe, q_pos, k_pos, **kwargs):  # type: ignore[no-untyped-def]
+    """The kernel with the encoding's bias at every offset of the call (as ``Attention``'s
+    backend reads it); a one-column table where there are no positions to size one by."""
+    table = offset_table_for(pe, q_pos, k_pos, q.shape[-3]) or OffsetTable(torch.zeros(4, 1), 0)
+    return flex_bias_attention(q, k, v, table, q_pos, k_pos, **kwargs)
 
 
 @pytest.mark.parametrize("name", ["alibi", "t5", "kerple"])
@@ -59,7 +67,7 @@ def test_flex_score_mod_and_block_mask_equal_the_reference(T: int, causal: bool)
         k, v = torch.randn(2, 2, L, 8, generator=g), torch.randn(2, 2, L, 8, generator=g)
         q_pos, k_pos = torch.arange(offset, L), torch.arange(L)
         with torch.no_grad():
-            out = flex_bias_attention(q, k, v, pe, q_pos, k_pos, causal=causal, compiled=False)
+            out = _flex(q, k, v, pe, q_pos, k_pos, causal=causal, compiled=False)
         assert out is not None
         expected = _reference(q, k, v, pe, q_pos, k_pos, causal)
         torch.testing.assert_close(out.double(), expected, atol=2e-5, rtol=1e-4)
@@ -68,7 +76,7 @@ def test_flex_score_mod_and_block_mask_equal_the_reference(T: int, causal: bool)
 def test_flex_never_runs_compiled_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     """On CPU the compiled flex kernel is never called (wrong on AVX2 in torch 2.13): "flex" runs
     as "auto" and equals the blocks path at the sizes where compiled flex gave NaN."""
-    from posenc.attention import flex as flex_module
+    from posenc.kernels import flex as flex_module
 
     def refuse() -> None:
         raise AssertionError("compiled FlexAttention called on CPU")
@@ -78,7 +86,7 @@ def test_flex_never_runs_compiled_on_cpu(monkeypatch: pytest.MonkeyPatch) -> Non
     pos = torch.arange(8)
     pe = posenc.build("alibi", n_heads=4)
     with torch.no_grad():
-        assert flex_bias_attention(q, q, q, pe, pos, pos, causal=True) is None
+        assert _flex(q, q, q, pe, pos, pos, causal=True) is None
     for causal in (True, False):
         blocks, flex = _pair("alibi", causal)
         for T in (16, 40, 128, 200):
@@ -109,7 +117,7 @@ def test_learned_bias_needing_gradients_falls_back_to_blocks() -> None:
     pe = posenc.build("t5", n_heads=4)
     q, k, v = torch.randn(1, 4, 8, 8), torch.randn(1, 4, 8, 8), torch.randn(1, 4, 8, 8)
     pos = torch.arange(8)
-    assert flex_bias_attention(q, k, v, pe, pos, pos, causal=True) is None  # grads wanted
+    assert _flex(q, k, v, pe, pos, pos, causal=True) is None  # grads wanted
     blocks, flex = _pair("t5", True)
     x = torch.randn(1, 12, 32)
     out = flex(x)  # trains through the blockwise path
@@ -132,8 +140,8 @@ def test_float64_on_cpu_and_empty_inputs_fall_back_to_blocks() -> None:
     pos = torch.arange(8)
     empty = torch.randn(2, 4, 0, 8)
     with torch.no_grad():
-        assert flex_bias_attention(q, q, q, pe, pos, pos, causal=True) is None
-        assert flex_bias_attention(empty, empty, empty, pe, pos[:0], pos[:0], causal=True) is None
+        assert _flex(q, q, q, pe, pos, pos, causal=True) is None
+        assert _flex(empty, empty, empty, pe, pos[:0], pos[:0], causal=True) is None
     blocks, flex = _pair("alibi", True)
     blocks, flex = blocks.double(), flex.double()
     x = torch.randn(2, 20, 32, dtype=torch.float64)
@@ -148,6 +156,6 @@ def test_bad_inputs_raise_clear_errors() -> None:
     q = torch.randn(1, 4, 8, 8)
     pos = torch.arange(8)
     with pytest.raises(ValueError, match=r"k_pos must have shape \(8,\)"):
-        flex_bias_attention(q, q, q, pe, pos, torch.arange(5), causal=True)
+        _flex(q, q, q, pe, pos, torch.arange(5), causal=True)
     with pytest.raises(TypeError, match="q, k, v must share a dtype"):
-        flex_bias_attention(q, q.half(), q, pe, pos, pos, causal=True)
+        _flex(q, q.half(), q, pe, pos, pos, causal=True)

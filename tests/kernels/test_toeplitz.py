@@ -10,9 +10,18 @@ import torch
 import torch.nn.functional as F
 
 import posenc
-from posenc.attention.toeplitz import arithmetic_start, toeplitz_bias_attention
+from posenc.attention.backends import offset_table_for
+from posenc.kernels.flex import OffsetTable
+from posenc.kernels.toeplitz import arithmetic_start, toeplitz_bias_attention
 
 NAMES = ["alibi", "t5", "kerple"]
+
+
+def _toeplitz(q, k, v, pe, q_pos, k_pos, **kwargs):  # type: ignore[no-untyped-def]
+    """The kernel with the encoding's bias at every offset of the call (as ``Attention``'s
+    backend reads it); a one-column table where there are no positions to size one by."""
+    table = offset_table_for(pe, q_pos, k_pos, q.shape[-3]) or OffsetTable(torch.zeros(4, 1), 0)
+    return toeplitz_bias_attention(q, k, v, table, q_pos, k_pos, **kwargs)
 
 
 def _dense(q, k, v, pe, q_pos, k_pos, causal):  # type: ignore[no-untyped-def]
@@ -38,7 +47,7 @@ def test_functional_matches_dense(name: str, causal: bool, T: int, L: int, a: in
     q_pos = torch.arange(a + L - T, a + L)
     k_pos = torch.arange(a, a + L)[None].expand(2, L)  # (B, L) with equal rows
     with torch.no_grad():
-        got = toeplitz_bias_attention(q, k, v, pe, q_pos, k_pos, causal=causal, block=8)
+        got = _toeplitz(q, k, v, pe, q_pos, k_pos, causal=causal, block=8)
         expected = _dense(q, k, v, pe, q_pos, k_pos, causal)
     assert got is not None
     torch.testing.assert_close(got, expected, atol=2e-6, rtol=1e-5)
@@ -51,7 +60,7 @@ def test_non_consecutive_positions_fall_back() -> None:
     q, k, v = torch.randn(1, 4, 6, 8), torch.randn(1, 4, 6, 8), torch.randn(1, 4, 6, 8)
     pe = posenc.build("alibi", n_heads=4)
     gapped = torch.tensor([0, 1, 2, 5, 6, 7])
-    assert toeplitz_bias_attention(q, k, v, pe, gapped, gapped, causal=True) is None
+    assert _toeplitz(q, k, v, pe, gapped, gapped, causal=True) is None
 
 
 def _pair(name: str, causal: bool) -> tuple[posenc.Attention, posenc.Attention]:
@@ -113,7 +122,7 @@ def test_explicit_scale_is_used() -> None:
     q, k, v = torch.randn(1, 2, 5, 16), torch.randn(1, 2, 5, 16), torch.randn(1, 2, 5, 16)
     pos = torch.arange(5)
     scale = 0.5 / math.sqrt(16)
-    got = toeplitz_bias_attention(q, k, v, pe, pos, pos, causal=False, scale=scale)
+    got = _toeplitz(q, k, v, pe, pos, pos, causal=False, scale=scale)
     bias = pe.bias(pos, pos).expand(1, 2, 5, 5)
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
     assert got is not None
@@ -148,10 +157,10 @@ def test_empty_positions_and_short_causal_keys_decline() -> None:
     empty = torch.randn(1, 4, 0, 8)
     none = torch.arange(0)
     for causal in (True, False):
-        assert toeplitz_bias_attention(empty, empty, empty, pe, none, none, causal=causal) is None
+        assert _toeplitz(empty, empty, empty, pe, none, none, causal=causal) is None
     q, k = torch.randn(1, 4, 6, 8), torch.randn(1, 4, 4, 8)
     q_pos, k_pos = torch.arange(6), torch.arange(4)
-    assert toeplitz_bias_attention(q, k, k, pe, q_pos, k_pos, causal=True, block=1) is None
+    assert _toeplitz(q, k, k, pe, q_pos, k_pos, causal=True, block=1) is None
 
 
 def test_bad_inputs_raise_clear_errors() -> None:
@@ -160,7 +169,7 @@ def test_bad_inputs_raise_clear_errors() -> None:
     pos = torch.arange(10)
 
     def call(q=q, k=k, v=k, q_pos=pos, k_pos=pos, pe=pe):  # type: ignore[no-untyped-def]
-        return toeplitz_bias_attention(q, k, v, pe, q_pos, k_pos, causal=False)
+        return _toeplitz(q, k, v, pe, q_pos, k_pos, causal=False)
 
     with pytest.raises(ValueError, match=r"q_pos must have shape \(10,\) or \(1, 10\), got \(3,\)"):
         call(q_pos=torch.arange(3))  # was read for its start only
@@ -176,3 +185,15 @@ def test_bad_inputs_raise_clear_errors() -> None:
         call(q=q.double())
     with pytest.raises(ValueError, match="'alibi' gives a bias for 3 heads, attention has 4"):
         call(pe=posenc.build("alibi", n_heads=3))
+    table = offset_table_for(pe, pos, pos, 4)
+    assert table is not None
+    with pytest.raises(
+        ValueError, match=r"offset table must be \(H, n\) with H = 4, got \(3, 19\)"
+    ):
+        toeplitz_bias_attention(
+            q, k, k, OffsetTable(table.values[:3], table.lo), pos, pos, causal=False
+        )
+    with pytest.raises(ValueError, match=r"covers offsets -8..9, the call needs -9..9"):
+        toeplitz_bias_attention(
+            q, k, k, OffsetTable(table.values[:, 1:], -8), pos, pos, causal=False
+        )
