@@ -31,10 +31,14 @@ class CrossAttention(CrossAttentionFlow, nn.Module):
 
     Args:
         d_model: model width C; must be divisible by ``n_heads``.
-        n_heads: query heads H. ``n_kv_heads`` (default H) key/value heads, dividing H.
+        n_heads: query heads H.
         pe: the encoding whose hooks are called.
         embedded: as ``Attention``'s (required around an additive encoding).
-        block_size, bias_backend: as ``Attention``'s (a score bias by query blocks, or fused).
+        n_kv_heads: key/value heads (default H), dividing H.
+        dropout: attention dropout probability, as ``Attention``'s.
+        bias: whether the projections have a bias, as ``Attention``'s.
+        block_size: as ``Attention``'s (a score bias built by query blocks of this size).
+        bias_backend: as ``Attention``'s (how a score bias is applied: dense, blocks or fused).
     """
 
     causal = False  # ``cross`` refuses a causal layer: a query sees every source token
