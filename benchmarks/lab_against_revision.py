@@ -72,20 +72,20 @@ def main() -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
     base, new = revision(args.base), revision("HEAD")
     with tempfile.TemporaryDirectory() as tmp:
-        tree = Path(tmp) / "base"
+        tree = Path(tmp) / "tree"
         subprocess.run(
             ["git", "worktree", "add", "-q", "--detach", str(tree), args.base], cwd=ROOT, check=True
         )
         try:
             for name, src in (("base", tree / "src"), ("new", ROOT / "src")):
-                run_lab(src, Path(tmp) / name, seeds)
+                run_lab(src, Path(tmp) / f"store-{name}", seeds)
                 print(f"{name} ({base if name == 'base' else new}) done", file=sys.stderr)
         finally:
             subprocess.run(
                 ["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False
             )
-        base_runs, base_metrics = load(Path(tmp) / "base")
-        new_runs, new_metrics = load(Path(tmp) / "new")
+        base_runs, base_metrics = load(Path(tmp) / "store-base")
+        new_runs, new_metrics = load(Path(tmp) / "store-new")
     differing_runs = [k for k in base_runs if new_runs.get(k) != base_runs[k]]
     differing_metrics = [k for k in base_metrics if new_metrics.get(k) != base_metrics[k]]
     cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
