@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._validate import check_mask_tensor, check_positive_float, check_positive_int
-from ._xp import astype, at_least_float32, device_of, namespace
+from ._xp import astype, at_least_float32, clip, device_of, namespace
 
 #: Keys per chunk when ``block_size`` is not given.
 DEFAULT_BLOCK = 128
@@ -287,8 +287,9 @@ def _finish(acc: Any, total: Any) -> Any:
 
 def log_sigmoid(z: Any) -> Any:
     """log σ(z) = min(z, 0) - log(1 + e^(-|z|)), finite for every finite z."""
-    xp = namespace(z)
-    return xp.minimum(z, 0.0) - xp.log1p(xp.exp(-xp.abs(z)))
+    xp = namespace(z)  # min(z, 0) as a clip: array-api-compat's minimum with a Python scalar
+    # calls torch.result_type, which torch.compile(fullgraph=True) cannot trace
+    return clip(z, None, 0.0) - xp.log1p(xp.exp(-xp.abs(z)))
 
 
 def dot_attention(
