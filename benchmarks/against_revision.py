@@ -23,6 +23,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from posenc._files import atomic_write
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -158,7 +160,7 @@ def main() -> None:
         "geomean_new_over_base": by_mode(rows, "new_over_base"),
         "geomean_new_over_base_x_xt": by_mode(rows, "new_over_base_x_xt"),
     }
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    atomic_write(args.out, json.dumps(result, indent=1) + "\n")  # temp file, renamed
     for r in rows:
         print(
             f"{r['encoding']:16} {r['mode']:8} base {r['base_us']:10.0f} us  new "

@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from posenc._files import atomic_write
+
 ROOT = Path(__file__).resolve().parents[1]
 
 RunKey = tuple[str, str, int]
@@ -108,7 +110,7 @@ def main() -> None:
         and not differing_metrics
         and base_runs.keys() == new_runs.keys(),
     }
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    atomic_write(args.out, json.dumps(result, indent=1) + "\n")  # temp file, renamed
     print(
         f"{base} -> {new}: {len(base_runs) - len(differing_runs)}/{len(base_runs)} runs and "
         f"{len(base_metrics) - len(differing_metrics)}/{len(base_metrics)} metrics identical"

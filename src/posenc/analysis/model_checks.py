@@ -36,7 +36,13 @@ def _order_gap(pe: PositionalEncoding) -> tuple[float, str]:
     return gap, f"encoder of 16 tokens, one shuffle: max |f(Px) - P f(x)| = {gap:.2e}"
 
 
-@check("permutation_equivariant", applies=lambda pe: pe.family == "none", tolerance=1e-10)
+def _unordered(pe: PositionalEncoding) -> bool:
+    """No position information at all: NoPE, not Llama 4's NoPE-layer temperature, whose
+    queries scale with the position (it would pass only below ``floor_scale`` - 1)."""
+    return pe.family == "none" and pe.name != "nope_temperature"
+
+
+@check("permutation_equivariant", applies=_unordered, tolerance=1e-10)
 def permutation_equivariant(pe: PositionalEncoding) -> tuple[float, str]:
     """Without positions, self-attention is permutation-equivariant: f(P x) = P f(x)."""
     return _order_gap(pe)
@@ -60,6 +66,8 @@ def _shift_applies(pe: PositionalEncoding) -> bool:
         and pe.family != "none"
         and pe.name not in NOT_SHIFT_INVARIANT
         and not length_dependent(pe)
+        # FoX, stick-breaking, PaTH never read position ids: a shift would pass trivially
+        and not pe.capabilities.attention_form
     )
 
 
