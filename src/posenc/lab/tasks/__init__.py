@@ -6,6 +6,7 @@ from typing import Any
 
 from .base import EOS, FIRST, MARK, SEP, Batch, Task
 from .classify import AscendingEncoder, Offset
+from .flip_flop import FlipFlop
 from .grid import GridCross
 from .lm import CharLM
 from .seq2seq import CopyOffset, Translate
@@ -38,6 +39,7 @@ TASKS: dict[str, type[Task]] = {
         Addition,
         Parity,
         Induction,
+        FlipFlop,
         CharLM,
         CopyOffset,
         Translate,
