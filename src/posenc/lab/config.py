@@ -3,6 +3,15 @@
 A sweep file names the grid (encodings x tasks x seeds x train lengths) and the shared model
 and training settings; ``expand`` turns it into one ``RunConfig`` per training run, whose
 ``key()`` (a hash of the whole run config) is what the result store uses to skip finished runs.
+
+The extend suite's run, ``ExtendConfig`` (``posenc lab extend``; its presets in ``presets``):
+
+What one extension-lab run trains and measures, and the two built-in presets.
+
+``ExtendConfig`` is frozen and checked on creation (ValueError/TypeError naming the field);
+``PRESETS["extend"]`` is ``posenc lab --preset extend``, ``PRESETS["quick"]`` its CI smoke
+test (``posenc lab extend --quick``). Lengths are token counts: ``context`` L is the training
+context, every evaluation length is ``factor·L``.
 """
 
 from __future__ import annotations

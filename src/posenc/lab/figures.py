@@ -3,6 +3,14 @@ interval bands, and a trained model's attention maps.
 
 Both are full page width, with legends and colour bars outside the data and axes named by what
 they show (the metric's own name, key and query positions).
+
+The extend suite's figures (``loss_by_position``, ``streaming``, ``passkey_grids``):
+
+Figures of the extension lab: loss by position per method (training-free and fine-tuned
+side by side, one row per length), the streaming curves, and the passkey grids.
+
+Every curve is the mean over seeds with its 95% bootstrap band; the dashed vertical line is
+the training context L.
 """
 
 from __future__ import annotations

@@ -37,6 +37,49 @@ seeds, makes the verdict inconclusive. "a above b": the intervals are separated
    learned_2d} that ran (learned_2d's table resampled to each grid): reproduced if each pair
    is separated with rope_mixed above, not reproduced if any pair is separated the other way,
    inconclusive otherwise.
+
+The extend suite's findings, ``check_extend_findings`` (``ExtendFinding``):
+
+Published findings on context extension, each checked by a rule fixed before any run.
+
+Notation: L the training context, s a factor of the run (``cfg.factors``), s_max the largest;
+loss(m, v, s) the mean held-out loss (nats) of RoPE with method m, variant v (``free``:
+training-free, ``tuned``: fine-tuned at s·L) at context s·L; base the unchanged model at L.
+Every comparison is paired by seed: d = mean over seeds of (a - b), with its 95% bootstrap
+interval [lo, hi] (``stats.bootstrap_interval``). A part is **true** when the whole interval
+satisfies it, **false** when the whole interval violates it, else open:
+
+- "d > t" is true if lo > t, false if hi <= t;
+- "d <= t" is true if hi <= t, false if lo > t.
+
+A finding is *reproduced* when every part is true, *not reproduced* when any part is false,
+else *inconclusive*; *not evaluated* when the run lacks its methods or lengths. Thresholds
+(nats): BLOWUP 0.5 (perplexity x1.65), CLOSE 0.1, TIE 0.02, FLAT 0.05, COLLAPSE 0.5,
+RESTORED 0.1.
+
+1. Chen et al. 2023 (PI, arXiv:2306.15595): (a) extrapolation blows up: loss(none, free, s) -
+   base > BLOWUP at every s >= 4 (at s_max if no s is); (b) PI with a short fine-tune stays
+   close to the loss at L: loss(linear, tuned, s) - base <= CLOSE at every s; (c) PI helps
+   passkey retrieval at the extended length: passkey(linear, tuned, s_max) - passkey(none,
+   tuned, s_max) > 0 (accuracy averaged over depths), over the seeds whose base model passed
+   the passkey gate at L (open with fewer than 2 such seeds).
+2. bloc97 2023 (NTK-aware) beats PI when neither is fine-tuned: loss(ntk, free, s) -
+   loss(linear, free, s) < 0 at every s ("d < 0": true if hi < 0, false if lo >= 0).
+3. Peng et al. 2023 (YaRN, arXiv:2309.00071) is at least as good as PI and NTK with and
+   without fine-tuning: loss(yarn, v, s) - loss(m, v, s) <= TIE for m in {linear, ntk},
+   v in {free, tuned}, every s.
+4. Peng et al. 2023: dynamic scaling avoids the degradation below L: with the scaling for
+   s_max applied at context L (training-free), (a) static PI and YaRN degrade:
+   loss_L(m) - base > TIE for m in {linear, yarn}; (b) dynamic NTK does not:
+   loss_L(dynamic) - base <= TIE.
+5. Xiao et al. 2023 (StreamingLLM, arXiv:2309.17453): the RoPE model streams max_len =
+   s_max·L tokens through a cache of W = ``cfg.window`` recent keys. early = loss over stream
+   positions [W/2, W) (nothing evicted yet), late = loss over [2W + S, max_len - 1) (long
+   after the first tokens left), S = ``cfg.sinks``. (a) window attention collapses once the
+   first tokens are evicted: late - early > COLLAPSE with no sinks; (b) keeping S sink tokens
+   restores the loss: late - early <= RESTORED with sinks.
+6. Press et al. 2022 (ALiBi, arXiv:2108.12409): ALiBi's loss stays flat past L without any
+   change: loss(alibi, s) - loss(alibi, L) <= FLAT at every s.
 """
 
 from __future__ import annotations

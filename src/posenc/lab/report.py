@@ -6,6 +6,16 @@
 3. per task config, the numbers (mean [95% interval] over learned seeds, winners marked, runs
    that did not learn greyed with their count) and the curves;
 4. attention maps of runs that passed the gate; the configuration; the method.
+
+The extend suite's page, ``write_extend_report``:
+
+The extension lab's page, ``OUT/extend.html``: one self-contained HTML file (Jinja2 with
+every value escaped, figures inline, no network; ``posenc.report.html``).
+
+Sections: the findings with their rules and verdicts; loss by position per method,
+training-free and fine-tuned side by side; a table per length (mean [95% interval] over
+seeds); the loss at L under each method's largest scaling; streaming with and without sinks;
+passkey grids; the passkey gate per model; time and configuration.
 """
 
 from __future__ import annotations

@@ -7,6 +7,13 @@ learned when its primary metric is >= ``GATE`` (0.99) at every evaluated length 
 longest training length (an LM run, whose metric is a loss with no such threshold, counts as
 learned). A run that did not learn is left out of every statistic beyond the training length,
 every ranking and every finding, and shown as "did not learn" with a count.
+
+The extend suite's rows, ``ExtendResults``:
+
+Stored rows read back per seed: the numbers the findings, tables and figures compare.
+
+Every reader returns ``{seed: value}`` so that comparisons pair seeds (the same seed's model,
+data and evaluation text on both sides). ``base`` is the unchanged RoPE model at L.
 """
 
 from __future__ import annotations

@@ -20,6 +20,20 @@ first checks that the file is still the one opened (same device and inode): a st
 replaced during a sweep stops it (``StoreError``) instead of writing into a deleted file. A
 write SQLite or the OS refuses (disk full, read-only, damaged) raises ``StoreError`` naming the
 file and the cause; its transaction is rolled back, so what was stored stays as it was.
+
+The extend suite's store, ``ExtendStore``:
+
+The extension lab's results: one SQLite file, ``OUT/extend.sqlite`` (beside the lab's own
+``results.sqlite``, whose schema it does not touch).
+
+Tables: ``meta`` (schema version, the configuration and its digest), ``units`` (each finished
+unit of work: its name, extra outputs as JSON, wall and CPU seconds) and ``results`` (one
+number per row: seed, encoding, method, variant ``free``/``tuned``, factor, context length,
+metric, bucket start..stop or passkey depth, value). A unit and its rows are written in one
+transaction, so a run killed at any moment keeps every finished unit and nothing of the others;
+running it again does only what is missing. A store holds one configuration: opening it with
+another raises. As the lab's store does, each write first checks that the file is still the
+one opened, and a write SQLite or the OS refuses raises ``StoreError`` (nothing of it kept).
 """
 
 from __future__ import annotations

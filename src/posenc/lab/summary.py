@@ -7,6 +7,18 @@ the seeds that learned and ★ on the winners (rank 1); then the winners per len
 published findings' verdicts (``posenc.lab.findings``) and how many runs did not learn. Plain
 text in aligned columns, no colour and no box drawing, so a log file or a pipe reads as the
 terminal does.
+
+The extend suite's answer, ``extend_answer_text``:
+
+What ``posenc lab extend`` prints before the paths: the answer, as plain text.
+
+Two measures beyond the training context L, each a table of every setting (RoPE under each
+method, training-free and fine-tuned; ALiBi, NoPE and FIRE unchanged) against each length
+factor·L: the loss over the window (lower is better) and the passkey accuracy (higher is
+better), each cell the rank (``posenc.lab.stats.rank``: overlapping intervals tie), the mean
+[95% bootstrap interval] over seeds and ★ on the winners; then the findings' verdicts
+(``findings.check_extend_findings``) and how many pre-trained models did not learn the passkey
+(below the gate at L), in the aligned plain-text columns of the lab's answer.
 """
 
 from __future__ import annotations
