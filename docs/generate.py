@@ -94,30 +94,17 @@ class ExtendFacts:
 
         from posenc.lab.config import ExtendConfig
         from posenc.lab.report import read_extend
-        from posenc.lab.store import EXTEND_STORE_NAME, ExtendStore
+        from posenc.lab.store import EXTEND_CONFIG, EXTEND_STORE_NAME, ResultStore
         from posenc.lab.summary import extend_answer_text
 
+        with ResultStore(RESULTS / store, readonly=True) as s:
+            meta = s.meta()
+        self.cfg = ExtendConfig(**json.loads(meta[EXTEND_CONFIG]))
         with tempfile.TemporaryDirectory() as out:
             shutil.copyfile(RESULTS / store, Path(out) / EXTEND_STORE_NAME)
-            with ExtendStore(Path(out) / EXTEND_STORE_NAME, self._config(store)) as s:
-                meta = s.meta()
-            self.cfg = ExtendConfig(**json.loads(meta["config"]))
             self.results, self.units, self.gated = read_extend(out, self.cfg)
             self.answer = extend_answer_text(out, self.cfg).rstrip("\n")
         self.run: dict[str, Any] = json.loads(meta["last_run"])
-
-    @staticmethod
-    def _config(store: str) -> Any:
-        import sqlite3
-
-        from posenc.lab.config import ExtendConfig
-
-        db = sqlite3.connect(f"file:{RESULTS / store}?mode=ro", uri=True)
-        try:
-            (text,) = db.execute("SELECT value FROM meta WHERE key = 'config'").fetchone()
-        finally:
-            db.close()
-        return ExtendConfig(**json.loads(text))
 
     @property
     def machine(self) -> str:

@@ -67,6 +67,7 @@ def test_results_page_holds_the_extension_labs_answer_from_its_committed_store(
     import sqlite3
 
     from posenc.lab.config import ExtendConfig
+    from posenc.lab.store import EXTEND_CONFIG
     from posenc.lab.summary import extend_answer_text
 
     store = ROOT / "benchmarks/results/extend.sqlite"
@@ -74,7 +75,7 @@ def test_results_page_holds_the_extension_labs_answer_from_its_committed_store(
     db = sqlite3.connect(tmp_path / "extend.sqlite")
     meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
     db.close()
-    cfg, run = ExtendConfig(**json.loads(meta["config"])), json.loads(meta["last_run"])
+    cfg, run = ExtendConfig(**json.loads(meta[EXTEND_CONFIG])), json.loads(meta["last_run"])
     text = (ROOT / "docs" / "results.md").read_text()
     section = text[text.index("## Context-extension lab") :]
     assert extend_answer_text(tmp_path, cfg).rstrip("\n") in section

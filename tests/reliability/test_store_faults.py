@@ -320,10 +320,10 @@ def test_the_extension_store_stops_when_its_file_is_removed_or_foreign(tmp_path:
     path = tmp_path / "extend.sqlite"
     unit = UnitResult("u", [], {}, 0.1, 0.1)
     with ExtendStore(path, cfg) as store:
-        store.add(unit)
+        store.add_unit(unit)
         path.unlink()
         with pytest.raises(OSError, match="was removed while it was open"):
-            store.add(unit._replace(name="v"))
+            store.add_unit(unit._replace(name="v"))
     before = _foreign(tmp_path / "other" / "extend.sqlite", "CREATE TABLE users (id INTEGER);")
     with pytest.raises(ValueError, match="users"):
         ExtendStore(tmp_path / "other" / "extend.sqlite", cfg)

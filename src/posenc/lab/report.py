@@ -337,7 +337,7 @@ def read_extend(
     """The stored results of ``cfg`` in ``out``, its finished units, and the seeds whose RoPE
     model passed the passkey gate."""
     with ExtendStore(Path(out) / EXTEND_STORE_NAME, cfg) as store:
-        results, units = ExtendResults(store.rows()), store.units()
+        results, units = ExtendResults(store.measures()), store.units()
     infos = {u["name"]: u["info"] for u in units}
     gated = {s for s in cfg.seeds if infos.get(f"pretrain/rope/s{s}", {}).get("passed_gate")}
     return results, units, gated

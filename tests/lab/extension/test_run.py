@@ -38,7 +38,7 @@ VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_EVALUATED)
 
 def _sorted_rows(out: Path) -> list[tuple]:
     with ExtendStore(out / EXTEND_STORE_NAME, TINY) as store:
-        return sorted(store.rows(), key=lambda r: tuple(str(x) for x in r[:7] + r[8:]))
+        return sorted(store.measures(), key=lambda r: tuple(str(x) for x in r[:7] + r[8:]))
 
 
 def test_pretraining_is_seeded_and_a_fine_tune_step_runs() -> None:
@@ -72,8 +72,8 @@ def test_fire_learns_its_own_parameters_at_fire_lr_scale() -> None:
 
 def test_a_run_stores_every_unit_and_its_numbers(tiny_run: Path) -> None:
     with ExtendStore(tiny_run / EXTEND_STORE_NAME, TINY) as store:
-        assert store.done() == {u.name for u in plan(TINY)}
-        rows, units = store.rows(), store.units()
+        assert store.finished_units() == {u.name for u in plan(TINY)}
+        rows, units = store.measures(), store.units()
         last = json.loads(store.meta()["last_run"])
     assert last["units_run"] == len(plan(TINY)) and last["cpu_seconds"] > 0
     assert all(np.isfinite(r.value) for r in rows)
@@ -110,7 +110,7 @@ def test_an_interrupted_run_resumes_with_only_what_is_missing(
         run_extend(TINY, tmp_path, workers=1, log=lambda line: None)
     first = set(calls[:4])
     with ExtendStore(tmp_path / EXTEND_STORE_NAME, TINY) as store:
-        assert store.done() == first
+        assert store.finished_units() == first
     calls.clear()
     stop_at[0] = 0
     lines: list[str] = []
@@ -144,7 +144,7 @@ def test_a_store_of_another_configuration_or_none_is_refused(
         ExtendStore(tiny_run / EXTEND_STORE_NAME, replace(TINY, steps=5))
     junk = tmp_path / EXTEND_STORE_NAME
     junk.write_text("not a database " * 100)
-    with pytest.raises(ValueError, match="not an extension-lab store"):
+    with pytest.raises(ValueError, match="not a posenc result store"):
         run_extend(TINY, tmp_path, workers=1)
     with pytest.raises(ValueError, match="workers must be"):
         run_extend(TINY, tmp_path / "x", workers=0)

@@ -67,7 +67,7 @@ def run_extend(
     start, cpu0 = time.perf_counter(), _cpu()
     # one writer per folder: a second run (or a lab sweep) on ``out`` waits, then reuses
     with sweep_lock(out), ExtendStore(out / EXTEND_STORE_NAME, cfg) as store:
-        done = store.done()
+        done = store.finished_units()
         todo = [u for u in plan(cfg) if u.name not in done]
         outcome = Outcome(out / EXTEND_STORE_NAME, reused=len(done))
         say(f"extension lab {cfg.name!r}: {len(todo)} units to run, {len(done)} in {store.path}")
@@ -118,7 +118,7 @@ class _Run:
 
     def needs(self, unit: Unit) -> dict[str, dict[str, Any]]:
         """The info of the units ``unit`` needs (all stored)."""
-        return {n: self.store.info(n) for n in unit.needs}
+        return {n: self.store.unit_info(n) for n in unit.needs}
 
     def blocked(self, unit: Unit) -> bool:
         """A unit it needs failed: it cannot run."""
@@ -128,7 +128,7 @@ class _Run:
         return False
 
     def record(self, result: UnitResult) -> None:
-        self.store.add(result)
+        self.store.add_unit(result)
         self.outcome.ran.append(result.name)
         n = len(self.outcome.ran) + len(self.outcome.failed)
         self.say(
@@ -165,7 +165,7 @@ class _Run:
         pool = mp.get_context("spawn").Pool(workers, _init_worker, (os.getpid(),))
         try:
             while pending or running:
-                finished = self.store.done()
+                finished = self.store.finished_units()
                 for unit in list(pending):
                     if self.blocked(unit):
                         pending.remove(unit)
