@@ -86,14 +86,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Final, Literal
 
 from .config import ExtendConfig, with_architecture
 from .results import ExtendResults, Panel, Run, beyond_score
 from .stats import MIN_SEEDS, Interval, bootstrap_interval, compare, paired_difference
 from .tasks import TASKS
 
+#: The verdicts of both suites' findings (the lab's per task, the extend suite's per run).
 Verdict = Literal["reproduced", "not reproduced", "inconclusive"]
+REPRODUCED: Final = "reproduced"
+NOT_REPRODUCED: Final = "not reproduced"
+INCONCLUSIVE: Final = "inconclusive"
+#: An extend finding whose run lacks its methods or lengths.
+NOT_EVALUATED: Final = "not evaluated"
 FLOOR = 0.10
 FLAT = 1.10
 COPY_TASKS = ("copy", "copy_rep")
@@ -348,13 +354,6 @@ def _decoder(panel: Panel) -> bool:
 
 BLOWUP, CLOSE, TIE, FLAT_NATS, COLLAPSE, RESTORED = 0.5, 0.1, 0.02, 0.05, 0.5, 0.1
 
-REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_EVALUATED = (
-    "reproduced",
-    "not reproduced",
-    "inconclusive",
-    "not evaluated",
-)
-
 
 @dataclass
 class Part:
@@ -382,7 +381,7 @@ class ExtendFinding:
     note: str = ""
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> Verdict | Literal["not evaluated"]:
         if all(p.interval is None for p in self.parts):  # (also: no parts)
             return NOT_EVALUATED
         if any(p.holds is False for p in self.parts):
