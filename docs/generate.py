@@ -84,40 +84,27 @@ def lab_curves(page: Page, store: str) -> str:
 
 
 class ExtendFacts:
-    """``posenc lab extend``'s committed store, read through ``posenc.extlab`` as the report and
-    the terminal's answer read it (from a copy, so the committed file is never opened for
-    writing)."""
+    """``posenc lab extend``'s committed store, read through the lab's ``extend`` suite as the
+    report and the terminal's answer read it (from a copy, so the committed file is never
+    opened for writing)."""
 
     def __init__(self, store: str) -> None:
         import shutil
         import tempfile
 
-        from posenc.extlab.config import ExtendConfig
-        from posenc.extlab.report import read
-        from posenc.extlab.store import STORE_NAME, ExtendStore
-        from posenc.extlab.summary import answer_text
+        from posenc.lab.config import ExtendConfig
+        from posenc.lab.report import read_extend
+        from posenc.lab.store import EXTEND_CONFIG, EXTEND_STORE_NAME, ResultStore
+        from posenc.lab.summary import extend_answer_text
 
+        with ResultStore(RESULTS / store, readonly=True) as s:
+            meta = s.meta()
+        self.cfg = ExtendConfig(**json.loads(meta[EXTEND_CONFIG]))
         with tempfile.TemporaryDirectory() as out:
-            shutil.copyfile(RESULTS / store, Path(out) / STORE_NAME)
-            with ExtendStore(Path(out) / STORE_NAME, self._config(store)) as s:
-                meta = s.meta()
-            self.cfg = ExtendConfig(**json.loads(meta["config"]))
-            self.results, self.units, self.gated = read(out, self.cfg)
-            self.answer = answer_text(out, self.cfg).rstrip("\n")
+            shutil.copyfile(RESULTS / store, Path(out) / EXTEND_STORE_NAME)
+            self.results, self.units, self.gated = read_extend(out, self.cfg)
+            self.answer = extend_answer_text(out, self.cfg).rstrip("\n")
         self.run: dict[str, Any] = json.loads(meta["last_run"])
-
-    @staticmethod
-    def _config(store: str) -> Any:
-        import sqlite3
-
-        from posenc.extlab.config import ExtendConfig
-
-        db = sqlite3.connect(f"file:{RESULTS / store}?mode=ro", uri=True)
-        try:
-            (text,) = db.execute("SELECT value FROM meta WHERE key = 'config'").fetchone()
-        finally:
-            db.close()
-        return ExtendConfig(**json.loads(text))
 
     @property
     def machine(self) -> str:
@@ -145,9 +132,9 @@ class ExtendFacts:
         return f"{sum(bool(u['info'].get('passed_gate')) for u in found)} of {len(found)}"
 
     def findings(self) -> list[Any]:
-        from posenc.extlab.findings import check_findings
+        from posenc.lab.findings import check_extend_findings
 
-        return check_findings(self.results, self.cfg, self.gated)
+        return check_extend_findings(self.results, self.cfg, self.gated)
 
     def _mean(self, values: dict[int, float], digits: int) -> str:
         return f"{sum(values.values()) / len(values):.{digits}f}" if values else "—"
@@ -164,7 +151,7 @@ class ExtendFacts:
 
     def table(self, factor: int) -> str:
         """Loss and passkey at factor·L, training-free / fine-tuned, per method and baseline."""
-        from posenc.extlab.figures import LABELS
+        from posenc.lab.figures import EXTEND_LABELS
 
         head = [
             "setting",
@@ -175,7 +162,7 @@ class ExtendFacts:
         rows = []
         for m in self.cfg.methods:
             rows.append([
-                f"RoPE, {LABELS[m]}",
+                f"RoPE, {EXTEND_LABELS[m]}",
                 self.loss("rope", "none", "free", 1) if m == "none" else "",
                 f"{self.loss('rope', m, 'free', factor)} / {self.loss('rope', m, 'tuned', factor)}",
                 f"{self.passkey('rope', m, 'free', factor)} / "
@@ -183,7 +170,7 @@ class ExtendFacts:
             ])  # fmt: skip
         for enc in self.cfg.baselines:
             rows.append([
-                LABELS[enc], self.loss(enc, "none", "free", 1),
+                EXTEND_LABELS[enc], self.loss(enc, "none", "free", 1),
                 f"{self.loss(enc, 'none', 'free', factor)} / —",
                 f"{self.passkey(enc, 'none', 'free', factor)} / —",
             ])  # fmt: skip

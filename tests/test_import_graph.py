@@ -6,7 +6,8 @@ The layers are README's "How it fits together" list (between ``<!-- layers -->``
 ``<!-- /layers -->``), read here, so the list a reader sees is the rule the code follows. Each
 line is one layer, from the top: its groups before the first ": ", comma-separated; a group is
 a subpackage of posenc (or ``posenc``, the facade, or ``helpers``), with the top-level modules
-that belong to it in parentheses (``encodings (with registry)``).
+that belong to it in parentheses (``encodings (with registry)``), or a subpackage of one
+(``lab.extension``), which is then a group of its own.
 """
 
 from __future__ import annotations
@@ -93,9 +94,16 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     return targets
 
 
+#: Groups that are a subpackage of a subpackage (``lab.extension``): a layer of their own.
+NESTED = {g for layer in LAYERS for g in layer if "." in g}
+
+
 def group(module: str) -> str:
-    """The group of a dotted module name (its subpackage, or ``TOP_LEVEL``'s entry)."""
+    """The group of a dotted module name (its subpackage, or a nested group of ``NESTED``, or
+    ``TOP_LEVEL``'s entry)."""
     parts = module.split(".")
+    if len(parts) > 2 and f"{parts[1]}.{parts[2]}" in NESTED:
+        return f"{parts[1]}.{parts[2]}"
     return "posenc" if len(parts) == 1 else TOP_LEVEL.get(parts[1], parts[1])
 
 
@@ -146,6 +154,10 @@ def test_imports_go_down_the_layers() -> None:
         ("posenc.encodings.rotary", "posenc.registry", False),  # one group
         ("posenc.lab.train", "posenc.cli.lab", True),
         ("posenc.bench.lab", "posenc", True),  # the facade: only cli uses it
+        ("posenc.lab.extension.measure", "posenc.eval.perplexity", False),  # a nested group
+        ("posenc.lab.extension.units", "posenc.lab.train", False),  # above the rest of lab
+        ("posenc.lab.report", "posenc.lab.extension.units", True),
+        ("posenc.eval.models", "posenc.lab.extension.corpus", True),
     ],
 )
 def test_the_rule_flags_what_it_should(importer: str, imported: str, breaks: bool) -> None:

@@ -66,17 +66,18 @@ def test_results_page_holds_the_extension_labs_answer_from_its_committed_store(
     import shutil
     import sqlite3
 
-    from posenc.extlab.config import ExtendConfig
-    from posenc.extlab.summary import answer_text
+    from posenc.lab.config import ExtendConfig
+    from posenc.lab.store import EXTEND_CONFIG
+    from posenc.lab.summary import extend_answer_text
 
     store = ROOT / "benchmarks/results/extend.sqlite"
     shutil.copyfile(store, tmp_path / "extend.sqlite")
     db = sqlite3.connect(tmp_path / "extend.sqlite")
     meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
     db.close()
-    cfg, run = ExtendConfig(**json.loads(meta["config"])), json.loads(meta["last_run"])
+    cfg, run = ExtendConfig(**json.loads(meta[EXTEND_CONFIG])), json.loads(meta["last_run"])
     text = (ROOT / "docs" / "results.md").read_text()
     section = text[text.index("## Context-extension lab") :]
-    assert answer_text(tmp_path, cfg).rstrip("\n") in section
+    assert extend_answer_text(tmp_path, cfg).rstrip("\n") in section
     assert f"It ran on {run['cpu_model']} ({run['cpus']} CPUs)" in section
     assert f"for {run['units_run']} units" in section

@@ -313,17 +313,17 @@ def test_rm_rf_of_the_output_folder_mid_sweep_exits_1(tmp_path: Path) -> None:
 
 
 def test_the_extension_store_stops_when_its_file_is_removed_or_foreign(tmp_path: Path) -> None:
-    from posenc.extlab import preset
-    from posenc.extlab.store import ExtendStore, UnitResult
+    from posenc.lab.presets import extend_preset
+    from posenc.lab.store import ExtendStore, UnitResult
 
-    cfg = preset("quick")
+    cfg = extend_preset("quick")
     path = tmp_path / "extend.sqlite"
     unit = UnitResult("u", [], {}, 0.1, 0.1)
     with ExtendStore(path, cfg) as store:
-        store.add(unit)
+        store.add_unit(unit)
         path.unlink()
         with pytest.raises(OSError, match="was removed while it was open"):
-            store.add(unit._replace(name="v"))
+            store.add_unit(unit._replace(name="v"))
     before = _foreign(tmp_path / "other" / "extend.sqlite", "CREATE TABLE users (id INTEGER);")
     with pytest.raises(ValueError, match="users"):
         ExtendStore(tmp_path / "other" / "extend.sqlite", cfg)

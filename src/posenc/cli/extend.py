@@ -3,7 +3,8 @@
 Trains small RoPE, ALiBi, NoPE and FIRE language models at a context L, applies every RoPE
 extension method training-free and after a short fine-tune, measures loss by position and
 passkey retrieval at 2x-8x L, streams with attention sinks, and checks the published findings.
-Writes OUT/extend.sqlite (resumable) and OUT/extend.html. A view of ``posenc.extlab``.
+Writes OUT/extend.sqlite (resumable) and OUT/extend.html. A view of the lab's ``extend`` suite
+(``posenc.lab.extension``).
 """
 
 from __future__ import annotations
@@ -46,12 +47,13 @@ def extend(
 
 def run_preset(out: Path, name: str, workers: int | None, sets: list[str]) -> None:
     """Run (or resume) preset ``name`` into ``out`` and write its report."""
-    from ..extlab import preset, run_extend
-    from ..extlab.report import write_report
-    from ..extlab.summary import answer_text
+    from ..lab.extension import run_extend
+    from ..lab.presets import extend_preset
+    from ..lab.report import write_extend_report
+    from ..lab.summary import extend_answer_text
 
     try:
-        cfg = preset(name, **_overrides(sets))
+        cfg = extend_preset(name, **_overrides(sets))
     except (ValueError, TypeError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
@@ -63,10 +65,10 @@ def run_preset(out: Path, name: str, workers: int | None, sets: list[str]) -> No
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         raise interrupted("units", out / "extend.sqlite") from None
-    report = write_report(out, cfg)
+    report = write_extend_report(out, cfg)
     if name == "quick":
         typer.echo("quick preset: a smoke test of every code path; its verdicts mean nothing")
-    typer.echo(answer_text(out, cfg))  # the answer first, then where everything is
+    typer.echo(extend_answer_text(out, cfg))  # the answer first, then where everything is
     typer.echo(
         f"results: {outcome.store}  ({len(outcome.ran)} units run, {outcome.reused} reused; "
         f"{outcome.seconds:.0f} s wall, {outcome.cpu_seconds:.0f} s CPU)"

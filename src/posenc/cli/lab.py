@@ -66,7 +66,7 @@ def lab(
     """With no command: run the PRESET sweep (default quick) and write its report."""
     if ctx.invoked_subcommand is not None:
         return
-    if preset == "extend":  # the context-extension lab: its own runner and store (cli/extend)
+    if preset == "extend":  # the extend suite: its units and their runner (cli/extend)
         if executor != "local" or address or device or backend or gpus_per_run:
             typer.echo(
                 "error: the extend preset runs locally on CPU; --executor, --address, --device, "

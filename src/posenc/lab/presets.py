@@ -9,9 +9,10 @@ competence gate or its step budget. Encodings registered later join automaticall
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
 from typing import Any
 
-from .config import SweepConfig, parse_sweep
+from .config import ExtendConfig, SweepConfig, parse_sweep
 from .tasks import DECODER_TASKS
 
 #: In display order; names not registered (yet) are skipped, names starting "randomized" join.
@@ -164,3 +165,51 @@ def preset_data(name: str) -> dict[str, Any]:
 
 def preset(name: str) -> SweepConfig:
     return parse_sweep(preset_data(name))
+
+
+# --- the extend suite's presets (``posenc lab extend``) -------------------------------------
+
+#: ``extend``: the published comparisons at CPU scale (see README for its time); ``quick``: every
+#: code path in seconds (2 seeds so intervals exist; the numbers mean nothing).
+EXTEND_PRESETS: dict[str, ExtendConfig] = {
+    "extend": ExtendConfig(),
+    "quick": ExtendConfig(
+        name="quick",
+        context=32,
+        factors=(2, 4),
+        seeds=(0, 1),
+        d_model=32,
+        n_layers=1,
+        n_heads=2,
+        steps=40,
+        batch=8,
+        warmup=5,
+        ft_fraction=0.1,
+        eval_tokens=256,
+        bucket=8,
+        depths=(0.0, 1.0),
+        trials=1,
+        window=16,
+        sinks=2,
+        stream_rows=2,
+        search_generations=1,
+        search_children=2,
+        search_windows=2,
+    ),
+}
+
+
+def extend_preset(which: str, /, **overrides: Any) -> ExtendConfig:
+    """The built-in configuration ``which``, with ``overrides`` of its fields.
+
+    Raises: ValueError for an unknown preset or field (naming the valid ones).
+    """
+    if which not in EXTEND_PRESETS:
+        raise ValueError(
+            f"unknown extension-lab preset {which!r}; choose one of {list(EXTEND_PRESETS)}"
+        )
+    valid = {f.name for f in fields(ExtendConfig)}
+    unknown = sorted(set(overrides) - valid)
+    if unknown:
+        raise ValueError(f"unknown extend config key(s) {unknown}; valid keys: {sorted(valid)}")
+    return replace(EXTEND_PRESETS[which], **overrides)

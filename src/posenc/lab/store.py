@@ -10,7 +10,22 @@ its task, and comparisons of extrapolation leave it out.
 Schema version 2 added the gate's columns. A version-1 store is migrated when opened for
 writing, and read as if migrated when opened read-only: its runs get ``steps_trained`` = the
 configured steps, ``gate_metric`` = the evaluation's exact match at the longest training length
-(token accuracy for ``lm``) and ``passed_gate`` = that metric >= 0.99 (``lm``: 1).
+(token accuracy for ``lm``) and ``passed_gate`` = that metric >= 0.99 (``lm``: 1). Schema
+version 3 added the extend suite's tables (below); a version-2 store opened for writing gains
+them (empty), one opened read-only reads as having no units.
+
+The extend suite (``posenc lab extend``) keeps its results in the same store, in a file of its
+own (``OUT/extend.sqlite``, beside a sweep's ``results.sqlite``), through ``ExtendStore``:
+``units`` holds each finished unit of work (its name, extra outputs as JSON, wall and CPU
+seconds), ``measures`` its numbers, one per row (seed, encoding, method, variant
+``free``/``tuned``, factor, context length, metric, bucket start..stop or passkey depth,
+value), and ``meta`` the configuration and its digest (``extend_config``, ``extend_digest``)
+and the last invocation's time (``last_run``). A unit and its numbers are written in one
+transaction, so a run killed at any moment keeps every finished unit and nothing of the
+others; running it again does only what is missing. Such a store holds one configuration:
+opening it with another raises, as does opening a store of lab sweep runs. (Stores of the
+retired ``posenc.extlab``, in a schema of their own, are moved into this one by
+``benchmarks/migrate_extend_store.py``.)
 
 Only posenc's own stores are opened: a SQLite file holding other tables (another
 application's), a ``meta`` table without a version or a version that is not an integer is
@@ -33,13 +48,13 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._files import atomic_open
-from .config import TaskConfig, stored_label
+from .config import ExtendConfig, TaskConfig, stored_label
 from .train import RunResult
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: The gate a version-1 store's runs are judged by (they were trained without one).
 V1_GATE = 0.99
 _SCHEMA = """
@@ -56,9 +71,19 @@ CREATE TABLE IF NOT EXISTS metrics (
 CREATE TABLE IF NOT EXISTS curves (
     run_key TEXT NOT NULL REFERENCES runs(key), step INTEGER NOT NULL, loss REAL NOT NULL,
     PRIMARY KEY (run_key, step));
+CREATE TABLE IF NOT EXISTS units (
+    name TEXT PRIMARY KEY, info TEXT NOT NULL, seconds REAL NOT NULL, cpu_seconds REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS measures (
+    unit TEXT NOT NULL REFERENCES units(name), seed INTEGER NOT NULL, encoding TEXT NOT NULL,
+    method TEXT NOT NULL, variant TEXT NOT NULL, factor INTEGER NOT NULL, length INTEGER NOT NULL,
+    metric TEXT NOT NULL, start INTEGER, stop INTEGER, depth REAL, value REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS measures_by_unit ON measures (unit);
 """
-#: The tables of a result store (``meta`` may hold other keys: the environments).
-TABLES = frozenset({"meta", "runs", "metrics", "curves"})
+#: The tables of a result store (``meta`` may hold other keys: the environments, an extend
+#: suite's configuration); ``units`` and ``measures`` hold the extend suite's units of work.
+TABLES = frozenset({"meta", "runs", "metrics", "curves", "units", "measures"})
+#: Tables added by schema version 3 (empty in a store of lab sweeps).
+UNIT_TABLES = frozenset({"units", "measures"})
 #: The gate's columns of ``runs`` (added by schema version 2).
 GATE_COLUMNS = ("steps_trained", "gate_metric", "passed_gate")
 #: Columns of ``rows()`` and of the CSV/Parquet export, in order.
@@ -181,10 +206,17 @@ class ResultStore:
                 raise StoreError(f"{self.path}: cannot write the result store: {err}") from err
         #: version-1 runs' gate columns, derived (a read-only store cannot be migrated)
         self._derived: dict[str, tuple[int, float | None, int]] | None = None
+        #: whether the file has the extend suite's tables (a read-only version 1 or 2 has not)
+        self._has_units = not readonly or UNIT_TABLES <= tables
         if version == 1 and readonly:
             self._derived = _v1_gate_columns(self.conn)
         elif version == 1:
             self._migrate_v1()
+        elif version == 2 and not readonly:
+            with self.conn:  # its new tables were made above: only the version changes
+                self.conn.execute(
+                    "UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),)
+                )
 
     def _version(self, not_store: str) -> int:
         """The stored schema version. Raises ValueError when it is missing, not an integer,
@@ -198,7 +230,7 @@ class ResultStore:
             raise ValueError(
                 f"{not_store}: its schema_version is {found[0]!r}, not an integer"
             ) from None
-        if version not in (1, SCHEMA_VERSION):
+        if version not in (1, 2, SCHEMA_VERSION):
             raise ValueError(
                 f"{self.path}: result store schema version {found[0]}, this posenc reads "
                 f"versions 1 to {SCHEMA_VERSION}; export it with the posenc that wrote it"
@@ -241,6 +273,58 @@ class ResultStore:
         """Set ``meta[key] = value`` (one transaction)."""
         with self._writing(f"meta {key!r}") as conn:
             conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def meta(self) -> dict[str, str]:
+        """Every ``meta`` entry (the schema version, environments, a suite's configuration)."""
+        return dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+
+    def finished_units(self) -> set[str]:
+        """Names of the extend suite's finished units."""
+        if not self._has_units:
+            return set()
+        return {name for (name,) in self.conn.execute("SELECT name FROM units")}
+
+    def add_unit(self, unit: UnitResult) -> None:
+        """Store a finished unit of the extend suite and its measures, in one transaction
+        (replacing an earlier copy of it)."""
+        with self._writing(f"unit {unit.name!r}") as conn:
+            conn.execute("DELETE FROM measures WHERE unit = ?", (unit.name,))
+            conn.execute(
+                "INSERT OR REPLACE INTO units VALUES (?, ?, ?, ?)",
+                (unit.name, json.dumps(unit.info), unit.seconds, unit.cpu_seconds),
+            )
+            conn.executemany(
+                "INSERT INTO measures VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(unit.name, *r[:7], r.start, r.stop, r.depth, r.value) for r in unit.rows],
+            )
+
+    def unit_info(self, name: str) -> dict[str, Any]:
+        """The extra outputs of finished unit ``name``. Raises: KeyError if not finished."""
+        found = None
+        if self._has_units:
+            found = self.conn.execute("SELECT info FROM units WHERE name = ?", (name,)).fetchone()
+        if found is None:
+            raise KeyError(name)
+        return dict(json.loads(found[0]))
+
+    def units(self) -> list[dict[str, Any]]:
+        """Every finished unit: name, info, seconds, cpu_seconds (by name)."""
+        if not self._has_units:
+            return []
+        cur = self.conn.execute("SELECT name, info, seconds, cpu_seconds FROM units ORDER BY name")
+        return [
+            {"name": n, "info": json.loads(i), "seconds": s, "cpu_seconds": c} for n, i, s, c in cur
+        ]
+
+    def measures(self) -> list[ExtendRow]:
+        """Every number the extend suite's units stored, in the order they were stored."""
+        if not self._has_units:
+            return []
+        cur = self.conn.execute(
+            "SELECT seed, encoding, method, variant, factor, length, metric, value, start, stop,"
+            " depth FROM measures ORDER BY rowid"
+        )
+        return [ExtendRow(*r) for r in cur]
 
     def finished_keys(self) -> set[str]:
         try:
@@ -414,3 +498,83 @@ def _v1_gate_columns(conn: sqlite3.Connection) -> dict[str, tuple[int, float | N
         passed = lm or (value is not None and value >= V1_GATE)
         out[key] = (json.loads(config).get("train", {}).get("steps"), value, int(passed))
     return out
+
+
+# --- the extend suite's store, ``OUT/extend.sqlite`` ---------------------------------------------
+
+EXTEND_STORE_NAME = "extend.sqlite"
+#: ``meta`` keys of an extend suite's store: its configuration and that configuration's digest.
+EXTEND_CONFIG, EXTEND_DIGEST = "extend_config", "extend_digest"
+
+
+class ExtendRow(NamedTuple):
+    """One number of the extend suite (a row of ``measures``; see the module doc)."""
+
+    seed: int
+    encoding: str
+    method: str
+    variant: str
+    factor: int
+    length: int
+    metric: str
+    value: float
+    start: int | None = None
+    stop: int | None = None
+    depth: float | None = None
+
+
+class UnitResult(NamedTuple):
+    """What a finished unit hands to the store (plain data: it crosses processes)."""
+
+    name: str
+    rows: list[ExtendRow]
+    info: dict[str, Any]
+    seconds: float
+    cpu_seconds: float
+
+
+class ExtendStore(ResultStore):
+    """The lab's result store holding the units of one extend-suite configuration ``cfg``
+    (``OUT/extend.sqlite``): the first open records ``cfg`` in ``meta``, a later open with
+    another configuration is refused.
+
+    Raises: ValueError as ``ResultStore`` (not a posenc result store), when the store holds
+    another configuration, or lab sweep runs; StoreError as ``ResultStore``.
+    """
+
+    def __init__(self, path: str | Path, cfg: ExtendConfig) -> None:
+        super().__init__(path)
+        try:
+            self._claim(cfg)
+        except BaseException:
+            self.close()
+            raise
+
+    def _claim(self, cfg: ExtendConfig) -> None:
+        meta = self.meta()
+        if EXTEND_DIGEST not in meta:
+            (runs,) = self.conn.execute("SELECT count(*) FROM runs").fetchone()
+            if runs:
+                raise ValueError(
+                    f"{self.path} holds {runs} lab sweep runs; the extend suite needs a store "
+                    "of its own (use another --out)"
+                )
+            with self._writing("the extend configuration") as conn:
+                conn.executemany(
+                    "INSERT INTO meta VALUES (?, ?)",
+                    [
+                        (EXTEND_DIGEST, cfg.digest()),
+                        (EXTEND_CONFIG, json.dumps(cfg.to_dict(), sort_keys=True)),
+                    ],
+                )
+            return
+        if meta[EXTEND_DIGEST] != cfg.digest():
+            stored = json.loads(meta.get(EXTEND_CONFIG, "{}"))
+            changed = sorted(k for k, v in cfg.to_dict().items() if stored.get(k) != v)
+            raise ValueError(
+                f"{self.path} holds results of another configuration (differs in {changed}); "
+                "use another --out, or delete it to start over"
+            )
+
+    def __enter__(self) -> ExtendStore:
+        return self

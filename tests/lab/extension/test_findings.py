@@ -6,19 +6,19 @@ from dataclasses import replace
 
 import pytest
 
-from posenc.extlab.findings import (
+from posenc.lab.findings import (
     INCONCLUSIVE,
     NOT_EVALUATED,
     NOT_REPRODUCED,
     REPRODUCED,
     at_most,
-    check_findings,
+    check_extend_findings,
     greater,
     less,
 )
-from posenc.extlab.results import Results
-from posenc.extlab.stats import Interval
-from posenc.extlab.store import Row
+from posenc.lab.results import ExtendResults
+from posenc.lab.stats import Interval
+from posenc.lab.store import ExtendRow
 
 from .conftest import TINY
 
@@ -27,35 +27,38 @@ L = CFG.context
 NOISE = (0.0, 0.01, -0.01)  # per seed
 
 
-def _loss(enc: str, m: str, v: str, s: int, n: int, value: float | tuple) -> list[Row]:
+def _loss(enc: str, m: str, v: str, s: int, n: int, value: float | tuple) -> list[ExtendRow]:
     """Rows of one loss per seed: ``value`` plus ``NOISE``, or a tuple of the seeds' values."""
     values = value if isinstance(value, tuple) else [value + e for e in NOISE]
     return [
-        Row(seed, enc, m, v, s, n, "loss", x) for seed, x in zip(CFG.seeds, values, strict=True)
+        ExtendRow(seed, enc, m, v, s, n, "loss", x)
+        for seed, x in zip(CFG.seeds, values, strict=True)
     ]
 
 
-def _stream(m: str, early: float, late: float) -> list[Row]:
+def _stream(m: str, early: float, late: float) -> list[ExtendRow]:
     n, s = CFG.max_len, max(CFG.factors)
     rows = []
     for start in range(0, n - 1, 4):
         value = early if start < 2 * CFG.window + CFG.sinks else late
         rows += [
-            Row(seed, "rope", m, "free", s, n, "bucket", value + e, start, min(start + 4, n - 1))
+            ExtendRow(
+                seed, "rope", m, "free", s, n, "bucket", value + e, start, min(start + 4, n - 1)
+            )
             for seed, e in zip(CFG.seeds, NOISE, strict=True)
         ]
     return rows
 
 
-def _passkey(m: str, v: str, s: int, acc: tuple[float, float, float]) -> list[Row]:
+def _passkey(m: str, v: str, s: int, acc: tuple[float, float, float]) -> list[ExtendRow]:
     return [
-        Row(seed, "rope", m, v, s, s * L, "passkey", a, depth=d)
+        ExtendRow(seed, "rope", m, v, s, s * L, "passkey", a, depth=d)
         for seed, a in zip(CFG.seeds, acc, strict=True)
         for d in CFG.depths
     ]
 
 
-def published(**change: float | tuple) -> list[Row]:
+def published(**change: float | tuple) -> list[ExtendRow]:
     """Numbers that behave as the papers say (``change``: overrides by name; a tuple gives
     each seed's value, so that paired differences vary by seed)."""
     x = {
@@ -96,8 +99,8 @@ def published(**change: float | tuple) -> list[Row]:
     return rows
 
 
-def verdicts(rows: list[Row], gated: set[int] | None = None) -> dict[str, str]:
-    return {f.key: f.verdict for f in check_findings(Results(rows), CFG, gated)}
+def verdicts(rows: list[ExtendRow], gated: set[int] | None = None) -> dict[str, str]:
+    return {f.key: f.verdict for f in check_extend_findings(ExtendResults(rows), CFG, gated)}
 
 
 def test_numbers_as_published_reproduce_every_finding() -> None:
@@ -129,7 +132,7 @@ def test_each_rule_decides_as_stated(change: dict, key: str, verdict: str) -> No
 
 
 def test_passkey_part_needs_two_gated_seeds() -> None:
-    found = {f.key: f for f in check_findings(Results(published()), CFG, gated={0})}
+    found = {f.key: f for f in check_extend_findings(ExtendResults(published()), CFG, gated={0})}
     assert found["pi"].verdict == INCONCLUSIVE
     assert "1 seed(s) passed" in found["pi"].note
     assert verdicts(published(), gated={0, 2})["pi"] == REPRODUCED

@@ -15,17 +15,17 @@ import torch
 
 from posenc.extension import METHODS as SCALE_FUNCTIONS
 from posenc.extension import scaling_config
-from posenc.extlab import units
-from posenc.extlab.config import METHODS
-from posenc.extlab.methods import (
+from posenc.lab.config import EXTEND_METHODS
+from posenc.lab.extension import units
+from posenc.lab.extension.methods import (
     build_model,
     candidate_factors,
     longrope_search,
     rescaled,
     scaling,
 )
-from posenc.extlab.train import fine_tune
-from posenc.extlab.units import Unit
+from posenc.lab.extension.pretrain import fine_tune
+from posenc.lab.extension.units import Unit
 
 from .conftest import TINY
 
@@ -42,7 +42,7 @@ def _cos_sin(model: Any, T: int) -> tuple[np.ndarray, np.ndarray]:
     return cos.numpy(), sin.numpy()
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", EXTEND_METHODS)
 @pytest.mark.parametrize("factor", [2, 4])
 def test_rescaled_model_rotates_by_posencs_scaling(method: str, factor: int) -> None:
     torch.manual_seed(0)
@@ -122,7 +122,7 @@ def test_unknown_method_and_longrope_without_factors_are_refused() -> None:
         scaling("longrope", 2, TINY)
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", EXTEND_METHODS)
 def test_units_evaluate_each_length_with_that_lengths_scaling(
     method: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

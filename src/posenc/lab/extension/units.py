@@ -21,14 +21,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..lab.train import save_checkpoint
-from ..models import TinyTransformer
-from .config import ExtendConfig
+from ...models import TinyTransformer
+from ..config import ExtendConfig
+from ..store import ExtendRow, UnitResult
+from ..train import save_checkpoint
 from .corpus import corpus
 from .measure import Measure, first_token_attention, loss, retrieval, stream
 from .methods import build_model, longrope_search, rescaled, scaling
-from .store import Row, UnitResult
-from .train import fine_tune, pretrain
+from .pretrain import fine_tune, pretrain
 
 CHECKPOINTS = "extend-checkpoints"
 #: Fine-tunes that are another method's: dynamic NTK (factor 1) trained at s·L uses s' =
@@ -84,9 +84,9 @@ def execute(
 
 def _tag(
     unit: Unit, variant: str, factor: int, found: list[Measure], method: str = ""
-) -> list[Row]:
+) -> list[ExtendRow]:
     return [
-        Row(
+        ExtendRow(
             unit.seed,
             unit.encoding,
             method or unit.method,
@@ -112,7 +112,9 @@ def _load(cfg: ExtendConfig, out: Path, seed: int) -> TinyTransformer:
     return model.eval()
 
 
-def _pretrain(unit: Unit, cfg: ExtendConfig, out: Path, needs: dict) -> tuple[list[Row], dict]:
+def _pretrain(
+    unit: Unit, cfg: ExtendConfig, out: Path, needs: dict
+) -> tuple[list[ExtendRow], dict]:
     model, losses = pretrain(cfg, unit.encoding, unit.seed)
     save_checkpoint(model.state_dict(), out / CHECKPOINTS, f"{unit.encoding}-s{unit.seed}")
     L = cfg.context
@@ -126,7 +128,7 @@ def _pretrain(unit: Unit, cfg: ExtendConfig, out: Path, needs: dict) -> tuple[li
     return rows, {"loss_curve": curve, "passkey_at_L": gate, "passed_gate": gate >= cfg.gate}
 
 
-def _free(unit: Unit, cfg: ExtendConfig, out: Path, needs: dict) -> tuple[list[Row], dict]:
+def _free(unit: Unit, cfg: ExtendConfig, out: Path, needs: dict) -> tuple[list[ExtendRow], dict]:
     base, L = _load(cfg, out, unit.seed), cfg.context
     info: dict[str, Any] = {}
     long_factors: dict[int, list[float]] = {}
@@ -138,7 +140,7 @@ def _free(unit: Unit, cfg: ExtendConfig, out: Path, needs: dict) -> tuple[list[R
             long_factors[s] = [float(x) for x in lam]
             info[f"search_x{s}"] = scored
         info["long_factor"] = {str(s): f for s, f in long_factors.items()}
-    rows: list[Row] = []
+    rows: list[ExtendRow] = []
     for s in cfg.factors:
         model = rescaled(base, cfg, scaling(unit.method, s, cfg, long_factors.get(s)))
         rows += _tag(unit, "free", s, loss(model, cfg, s * L) + retrieval(model, cfg, s * L))
@@ -169,7 +171,7 @@ def _fitness(
     return fitness
 
 
-def _tune(unit: Unit, cfg: ExtendConfig, out: Path, needs: dict) -> tuple[list[Row], dict]:
+def _tune(unit: Unit, cfg: ExtendConfig, out: Path, needs: dict) -> tuple[list[ExtendRow], dict]:
     s, base = unit.factor, _load(cfg, out, unit.seed)
     lam = None
     if unit.method == "longrope":
@@ -185,7 +187,7 @@ def _tune(unit: Unit, cfg: ExtendConfig, out: Path, needs: dict) -> tuple[list[R
     return rows, {"ft_losses": losses}
 
 
-def _stream(unit: Unit, cfg: ExtendConfig, out: Path, needs: dict) -> tuple[list[Row], dict]:
+def _stream(unit: Unit, cfg: ExtendConfig, out: Path, needs: dict) -> tuple[list[ExtendRow], dict]:
     base, s = _load(cfg, out, unit.seed), max(cfg.factors)
     rows = _tag(unit, "free", s, stream(base, cfg, 0), "window")
     rows += _tag(unit, "free", s, stream(base, cfg, cfg.sinks), "sinks")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from posenc.extlab import ExtendConfig, run_extend
+from posenc.lab.extension import ExtendConfig, run_extend
 
 TINY = ExtendConfig(
     name="tiny",

@@ -20,10 +20,10 @@ from functools import cache
 
 import numpy as np
 
-from ..eval.passkey import TokenVocab, token_prompt
-from ..lab.tasks.base import FIRST
-from ..lab.tasks.lm import ALPHABET
-from ..lab.tasks.lm import corpus as lab_corpus
+from ...eval.passkey import TokenVocab, token_prompt
+from ..tasks.base import FIRST
+from ..tasks.lm import ALPHABET
+from ..tasks.lm import corpus as lab_corpus
 
 #: Key symbols of the passkey (the digits of the text form).
 PASSKEY_KEYS = 10

@@ -27,11 +27,10 @@ from multiprocessing.pool import AsyncResult
 from pathlib import Path
 from typing import Any
 
-from ..kernels.native import cpu_model
-from ..lab.store import StoreError
-from ..lab.sweep import WRITE_ERRNOS, sweep_lock
-from .config import ExtendConfig
-from .store import STORE_NAME, ExtendStore, UnitResult
+from ...kernels.native import cpu_model
+from ..config import ExtendConfig
+from ..store import EXTEND_STORE_NAME, ExtendStore, StoreError, UnitResult
+from ..sweep import WRITE_ERRNOS, sweep_lock
 from .units import Unit, execute, plan
 
 
@@ -67,10 +66,10 @@ def run_extend(
         raise ValueError(f"workers must be an int >= 1, got {workers!r}")
     start, cpu0 = time.perf_counter(), _cpu()
     # one writer per folder: a second run (or a lab sweep) on ``out`` waits, then reuses
-    with sweep_lock(out), ExtendStore(out / STORE_NAME, cfg) as store:
-        done = store.done()
+    with sweep_lock(out), ExtendStore(out / EXTEND_STORE_NAME, cfg) as store:
+        done = store.finished_units()
         todo = [u for u in plan(cfg) if u.name not in done]
-        outcome = Outcome(out / STORE_NAME, reused=len(done))
+        outcome = Outcome(out / EXTEND_STORE_NAME, reused=len(done))
         say(f"extension lab {cfg.name!r}: {len(todo)} units to run, {len(done)} in {store.path}")
         run = _Run(cfg, out, store, outcome, say, len(todo))
         try:
@@ -119,7 +118,7 @@ class _Run:
 
     def needs(self, unit: Unit) -> dict[str, dict[str, Any]]:
         """The info of the units ``unit`` needs (all stored)."""
-        return {n: self.store.info(n) for n in unit.needs}
+        return {n: self.store.unit_info(n) for n in unit.needs}
 
     def blocked(self, unit: Unit) -> bool:
         """A unit it needs failed: it cannot run."""
@@ -129,7 +128,7 @@ class _Run:
         return False
 
     def record(self, result: UnitResult) -> None:
-        self.store.add(result)
+        self.store.add_unit(result)
         self.outcome.ran.append(result.name)
         n = len(self.outcome.ran) + len(self.outcome.failed)
         self.say(
@@ -166,7 +165,7 @@ class _Run:
         pool = mp.get_context("spawn").Pool(workers, _init_worker, (os.getpid(),))
         try:
             while pending or running:
-                finished = self.store.done()
+                finished = self.store.finished_units()
                 for unit in list(pending):
                     if self.blocked(unit):
                         pending.remove(unit)

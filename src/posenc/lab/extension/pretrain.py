@@ -16,9 +16,9 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from ..lab.train import lr_factor
-from ..models import TinyTransformer
-from .config import ExtendConfig
+from ...models import TinyTransformer
+from ..config import ExtendConfig
+from ..train import lr_factor
 from .corpus import corpus, training_rows
 from .methods import build_model
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from posenc.extlab.stats import BOOTSTRAP_SEED, bootstrap_interval, paired
+from posenc.lab.stats import BOOTSTRAP_SEED, bootstrap_interval, paired_difference
 
 
 def _reference(values: list[float], n_resamples: int, level: float) -> tuple[float, float]:
@@ -40,9 +40,9 @@ def test_interval_equals_the_hand_written_bootstrap(values: list[float], level: 
 def test_one_value_and_pairs() -> None:
     one = bootstrap_interval([2.5])
     assert (one.mean, one.lo, one.hi, one.n) == (2.5, 2.5, 2.5, 1) and one.text() == "2.50"
-    d = paired({0: 3.0, 1: 5.0, 2: 1.0}, {0: 1.0, 1: 2.0, 7: 0.0})
+    d = paired_difference({0: 3.0, 1: 5.0, 2: 1.0}, {0: 1.0, 1: 2.0, 7: 0.0})
     assert d is not None and d.n == 2 and d.mean == pytest.approx(2.5)
-    assert paired({0: 1.0}, {1: 1.0}) is None
+    assert paired_difference({0: 1.0}, {1: 1.0}) is None
 
 
 @pytest.mark.parametrize(

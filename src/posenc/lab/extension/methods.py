@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from ..extension import scaling_config
-from ..functional import rope_inv_freq
-from ..models import TinyTransformer
-from ..registry import build_for_model
-from .config import METHODS, ExtendConfig
+from ...extension import scaling_config
+from ...functional import rope_inv_freq
+from ...models import TinyTransformer
+from ...registry import build_for_model
+from ..config import EXTEND_METHODS, ExtendConfig
 from .corpus import vocab
 
 Spec = dict[str, Any]
@@ -42,8 +42,8 @@ def scaling(
     Raises: ValueError for an unknown method, or ``longrope`` without its ``long_factor``.
     """
     L = cfg.context
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
+    if method not in EXTEND_METHODS:
+        raise ValueError(f"method must be one of {list(EXTEND_METHODS)}, got {method!r}")
     if method == "none":
         return None
     if method in ("linear", "ntk"):

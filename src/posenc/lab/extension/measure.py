@@ -20,10 +20,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..eval import passkey, perplexity
-from ..lab.attention_maps import attention_maps
-from ..models import TinyTransformer
-from .config import ExtendConfig
+from ...eval import passkey, perplexity
+from ...models import TinyTransformer
+from ..attention_maps import attention_maps
+from ..config import ExtendConfig
 from .corpus import corpus, vocab
 
 #: Seed of the passkey keys and filler at a length (added to the length).

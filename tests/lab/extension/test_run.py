@@ -21,14 +21,14 @@ import torch
 from typer.testing import CliRunner
 
 from posenc.cli import app
-from posenc.extlab import run as run_module
-from posenc.extlab import run_extend
-from posenc.extlab.findings import INCONCLUSIVE, NOT_EVALUATED, NOT_REPRODUCED, REPRODUCED
-from posenc.extlab.methods import build_model
-from posenc.extlab.report import REPORT_NAME, findings_of, write_report
-from posenc.extlab.store import STORE_NAME, ExtendStore
-from posenc.extlab.train import fine_tune, pretrain
-from posenc.extlab.units import plan
+from posenc.lab.extension import run as run_module
+from posenc.lab.extension import run_extend
+from posenc.lab.extension.methods import build_model
+from posenc.lab.extension.pretrain import fine_tune, pretrain
+from posenc.lab.extension.units import plan
+from posenc.lab.findings import INCONCLUSIVE, NOT_EVALUATED, NOT_REPRODUCED, REPRODUCED
+from posenc.lab.report import EXTEND_REPORT_NAME, extend_findings_of, write_extend_report
+from posenc.lab.store import EXTEND_STORE_NAME, ExtendStore
 from posenc.lab.sweep import sweep_lock
 
 from .conftest import TINY
@@ -37,8 +37,8 @@ VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_EVALUATED)
 
 
 def _sorted_rows(out: Path) -> list[tuple]:
-    with ExtendStore(out / STORE_NAME, TINY) as store:
-        return sorted(store.rows(), key=lambda r: tuple(str(x) for x in r[:7] + r[8:]))
+    with ExtendStore(out / EXTEND_STORE_NAME, TINY) as store:
+        return sorted(store.measures(), key=lambda r: tuple(str(x) for x in r[:7] + r[8:]))
 
 
 def test_pretraining_is_seeded_and_a_fine_tune_step_runs() -> None:
@@ -71,9 +71,9 @@ def test_fire_learns_its_own_parameters_at_fire_lr_scale() -> None:
 
 
 def test_a_run_stores_every_unit_and_its_numbers(tiny_run: Path) -> None:
-    with ExtendStore(tiny_run / STORE_NAME, TINY) as store:
-        assert store.done() == {u.name for u in plan(TINY)}
-        rows, units = store.rows(), store.units()
+    with ExtendStore(tiny_run / EXTEND_STORE_NAME, TINY) as store:
+        assert store.finished_units() == {u.name for u in plan(TINY)}
+        rows, units = store.measures(), store.units()
         last = json.loads(store.meta()["last_run"])
     assert last["units_run"] == len(plan(TINY)) and last["cpu_seconds"] > 0
     assert all(np.isfinite(r.value) for r in rows)
@@ -109,14 +109,14 @@ def test_an_interrupted_run_resumes_with_only_what_is_missing(
     with pytest.raises(Stop):
         run_extend(TINY, tmp_path, workers=1, log=lambda line: None)
     first = set(calls[:4])
-    with ExtendStore(tmp_path / STORE_NAME, TINY) as store:
-        assert store.done() == first
+    with ExtendStore(tmp_path / EXTEND_STORE_NAME, TINY) as store:
+        assert store.finished_units() == first
     calls.clear()
     stop_at[0] = 0
     lines: list[str] = []
     outcome = run_extend(TINY, tmp_path, workers=1, log=lines.append)
     total = len(plan(TINY))
-    assert lines[0].endswith(f"{total - 4} units to run, 4 in {tmp_path / STORE_NAME}")
+    assert lines[0].endswith(f"{total - 4} units to run, 4 in {tmp_path / EXTEND_STORE_NAME}")
     assert outcome.reused == 4 and len(outcome.ran) == len(calls) == total - 4
     assert first.isdisjoint(calls)  # nothing stored ran again
     assert _sorted_rows(tmp_path) == _sorted_rows(tiny_run)  # the same numbers as in one go
@@ -141,18 +141,18 @@ def test_a_store_of_another_configuration_or_none_is_refused(
     tiny_run: Path, tmp_path: Path
 ) -> None:
     with pytest.raises(ValueError, match=r"another configuration \(differs in \['steps'\]\)"):
-        ExtendStore(tiny_run / STORE_NAME, replace(TINY, steps=5))
-    junk = tmp_path / STORE_NAME
+        ExtendStore(tiny_run / EXTEND_STORE_NAME, replace(TINY, steps=5))
+    junk = tmp_path / EXTEND_STORE_NAME
     junk.write_text("not a database " * 100)
-    with pytest.raises(ValueError, match="not an extension-lab store"):
+    with pytest.raises(ValueError, match="not a posenc result store"):
         run_extend(TINY, tmp_path, workers=1)
     with pytest.raises(ValueError, match="workers must be"):
         run_extend(TINY, tmp_path / "x", workers=0)
 
 
 def test_the_report_is_one_self_contained_page(tiny_run: Path) -> None:
-    path = write_report(tiny_run, TINY)
-    assert path == tiny_run / REPORT_NAME
+    path = write_extend_report(tiny_run, TINY)
+    assert path == tiny_run / EXTEND_REPORT_NAME
     html = path.read_text()
     for title in (
         "Published findings",
@@ -170,7 +170,7 @@ def test_the_report_is_one_self_contained_page(tiny_run: Path) -> None:
     assert "Chen et al. 2023" in html and "StreamingLLM" in html
     assert "scaled-down search: 4 candidates per seed and factor" in html  # LongRoPE's
     assert "Best candidates: s0 x2: " in html
-    verdicts = {f.key: f.verdict for f in findings_of(tiny_run, TINY)}
+    verdicts = {f.key: f.verdict for f in extend_findings_of(tiny_run, TINY)}
     assert set(verdicts) == {"pi", "ntk", "yarn", "dynamic", "streaming", "alibi"}
 
 
@@ -184,12 +184,12 @@ def test_the_command_resumes_a_run_writes_the_report_and_prints_the_verdicts(
 ) -> None:
     """Both spellings, ``posenc lab extend`` and ``posenc lab --preset extend`` (issue 24)."""
     shutil.copytree(tiny_run, tmp_path, dirs_exist_ok=True)
-    (tmp_path / REPORT_NAME).unlink(missing_ok=True)
+    (tmp_path / EXTEND_REPORT_NAME).unlink(missing_ok=True)
     args = [*command, "--workers", "1", "--out", str(tmp_path), *_tiny_sets()]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert f"0 units run, {len(plan(TINY))} reused" in result.stdout
-    assert (tmp_path / REPORT_NAME).is_file()
+    assert (tmp_path / EXTEND_REPORT_NAME).is_file()
     answer, paths = result.stdout.split("results: ")  # the answer first, then the paths
     assert "report:" in paths and "\x1b[" not in result.stdout  # plain text on a pipe
     assert "The answer beyond the training context L = 24" in answer
@@ -221,7 +221,7 @@ def test_bad_settings_are_one_error_line(args: list[str], want: str, tmp_path: P
     result = CliRunner().invoke(app, [*args, "--out", str(tmp_path)])
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(want), result.stderr
-    assert not (tmp_path / STORE_NAME).exists()
+    assert not (tmp_path / EXTEND_STORE_NAME).exists()
 
 
 @pytest.mark.slow
@@ -233,7 +233,7 @@ def test_the_quick_preset_survives_a_kill_and_resumes(tmp_path: Path) -> None:
     cmd += ["--quick", "--workers", "2", "--out", str(tmp_path)]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
     proc = subprocess.Popen(cmd, env=env, start_new_session=True, stderr=subprocess.PIPE)
-    store = tmp_path / STORE_NAME
+    store = tmp_path / EXTEND_STORE_NAME
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if store.exists():

@@ -11,7 +11,7 @@ import torch
 
 from posenc.eval import passkey
 from posenc.eval.models import CausalLM
-from posenc.extlab.corpus import IGNORE, corpus, passkey_row, training_rows, vocab
+from posenc.lab.extension.corpus import IGNORE, corpus, passkey_row, training_rows, vocab
 from posenc.lab.tasks.lm import ALPHABET
 from posenc.models import TinyTransformer
 
