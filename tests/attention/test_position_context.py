@@ -11,9 +11,9 @@ import torch
 
 import posenc
 import posenc._validate as V
+from posenc import functional as PF
 from posenc.attention import CachedKeys
 from posenc.attention.inputs import new_context
-from posenc import functional as PF
 from posenc.encodings.state import PositionState, position_state
 from posenc.models import KVCache
 

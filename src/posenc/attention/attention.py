@@ -164,9 +164,12 @@ class Attention(AttentionFlow, nn.Module):
             and not torch.is_grad_enabled()
             and not torch.compiler.is_compiling()
         ):
-            rotated: tuple[Tensor, Tensor] = pe.rotate(q, k, pos, pos, ctx=ctx.new_keys(), inplace=True)  # type: ignore[call-arg]
+            rotated: tuple[Tensor, Tensor] = pe.rotate(  # type: ignore[call-arg]  # (rotates_in_place)
+                q, k, pos, pos, ctx=ctx.new_keys(), inplace=True
+            )
             return rotated
-        return super().rotate_new(q, k, pos, ctx)
+        fresh: tuple[Tensor, Tensor] = pe.rotate(q, k, pos, pos, ctx=ctx.new_keys())
+        return fresh
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         B, T, _ = x.shape

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..encodings.bias import FIRE
-from ..encodings.state import PositionState, position_state
+from ..encodings.state import PositionState
 from ..functional.sinks import softmax_with_sinks
 from ..kernels.fire_fused import FireTerms, fire_fused_attention, fire_fused_takes
 from ..kernels.flex import OffsetTable, check_attention_inputs, flex_bias_attention, flex_runs_on

@@ -214,7 +214,7 @@ class AttentionFlow:
         """The encoding's rotation of this call's own projections q (B, H, T, D) and k
         (B, Hkv, T, D) at ``pos``: nothing else holds them, so a framework may overwrite them
         (torch's ``Attention``, in inference)."""
-        return self.pe.rotate(q, k, pos, pos, ctx=ctx.new_keys())
+        return self.pe.rotate(q, k, pos, pos, ctx=ctx)
 
 
 class CrossAttentionFlow:

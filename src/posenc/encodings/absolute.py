@@ -54,10 +54,13 @@ class Sinusoidal(PositionalEncoding[PositionState]):
             check_nonnegative(pos)
         return x + self.rows(pos).to(x.dtype)  # (B, T, C)
 
+    def table(self, pos: Tensor) -> Tensor:
+        """PE rows for positions (...,) -> (..., C), float64 (``PF.sinusoidal_table``)."""
+        return PF.sinusoidal_table(pos, self.config.dim, base=self.config.base)
+
     def rows(self, pos: Tensor) -> Tensor:
-        """scale·PE rows for positions (...,) -> (..., C), float64 (``PF.sinusoidal_table``)."""
-        c = self.config
-        pe, scale = PF.sinusoidal_table(pos, c.dim, base=c.base), c.scale
+        """scale·PE rows for positions (...,) -> (..., C), float64."""
+        pe, scale = self.table(pos), self.config.scale
         return pe if scale == 1.0 else scale * pe
 
 

@@ -112,7 +112,7 @@ class PositionalEncoding(nn.Module, Generic[StateT]):
         self.__dict__.update({n: getattr(self.config, n) for n in self.config_attributes})
 
     def __init_subclass__(cls, **kwargs: object) -> None:
-        super().__init_subclass__(**kwargs)  # type: ignore[arg-type]  # (Generic's keywords)
+        super().__init_subclass__(**kwargs)
         if "capabilities" not in cls.__dict__:
             cls.capabilities = _widened(cls.capabilities, cls.__dict__)
         if cls.capabilities.axes != cls.config_class.axes:  # the config says how many axes

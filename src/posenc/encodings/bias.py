@@ -98,9 +98,7 @@ class ALiBi(PositionalEncoding[PositionState]):
         slopes = self.slopes64.to(at_least_float32(self.slopes))
         return PF.alibi_bias(q_pos, k_pos, slopes, bidirectional=self.config.bidirectional)
 
-    def bias(
-        self, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionState | None = None
-    ) -> Tensor:
+    def bias(self, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionState | None = None) -> Tensor:
         """The bias of q_pos and k_pos (``formula``; checked without ``ctx``).
 
         Shapes: q_pos (Tq,) | (B, Tq), k_pos (Tk,) | (B, Tk) -> (1|B, H, Tq, Tk).
@@ -153,9 +151,7 @@ class T5Bias(PositionalEncoding[PositionState]):
         values = F.embedding(self.buckets(q_pos, k_pos), table.to(at_least_float32(table)))
         return values.movedim(-1, -3)  # (..., Tq, Tk, H) -> (H, Tq, Tk) | (B, H, Tq, Tk)
 
-    def bias(
-        self, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionState | None = None
-    ) -> Tensor:
+    def bias(self, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionState | None = None) -> Tensor:
         """The bias of q_pos and k_pos (``formula``; checked without ``ctx``).
 
         Shapes: q_pos (Tq,) | (B, Tq), k_pos (Tk,) | (B, Tk) -> (1|B, H, Tq, Tk).
@@ -213,9 +209,7 @@ class Kerple(PositionalEncoding[PositionState]):
         r1, r2 = self.kernel_parameters()
         return PF.kerple_bias(q_pos, k_pos, r1, r2, variant=self.config.variant)
 
-    def bias(
-        self, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionState | None = None
-    ) -> Tensor:
+    def bias(self, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionState | None = None) -> Tensor:
         """The bias of q_pos and k_pos (``formula``; checked without ``ctx``).
 
         Shapes: q_pos (Tq,) | (B, Tq), k_pos (Tk,) | (B, Tk) -> (1|B, H, Tq, Tk).
@@ -284,9 +278,7 @@ class FIRE(PositionalEncoding[PositionState]):
             out = PF.fire_mlp(x, *self.mlp_pieces())  # (H, ..., Tq, Tk)
         return out.movedim(0, -3)  # (H, Tq, Tk) | (B, H, Tq, Tk)
 
-    def bias(
-        self, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionState | None = None
-    ) -> Tensor:
+    def bias(self, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionState | None = None) -> Tensor:
         """The bias of q_pos and k_pos (``formula``; checked without ``ctx``).
 
         Shapes: q_pos (Tq,) | (B, Tq), k_pos (Tk,) | (B, Tk) -> (1|B, H, Tq, Tk).

@@ -85,7 +85,13 @@ def prepare_grid(
 
 
 def grid_pair_tables(
-    angles: Angles, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, ctx: GridState | None, *,
+    angles: Angles,
+    q: Tensor,
+    k: Tensor,
+    q_pos: Tensor,
+    k_pos: Tensor,
+    ctx: GridState | None,
+    *,
     per_head: bool,
 ) -> tuple[RopeTables, RopeTables]:
     """q's and k's tables: ``ctx``'s, else made from q_pos and k_pos."""
@@ -166,7 +172,7 @@ class AxialRoPE(PositionalEncoding[GridState]):
             q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.config.head_dim, axes=self.config.axes)
         tq, tk = grid_pair_tables(self.angles, q, k, q_pos, k_pos, ctx, per_head=False)
         return rotate_tables(
-            q, k, tq, tk, layout=self.config.layout, inplace=inplace, kernel=self.kernel
+            q, k, tq, tk, layout=self.layout, inplace=inplace, kernel=self.kernel
         )
 
     def extra_repr(self) -> str:
@@ -291,7 +297,7 @@ class RoPEMixed(PositionalEncoding[GridState]):
         self.config.check_heads(q, k)
         tq, tk = grid_pair_tables(self.angles, q, k, q_pos, k_pos, ctx, per_head=True)
         return rotate_tables(
-            q, k, tq, tk, layout=self.config.layout, inplace=inplace, kernel=self.kernel
+            q, k, tq, tk, layout=self.layout, inplace=inplace, kernel=self.kernel
         )
 
     def extra_repr(self) -> str:

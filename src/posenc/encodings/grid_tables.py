@@ -46,10 +46,14 @@ class Sincos2D(PositionalEncoding[PositionState]):
             pos = check_embed(x, pos, self.config.dim, axes=self.config.axes)
         return x + self.rows(pos).to(x.dtype)  # (B, T, C)
 
+    def table(self, pos: Tensor) -> Tensor:
+        """PE rows for positions (..., 2) -> (..., C), float64 (``PF.sincos_2d_table``)."""
+        return PF.sincos_2d_table(pos, self.config.dim, base=self.config.base)
+
     def rows(self, pos: Tensor) -> Tensor:
-        """scale·PE rows for positions (..., 2) -> (..., C), float64 (``PF.sincos_2d_table``)."""
-        pe = PF.sincos_2d_table(pos, self.config.dim, base=self.config.base)
-        return pe if self.config.scale == 1.0 else self.config.scale * pe
+        """scale·PE rows for positions (..., 2) -> (..., C), float64."""
+        pe, scale = self.table(pos), self.config.scale
+        return pe if scale == 1.0 else scale * pe
 
 
 @register("learned_2d", family="additive", paper="Dosovitskiy et al., arXiv:2010.11929", year=2021)

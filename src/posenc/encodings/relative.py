@@ -145,6 +145,14 @@ class TransformerXL(PositionalEncoding[TransformerXLState]):
         for p in (self.r_proj, self.u, self.v):
             nn.init.normal_(p, std=0.02)
 
+    @property
+    def head_dim(self) -> int:
+        """D, the config's (dim // n_heads unless given)."""
+        D = self.config.head_dim
+        if D is None:  # (the config fills it in: never)
+            raise ValueError("TransformerXLConfig.head_dim was not filled in")
+        return D
+
     def prepare(
         self,
         q_pos: Tensor,
@@ -186,14 +194,14 @@ class TransformerXL(PositionalEncoding[TransformerXLState]):
         not fit (without ``ctx``).
         """
         if ctx is None:
-            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.config.head_dim)
+            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim)
             check_scores(scores, q, k)
         n_heads = self.config.n_heads
         for what, x in (("q", q), ("k (key heads repeated)", k)):
             if x.shape[1] != n_heads:
                 raise ValueError(f"{what} must have n_heads={n_heads} heads, got {x.shape[1]}")
         rows = None if ctx is None else ctx.rows.get(q.dtype)  # the whole call's, once
-        scale = 1.0 / math.sqrt(self.config.head_dim)  # on the factors q, u, v, not the terms
+        scale = 1.0 / math.sqrt(self.head_dim)  # on the factors q, u, v, not the terms
         return scores + PF.transformer_xl_terms(
             q * scale,
             k,

@@ -233,7 +233,7 @@ class RoPE(PositionalEncoding[RoPEState]):
             tq = ctx.tables(work_dtype(q.dtype), keys=False)
             tk = ctx.tables(work_dtype(k.dtype), keys=True)
         return rotate_tables(
-            q, k, tq, tk, layout=self.config.layout, inplace=inplace, kernel=self.kernel
+            q, k, tq, tk, layout=self.layout, inplace=inplace, kernel=self.kernel
         )
 
     def rotate_one(self, x: Tensor, pos: Tensor, seq_len: int | None = None) -> Tensor:
@@ -242,7 +242,7 @@ class RoPE(PositionalEncoding[RoPEState]):
         Shapes: x (B, H, T, D), pos (T,) | (B, T) -> (B, H, T, D).
         """
         tables = self.tables(pos, work_dtype(x.dtype), seq_len)
-        return apply_rope(x, tables.cos, tables.sin, layout=self.config.layout)
+        return apply_rope(x, tables.cos, tables.sin, layout=self.layout)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, kernel={self.kernel!r}"

@@ -35,7 +35,7 @@ class Lazy(Generic[T]):
     attribute, so ``torch.compile`` traces it (``functools.cached_property`` takes a lock).
     """
 
-    __slots__ = ("_make", "_value", "_made")
+    __slots__ = ("_made", "_make", "_value")
 
     def __init__(self, make: Callable[[], T]) -> None:
         self._make = make
@@ -57,7 +57,7 @@ class InDtype(Generic[T]):
     or float64 for float64 activations), which every later layer shares.
     """
 
-    __slots__ = ("_make", "_dtype", "_value")
+    __slots__ = ("_dtype", "_make", "_value")
 
     def __init__(self, make: Callable[[torch.dtype], T]) -> None:
         self._make = make

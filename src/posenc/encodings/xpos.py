@@ -130,7 +130,7 @@ class XPos(PositionalEncoding[XPosState]):
             self.check_range(q, k, ctx.ends.get())
             tq = ctx.q_tables.get(work_dtype(q.dtype))
             tk = ctx.k_tables(work_dtype(k.dtype))
-        layout = self.config.layout
+        layout = self.layout
         return apply_rope(q, *tq, layout=layout), apply_rope(k, *tk, layout=layout)
 
     def check_range(self, q: Tensor, k: Tensor, ends: list[int]) -> None:
