@@ -171,9 +171,7 @@ class AxialRoPE(PositionalEncoding[GridState]):
         if ctx is None:
             q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.config.head_dim, axes=self.config.axes)
         tq, tk = grid_pair_tables(self.angles, q, k, q_pos, k_pos, ctx, per_head=False)
-        return rotate_tables(
-            q, k, tq, tk, layout=self.layout, inplace=inplace, kernel=self.kernel
-        )
+        return rotate_tables(q, k, tq, tk, layout=self.layout, inplace=inplace, kernel=self.kernel)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, kernel={self.kernel!r}"
@@ -296,9 +294,7 @@ class RoPEMixed(PositionalEncoding[GridState]):
             q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.config.head_dim, axes=self.config.axes)
         self.config.check_heads(q, k)
         tq, tk = grid_pair_tables(self.angles, q, k, q_pos, k_pos, ctx, per_head=True)
-        return rotate_tables(
-            q, k, tq, tk, layout=self.layout, inplace=inplace, kernel=self.kernel
-        )
+        return rotate_tables(q, k, tq, tk, layout=self.layout, inplace=inplace, kernel=self.kernel)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, kernel={self.kernel!r}"

@@ -232,9 +232,7 @@ class RoPE(PositionalEncoding[RoPEState]):
         else:
             tq = ctx.tables(work_dtype(q.dtype), keys=False)
             tk = ctx.tables(work_dtype(k.dtype), keys=True)
-        return rotate_tables(
-            q, k, tq, tk, layout=self.layout, inplace=inplace, kernel=self.kernel
-        )
+        return rotate_tables(q, k, tq, tk, layout=self.layout, inplace=inplace, kernel=self.kernel)
 
     def rotate_one(self, x: Tensor, pos: Tensor, seq_len: int | None = None) -> Tensor:
         """R(pos) x by the eager kernel (dynamic scaling at ``seq_len``, default max(pos) + 1).
