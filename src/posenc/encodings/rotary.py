@@ -137,9 +137,10 @@ class RoPE(PositionalEncoding[RoPEState]):
 
     def frequencies(self, seq_len: int | None = None) -> tuple[Tensor, float]:
         """(inv_freq (P,) float64, attention_scaling) at the current length ``seq_len``."""
-        if not self.config.dynamic or seq_len is None:
+        scaling_config = self.config.scaling
+        if scaling_config is None or not scaling_config.dynamic or seq_len is None:
             return self.inv_freq64, self.attention_scaling
-        inv_freq, scaling = self.config.scaling.apply(self.default_inv_freq64, seq_len)
+        inv_freq, scaling = scaling_config.apply(self.default_inv_freq64, seq_len)
         return inv_freq, float(scaling)
 
     def seq_len(self, *positions: Tensor) -> int | None:
