@@ -147,7 +147,10 @@ class TransformerXL(PositionalEncoding[TransformerXLState]):
 
     @property
     def head_dim(self) -> int:
-        """D, the config's (dim // n_heads unless given)."""
+        """D, the config's (dim // n_heads unless given).
+
+        Raises: ValueError if the config left it unset (it never does).
+        """
         D = self.config.head_dim
         if D is None:  # (the config fills it in: never)
             raise ValueError("TransformerXLConfig.head_dim was not filled in")
