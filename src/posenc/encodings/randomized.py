@@ -98,8 +98,8 @@ class Randomized(PositionalEncoding[RandomizedState]):
     ``base_config``) receives pos' in every hook. S is drawn once per forward through the
     position context (``prepare``; the model's ``embed`` and every layer's ``rotate`` share it,
     also when activation checkpointing recomputes a block with the same context); a hook called
-    without a context draws afresh. ``seed`` gives the sampler its own generator (reproducible
-    draws).
+    without a context draws afresh. ``seed`` gives the sampler its own counter-based noise
+    (``seeded_noise``: reproducible draws, traced by ``torch.compile`` like the unseeded ones).
     Shapes: those of the base encoding's hooks (``embed`` x (B, T, C); ``rotate`` q
     (B, H, Tq, D), k (B, Hkv, Tk, D); ``bias`` (1|B, H, Tq, Tk)), positions (Tq,) | (B, Tq)
     and (Tk,) | (B, Tk) int64.
@@ -116,7 +116,8 @@ class Randomized(PositionalEncoding[RandomizedState]):
         self.base: PositionalEncoding[PositionState] = build(
             c.base_encoding, **c.base_keys(info(c.base_encoding).parameters)
         )
-        self.generator = None if c.seed is None else torch.Generator().manual_seed(c.seed)
+        # a seed's draws: counter-based noise (``seeded_noise``), the counter a buffer
+        self.register_buffer("draws_made", torch.zeros((), dtype=torch.long), persistent=False)
 
     @property
     def sampling(self) -> bool:
@@ -222,9 +223,7 @@ class Randomized(PositionalEncoding[RandomizedState]):
     def draw(self, pos: Tensor, batch: int) -> Tensor:
         """A new draw for ``pos`` (B, T): row b's positions map to a sorted uniform random
         subset of range(max_len) of size max(pos[b]) + 1, S_b[pos]. Fixed shapes and no host
-        read under ``torch.compile`` (one graph, ``fullgraph=True``), except the noise of a
-        ``seed``'s own generator, which is drawn eagerly (a graph break: torch.compile cannot
-        trace a ``torch.Generator``).
+        read under ``torch.compile`` (one graph, ``fullgraph=True``), seeded or not.
 
         Raises: ValueError for a negative position."""
         check_nonnegative(pos)
@@ -237,10 +236,15 @@ class Randomized(PositionalEncoding[RandomizedState]):
         return self._picks(self._noise(batch, pos.device), sizes, rows)  # (B, T)
 
     def _noise(self, batch: int, device: torch.device | None) -> Tensor:
-        """(B, max_len) uniform noise: its sizes[b] smallest entries of row b are the draw."""
-        if self.generator is None:
+        """(B, max_len) uniform noise: its sizes[b] smallest entries of row b are the draw.
+        Torch's generator without a ``seed``; with one, ``seeded_noise`` at this module's draw
+        counter (torch ops only, so ``torch.compile`` traces the draw)."""
+        seed = self.config.seed
+        if seed is None:
             return torch.rand(batch, self.max_len, device=device)
-        return _seeded_noise(self.generator, batch, self.max_len).to(device)
+        step = self.draws_made.clone()
+        self.draws_made.add_(1)
+        return seeded_noise(seed, step, batch, self.max_len).to(device)
 
     def _picks(self, noise: Tensor, sizes: Tensor, rows: Tensor) -> Tensor:
         """S_b[rows] (B, T): S_b the sorted set of the sizes[b] smallest-noise indices of row b,
@@ -256,7 +260,36 @@ class Randomized(PositionalEncoding[RandomizedState]):
         return torch.searchsorted(count, rows.to(noise.device) + 1).to(rows.device)  # (B, T)
 
 
-@torch.compiler.disable
-def _seeded_noise(generator: torch.Generator, batch: int, length: int) -> Tensor:
-    """(batch, length) uniform noise from ``generator`` on its device, eagerly."""
-    return torch.rand(batch, length, generator=generator, device=generator.device)
+#: splitmix64's constants as int64 (two's complement of the unsigned ones).
+_GAMMA = 0x9E3779B97F4A7C15 - (1 << 64)
+_MIX1 = 0xBF58476D1CE4E5B9 - (1 << 64)
+_MIX2 = 0x94D049BB133111EB - (1 << 64)
+
+
+def _as_int64(value: int) -> int:
+    """``value`` mod 2^64 as a signed int64 (two's complement)."""
+    value %= 1 << 64
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _shift_right(z: Tensor, bits: int) -> Tensor:
+    """z >> bits as unsigned 64-bit (torch's >> on int64 is arithmetic)."""
+    return (z >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def seeded_noise(seed: int, step: Tensor, batch: int, length: int) -> Tensor:
+    """(batch, length) float64 uniform noise in [0, 1) of (``seed``, draw ``step``, entry).
+
+    splitmix64 (Steele, Lea & Flood 2014, "Fast splittable pseudorandom number generators";
+    Vigna's reference constants) of seed·2^32 + step·(batch·length) + entry, 53 bits per
+    entry; int64 arithmetic wraps as the unsigned original does. Torch ops only: one graph under
+    ``torch.compile``, the same numbers eager or compiled, on every device.
+    Shapes: step () int64 -> (batch, length) float64.
+    """
+    entries = torch.arange(batch * length, dtype=torch.long, device=step.device)
+    z = entries + step * (batch * length) + _as_int64(seed << 32)
+    z = z * _GAMMA + _GAMMA
+    z = (z ^ _shift_right(z, 30)) * _MIX1
+    z = (z ^ _shift_right(z, 27)) * _MIX2
+    z = z ^ _shift_right(z, 31)
+    return (_shift_right(z, 11).to(torch.float64) * 2.0**-53).view(batch, length)
