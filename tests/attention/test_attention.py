@@ -486,13 +486,13 @@ def test_inference_rotates_fresh_projections_in_place(
     )
     model = model.to(dtype).eval()
     seen: list[bool] = []
-    rotate_pair = type(model.pe).rotate_pair
+    rotate = type(model.pe).rotate
 
-    def spy(self: Any, q: Any, k: Any, tq: Any, tk: Any, inplace: bool) -> Any:
+    def spy(self: Any, *args: Any, inplace: bool = False, **kwargs: Any) -> Any:
         seen.append(inplace)
-        return rotate_pair(self, q, k, tq, tk, inplace)
+        return rotate(self, *args, inplace=inplace, **kwargs)
 
-    monkeypatch.setattr(type(model.pe), "rotate_pair", spy)
+    monkeypatch.setattr(type(model.pe), "rotate", spy)
     idx = _tokens()
     grid = torch.stack(torch.meshgrid(torch.arange(3), torch.arange(4), indexing="ij"), -1)
     pos = grid.reshape(12, 2) if name == "rope_2d" else None  # (T, 2) grid positions

@@ -1,5 +1,5 @@
-"""The position context: built once per forward, handed to every layer, checked once, and no
-host read of position values on a compiled forward (the redesign issue's "validate once")."""
+"""The per-forward position state: built once per forward, handed to every layer, checked once,
+its shared work made once, and no host read of position values on a compiled forward."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import torch
 
 import posenc
 import posenc._validate as V
+from posenc import functional as PF
 from posenc.attention import CachedKeys
 from posenc.attention.inputs import new_context
-from posenc.encodings.context import PositionContext, shared_for
+from posenc.encodings.state import PositionState, position_state
 from posenc.models import KVCache
 
 V_SIZE = 50
@@ -61,20 +62,43 @@ def test_positions_are_checked_once_per_forward(name: str, position_checks: list
         assert position_checks[0] == 1
 
 
-def test_context_shares_work_by_role_and_nothing_else() -> None:
+def test_state_holds_positions_and_its_fresh_keys_state() -> None:
     q_pos, k_pos = torch.arange(3, 6), torch.arange(6)
-    ctx = PositionContext(q_pos, k_pos)
-    assert ctx.role(q_pos) == "q" and ctx.role(k_pos) == "k"
-    assert ctx.role(torch.arange(3, 6)) is None  # equal values, another tensor: not the context's
-    made: list[int] = []
+    state = position_state(q_pos, k_pos)
+    assert isinstance(state, PositionState) and not state.keys_are_queries
+    assert state.q_pos is q_pos and state.k_pos is k_pos
+    fresh = state.new_keys()
+    assert fresh.k_pos is q_pos and fresh.keys_are_queries and fresh.new_keys() is fresh
+    same = position_state(q_pos)
+    assert same.k_pos is q_pos and same.keys_are_queries
+
+
+@pytest.mark.parametrize("name", ["rope", "xpos", "pope", "rope_mixed"])
+def test_state_makes_tables_once_per_forward(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three layers' rotations with one state (fresh keys, then all keys as rerotation does):
+    the queries' tables once, the keys' once; without a state each call makes its own."""
+    calls: list[int] = []
+    for fn in ("rope_cos_sin", "mixed_angles"):
+        real = getattr(PF, fn)
+        monkeypatch.setattr(PF, fn, lambda *a, _real=real, **kw: calls.append(1) or _real(*a, **kw))
+    grid = name == "rope_mixed"
+    config = {"head_dim": 8, "n_heads": 2} if name in ("pope", "rope_mixed") else {"head_dim": 8}
+    pe = posenc.build(name, **config)
+    q = torch.randn(1, 2, 3, 8)
+    k = torch.randn(1, 2, 5, 8)
+    pos = torch.stack([torch.arange(3), torch.arange(3)], -1) if grid else torch.arange(2, 5)
+    keys = torch.stack([torch.arange(5), torch.arange(5)], -1) if grid else torch.arange(5)
+    state = pe.prepare(pos, keys)
+    calls.clear()
     for _ in range(3):
-        shared_for(ctx, q_pos, "table", lambda: made.append(1) or len(made))
-    assert made == [1]
-    assert shared_for(ctx, k_pos, "table", lambda: 7) == 7  # the keys' own entry
-    assert shared_for(ctx, torch.arange(3), "table", lambda: 9) == 9  # unknown positions: afresh
-    assert shared_for(None, q_pos, "table", lambda: 11) == 11
-    same = PositionContext(q_pos)
-    assert same.k_pos is q_pos and same.role(q_pos) == "q"
+        pe.rotate(q, q, pos, pos, ctx=state.new_keys())
+        pe.rotate(q, k, pos, keys, ctx=state)
+    xpos_fresh = 1 if name == "xpos" else 0  # (its fresh keys' scale differs from the queries')
+    assert len(calls) == 2 + xpos_fresh
+    calls.clear()
+    pe.rotate(q, k, pos, keys)
+    pe.rotate(q, k, pos, keys)
+    assert len(calls) == 4
 
 
 def test_context_must_fit_the_call() -> None:
@@ -137,6 +161,7 @@ def test_default_positions_give_offset_bounds_without_a_host_read() -> None:
         ctx = new_context(pe, None, 2, T, cache, torch.device("cpu"))
         offsets = ctx.q_pos[..., :, None] - ctx.k_pos[..., None, :]
         assert ctx.offset_bounds == (int(offsets.min()), int(offsets.max()))
+        assert isinstance(ctx, PositionState)
         q = torch.zeros(2, 4, T, 8)
         pos = ctx.q_pos.expand(2, T)
         cache.append(_entry(q, pos))

@@ -10,6 +10,8 @@ import torch
 
 import posenc
 from posenc import Attention
+from posenc import functional as PF
+from posenc.encodings.pope import PoPE
 from tests.encodings._helpers import causal_mask, heads_of, merge_heads, qkv, softmax_attention
 from tests.reference import families as ref
 
@@ -111,8 +113,8 @@ def test_wrong_shapes_raise() -> None:
 
 
 def _count_tables(monkeypatch: pytest.MonkeyPatch, share: bool = True) -> list[int]:
-    """Count the cos/sin tables of pos·θ PoPE makes (``PF.rope_cos_sin`` through the flow);
-    ``share=False`` makes every layer compute its own, as without a context."""
+    """Count the cos/sin tables of pos·θ PoPE makes (``PF.rope_cos_sin``); ``share=False``
+    makes every layer compute its own, as without a state (``rotate`` called without ctx)."""
     calls = [0]
     rope_cos_sin = posenc.functional.rope_cos_sin
 
@@ -122,7 +124,12 @@ def _count_tables(monkeypatch: pytest.MonkeyPatch, share: bool = True) -> list[i
 
     monkeypatch.setattr(posenc.functional, "rope_cos_sin", counted)
     if not share:
-        monkeypatch.setattr(posenc.encodings.flows, "shared_for", lambda c, p, k, make: make())
+        rotate = PoPE.rotate
+
+        def alone(self, q, k, q_pos, k_pos, *, ctx=None):  # type: ignore[no-untyped-def]
+            return rotate(self, q, k, ctx.q_pos, ctx.k_pos)
+
+        monkeypatch.setattr(PoPE, "rotate", alone)
     return calls
 
 
@@ -141,7 +148,7 @@ def test_model_forward_makes_tables_once(phase_bias: bool, monkeypatch: pytest.M
     with torch.no_grad():
         calls = _count_tables(monkeypatch)
         shared = model(idx)
-        assert calls[0] == 1  # one context, queries and keys at the same positions
+        assert calls[0] == 1  # one state, queries and keys at the same positions
         monkeypatch.undo()
         calls = _count_tables(monkeypatch, share=False)
         unshared = model(idx)
@@ -155,6 +162,7 @@ def test_rotate_with_context_equals_without() -> None:
     q_pos, k_pos = torch.tensor([[2, 3, 4, 5], [9, 10, 11, 12]]), torch.arange(6)
     ctx = pe.prepare(q_pos, k_pos)
     with_ctx = pe.rotate(q, k, q_pos, k_pos, ctx=ctx)
-    assert len(ctx._shared) == 2  # (role, key) for the queries' and the keys' positions
+    assert not ctx.keys_are_queries  # the queries' cos, sin and the keys' own
+    torch.testing.assert_close(ctx.k_cos_sin[0], PF.rope_cos_sin(k_pos, pe.inv_freq)[0])
     for got, want in zip(with_ctx, pe.rotate(q, k, q_pos, k_pos), strict=True):
         torch.testing.assert_close(got, want, rtol=0, atol=0)

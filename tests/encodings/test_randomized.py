@@ -184,15 +184,17 @@ def test_each_row_draws_a_subset_of_its_own_length() -> None:
     assert abs(mean - (L - 1) / 2) < 6, mean
 
 
+@pytest.mark.parametrize("seed", [None, 3])
 @pytest.mark.parametrize("base", ["sinusoidal", "rope"])
-def test_training_forward_and_backward_compile_to_one_graph(base: str) -> None:
+def test_training_forward_and_backward_compile_to_one_graph(base: str, seed: int | None) -> None:
     """The training draw has fixed shapes and no host read: ``fullgraph=True`` traces it, and
-    from the same global RNG state the compiled model draws what eager draws."""
+    from the same RNG state (global, or a seed's draw counter) the compiled model draws what
+    eager draws."""
     torch._dynamo.reset()
     model = posenc.TinyTransformer(
         vocab_size=13,
         pe="randomized",
-        pe_config={"base_encoding": base},
+        pe_config={"base_encoding": base, "seed": seed},
         d_model=16,
         n_heads=2,
         n_layers=2,
@@ -200,11 +202,13 @@ def test_training_forward_and_backward_compile_to_one_graph(base: str) -> None:
     ).train()
     idx = torch.randint(0, 13, (2, 9))
     torch.manual_seed(5)
+    model.pe.draws_made.zero_()
     want = model(idx)
     want.square().mean().backward()
     grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     model.zero_grad()
     torch.manual_seed(5)
+    model.pe.draws_made.zero_()
     got = torch.compile(model, backend="eager", fullgraph=True)(idx)
     got.square().mean().backward()
     torch.testing.assert_close(got, want)

@@ -138,11 +138,11 @@ def test_cos_sin_built_once_per_forward(monkeypatch: pytest.MonkeyPatch) -> None
     rope = model.pe
     q, k = torch.randn(2, 2, 10, 16), torch.randn(2, 2, 10, 16)
     ctx = rope.prepare(pos)
-    for _ in range(3):  # three layers' calls with one context: one build
-        rope.rotate(q, k, pos, pos, ctx=ctx)
+    for _ in range(3):  # three layers' calls with one state: one build
+        rope.rotate(q, k, pos, pos, ctx=ctx.new_keys())
     assert len(calls) == 3 + 1  # (3: the three forwards above)
-    rope.rotate(q, k, torch.arange(10), torch.arange(10), ctx=ctx)  # not the context's tensors
-    assert len(calls) == 3 + 1 + 2
+    rope.rotate(q, k, pos, pos, ctx=rope.prepare(pos))  # another forward's state: built again
+    assert len(calls) == 3 + 1 + 1
 
 
 def test_rerotate_decoding_builds_tables_once_per_step(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -119,13 +119,12 @@ def test_low_precision_tables_converted_once_per_forward() -> None:
     tables = RopeTables(cos, sin)
     rotate = functools.partial(rotate_pair, kernel="cpp", prepared=(tables, tables))
     first = rotate(q, k, cos, sin, cos, sin)[0]
-    made = dict(tables._derived)  # what the call converted: cos and sin, once
-    assert sorted(key[0] for key in made) == ["f32", "f32"]
-    assert all(copy.dtype == torch.float32 for copy in made.values())
+    made = tables._float32  # what the call converted: cos and sin, once
+    assert made is not None and all(copy.dtype == torch.float32 for copy in made)
+    assert made[0] is not cos and made[1] is not sin
     rotate(q.detach(), k, cos, sin, cos, sin)  # another layer: nothing converted again
     first.backward(torch.ones_like(first))
-    assert tables._derived.keys() == made.keys()
-    assert all(tables._derived[key] is made[key] for key in made)
+    assert all(a is b for a, b in zip(tables.float32(), made, strict=True))
     with torch.no_grad():
         sin.neg_()  # R(-θ): changed in place; a new forward (no tables) follows it
     oq, ok = CPP(q.detach(), k, cos, sin, cos, sin)

@@ -7,8 +7,7 @@ from torch import Tensor, nn
 
 from .._validate import check_bool, check_ndim
 from ..encodings.base import PositionalEncoding, batch_positions
-from ..encodings.context import PositionContext
-from ..encodings.flows import RotaryFlow
+from ..encodings.state import PositionState as PositionContext
 from . import projections
 from .backends import Call, attend, attend_weights
 from .cache import CacheCheck, KeyValueCache
@@ -129,7 +128,7 @@ class Attention(AttentionFlow, nn.Module):
     ) -> PositionContext:
         """This call's position context (``attention.flow.new_context``): positions ``pos``
         (T,) | (B, T), or the next ones after ``cache``, for input ``x`` (B, T, C)."""
-        return new_context(self.pe, pos, B, T, cache, x.device)
+        return new_context(self.pe, pos, B, T, cache, x.device, dtype=x.dtype)
 
     def cache_offset(self, cache: KeyValueCache | None) -> int:
         """Keys before this call's: the entries ``cache`` holds (0 without one)."""
@@ -155,20 +154,22 @@ class Attention(AttentionFlow, nn.Module):
         """The encoding's rotation of this call's projections q (B, H, T, D) and k
         (B, Hkv, T, D), views of the ``qkv`` output that nothing else holds: written into
         them (no new q and k: at (1, 32, 2048, 128) that is two 16-32 MiB tensors a layer) where
-        nobody can tell, i.e. the encoding rotates by tables (``RotaryFlow.rotate``, which
-        takes ``inplace``; not xPos), autograd is off (``torch.no_grad``, inference mode:
+        nobody can tell, i.e. the encoding rotates by tables (``rotates_in_place``: its
+        ``rotate`` takes ``inplace``; not xPos), autograd is off (``torch.no_grad``, inference mode:
         nothing records q, k or the tables), and torch.compile is not tracing. In place and
         out of place give the same bits (every RoPE kernel)."""
         pe = self.pe
         if (
-            isinstance(pe, RotaryFlow)
-            and type(pe).rotate is RotaryFlow.rotate
+            pe.rotates_in_place
             and not torch.is_grad_enabled()
             and not torch.compiler.is_compiling()
         ):
-            rotated: tuple[Tensor, Tensor] = pe.rotate(q, k, pos, pos, ctx=ctx, inplace=True)
+            rotated: tuple[Tensor, Tensor] = pe.rotate(  # type: ignore[call-arg]  # (rotates_in_place)
+                q, k, pos, pos, ctx=ctx.new_keys(), inplace=True
+            )
             return rotated
-        return super().rotate_new(q, k, pos, ctx)
+        fresh: tuple[Tensor, Tensor] = pe.rotate(q, k, pos, pos, ctx=ctx.new_keys())
+        return fresh
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         B, T, _ = x.shape

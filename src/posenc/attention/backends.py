@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..encodings.bias import FIRE
-from ..encodings.context import PositionContext
+from ..encodings.state import PositionState
 from ..functional.sinks import softmax_with_sinks
 from ..kernels.fire_fused import FireTerms, fire_fused_attention, fire_fused_takes
 from ..kernels.flex import OffsetTable, check_attention_inputs, flex_bias_attention, flex_runs_on
@@ -79,7 +79,7 @@ class Call(NamedTuple):
 
     q: Tensor
     keys: CachedKeys
-    ctx: PositionContext
+    ctx: PositionState
     allowed: Tensor | None
     offset: int
 
@@ -133,7 +133,7 @@ def offset_table(pe: PositionalEncoding, lo: int, hi: int, n_heads: int) -> Tens
     device = pe_device(pe)
     keys = q_at - torch.arange(lo, hi + 1, device=device)  # positions q_at - o >= 0
     query = torch.full((1,), q_at, device=device)  # (no host-to-device copy: no sync)
-    bias = pe.bias(query, keys, ctx=PositionContext(query, keys))  # (1, H|1, 1, n), made here
+    bias = pe.bias(query, keys, ctx=pe.prepare(query, keys))  # (1, H|1, 1, n), made here
     if bias is None:
         raise ValueError(f"{pe.name!r} has no score bias to fuse")
     if bias.shape[1] not in (1, n_heads):
@@ -159,7 +159,7 @@ def offset_table_for(
     when there are no positions (nothing to size it by).
 
     Shapes: q_pos (T,) | (B, T); k_pos (L,) | (B, L) -> values (H, n).
-    ``bounds``: host-known (lo, hi) bounds of the offsets (``PositionContext.offset_bounds``);
+    ``bounds``: host-known (lo, hi) bounds of the offsets (``PositionState.offset_bounds``);
     without them the extremes are read (a host sync).
     """
     if q_pos.numel() == 0 or k_pos.numel() == 0:
@@ -409,7 +409,7 @@ def _explicit_weights(
     q_pos: Tensor,
     k_pos: Tensor,
     allowed: Tensor | None,
-    ctx: PositionContext,
+    ctx: PositionState,
 ) -> tuple[Tensor, Tensor]:
     """``explicit_weights`` of one query block (causal: the block's own mask): output
     (B, H, T, D) and softmax weights (B, H, T, L).

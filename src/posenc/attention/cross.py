@@ -9,7 +9,7 @@ from torch import Tensor, nn
 
 from .._validate import check_ndim, check_positions
 from ..encodings.base import PositionalEncoding, batch_positions, default_positions
-from ..encodings.context import PositionContext
+from ..encodings.state import PositionState as PositionContext
 from . import projections
 from .backends import Call, attend
 from .config import AttentionConfig

@@ -350,7 +350,9 @@ def adds_to_embeddings(pe: Any) -> bool:
     """True for an encoding whose ``embed`` adds to token embeddings: an additive table
     (``AbsoluteFlow``: sinusoidal, learned, their grid forms), randomized positions around one,
     or a torch encoding declaring ``capabilities.embeds`` (its own ``embed``)."""
-    if isinstance(pe, RandomizedFlow):
+    from ..encodings.randomized import Randomized  # (torch's, no flow mixin)
+
+    if isinstance(pe, RandomizedFlow | Randomized):
         return adds_to_embeddings(pe.base)
     if isinstance(pe, AbsoluteFlow):
         return True

@@ -1,5 +1,5 @@
 """What one attention forward is handed, checked once where it enters: the forward's position
-context (``new_context``) and whether a streaming cache can take the encoding
+state (``new_context``) and whether a streaming cache can take the encoding
 (``check_streamable``); the keys' validity and segments: ``flow.mask_inputs``."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from .._validate import (
     check_positions_match,
 )
 from ..encodings.base import PositionalEncoding, batch_positions, default_positions
-from ..encodings.context import PositionContext
+from ..encodings.state import PositionState
 from .cache import KeyValueCache
 
 
@@ -24,10 +24,14 @@ def new_context(
     T: int,
     cache: KeyValueCache | None,
     device: torch.device,
-) -> PositionContext:
+    *,
+    dtype: torch.dtype = torch.float32,
+) -> PositionState:
     """``pe.prepare`` for T new tokens at ``pos`` (T,) | (B, T) (default: after the cache's
     entries), or (T, A) | (B, T, A) for an encoding of A position axes (given: grids have no
-    default), validated to int64 once, and every key: the cached ones, then these."""
+    default), validated to int64 once, and every key: the cached ones, then these (none but
+    these without a cache). ``dtype``: the activations' (the state's tables follow it); the
+    offsets' bounds go with default positions, known without reading a value."""
     axes = pe.capabilities.axes
     check_positions_given(pos, axes, pe.name)
     if pos is not None and cache is not None and cache.streams:
@@ -45,11 +49,10 @@ def new_context(
         pos = default_positions(T, offset=start, device=device)
     pos = check_positions(pos, "pos", axes)  # int64 once: every hook sees this one tensor
     check_positions_match(pos, B, T, "pos", axes)
-    k_pos = pos if cache is None else cache.key_positions(batch_positions(pos, B, axes))
-    ctx = pe.prepare(pos, k_pos)
-    if known and T:
-        ctx.offset_bounds = (1 - T, start + T - 1)  # q in start..start+T-1, keys in 0..start+T-1
-    return ctx
+    k_pos = None if cache is None else cache.key_positions(batch_positions(pos, B, axes))
+    # q in start..start+T-1, keys in 0..start+T-1
+    bounds = (1 - T, start + T - 1) if known and T else None
+    return pe.prepare(pos, k_pos, dtype=dtype, offset_bounds=bounds)
 
 
 def check_keep(cache: KeyValueCache, window: int | None, chunk: int | None) -> None:

@@ -24,10 +24,11 @@ A subclass declares its ``config_class`` (``posenc.encodings.configs``, shared w
 ones it names itself) and keeps the validated ``self.config``, whose fields and properties read
 as attributes (``pe.head_dim``).
 
-``prepare(q_pos, k_pos)`` runs once per forward (the model calls it) and returns the
-``PositionContext`` every layer receives as ``ctx``: work the layers share (cos/sin tables,
-randomized draws, Transformer-XL's rows) is done once through it. A hook called without one
-computes what it needs from the positions it is given.
+``prepare(q_pos, k_pos, dtype=...)`` runs once per forward (the model calls it) and returns the
+encoding's ``PositionState`` (``posenc.encodings.state``), which every layer receives as
+``ctx``: work the layers share (cos/sin tables, randomized draws, Transformer-XL's rows) is
+done once, in it. Given a ``ctx``, a hook reads positions and that work from it; called without
+one, it checks its inputs and computes what it needs from the positions it is given.
 
 Shapes: B batch, H query heads, Hkv key/value heads, T length (Tq, Tk), D head dim, C width.
 """
@@ -35,19 +36,21 @@ Shapes: B batch, H query heads, Hkv key/value heads, T length (Tq, Tk), D head d
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeVar, cast
 
 import torch
 from torch import Tensor, nn
 
-from .._validate import check_ndim, check_positions, check_scores
 from .._validate import check_qk as check_qk_inputs
+from .._validate import check_scores
 from .capabilities import Capabilities
 from .configs import EncodingConfig
-from .context import PositionContext
-from .flows import Hooks
+from .state import PositionState, position_state
+
+#: An encoding's per-forward state type (``PositionState`` or its own subclass).
+StateT = TypeVar("StateT", bound=PositionState)
 
 
 class AttentionInputs(NamedTuple):
@@ -74,8 +77,13 @@ class AttentionInputs(NamedTuple):
     scale: float
 
 
-class PositionalEncoding(Hooks, nn.Module):
-    """Base class: every hook is the identity (no position information), as in NoPE."""
+class PositionalEncoding(nn.Module, Generic[StateT]):
+    """Base class: every hook is the identity (no position information), as in NoPE.
+
+    Generic over the encoding's per-forward state ``StateT`` (what ``prepare`` returns and
+    every hook receives as ``ctx``).
+    Shapes: see the module docstring (B, H, Hkv, T, D, C).
+    """
 
     name: ClassVar[str] = ""
     family: ClassVar[str] = ""
@@ -91,16 +99,19 @@ class PositionalEncoding(Hooks, nn.Module):
     #: KV-cache policy read by ``Attention``: "reference" caches keys as ``rotate`` left them;
     #: "rerotate" caches unrotated keys and rotates all of them at every step (dynamic RoPE).
     kv_policy: str = "reference"
+    #: Whether ``rotate`` takes ``inplace=True`` (rotation by cos/sin tables: attention
+    #: overwrites its fresh projections in inference).
+    rotates_in_place: ClassVar[bool] = False
     #: The config's values each module holds as attributes (``pe.head_dim``); by default all
     #: fields and properties but the names the class uses itself (``_config_attributes``).
     config_attributes: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, **config: Any) -> None:
+    def __init__(self, **config: object) -> None:
         super().__init__()
         self.config = self.config_class(**config)
         self.__dict__.update({n: getattr(self.config, n) for n in self.config_attributes})
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         if "capabilities" not in cls.__dict__:
             cls.capabilities = _widened(cls.capabilities, cls.__dict__)
@@ -114,12 +125,67 @@ class PositionalEncoding(Hooks, nn.Module):
 
         def __getattr__(self, name: str) -> Any: ...
 
-    def prepare(self, q_pos: Tensor, k_pos: Tensor | None = None) -> PositionContext:
-        """The context of one forward: this forward's positions q_pos (T,) | (B, T) and every
+    def prepare(
+        self,
+        q_pos: Tensor,
+        k_pos: Tensor | None = None,
+        *,
+        dtype: torch.dtype = torch.float32,
+        offset_bounds: tuple[int, int] | None = None,
+    ) -> StateT:
+        """The state of one forward: this forward's positions q_pos (T,) | (B, T) and every
         key's k_pos (L,) | (B, L) (default q_pos; with A > 1 axes (T, A) | (B, T, A)), int64
-        and already validated. Work shared by the layers is done through it on first need
-        (``PositionContext.shared``)."""
-        return PositionContext(q_pos, k_pos, axes=self.capabilities.axes)
+        and already validated; ``dtype`` the model's activation dtype (tables are made in
+        float32, or float64 for float64 activations); ``offset_bounds`` host-known bounds of
+        q_pos - k_pos, or None. Here the base ``PositionState``: an encoding sharing work
+        overrides it with its own state.
+
+        Shapes: q_pos (T,) | (B, T), k_pos (L,) | (B, L) -> the state.
+        """
+        state = position_state(
+            q_pos, k_pos, axes=self.capabilities.axes, offset_bounds=offset_bounds
+        )
+        return cast(StateT, state)  # (an encoding with its own state overrides ``prepare``)
+
+    def embed(self, x: Tensor, pos: Tensor, *, ctx: StateT | None = None) -> Tensor:
+        """Add position information to token embeddings. x (B, T, C), pos (B, T) or (T,)."""
+        return x
+
+    def rotate(
+        self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: StateT | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Rotate queries (B, H, Tq, D) and keys (B, Hkv, Tk, D) by their positions."""
+        return q, k
+
+    def bias(self, q_pos: Tensor, k_pos: Tensor, *, ctx: StateT | None = None) -> Tensor | None:
+        """Additive logit bias (B or 1, H or 1, Tq, Tk) from positions alone, or None.
+
+        The result must be a tensor the caller owns (attention may mask it in place), finite
+        everywhere; causal masking is the attention layer's job. With query blocks, q_pos/k_pos
+        are the block's and ``ctx`` the whole call's.
+        """
+        return None
+
+    def relative_logits(
+        self,
+        scores: Tensor,
+        q: Tensor,
+        k: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        *,
+        ctx: StateT | None = None,
+    ) -> Tensor:
+        """Rewrite scaled logits (B, H, Tq, Tk), masked entries already -inf. q (B, H, Tq, D),
+        k (B, H, Tk, D) with key heads repeated to H. With query blocks, q_pos/k_pos are the
+        block's and ``ctx`` the whole call's."""
+        return scores
+
+    def relative_values(
+        self, probs: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: StateT | None = None
+    ) -> Tensor | None:
+        """Term added to the attention output (B, H, Tq, D) from probs (B, H, Tq, Tk), or None."""
+        return None
 
     def attention_form(self, inputs: AttentionInputs) -> tuple[Tensor, Tensor]:
         """The whole causal attention of one call, from the layer's input and q, k, v.
@@ -140,19 +206,6 @@ class PositionalEncoding(Hooks, nn.Module):
             f"encoding {self.name!r} does not compute attention itself "
             "(capabilities.attention_form is False)"
         )
-
-    def shared_key(self, name: str, *parts: Hashable) -> tuple[Hashable, ...]:
-        """The context key of this module's shared work ``name`` (``posenc.encodings.flows``)."""
-        return (name, self, *parts)
-
-    #: The array checks the flows call (``posenc.encodings.flows``).
-    check_positions = staticmethod(check_positions)
-    check_ndim = staticmethod(check_ndim)
-
-    def param(self, name: str, dtype: torch.dtype | None = None) -> Tensor:
-        """The parameter or buffer ``name``, in ``dtype`` if given (``posenc.encodings.flows``)."""
-        value: Tensor = getattr(self, name)
-        return value if dtype is None else value.to(dtype)
 
     def fixed_buffers(self) -> dict[str, Tensor]:
         """The buffers computed from the configuration (frequencies, slopes). Not in the state
@@ -222,9 +275,9 @@ def _signature(cls: type[PositionalEncoding]) -> inspect.Signature | None:
     return inspect.Signature([*fields, *own[:-1]])
 
 
-def _widened(caps: Capabilities, own: Any) -> Capabilities:
+def _widened(caps: Capabilities, own: Mapping[str, object]) -> Capabilities:
     """``caps`` of a parent, with the hooks a subclass's namespace ``own`` defines."""
-    new_bias = "bias" in own or "formula" in own  # (``flows.BiasFlow``'s bias calls formula)
+    new_bias = "bias" in own or "formula" in own  # (the score biases' ``bias`` calls formula)
     return replace(
         caps,
         embeds=caps.embeds or "embed" in own,

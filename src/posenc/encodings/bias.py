@@ -9,22 +9,42 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import functional as PF
+from .._validate import as_4d, check_position_batches, check_positions
 from ..functional._xp import at_least_float32
 from ..registry import register
 from .base import PositionalEncoding
 from .capabilities import Capabilities
 from .configs import ALiBiConfig, FIREConfig, KerpleConfig, T5Config
-from .flows import BiasFlow, KerpleFlow, T5Flow
+from .state import PositionState
+
+#: A bias formula of checked int64 positions: (H, Tq, Tk) or (B, H, Tq, Tk).
+Formula = Callable[[Tensor, Tensor], Tensor]
 
 
-def _exact(like: Tensor) -> AbstractContextManager[Any]:
+def position_bias(
+    formula: Formula, q_pos: Tensor, k_pos: Tensor, ctx: PositionState | None
+) -> Tensor:
+    """``formula(q_pos, k_pos)`` as (B|1, H, Tq, Tk), the positions checked unless a state comes
+    with them (whoever built it checked them) and as int64 (i - j cannot wrap: uint8 0 - 1 =
+    255).
+
+    Raises: ValueError/TypeError for positions that are not (T,) | (B, T) integers of one
+    batch (without ``ctx``)."""
+    if ctx is None:
+        q_pos = check_positions(q_pos, "q_pos")
+        k_pos = check_positions(k_pos, "k_pos")
+        check_position_batches(q_pos, k_pos)
+    wide = torch.int64
+    return as_4d(formula(q_pos.to(wide), k_pos.to(wide)))  # (B|1, H, Tq, Tk)
+
+
+def _exact(like: Tensor) -> AbstractContextManager[object]:
     """Autocast off on ``like``'s device: bias arithmetic stays in its work dtype."""
     device = like.device.type
     if not torch.amp.is_autocast_available(device):  # meta: no autocast to turn off
@@ -33,7 +53,7 @@ def _exact(like: Tensor) -> AbstractContextManager[Any]:
 
 
 @register("alibi", family="bias", paper="Press et al., arXiv:2108.12409", year=2022)
-class ALiBi(BiasFlow, PositionalEncoding):
+class ALiBi(PositionalEncoding[PositionState]):
     """Attention with linear biases (Press et al. 2022): logits_ij - m_h·(i - j), no embedding.
 
     Slopes m_h = 2^(-8h/H) (``PF.alibi_slopes``, the official rule for H not a power of two) or
@@ -57,7 +77,7 @@ class ALiBi(BiasFlow, PositionalEncoding):
     slopes: Tensor
     slopes64: Tensor
 
-    def __init__(self, **config: Any) -> None:
+    def __init__(self, **config: object) -> None:
         super().__init__(**config)
         self.register_fixed_buffers()  # slopes64 (H,) float64
         self.register_buffer("slopes", self.slopes64.float(), persistent=False)  # (H,)
@@ -73,12 +93,22 @@ class ALiBi(BiasFlow, PositionalEncoding):
         return self
 
     def formula(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        """-m_h·(i - j) (or -m_h·|i - j|) of checked positions -> (H, Tq, Tk) | (B, H, Tq, Tk),
+        in the slopes' dtype (float32 or wider)."""
         slopes = self.slopes64.to(at_least_float32(self.slopes))
-        return PF.alibi_bias(q_pos, k_pos, slopes, bidirectional=self.bidirectional)
+        return PF.alibi_bias(q_pos, k_pos, slopes, bidirectional=self.config.bidirectional)
+
+    def bias(self, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionState | None = None) -> Tensor:
+        """The bias of q_pos and k_pos (``formula``; checked without ``ctx``).
+
+        Shapes: q_pos (Tq,) | (B, Tq), k_pos (Tk,) | (B, Tk) -> (1|B, H, Tq, Tk).
+        Raises: ValueError/TypeError for positions that do not fit (without ``ctx``).
+        """
+        return position_bias(self.formula, q_pos, k_pos, ctx)
 
 
 @register("t5", family="bias", paper="Raffel et al., arXiv:1910.10683", year=2020)
-class T5Bias(T5Flow, PositionalEncoding):
+class T5Bias(PositionalEncoding[PositionState]):
     """T5 relative attention bias (Raffel et al. 2020): logits_ij + W[bucket(j - i), h].
 
     ``PF.t5_relative_bucket`` maps key-minus-query offsets to ``num_buckets`` buckets, exact
@@ -93,8 +123,9 @@ class T5Bias(T5Flow, PositionalEncoding):
 
     capabilities = Capabilities(bias="offset")
     config_class = T5Config
+    config: T5Config
 
-    def __init__(self, **config: Any) -> None:
+    def __init__(self, **config: object) -> None:
         super().__init__(**config)
         self.weight = nn.Parameter(torch.empty(self.num_buckets, self.n_heads))
         self.reset_parameters()
@@ -103,13 +134,34 @@ class T5Bias(T5Flow, PositionalEncoding):
         """Re-draw the parameters as at construction: W ~ N(0, init_std²)."""
         nn.init.normal_(self.weight, std=self.init_std)
 
-    def lookup(self, table: Tensor, index: Tensor) -> Tensor:
-        """table[index] by ``F.embedding`` (its backward accumulates rows densely)."""
-        return F.embedding(index, table)
+    def buckets(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        """Integer bucket (..., Tq, Tk) of each key-minus-query offset."""
+        c = self.config
+        return PF.t5_relative_bucket(
+            -PF.relative_offsets(q_pos, k_pos),  # key - query, T5's sign
+            bidirectional=c.bidirectional,
+            num_buckets=c.num_buckets,
+            max_distance=c.max_distance,
+        )
+
+    def formula(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        """W[bucket(j - i), h] of checked positions -> (H, Tq, Tk) | (B, H, Tq, Tk), W read in
+        float32 or wider by ``F.embedding`` (its backward accumulates rows densely)."""
+        table = self.weight
+        values = F.embedding(self.buckets(q_pos, k_pos), table.to(at_least_float32(table)))
+        return values.movedim(-1, -3)  # (..., Tq, Tk, H) -> (H, Tq, Tk) | (B, H, Tq, Tk)
+
+    def bias(self, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionState | None = None) -> Tensor:
+        """The bias of q_pos and k_pos (``formula``; checked without ``ctx``).
+
+        Shapes: q_pos (Tq,) | (B, Tq), k_pos (Tk,) | (B, Tk) -> (1|B, H, Tq, Tk).
+        Raises: ValueError/TypeError for positions that do not fit (without ``ctx``).
+        """
+        return position_bias(self.formula, q_pos, k_pos, ctx)
 
 
 @register("kerple", family="bias", paper="Chi et al., arXiv:2205.09921", year=2022)
-class Kerple(KerpleFlow, PositionalEncoding):
+class Kerple(PositionalEncoding[PositionState]):
     """Kernelized relative positional bias (Chi et al. 2022), d = |i - j|, per head h:
 
     "log":   -r1·log(1 + r2·d),  r1, r2 >= eps;      "power": -r1·d^r2,  r1 >= eps, eps <= r2 <= 2.
@@ -124,9 +176,9 @@ class Kerple(KerpleFlow, PositionalEncoding):
 
     capabilities = Capabilities(bias="offset")
     config_class = KerpleConfig
-    stop_gradient = staticmethod(Tensor.detach)
+    config: KerpleConfig
 
-    def __init__(self, **config: Any) -> None:
+    def __init__(self, **config: object) -> None:
         super().__init__(**config)
         self.r1 = nn.Parameter(torch.empty(self.n_heads))
         self.r2 = nn.Parameter(torch.empty(self.n_heads))
@@ -142,9 +194,37 @@ class Kerple(KerpleFlow, PositionalEncoding):
                 else:
                     p.fill_(init)
 
+    def kernel_parameters(self) -> tuple[Tensor, Tensor]:
+        """r1, r2 (H,) clamped to their ranges, in float32 or wider: clamp in value, identity in
+        gradient (straight-through), so a clamped parameter can recover."""
+        c = self.config
+        dtype = at_least_float32(self.r1)
+        r1 = _clamp_straight_through(self.r1.to(dtype), c.eps)
+        r2 = _clamp_straight_through(self.r2.to(dtype), c.eps, c.r2_max)
+        return r1, r2
+
+    def formula(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        """Kerple's -r1·log(1 + r2·d) or -r1·d^r2 of checked positions -> (H, Tq, Tk) |
+        (B, H, Tq, Tk)."""
+        r1, r2 = self.kernel_parameters()
+        return PF.kerple_bias(q_pos, k_pos, r1, r2, variant=self.config.variant)
+
+    def bias(self, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionState | None = None) -> Tensor:
+        """The bias of q_pos and k_pos (``formula``; checked without ``ctx``).
+
+        Shapes: q_pos (Tq,) | (B, Tq), k_pos (Tk,) | (B, Tk) -> (1|B, H, Tq, Tk).
+        Raises: ValueError/TypeError for positions that do not fit (without ``ctx``).
+        """
+        return position_bias(self.formula, q_pos, k_pos, ctx)
+
+
+def _clamp_straight_through(x: Tensor, low: float, high: float | None = None) -> Tensor:
+    """clamp(x, low, high) in value, identity in gradient."""
+    return x + (torch.clamp(x, low, high) - x).detach()
+
 
 @register("fire", family="bias", paper="Li et al., arXiv:2310.04418", year=2023)
-class FIRE(BiasFlow, PositionalEncoding):
+class FIRE(PositionalEncoding[PositionState]):
     """Functional interpolation for relative positions (Li et al. 2023):
 
     b_h(i, j) = f_θ(ψ(i - j) / ψ(max(L, i)))_h,  ψ(x) = log(c·|x| + 1),
@@ -163,8 +243,9 @@ class FIRE(BiasFlow, PositionalEncoding):
 
     capabilities = Capabilities(bias="positions", fused="fire")
     config_class = FIREConfig
+    config: FIREConfig
 
-    def __init__(self, **config: Any) -> None:
+    def __init__(self, **config: object) -> None:
         super().__init__(**config)
         self.mlp_in, self.mlp_out = nn.Linear(1, self.hidden), nn.Linear(self.hidden, self.n_heads)
         self.c = nn.Parameter(torch.tensor(self.init_c))
@@ -187,6 +268,8 @@ class FIRE(BiasFlow, PositionalEncoding):
         return (scale.to(at_least_float32(scale)) * self.init_threshold).abs()
 
     def formula(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        """f_θ(ψ(i - j) / ψ(max(L, i)))_h of checked positions -> (H, Tq, Tk) | (B, H, Tq, Tk),
+        in float32 or wider (autocast off)."""
         with _exact(self.c):  # float32 or wider under autocast too
             c, threshold = self._c_threshold()
             x = PF.fire_distance(
@@ -194,6 +277,14 @@ class FIRE(BiasFlow, PositionalEncoding):
             )  # (..., Tq, Tk)
             out = PF.fire_mlp(x, *self.mlp_pieces())  # (H, ..., Tq, Tk)
         return out.movedim(0, -3)  # (H, Tq, Tk) | (B, H, Tq, Tk)
+
+    def bias(self, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionState | None = None) -> Tensor:
+        """The bias of q_pos and k_pos (``formula``; checked without ``ctx``).
+
+        Shapes: q_pos (Tq,) | (B, Tq), k_pos (Tk,) | (B, Tk) -> (1|B, H, Tq, Tk).
+        Raises: ValueError/TypeError for positions that do not fit (without ``ctx``).
+        """
+        return position_bias(self.formula, q_pos, k_pos, ctx)
 
     def _c_threshold(self) -> tuple[Tensor, Tensor]:
         dtype = at_least_float32(self.c, self.mlp_in.weight)

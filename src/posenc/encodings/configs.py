@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, Literal
+from types import ModuleType
+from typing import Any, ClassVar, Literal, Protocol, SupportsInt
 
 import numpy as np
 
@@ -23,13 +24,23 @@ from .._validate import (
     check_positive_float,
     check_positive_int,
 )
-from ..extension.config import scaling_config
+from ..extension.config import ScalingConfig, scaling_config
 from ..functional import LAYOUTS, KerpleVariant, Layout
 
 KVPolicy = Literal["reference", "rerotate"]
 KV_POLICIES: tuple[KVPolicy, ...] = ("reference", "rerotate")
 #: Encodings whose positions ``randomized`` can draw from a larger range (absolute positions).
 RANDOMIZED_BASES = ("sinusoidal", "learned", "rope")
+
+
+class Shaped(Protocol):
+    """An array's rank and shape (a torch tensor, a NumPy or JAX array)."""
+
+    @property
+    def ndim(self) -> int: ...
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,7 +61,7 @@ class EncodingConfig:
     def check(self) -> None:
         """Raise ValueError/TypeError naming the first invalid argument."""
 
-    def arguments(self) -> dict[str, Any]:
+    def arguments(self) -> dict[str, object]:
         """The arguments, by name."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
@@ -96,7 +107,7 @@ class LearnedConfig(EncodingConfig):
         check_positive_int(self.dim, "dim")
         check_positive_int(self.max_len, "max_len")
 
-    def check_rows(self, low: Any, high: Any) -> None:
+    def check_rows(self, low: SupportsInt, high: SupportsInt) -> None:
         """Raise ValueError unless positions low..high (ints or 0-d arrays: a host callback's
         arguments) all have a row of the table."""
         low, high = int(low), int(high)
@@ -136,7 +147,7 @@ class RoPEConfig(RotaryConfig):
     """``scaling`` is stored as a ``ScalingConfig`` (given as one, a dict or None)."""
 
     name, family = "rope", "rotary"
-    scaling: Any = None
+    scaling: ScalingConfig | None = None
     kv_policy: KVPolicy = "reference"
 
     def check(self) -> None:
@@ -151,7 +162,7 @@ class RoPEConfig(RotaryConfig):
         """The frequencies follow the current length (a dynamic scaling method)."""
         return self.scaling is not None and self.scaling.dynamic
 
-    def scaled_inv_freq(self, xp: Any = None) -> tuple[Any, Any, float]:
+    def scaled_inv_freq(self, xp: ModuleType | None = None) -> tuple[Any, Any, float]:
         """(default θ (P,), θ after the scaling, its attention factor), float64 in ``xp``."""
         default = PF.rope_inv_freq(self.rotary_dim, base=self.base, xp=xp)
         if self.scaling is None:
@@ -172,7 +183,7 @@ class PRoPEConfig(RoPEConfig):
         super().check()
         PF.p_rope_inv_freq(self.rotary_dim, self.p, base=self.base)
 
-    def scaled_inv_freq(self, xp: Any = None) -> tuple[Any, Any, float]:
+    def scaled_inv_freq(self, xp: ModuleType | None = None) -> tuple[Any, Any, float]:
         """As RoPE's, from p-RoPE's frequencies: the scaling acts on the kept ones (θ = 0
         stays 0 under every method)."""
         default = PF.p_rope_inv_freq(self.rotary_dim, self.p, base=self.base, xp=xp)
@@ -211,7 +222,7 @@ class AxialRoPEConfig(EncodingConfig):
             raise ValueError(f"sections must give pairs for {A} axes, got {sections}")
         object.__setattr__(self, "sections", sections)
 
-    def inv_freq(self, xp: Any = None) -> Any:
+    def inv_freq(self, xp: ModuleType | None = None) -> Any:
         """θ (P,) float64 in ``xp``: each axis's own RoPE series over its section."""
         return PF.axial_inv_freq(self.sections or (), base=self.base, xp=xp)
 
@@ -261,7 +272,7 @@ class MRoPEConfig(EncodingConfig):
         PF.pair_axes(section, interleaved=self.interleaved)  # interleaved sections must fit
         object.__setattr__(self, "mrope_section", section)
 
-    def inv_freq(self, xp: Any = None) -> Any:
+    def inv_freq(self, xp: ModuleType | None = None) -> Any:
         """θ_p = base^(-2p/D) (P,) float64 in ``xp``: RoPE's own series."""
         return PF.rope_inv_freq(self.head_dim, base=self.base, xp=xp)
 
@@ -288,7 +299,7 @@ class RoPEMixedConfig(EncodingConfig):
         if self.layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
 
-    def check_heads(self, q: Any, k: Any) -> None:
+    def check_heads(self, q: Shaped, k: Shaped) -> None:
         """Raise ValueError unless q and k (B, H, T, D) have a frequency set per head (or
         ``n_heads`` = 1, one set for every head)."""
         for name, x in (("q", q), ("k", k)):
@@ -331,7 +342,9 @@ class Learned2DConfig(EncodingConfig):
         check_positive_float(self.init_std, "init_std")
         object.__setattr__(self, "grid", PF.check_grid(self.grid, "grid"))
 
-    def check_rows(self, y_min: Any, y_max: Any, x_min: Any, x_max: Any) -> None:
+    def check_rows(
+        self, y_min: SupportsInt, y_max: SupportsInt, x_min: SupportsInt, x_max: SupportsInt
+    ) -> None:
         """Raise ValueError unless grid positions in rows y_min..y_max and columns x_min..x_max
         (ints or 0-d arrays: a host callback's arguments) all lie on the grid."""
         y_min, y_max, x_min, x_max = (int(v) for v in (y_min, y_max, x_min, x_max))
@@ -402,7 +415,7 @@ class ALiBiConfig(EncodingConfig):
                 check_positive_float(m, "each ALiBi slope")
             object.__setattr__(self, "slopes", tuple(float(m) for m in self.slopes))
 
-    def slope_values(self, xp: Any = None) -> Any:
+    def slope_values(self, xp: ModuleType | None = None) -> Any:
         """Slopes m_h (H,), float64 in ``xp`` (default NumPy)."""
         if self.slopes is None:
             return PF.alibi_slopes(self.n_heads, xp=xp)
@@ -438,7 +451,10 @@ class KerpleConfig(EncodingConfig):
     init_r2: float | None = None
 
     def check(self) -> None:
-        PF.check_kerple(**self.arguments())
+        PF.check_kerple(
+            n_heads=self.n_heads, variant=self.variant, eps=self.eps, init_r1=self.init_r1,
+            init_r2=self.init_r2,
+        )  # fmt: skip
 
     @property
     def r2_max(self) -> float | None:
@@ -579,7 +595,7 @@ class RandomizedConfig(EncodingConfig):
     base_encoding: str = "rope"
     dim: int | None = None
     head_dim: int | None = None
-    base_config: Mapping[str, Any] | None = None
+    base_config: Mapping[str, object] | None = None
     sample_in_eval: bool = False
     seed: int | None = None
 
@@ -603,7 +619,7 @@ class RandomizedConfig(EncodingConfig):
                 f"{self.max_len} for {n} positions; raise max_len (the random range)"
             )
 
-    def base_keys(self, accepted: Collection[str]) -> dict[str, Any]:
+    def base_keys(self, accepted: Collection[str]) -> dict[str, object]:
         """The base encoding's arguments: dim, head_dim and max_len (the random range) where
         it takes them and they are given, then ``base_config``."""
         shared = {"dim": self.dim, "head_dim": self.head_dim, "max_len": self.max_len}

@@ -18,8 +18,6 @@ D head dim, C width.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -70,7 +68,7 @@ class ForgettingAttention(PositionalEncoding):
     capabilities = Capabilities(attention_form=True)
     config_class = FoXConfig
 
-    def __init__(self, **config: Any) -> None:
+    def __init__(self, **config: object) -> None:
         super().__init__(**config)
         self.gate = nn.Linear(self.dim, self.n_heads)  # w_f, b_f
 
@@ -159,7 +157,7 @@ class PaTH(PositionalEncoding):
     capabilities = Capabilities(attention_form=True)
     config_class = PaTHConfig
 
-    def __init__(self, **config: Any) -> None:
+    def __init__(self, **config: object) -> None:
         super().__init__(**config)
         Hkv, D = self.key_heads, self.head_dim
         self.w_proj = nn.Linear(self.dim, Hkv * D, bias=False)  # W_w

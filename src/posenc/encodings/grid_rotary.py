@@ -4,36 +4,125 @@ turn each rotary pair by an angle built from the coordinates, then the RoPE kern
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from .. import functional as PF
-from ..kernels.rope import Kernel
+from ..kernels.rope import Kernel, check_kernel, rotate_tables
+from ..kernels.rope_tables import RopeTables
 from ..registry import register
+from .base import PositionalEncoding, check_qk
+from .capabilities import Capabilities
 from .configs import AxialRoPEConfig, MRoPEConfig, RoPE3DConfig, RoPEMixedConfig
-from .flows import AxialFlow, GridFlow
-from .rotary import KernelRotary
+from .rotary import work_dtype
+from .state import InDtype, PositionState
+
+#: Angles of every pair at positions (..., T, A): (..., T, P), or (..., H, T, P) per head.
+Angles = Callable[[Tensor], Tensor]
 
 
-class GridRotary(GridFlow, KernelRotary):
-    """Base of the grid RoPEs (``posenc.encodings.flows.GridFlow``): cos/sin of float64 angles
-    made once per forward and handed to the RoPE ``kernel`` (``posenc.kernels.rope``: "eager",
-    "cpp", "inductor", "triton", "auto"; learnable angles always run "eager")."""
+@dataclass(frozen=True, eq=False, kw_only=True)
+class GridState(PositionState):
+    """A grid RoPE's state of one forward: cos/sin ``RopeTables`` of the float64 angles at q_pos
+    (``q_tables``) and at k_pos (``key_tables``; the queries' when ``keys_are_queries``), each
+    made on first use in the work dtype asked for (float32, or float64 for float64
+    activations)."""
+
+    q_tables: InDtype[RopeTables]
+    key_tables: InDtype[RopeTables]
+
+    def tables(self, dtype: torch.dtype, *, keys: bool) -> RopeTables:
+        """The queries' (or, with ``keys``, the keys') tables in the work dtype ``dtype``."""
+        if keys and not self.keys_are_queries:
+            return self.key_tables.get(dtype)
+        return self.q_tables.get(dtype)
 
 
-class AxialRoPE(AxialFlow, GridRotary):
-    """Axial RoPE (``posenc.encodings.flows.AxialFlow``); the frequencies ``inv_freq64`` stay
-    float64 under ``model.to(bf16)``."""
+def grid_cos_sin(
+    angles: Angles, pos: Tensor, dtype: torch.dtype | None = None
+) -> tuple[Tensor, Tensor]:
+    """cos, sin of ``angles(pos)`` (float64) in ``dtype`` (default float32)."""
+    theta = angles(pos)
+    target = torch.float32 if dtype is None else dtype
+    return torch.cos(theta).to(target), torch.sin(theta).to(target)
 
+
+def grid_tables(angles: Angles, pos: Tensor, dtype: torch.dtype, per_head: bool) -> RopeTables:
+    """The ``RopeTables`` of positions (T, A) | (B, T, A) in ``dtype``, broadcastable to
+    (B, H, T, D): (B, T, P) as (B, 1, T, P) unless ``per_head`` (angles (..., H, T, P))."""
+    cos, sin = grid_cos_sin(angles, pos, dtype)
+    if cos.ndim == 3 and not per_head:  # (B, T, P) -> (B, 1, T, P)
+        cos, sin = cos[:, None], sin[:, None]
+    return RopeTables(cos, sin)
+
+
+def prepare_grid(
+    angles: Angles,
+    q_pos: Tensor,
+    k_pos: Tensor | None,
+    *,
+    axes: int,
+    dtype: torch.dtype,
+    offset_bounds: tuple[int, int] | None,
+    per_head: bool,
+) -> GridState:
+    """A grid RoPE's ``GridState``, its tables made on first use (``dtype``, the activations',
+    is the one their first layer meets)."""
+    same = k_pos is None or k_pos is q_pos
+    keys = q_pos if k_pos is None else k_pos
+    return GridState(
+        q_pos=q_pos,
+        k_pos=keys,
+        axes=axes,
+        offset_bounds=offset_bounds,
+        keys_are_queries=same,
+        q_tables=InDtype(lambda work: grid_tables(angles, q_pos, work, per_head)),
+        key_tables=InDtype(lambda work: grid_tables(angles, keys, work, per_head)),
+    )
+
+
+def grid_pair_tables(
+    angles: Angles,
+    q: Tensor,
+    k: Tensor,
+    q_pos: Tensor,
+    k_pos: Tensor,
+    ctx: GridState | None,
+    *,
+    per_head: bool,
+) -> tuple[RopeTables, RopeTables]:
+    """q's and k's tables: ``ctx``'s, else made from q_pos and k_pos."""
+    wq, wk = work_dtype(q.dtype), work_dtype(k.dtype)
+    if ctx is not None:
+        return ctx.tables(wq, keys=False), ctx.tables(wk, keys=True)
+    return grid_tables(angles, q_pos, wq, per_head), grid_tables(angles, k_pos, wk, per_head)
+
+
+class AxialRoPE(PositionalEncoding[GridState]):
+    """Axial RoPE: pair p turns by its axis's coordinate, pos[a(p)]·θ_p.
+
+    θ ``inv_freq64`` (P,) float64 (it stays float64 under ``model.to(bf16)``), a
+    ``axis_of_pair`` (P,), from the config's ``inv_freq()`` and ``pair_axes()``; cos/sin of the
+    float64 angles made once per forward (``prepare``) and handed to the RoPE ``kernel``
+    (``posenc.kernels.rope``: "eager", "cpp", "inductor", "triton", "auto").
+    Shapes: ``rotate(q, k, q_pos, k_pos)``: q (B, H, Tq, D), k (B, Hkv, Tk, D), q_pos (Tq, A) |
+    (B, Tq, A), k_pos (Tk, A) | (B, Tk, A) int64 -> q and k of the same shapes.
+    Raises: ValueError/TypeError (``rotate`` without a state) for inputs that do not fit.
+    """
+
+    capabilities = Capabilities(rotates=True)
+    rotates_in_place = True
     config: AxialRoPEConfig | MRoPEConfig
     keep_dtype_buffers = ("inv_freq64",)
     inv_freq64: Tensor
     axis_of_pair: Tensor
 
-    def __init__(self, *, kernel: Kernel = "eager", **config: Any) -> None:
-        super().__init__(kernel=kernel, **config)
+    def __init__(self, *, kernel: Kernel = "eager", **config: object) -> None:
+        super().__init__(**config)
+        self.kernel: Kernel = check_kernel(kernel)
         self.register_fixed_buffers()  # inv_freq64 (P,) float64, axis_of_pair (P,) int64
 
     def fixed_buffers(self) -> dict[str, Tensor]:
@@ -41,6 +130,51 @@ class AxialRoPE(AxialFlow, GridRotary):
             "inv_freq64": self.config.inv_freq(PF.torch_xp),
             "axis_of_pair": torch.tensor(self.config.pair_axes(), dtype=torch.long),
         }
+
+    def angles(self, pos: Tensor) -> Tensor:
+        """pos[a(p)]·θ_p at positions (..., T, A) -> (..., T, P), float64."""
+        return PF.axis_angles(pos, self.inv_freq64, self.axis_of_pair)  # (..., T, P)
+
+    def cos_sin(self, pos: Tensor, dtype: torch.dtype | None = None) -> tuple[Tensor, Tensor]:
+        """cos, sin of ``angles(pos)`` in ``dtype`` (default float32), from float64 angles."""
+        return grid_cos_sin(self.angles, pos, dtype)
+
+    def prepare(
+        self,
+        q_pos: Tensor,
+        k_pos: Tensor | None = None,
+        *,
+        dtype: torch.dtype = torch.float32,
+        offset_bounds: tuple[int, int] | None = None,
+    ) -> GridState:
+        """The forward's ``GridState`` (the queries' tables now, the keys' on first use).
+
+        Shapes: q_pos (T, A) | (B, T, A), k_pos (L, A) | (B, L, A) int64 -> the state.
+        """
+        return prepare_grid(
+            self.angles, q_pos, k_pos, axes=self.config.axes, dtype=dtype,
+            offset_bounds=offset_bounds, per_head=False,
+        )  # fmt: skip
+
+    def rotate(
+        self,
+        q: Tensor,
+        k: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        *,
+        ctx: GridState | None = None,
+        inplace: bool = False,
+    ) -> tuple[Tensor, Tensor]:
+        """R(q_pos) q, R(k_pos) k by the ``kernel`` (``ctx``'s positions and tables when
+        given); ``inplace=True`` (inference) overwrites q and k."""
+        if ctx is None:
+            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.config.head_dim, axes=self.config.axes)
+        tq, tk = grid_pair_tables(self.angles, q, k, q_pos, k_pos, ctx, per_head=False)
+        return rotate_tables(q, k, tq, tk, layout=self.layout, inplace=inplace, kernel=self.kernel)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, kernel={self.kernel!r}"
 
 
 @register("rope_2d", family="rotary", paper="Heo et al., arXiv:2403.13298", year=2024)
@@ -82,7 +216,7 @@ class RoPE3D(AxialRoPE):
 
 
 @register("rope_mixed", family="rotary", paper="Heo et al., arXiv:2403.13298", year=2024)
-class RoPEMixed(GridRotary):
+class RoPEMixed(PositionalEncoding[GridState]):
     """RoPE-Mixed (Heo et al. 2024, eq. 14): learned frequencies per head mixing both axes,
 
         angle_h,p(y, x) = y·F[h, 0, p] + x·F[h, 1, p],
@@ -98,12 +232,14 @@ class RoPEMixed(GridRotary):
     (B, Tq, 2), k_pos (Tk, 2) | (B, Tk, 2) int64 -> q and k of the same shapes.
     """
 
+    capabilities = Capabilities(rotates=True)
+    rotates_in_place = True
     config_class = RoPEMixedConfig
     config: RoPEMixedConfig
-    per_head = True
 
-    def __init__(self, *, kernel: Kernel = "eager", **config: Any) -> None:
-        super().__init__(kernel=kernel, **config)
+    def __init__(self, *, kernel: Kernel = "eager", **config: object) -> None:
+        super().__init__(**config)
+        self.kernel: Kernel = check_kernel(kernel)
         self.freqs = nn.Parameter(torch.empty(self.n_heads, 2, self.head_dim // 2))
         self.reset_parameters()
 
@@ -115,4 +251,50 @@ class RoPEMixed(GridRotary):
             self.freqs.copy_(init)
 
     def angles(self, pos: Tensor) -> Tensor:
+        """y·F[h, 0, p] + x·F[h, 1, p] at positions (..., T, 2) -> (..., H, T, P), float64."""
         return PF.mixed_angles(pos, self.freqs)  # (..., H, T, P), float64
+
+    def cos_sin(self, pos: Tensor, dtype: torch.dtype | None = None) -> tuple[Tensor, Tensor]:
+        """cos, sin of ``angles(pos)`` in ``dtype`` (default float32), from float64 angles."""
+        return grid_cos_sin(self.angles, pos, dtype)
+
+    def prepare(
+        self,
+        q_pos: Tensor,
+        k_pos: Tensor | None = None,
+        *,
+        dtype: torch.dtype = torch.float32,
+        offset_bounds: tuple[int, int] | None = None,
+    ) -> GridState:
+        """The forward's ``GridState`` (per-head tables; the keys' on first use).
+
+        Shapes: q_pos (T, 2) | (B, T, 2), k_pos (L, 2) | (B, L, 2) int64 -> the state.
+        """
+        return prepare_grid(
+            self.angles, q_pos, k_pos, axes=self.config.axes, dtype=dtype,
+            offset_bounds=offset_bounds, per_head=True,
+        )  # fmt: skip
+
+    def rotate(
+        self,
+        q: Tensor,
+        k: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        *,
+        ctx: GridState | None = None,
+        inplace: bool = False,
+    ) -> tuple[Tensor, Tensor]:
+        """R_h(q_pos) q, R_h(k_pos) k per head by the ``kernel`` (``ctx``'s positions and
+        tables when given); ``inplace=True`` (inference) overwrites q and k.
+
+        Raises: ValueError when k's heads are not q's (or 1 shared frequency set), and for
+        inputs that do not fit (without ``ctx``)."""
+        if ctx is None:
+            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.config.head_dim, axes=self.config.axes)
+        self.config.check_heads(q, k)
+        tq, tk = grid_pair_tables(self.angles, q, k, q_pos, k_pos, ctx, per_head=True)
+        return rotate_tables(q, k, tq, tk, layout=self.layout, inplace=inplace, kernel=self.kernel)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, kernel={self.kernel!r}"

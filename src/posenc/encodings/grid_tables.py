@@ -4,24 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from .. import functional as PF
-from .._validate import (
-    values_checked,
-)
+from .._validate import check_embed, values_checked
 from ..registry import register
 from .base import PositionalEncoding
 from .capabilities import Capabilities
 from .configs import Learned2DConfig, Sincos2DConfig
-from .flows import AbsoluteFlow, Sincos2DFlow
+from .state import PositionState
 
 
 @register("sincos_2d", family="additive", paper="He et al., arXiv:2111.06377", year=2022)
-class Sincos2D(Sincos2DFlow, PositionalEncoding):
+class Sincos2D(PositionalEncoding[PositionState]):
     """MAE's fixed 2-D sin-cos table added to patch embeddings.
 
     MAE's fixed 2-D sin-cos table added to patch embeddings (He et al. 2022, released code
@@ -37,10 +34,30 @@ class Sincos2D(Sincos2DFlow, PositionalEncoding):
 
     capabilities = Capabilities(embeds=True)
     config_class = Sincos2DConfig
+    config: Sincos2DConfig
+
+    def embed(self, x: Tensor, pos: Tensor, *, ctx: PositionState | None = None) -> Tensor:
+        """x + scale·PE[pos] in x's dtype (x and pos checked without ``ctx``).
+
+        Shapes: x (B, T, C), pos (T, 2) | (B, T, 2) -> (B, T, C).
+        Raises: ValueError/TypeError for inputs that do not fit (without ``ctx``).
+        """
+        if ctx is None:
+            pos = check_embed(x, pos, self.config.dim, axes=self.config.axes)
+        return x + self.rows(pos).to(x.dtype)  # (B, T, C)
+
+    def table(self, pos: Tensor) -> Tensor:
+        """PE rows for positions (..., 2) -> (..., C), float64 (``PF.sincos_2d_table``)."""
+        return PF.sincos_2d_table(pos, self.config.dim, base=self.config.base)
+
+    def rows(self, pos: Tensor) -> Tensor:
+        """scale·PE rows for positions (..., 2) -> (..., C), float64."""
+        pe, scale = self.table(pos), self.config.scale
+        return pe if scale == 1.0 else scale * pe
 
 
 @register("learned_2d", family="additive", paper="Dosovitskiy et al., arXiv:2010.11929", year=2021)
-class Learned2D(AbsoluteFlow, PositionalEncoding):
+class Learned2D(PositionalEncoding[PositionState]):
     """A learned position table over a grid of patches (ViT).
 
     A learned table over a grid of ``grid`` = (rows, columns) patches, as ViT's position
@@ -56,7 +73,7 @@ class Learned2D(AbsoluteFlow, PositionalEncoding):
     config_class = Learned2DConfig
     config: Learned2DConfig
 
-    def __init__(self, **config: Any) -> None:
+    def __init__(self, **config: object) -> None:
         super().__init__(**config)
         rows, cols = self.config.grid
         self.weight = nn.Parameter(torch.empty(rows * cols, self.dim))
@@ -66,7 +83,32 @@ class Learned2D(AbsoluteFlow, PositionalEncoding):
         """Re-draw the parameters as at construction: W ~ N(0, init_std²)."""
         nn.init.normal_(self.weight, std=self.config.init_std)
 
+    def prepare(
+        self,
+        q_pos: Tensor,
+        k_pos: Tensor | None = None,
+        *,
+        dtype: torch.dtype = torch.float32,
+        offset_bounds: tuple[int, int] | None = None,
+    ) -> PositionState:
+        """The base state, the position values checked once per forward (every key was a
+        query once). Raises: ValueError for a position off the grid."""
+        self.check_values(q_pos)
+        return super().prepare(q_pos, k_pos, dtype=dtype, offset_bounds=offset_bounds)
+
+    def embed(self, x: Tensor, pos: Tensor, *, ctx: PositionState | None = None) -> Tensor:
+        """x + W[y·columns + x] in x's dtype (x and pos checked without ``ctx``).
+
+        Shapes: x (B, T, C), pos (T, 2) | (B, T, 2) -> (B, T, C).
+        Raises: ValueError for a position off the grid, and for inputs that do not fit.
+        """
+        if ctx is None:
+            pos = check_embed(x, pos, self.config.dim, axes=self.config.axes)
+            self.check_values(pos)
+        return x + self.rows(pos).to(x.dtype)  # (B, T, C)
+
     def rows(self, pos: Tensor) -> Tensor:
+        """W's rows for positions (..., 2) -> (..., C), raster order."""
         return self.weight[pos[..., 0] * self.config.grid[1] + pos[..., 1]]  # raster order
 
     def resample_(

@@ -2,22 +2,41 @@
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from .. import functional as PF
+from .._validate import (
+    check_ndim,
+    check_positions,
+    check_positions_match,
+    check_real_floating,
+    check_scores,
+)
 from ..registry import register
-from .base import PositionalEncoding
+from .base import PositionalEncoding, check_qk
 from .capabilities import Capabilities
 from .configs import ShawConfig, TransformerXLConfig
-from .context import Ctx, PositionContext
-from .flows import ShawFlow, TransformerXLFlow
+from .state import InDtype, PositionState
+
+#: Transformer-XL's W_R R rows: (lo, (H, R, D)) for the offsets lo..lo + R - 1.
+Rows = tuple[int, Tensor]
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class TransformerXLState(PositionState):
+    """Transformer-XL's state of one forward: the W_R R rows of every offset its positions
+    meet (``rows``, made on first use in the dtype of the first layer's q), sliced by every
+    layer and query block."""
+
+    rows: InDtype[Rows]
 
 
 @register("shaw", family="relative", paper="Shaw et al., arXiv:1803.02155", year=2018)
-class Shaw(ShawFlow, PositionalEncoding):
+class Shaw(PositionalEncoding[PositionState]):
     """Learned relative embeddings for keys and values (Shaw et al. 2018, eq. 3-6):
 
     e_ij = q_i·(k_j + a^K_ij) / sqrt(D),  z_i = Σ_j α_ij (v_j + a^V_ij),
@@ -36,8 +55,9 @@ class Shaw(ShawFlow, PositionalEncoding):
 
     capabilities = Capabilities(relative_terms=True)
     config_class = ShawConfig
+    config: ShawConfig
 
-    def __init__(self, **config: Any) -> None:
+    def __init__(self, **config: object) -> None:
         super().__init__(**config)
         shape = (2 * self.max_distance + 1, self.head_dim)  # (2K+1, D)
         self.key_table = nn.Parameter(torch.empty(shape))
@@ -50,9 +70,54 @@ class Shaw(ShawFlow, PositionalEncoding):
             if table is not None:
                 nn.init.normal_(table, std=self.config.init_std)
 
+    def index(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        """Table rows clip(j - i, -K, K) + K: (Tq, Tk) or (B, Tq, Tk)."""
+        return PF.shaw_relative_index(q_pos, k_pos, max_distance=self.config.max_distance)
+
+    def relative_logits(
+        self,
+        scores: Tensor,
+        q: Tensor,
+        k: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        *,
+        ctx: PositionState | None = None,
+    ) -> Tensor:
+        """scores + q_i·a^K_ij / sqrt(D) (inputs checked without ``ctx``).
+
+        Shapes: scores (B, H, Tq, Tk), q (B, H, Tq, D), k (B, H, Tk, D) -> (B, H, Tq, Tk).
+        Raises: ValueError/TypeError for inputs that do not fit (without ``ctx``).
+        """
+        if ctx is None:
+            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.config.head_dim)
+            check_scores(scores, q, k)
+        scaled = q / math.sqrt(self.config.head_dim)  # scale the (B, H, Tq, D) factor
+        table = self.key_table.to(q.dtype)
+        return scores + PF.relative_key_logits(scaled, table, self.index(q_pos, k_pos))
+
+    def relative_values(
+        self, probs: Tensor, q_pos: Tensor, k_pos: Tensor, *, ctx: PositionState | None = None
+    ) -> Tensor | None:
+        """Σ_j α_ij a^V_ij (None without the value table; inputs checked without ``ctx``).
+
+        Shapes: probs (B, H, Tq, Tk) -> (B, H, Tq, D).
+        Raises: ValueError/TypeError for inputs that do not fit (without ``ctx``).
+        """
+        if self.value_table is None:
+            return None
+        if ctx is None:  # a state's positions were checked by whoever built it
+            check_ndim(probs, 4, "probs", "(B, H, Tq, Tk)")
+            check_real_floating(probs, "probs")
+            q_pos, k_pos = check_positions(q_pos, "q_pos"), check_positions(k_pos, "k_pos")
+            check_positions_match(q_pos, probs.shape[0], probs.shape[2], "q_pos")
+            check_positions_match(k_pos, probs.shape[0], probs.shape[3], "k_pos")
+        table = self.value_table
+        return PF.relative_value_output(probs, table, self.index(q_pos, k_pos))  # (B, H, Tq, D)
+
 
 @register("transformer_xl", family="relative", paper="Dai et al., arXiv:1901.02860", year=2019)
-class TransformerXL(TransformerXLFlow, PositionalEncoding):
+class TransformerXL(PositionalEncoding[TransformerXLState]):
     """Transformer-XL relative attention (Dai et al. 2019, sec. 3.3):
 
     A_ij = q_i·k_j + q_i·W_R R_(i-j) + u·k_j + v·W_R R_(i-j), all divided by sqrt(D),
@@ -65,8 +130,9 @@ class TransformerXL(TransformerXLFlow, PositionalEncoding):
 
     capabilities = Capabilities(relative_terms=True)
     config_class = TransformerXLConfig
+    config: TransformerXLConfig
 
-    def __init__(self, **config: Any) -> None:
+    def __init__(self, **config: object) -> None:
         super().__init__(**config)
         H, D = self.n_heads, self.head_dim
         self.r_proj = nn.Parameter(torch.empty(H * D, self.dim))  # W_R (H*D, C)
@@ -79,24 +145,92 @@ class TransformerXL(TransformerXLFlow, PositionalEncoding):
         for p in (self.r_proj, self.u, self.v):
             nn.init.normal_(p, std=0.02)
 
-    def position_rows(
-        self, q_pos: Tensor, k_pos: Tensor, dtype: torch.dtype, ctx: Ctx
-    ) -> tuple[int, Tensor] | None:
-        """The context's W_R R rows (``rows``), made once per forward and dtype; None without
-        a context."""
-        if ctx is None:
-            return None
-        return ctx.shared(("txl_rows", self, dtype), lambda: self.rows(ctx, dtype))
+    @property
+    def head_dim(self) -> int:
+        """D, the config's (dim // n_heads unless given).
 
-    def rows(self, ctx: PositionContext, dtype: torch.dtype) -> tuple[int, Tensor]:
-        """(lo, W_R R) for every offset lo..hi that the context's positions meet, (H, R, D):
-        computed once per forward and sliced by every layer and query block (each would
-        otherwise redo a (R, C) x (C, H·D) product). The range is taken per row: rows at
-        far-apart positions span only their own offsets. The range is the context's
-        ``offset_bounds`` when its maker knows them, else one host read of the extremes."""
-        q_pos, k_pos = ctx.q_pos, ctx.k_pos
-        if ctx.offset_bounds is not None and q_pos.numel() and k_pos.numel():
-            lo, hi = ctx.offset_bounds
+        Raises: ValueError if the config left it unset (it never does).
+        """
+        D = self.config.head_dim
+        if D is None:  # (the config fills it in: never)
+            raise ValueError("TransformerXLConfig.head_dim was not filled in")
+        return D
+
+    def prepare(
+        self,
+        q_pos: Tensor,
+        k_pos: Tensor | None = None,
+        *,
+        dtype: torch.dtype = torch.float32,
+        offset_bounds: tuple[int, int] | None = None,
+    ) -> TransformerXLState:
+        """The forward's ``TransformerXLState`` (its rows made on first use, in the dtype
+        of the first layer's q: ``dtype``, the activations').
+
+        Shapes: q_pos (T,) | (B, T), k_pos (L,) | (B, L) int64 (validated) -> the state.
+        """
+        keys = q_pos if k_pos is None else k_pos
+        bounds = offset_bounds
+        return TransformerXLState(
+            q_pos=q_pos,
+            k_pos=keys,
+            offset_bounds=offset_bounds,
+            keys_are_queries=k_pos is None or k_pos is q_pos,
+            rows=InDtype(lambda work: self.rows(q_pos, keys, bounds, work)),
+        )
+
+    def relative_logits(
+        self,
+        scores: Tensor,
+        q: Tensor,
+        k: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        *,
+        ctx: TransformerXLState | None = None,
+    ) -> Tensor:
+        """scores + (q_i·W_R R_(i-j) + u·k_j + v·W_R R_(i-j)) / sqrt(D) (inputs checked without
+        ``ctx``; with it, the rows of the whole call, sliced to these positions).
+
+        Shapes: scores (B, H, Tq, Tk), q (B, H, Tq, D), k (B, H, Tk, D) -> (B, H, Tq, Tk).
+        Raises: ValueError when q or k has other than n_heads heads, and for inputs that do
+        not fit (without ``ctx``).
+        """
+        if ctx is None:
+            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.head_dim)
+            check_scores(scores, q, k)
+        n_heads = self.config.n_heads
+        for what, x in (("q", q), ("k (key heads repeated)", k)):
+            if x.shape[1] != n_heads:
+                raise ValueError(f"{what} must have n_heads={n_heads} heads, got {x.shape[1]}")
+        rows = None if ctx is None else ctx.rows.get(q.dtype)  # the whole call's, once
+        scale = 1.0 / math.sqrt(self.head_dim)  # on the factors q, u, v, not the terms
+        return scores + PF.transformer_xl_terms(
+            q * scale,
+            k,
+            q_pos,
+            k_pos,
+            r_proj=self.r_proj.to(q.dtype),
+            u=self.u.to(q.dtype) * scale,
+            v=self.v.to(q.dtype) * scale,
+            base=self.config.base,
+            rows=rows,
+        )  # (B, H, Tq, Tk), already divided by sqrt(D)
+
+    def rows(
+        self,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        offset_bounds: tuple[int, int] | None,
+        dtype: torch.dtype,
+    ) -> Rows:
+        """(lo, W_R R) for every offset lo..hi that the positions meet, (H, R, D): computed
+        once per forward and sliced by every layer and query block (each would otherwise redo
+        a (R, C) x (C, H·D) product). The range is taken per row: rows at far-apart positions
+        span only their own offsets. The range is ``offset_bounds`` when the state's maker
+        knows them, else one host read of the extremes."""
+        if offset_bounds is not None and q_pos.numel() and k_pos.numel():
+            lo, hi = offset_bounds
         elif q_pos.numel() and k_pos.numel():  # (T,) | (B, T) -> () | (B,) per-row extremes
             ends = torch.stack(
                 [(q_pos.amin(-1) - k_pos.amax(-1)).min(), (q_pos.amax(-1) - k_pos.amin(-1)).max()]
@@ -106,6 +240,7 @@ class TransformerXL(TransformerXLFlow, PositionalEncoding):
         else:  # no pair (T = 0): no rows
             lo, hi = 0, -1
         rows = PF.transformer_xl_position_rows(
-            lo, hi, r_proj=self.r_proj, n_heads=self.n_heads, dtype=dtype, base=self.base
-        )
+            lo, hi, r_proj=self.r_proj, n_heads=self.config.n_heads, dtype=dtype,
+            base=self.config.base,
+        )  # fmt: skip
         return lo, rows

@@ -1,9 +1,10 @@
-"""Rotary encodings: queries and keys rotated by their positions."""
+"""Rotary encodings: queries and keys rotated by their positions (RoPE, p-RoPE)."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, replace
 
+import torch
 from torch import Tensor
 
 from .. import functional as PF
@@ -11,44 +12,64 @@ from ..kernels.rope import Kernel, check_kernel, rotate_tables
 from ..kernels.rope_eager import apply_rope
 from ..kernels.rope_tables import RopeTables
 from ..registry import register
-from .base import PositionalEncoding
+from .base import PositionalEncoding, check_qk
 from .capabilities import Capabilities
 from .configs import PRoPEConfig, RoPEConfig
-from .flows import RoPEFlow
+from .state import InDtype, PositionState
 
 
-class Rotary(PositionalEncoding):
-    """torch's side of the rotary flows (``posenc.encodings.flows``): tables held as
-    ``RopeTables`` (what the kernels derive from them, made once per forward) and applied by
-    the eager kernel."""
-
-    capabilities = Capabilities(rotates=True)
-
-    def wrap_tables(self, cos: Tensor, sin: Tensor) -> RopeTables:
-        return RopeTables(cos, sin)
-
-    def apply_tables(self, x: Tensor, tables: RopeTables, inplace: bool = False) -> Tensor:
-        return apply_rope(x, tables.cos, tables.sin, layout=self.layout, inplace=inplace)
+def work_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype tables are made in for activations of ``dtype``: float32, or the wider one
+    (float64)."""
+    return torch.promote_types(torch.float32, dtype)
 
 
-class KernelRotary(Rotary):
-    """Base of the RoPEs rotating q and k by a ``kernel`` (``posenc.kernels.rope``)."""
+def rope_tables(cos: Tensor, sin: Tensor, dtype: torch.dtype) -> RopeTables:
+    """``RopeTables`` of cos, sin (..., T, P) in ``dtype``, broadcastable to x (B, H, T, D):
+    (B, T, P) as (B, 1, T, P)."""
+    cos, sin = cos.to(dtype), sin.to(dtype)
+    if cos.ndim == 3:  # (B, T, P) -> (B, 1, T, P)
+        cos, sin = cos[:, None], sin[:, None]
+    return RopeTables(cos, sin)
 
-    def __init__(self, *, kernel: Kernel = "eager", **config: Any) -> None:
-        super().__init__(**config)
-        self.kernel: Kernel = check_kernel(kernel)
 
-    def rotate_pair(
-        self, q: Tensor, k: Tensor, tq: RopeTables, tk: RopeTables, inplace: bool
-    ) -> tuple[Tensor, Tensor]:
-        return rotate_tables(q, k, tq, tk, layout=self.layout, inplace=inplace, kernel=self.kernel)
+@dataclass(frozen=True, eq=False, kw_only=True)
+class RoPEState(PositionState):
+    """RoPE's state of one forward: the cos/sin ``RopeTables`` at q_pos (``q_tables``) and at
+    k_pos (``key_tables``; the queries' when ``keys_are_queries``), each made on first use in
+    the work dtype asked for (float32, or float64 for float64 activations), at the dynamic
+    length ``seq_len`` (max(positions) + 1; None without dynamic scaling). ``fresh_tables``:
+    the queries' tables at the fresh keys' length (``new_keys``; the same tables unless
+    dynamic scaling reads another length)."""
 
-    def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, kernel={self.kernel!r}"
+    seq_len: int | None
+    q_tables: InDtype[RopeTables]
+    key_tables: InDtype[RopeTables]
+    fresh_seq_len: int | None
+    fresh_tables: InDtype[RopeTables]
+
+    def tables(self, dtype: torch.dtype, *, keys: bool) -> RopeTables:
+        """The queries' (or, with ``keys``, the keys') tables in the work dtype ``dtype``."""
+        if keys and not self.keys_are_queries:
+            return self.key_tables.get(dtype)
+        return self.q_tables.get(dtype)
+
+    def new_keys(self) -> RoPEState:
+        """The state of the fresh keys: k_pos = q_pos, their tables the queries'."""
+        if self.keys_are_queries:
+            return self
+        return replace(
+            self,
+            k_pos=self.q_pos,
+            offset_bounds=None,
+            keys_are_queries=True,
+            seq_len=self.fresh_seq_len,
+            q_tables=self.fresh_tables,
+        )
 
 
 @register("rope", family="rotary", paper="Su et al., arXiv:2104.09864", year=2021)
-class RoPE(RoPEFlow, KernelRotary):
+class RoPE(PositionalEncoding[RoPEState]):
     """Rotary position embedding (Su et al. 2021, RoFormer): q_m -> R_m q_m, k_n -> R_n k_n with
 
     R_m rotating pair i by m·θ_i, θ_i = base^(-2i/d), so <R_m q, R_n k> = <q, R_(n-m) k>.
@@ -86,13 +107,16 @@ class RoPE(RoPEFlow, KernelRotary):
 
     config_class = RoPEConfig
     config: RoPEConfig
+    capabilities = Capabilities(rotates=True)
+    rotates_in_place = True
 
     keep_dtype_buffers = ("inv_freq64", "default_inv_freq64")
     inv_freq64: Tensor
     default_inv_freq64: Tensor
 
-    def __init__(self, *, kernel: Kernel = "eager", **config: Any) -> None:
-        super().__init__(kernel=kernel, **config)
+    def __init__(self, *, kernel: Kernel = "eager", **config: object) -> None:
+        super().__init__(**config)
+        self.kernel: Kernel = check_kernel(kernel)
         self.attention_scaling = 1.0
         self.register_fixed_buffers()  # default_inv_freq64, inv_freq64 (P,) float64
 
@@ -110,6 +134,117 @@ class RoPE(RoPEFlow, KernelRotary):
     def max_position(self, *positions: Tensor) -> int:
         """max(positions), -1 for none: one host read per tensor."""
         return max((int(p.max()) for p in positions if p.numel()), default=-1)
+
+    def frequencies(self, seq_len: int | None = None) -> tuple[Tensor, float]:
+        """(inv_freq (P,) float64, attention_scaling) at the current length ``seq_len``."""
+        scaling_config = self.config.scaling
+        if scaling_config is None or not scaling_config.dynamic or seq_len is None:
+            return self.inv_freq64, self.attention_scaling
+        inv_freq, scaling = scaling_config.apply(self.default_inv_freq64, seq_len)
+        return inv_freq, float(scaling)
+
+    def seq_len(self, *positions: Tensor) -> int | None:
+        """max(positions) + 1 for dynamic scaling (what transformers uses), else None."""
+        if not self.config.dynamic:
+            return None
+        return self.max_position(*positions) + 1
+
+    def cos_sin(
+        self, pos: Tensor, dtype: torch.dtype | None = None, seq_len: int | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """cos, sin of pos·θ times the scaling's attention factor.
+
+        cos(pos·θ_i)·s, sin(pos·θ_i)·s (Su et al. 2021, arXiv:2104.09864), from float64
+        angles, in ``dtype`` (default float32); θ the scaling's frequencies at ``seq_len``
+        (dynamic scaling; default max(pos) + 1), s its ``attention_scaling``.
+        Shapes: pos (...,) integer -> cos, sin (..., P).
+        """
+        seq_len = self.seq_len(pos) if seq_len is None else seq_len
+        inv_freq, scale = self.frequencies(seq_len)
+        cos, sin = PF.rope_cos_sin(pos, inv_freq)  # (..., P) float64
+        if scale != 1.0:
+            cos, sin = cos * scale, sin * scale
+        target = torch.float32 if dtype is None else dtype
+        return cos.to(target), sin.to(target)
+
+    def tables(self, pos: Tensor, dtype: torch.dtype, seq_len: int | None) -> RopeTables:
+        """The ``RopeTables`` at positions (T,) | (B, T) in ``dtype``, broadcastable to
+        (B, H, T, D)."""
+        return rope_tables(*self.cos_sin(pos, dtype, seq_len), dtype)
+
+    def prepare(
+        self,
+        q_pos: Tensor,
+        k_pos: Tensor | None = None,
+        *,
+        dtype: torch.dtype = torch.float32,
+        offset_bounds: tuple[int, int] | None = None,
+    ) -> RoPEState:
+        """The forward's ``RoPEState``: its tables made on first use (``dtype``: the activations',
+        which their first layer meets); with dynamic scaling the current length
+        max(positions) + 1 read once (a host read per position tensor).
+
+        Shapes: q_pos (T,) | (B, T), k_pos (L,) | (B, L) int64 (validated) -> the state.
+        """
+        same = k_pos is None or k_pos is q_pos
+        keys = q_pos if k_pos is None else k_pos
+        fresh_len = self.seq_len(q_pos)
+        seq_len = fresh_len if same or fresh_len is None else self.seq_len(q_pos, keys)
+        q_tables = InDtype(lambda work: self.tables(q_pos, work, seq_len))
+        fresh = (
+            q_tables
+            if fresh_len == seq_len
+            else InDtype(lambda work: self.tables(q_pos, work, fresh_len))
+        )
+        return RoPEState(
+            q_pos=q_pos,
+            k_pos=keys,
+            offset_bounds=offset_bounds,
+            keys_are_queries=same,
+            seq_len=seq_len,
+            q_tables=q_tables,
+            key_tables=InDtype(lambda work: self.tables(keys, work, seq_len)),
+            fresh_seq_len=fresh_len,
+            fresh_tables=fresh,
+        )
+
+    def rotate(
+        self,
+        q: Tensor,
+        k: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        *,
+        ctx: RoPEState | None = None,
+        inplace: bool = False,
+    ) -> tuple[Tensor, Tensor]:
+        """R(q_pos) q, R(k_pos) k (positions and tables ``ctx``'s when given) by the
+        ``kernel``; ``inplace=True`` (inference) overwrites q and k instead of allocating.
+
+        Shapes: q (B, H, Tq, D), k (B, Hkv, Tk, D), q_pos (Tq,) | (B, Tq), k_pos (Tk,) |
+        (B, Tk) -> q and k of the same shapes.
+        Raises: ValueError/TypeError for inputs that do not fit (without ``ctx``).
+        """
+        if ctx is None:
+            q_pos, k_pos = check_qk(q, k, q_pos, k_pos, self.config.head_dim)
+            seq_len = self.seq_len(q_pos, k_pos)
+            tq = self.tables(q_pos, work_dtype(q.dtype), seq_len)
+            tk = self.tables(k_pos, work_dtype(k.dtype), seq_len)
+        else:
+            tq = ctx.tables(work_dtype(q.dtype), keys=False)
+            tk = ctx.tables(work_dtype(k.dtype), keys=True)
+        return rotate_tables(q, k, tq, tk, layout=self.layout, inplace=inplace, kernel=self.kernel)
+
+    def rotate_one(self, x: Tensor, pos: Tensor, seq_len: int | None = None) -> Tensor:
+        """R(pos) x by the eager kernel (dynamic scaling at ``seq_len``, default max(pos) + 1).
+
+        Shapes: x (B, H, T, D), pos (T,) | (B, T) -> (B, H, T, D).
+        """
+        tables = self.tables(pos, work_dtype(x.dtype), seq_len)
+        return apply_rope(x, tables.cos, tables.sin, layout=self.layout)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, kernel={self.kernel!r}"
 
 
 @register("p_rope", family="rotary", paper="Barbero et al., arXiv:2410.06205", year=2024)

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from .native import NativeKernel
-from .rope_tables import RopeTables, derived
+from .rope_tables import RopeTables
 
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 KERNEL = NativeKernel(
@@ -47,14 +47,13 @@ def supports(x: Tensor, cos: Tensor) -> bool:
     return all(cs[-d] in (1, xs[-d]) for d in range(2, nc + 1))
 
 
-def _f32(t: Tensor, tables: RopeTables) -> Tensor:
-    """A float32 table with unit last stride (what the kernel reads): t itself, or its copy,
-    made once per ``tables`` (one forward's: every layer's forward and backward share it; with
-    bf16 tables, as Hugging Face's rotary embedding returns them for bf16 models, converting
-    all four per call cost (4, 8, 1024, 64)'s pair 261-266 µs against 184-224 µs)."""
-    if t.dtype == torch.float32 and t.stride(-1) == 1:
-        return t
-    return derived(tables, ("f32", id(t)), lambda: t.float().contiguous())
+def _f32(tables: RopeTables) -> tuple[Tensor, Tensor]:
+    """Float32 tables with unit last stride (what the kernel reads): cos and sin themselves, or
+    their copies, made once per ``tables`` (one forward's: every layer's forward and backward
+    share them; with bf16 tables, as Hugging Face's rotary embedding returns them for bf16
+    models, converting all four per call cost (4, 8, 1024, 64)'s pair 261-266 µs against
+    184-224 µs)."""
+    return tables.float32()
 
 
 def rope_pair(
@@ -69,8 +68,8 @@ def rope_pair(
     right-aligned (by -θ when ``backward``), which keep their float32 copies; features past 2P
     are copied through. No autograd (``rope.PairRotation``). ``inplace``: into the xs
     themselves (inference), returned."""
-    cos = [_f32(t.cos, t) for t in tables]
-    sin = [_f32(t.sin, t) for t in tables]
+    converted = [_f32(t) for t in tables]
+    cos, sin = [c for c, _ in converted], [s for _, s in converted]
     sign, interleaved = -1.0 if backward else 1.0, layout == "interleaved"
     if inplace:
         load_kernel().rope_(xs, cos, sin, sign, interleaved)

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from ..functional.rotary import check_rope_args, check_rope_inplace
-from .rope_tables import RopeTables, derived
+from .rope_tables import RopeTables
 
 
 def swap_pairs(x: Tensor, P: int, layout: str) -> Tensor:
@@ -42,12 +42,14 @@ def full_tables(
             return torch.cat([c, c], dim=-1), torch.cat([-s, s], dim=-1)
         return torch.stack([c, c], dim=-1).flatten(-2), torch.stack([-s, s], dim=-1).flatten(-2)
 
-    return derived(tables, ("full", layout, dtype), make)
+    if tables is None:
+        return make()
+    return tables.full(layout, dtype, make)
 
 
-def negated(S: Tensor, tables: RopeTables | None = None) -> Tensor:
+def negated(S: Tensor, layout: str, tables: RopeTables | None = None) -> Tensor:
     """-S (the backward's table; every layer's backward reuses it through ``tables``)."""
-    return derived(tables, ("negated", id(S)), lambda: -S)  # S is kept by ``tables`` too
+    return -S if tables is None else tables.negated(S, layout)
 
 
 def table_halves(
@@ -55,8 +57,10 @@ def table_halves(
 ) -> tuple[Tensor, Tensor]:
     """S[..., :P], S[..., P:] as views, made once per ``tables`` and sign (the forward's S and
     the backward's -S): at lab sizes each slice costs about as much as the arithmetic."""
-    halves = derived(tables, ("halves", id(S), sign), lambda: S.chunk(2, -1))
-    return halves[0], halves[1]
+    if tables is None:
+        a, b = S.chunk(2, -1)
+        return a, b
+    return tables.halves(S, sign)
 
 
 def _table_dtype(x: Tensor, cos: Tensor) -> torch.dtype:
@@ -129,7 +133,7 @@ class _RopeFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None, None]:
         C, S = ctx.saved_tensors
-        neg = negated(S, ctx.tables)  # R(θ)^T = R(-θ)
+        neg = negated(S, ctx.layout, ctx.tables)  # R(θ)^T = R(-θ)
         return rotate(grad, C, neg, ctx.layout, ctx.tables, -1), None, None, None, None
 
 

@@ -17,7 +17,7 @@ from ..attention.inputs import new_context
 from ..attention.positions import positions_from_padding
 from ..encodings.base import PositionalEncoding, default_positions
 from ..encodings.capabilities import Capabilities
-from ..encodings.context import PositionContext
+from ..encodings.state import PositionState as PositionContext
 from .config import TransformerConfig
 from .generate import DecodeOptions, Decoding, check_token_ids
 from .kv_cache import KVCache
