@@ -4,7 +4,7 @@ positional encoding placed where its paper places it."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Unpack, cast
+from typing import Any, TypedDict, Unpack, cast
 
 import torch
 import torch.nn.functional as F
@@ -39,6 +39,15 @@ from .transformer import (
 Stack = (
     str | PositionalEncoding | list[PositionalEncoding | Named] | LayerSchedule[PositionalEncoding]
 )
+
+
+class ForwardOptions(TypedDict, total=False):
+    """The keywords of ``EncoderDecoder.forward`` past the tokens (``loss`` passes them on)."""
+
+    src_pos: Tensor | None
+    tgt_pos: Tensor | None
+    src_padding_mask: Tensor | None
+    tgt_padding_mask: Tensor | None
 
 
 class DecoderBlock(nn.Module):
@@ -372,7 +381,9 @@ class EncoderDecoder(nn.Module):
         table = self.src_tok if what == "src" else self.tgt_tok
         check_token_range(idx, table.num_embeddings, what)
 
-    def loss(self, src: Tensor, tgt: Tensor, targets: Tensor, **kwargs: Any) -> Tensor:
+    def loss(
+        self, src: Tensor, tgt: Tensor, targets: Tensor, **kwargs: Unpack[ForwardOptions]
+    ) -> Tensor:
         """Mean cross-entropy of next-token ``targets`` (B, T) of decoder inputs ``tgt``
         (B, T); -100 entries are ignored."""
         logits = self(src, tgt, **kwargs)

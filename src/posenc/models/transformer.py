@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Unpack
+from typing import Any, TypedDict, Unpack
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +27,15 @@ from .kv_cache import KVCache
 def feed_forward(d_model: int, d_ff: int) -> nn.Sequential:
     """The blocks' MLP: Linear(C, d_ff) -> GELU -> Linear(d_ff, C)."""
     return nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+
+
+class ForwardOptions(TypedDict, total=False):
+    """The keywords of ``TinyTransformer.forward`` past the tokens (``loss`` passes them on)."""
+
+    pos: Tensor | None
+    padding_mask: Tensor | None
+    segment_ids: Tensor | None
+    cache: Sequence[KeyValueCache] | None
 
 
 class TorchTraits:
@@ -307,7 +316,7 @@ class TinyTransformer(nn.Module):
         keeps = self.layer_keeps if local else (None,) * len(self.blocks)
         return [KVCache(sinks=sinks, keep=keep) for keep in keeps]
 
-    def loss(self, idx: Tensor, targets: Tensor, **kwargs: Any) -> Tensor:
+    def loss(self, idx: Tensor, targets: Tensor, **kwargs: Unpack[ForwardOptions]) -> Tensor:
         """Mean cross-entropy of next-token ``targets`` (B, T); -100 entries are ignored."""
         logits = self(idx, **kwargs)
         return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
