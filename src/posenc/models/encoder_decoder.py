@@ -259,19 +259,6 @@ class EncoderDecoder(nn.Module):
         need not expose ``attn``)."""
         return self.encoder_pes if blocks is self.encoder else self.decoder_pes
 
-    def new_context(
-        self,
-        pe: PositionalEncoding,
-        pos: Tensor | None,
-        B: int,
-        T: int,
-        cache: KeyValueCache | None,
-        like: Tensor,
-    ) -> PositionContext:
-        """``pe``'s position context of T new tokens at ``pos`` (default: after ``cache``'s
-        entries) on ``like``'s device (``attention.inputs.new_context``)."""
-        return new_context(pe, pos, B, T, cache, like.device)
-
     def encode(
         self, src: Tensor, src_pos: Tensor | None = None, *, src_padding_mask: Tensor | None = None
     ) -> Tensor:
