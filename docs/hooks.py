@@ -33,6 +33,8 @@ GALLERY: dict[str, list[str]] = {
     "extension": ["extension", "linear", "ntk", "yarn", "llama3"],
     "extension-qk": ["qk-distance", "rope", "rope:linear", "rope:yarn", "--set", "head_dim=128"],
 }
+
+
 def draw(out: Path) -> dict[str, list[Path]]:
     """Run every ``GALLERY`` command into ``out/<set>/``; set -> the files it wrote."""
     from typer.testing import CliRunner

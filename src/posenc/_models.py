@@ -12,7 +12,7 @@ Shapes: tokens (B, T), hidden states (B, T, C), logits (B, T, V).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from ._forms import encoder_form
 from ._schedule import BuiltLayer, LayerSchedule, cache_keep, named_config, named_key
@@ -76,6 +76,16 @@ def model_encoding(
     return build(pe, **size, **(encoder_form(parameters(pe), config) if encoder else config))
 
 
+class EncodingTraits(Protocol):
+    """What ``layer_encodings`` and ``stack_layers`` read of a framework's encoding: its
+    position axes and its ``Capabilities`` (torch's models pass ``posenc.models.transformer.
+    TORCH_TRAITS``; ``ModelHooks`` has both)."""
+
+    def pe_axes(self, pe: Any) -> int: ...
+
+    def pe_capabilities(self, pe: Any) -> Any: ...
+
+
 #: A model's ``window`` or ``chunk`` argument: one for every layer, or a pattern.
 Limits = int | Sequence[int | None] | None
 
@@ -104,7 +114,7 @@ def layer_encodings(
     pe_config: dict[str, Any] | None,
     *,
     listed: bool,
-    hooks: ModelHooks,
+    hooks: EncodingTraits,
     size: dict[str, int],
     encoder: bool,
     build: Build,
@@ -170,7 +180,7 @@ def stack_layers(
     pe_config: dict[str, Any] | None,
     *,
     n_layers: tuple[int, int],
-    hooks: ModelHooks,
+    hooks: EncodingTraits,
     size: dict[str, int],
     base: type,
     kind: str,

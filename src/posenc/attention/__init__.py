@@ -5,7 +5,7 @@
 from .attention import Attention, Memory
 from .cache import KeyValueCache
 from .cross import CrossAttention
-from .flow import CachedKeys
+from .keys import CachedKeys
 from .multimodal import mrope_positions
 from .positions import decode_positions, grid_positions, packed_positions, positions_from_padding
 

@@ -36,7 +36,8 @@ from ..functional.sinks import softmax_with_sinks
 from ..kernels.fire_fused import FireTerms, fire_fused_attention, fire_fused_takes
 from ..kernels.flex import OffsetTable, check_attention_inputs, flex_bias_attention, flex_runs_on
 from ..kernels.toeplitz import consecutive_starts, toeplitz_bias_attention
-from .flow import CachedKeys, explicit_weights
+from .explicit import explicit_weights
+from .keys import CachedKeys
 
 if TYPE_CHECKING:
     from ..encodings.base import PositionalEncoding

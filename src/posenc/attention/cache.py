@@ -12,7 +12,7 @@ from typing import Protocol
 
 from torch import Tensor
 
-from .flow import CachedKeys
+from .keys import CachedKeys
 
 
 class KeyValueCache(Protocol):

@@ -1,28 +1,46 @@
 """Cross-attention of a decoder over an encoder's output (``EncoderDecoder``): the encoder
-output's keys and values projected once per source (``flow.Memory``), and the decoder's queries
+output's keys and values projected once per source (``keys.Memory``), and the decoder's queries
 over them. ``Attention``'s sibling: the same weights' layout (the key/value rows of ``qkv``
-project the memory, the query rows the decoder's states), the same backends."""
+project the memory, the query rows the decoder's states), the same backends.
+
+Shapes: x (B, T, C); memory (B, S, C); q (B, H, T, D); k, v (B, Hkv, S, D); masks (B, 1, T, S).
+"""
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
-from .._validate import check_ndim, check_positions
+from .._validate import (
+    check_cross,
+    check_cross_context,
+    check_memory,
+    check_positions,
+    check_positions_match,
+)
 from ..encodings.base import PositionalEncoding, batch_positions, default_positions
-from ..encodings.state import PositionState as PositionContext
-from . import projections
+from ..encodings.state import PositionState
+from ..functional.masks import allowed_keys
 from .backends import Call, attend
 from .config import AttentionConfig
-from .flow import CachedKeys, CrossAttentionFlow, Memory, check_attention_form
-from .projections import BiasBackend, check_layer, new_weights
+from .keys import CachedKeys, Memory
+from .masking import mask_inputs
+from .projections import (
+    BiasBackend,
+    check_attention_form,
+    check_layer,
+    new_weights,
+    project_keys,
+    project_queries,
+)
 
 
-class CrossAttention(CrossAttentionFlow, nn.Module):
+class CrossAttention(nn.Module):
     """Multi-head cross-attention of decoder states over an encoder's output (Vaswani et al. 2017).
 
     Decoder states x (B, T, C) over an encoder's ``Memory`` (``project_memory``, once per
     source), grouped-query heads, never causal, padded source tokens masked
-    (``posenc.attention.flow.CrossAttentionFlow.cross``).
+    (``cross``).
 
     scores = (rotate(q) · rotate(k)) / sqrt(D) + bias(q_pos, k_pos), queries at their target
     positions and keys at their source positions; softmax; output projection. The encoding is
@@ -92,36 +110,63 @@ class CrossAttention(CrossAttentionFlow, nn.Module):
         memory: Memory,
         pos: Tensor | None = None,
         *,
-        ctx: PositionContext | None = None,
+        ctx: PositionState | None = None,
     ) -> Tensor:
         """``cross``: x (B, T, C) over ``memory`` -> (B, T, C)."""
-        out: Tensor = self.cross(x, memory, pos, ctx=ctx)
-        return out
+        return self.cross(x, memory, pos, ctx=ctx)
 
-    check_ndim = staticmethod(check_ndim)
-    check_positions = staticmethod(check_positions)
-    batch_positions = staticmethod(batch_positions)
-    plain = staticmethod(projections.plain)
+    def project_memory(
+        self, memory: Tensor, pos: Tensor, padding_mask: Tensor | None = None, *, axes: int = 1
+    ) -> Memory:
+        """Cross-attention keys and values of an encoder output ``memory`` (B, S, C), projected
+        once per source by the key/value rows of ``qkv`` (the query rows project the decoder's
+        states in ``cross``), at source positions ``pos`` (S,) | (B, S) (an encoder of
+        ``axes`` A > 1 position axes: (S, A) | (B, S, A)); ``padding_mask`` (B, S) bool, True
+        for real tokens. Keys are kept unrotated: ``cross`` rotates them (only when its
+        encoding rotates) together with the queries.
 
-    def default_positions(self, T: int, x: Tensor) -> Tensor:
-        """Queries' positions 0..T-1 (T,) on x's device, when ``cross`` is given none."""
-        return default_positions(T, device=x.device)
+        Raises: TypeError/ValueError for a memory that is not (B, S, C) with C = d_model, or
+        positions or a mask of the wrong shape or dtype."""
+        pos = check_memory(memory, pos, self.d_model, axes=axes)
+        B, S, _ = memory.shape
+        k, v = project_keys(self.qkv, memory, self.n_kv_heads, self.head_dim)  # (B, Hkv, S, D)
+        valid, segment = mask_inputs(B, S, memory, padding_mask, None)
+        keys = CachedKeys(k, v, batch_positions(pos, B, axes), valid, segment)
+        return Memory(keys, padding_mask)
 
-    def project_queries(self, x: Tensor) -> Tensor:
-        """q (B, H, T, D) of x (B, T, C) by the query rows of ``qkv``."""
-        return projections.project_queries(self.qkv, x, self.n_heads, self.head_dim)
-
-    def project_keys(self, memory: Tensor) -> tuple[Tensor, Tensor]:
-        """k, v (B, Hkv, S, D) of memory (B, S, C) by the key/value rows of ``qkv``."""
-        return projections.project_keys(self.qkv, memory, self.n_kv_heads, self.head_dim)
-
-    def attend(
+    def cross(
         self,
-        q: Tensor,
-        keys: CachedKeys,
-        ctx: PositionContext,
-        allowed: Tensor | None,
-        offset: int,
+        x: Tensor,
+        memory: Memory,
+        pos: Tensor | None = None,
+        *,
+        ctx: PositionState | None = None,
     ) -> Tensor:
-        """Softmax attention through the first backend that applies (``backends``)."""
-        return attend(self, Call(q, keys, ctx, allowed, offset))
+        """Cross-attention of decoder states x (B, T, C) over an encoder's ``memory``: queries
+        projected by the query rows of ``qkv``, keys and values those of ``memory``; no
+        causal mask, padded source tokens masked. The encoding's hooks see the queries at their
+        positions ``pos`` (T,) | (B, T) (default 0..T-1) and the keys at their source positions
+        (the context's q_pos and k_pos; ``ctx`` = ``pe.prepare(pos, memory positions)``, made
+        here when not given): an ``EncoderDecoder`` gives its cross-attention NoPE, or its
+        decoder's rotation when asked (``cross_rotation``). Returns (B, T, C).
+
+        Raises: TypeError/ValueError for an x that is not (B, T, C) of the memory's B and
+        C = d_model, a memory that is not a ``Memory``, or positions of the wrong shape."""
+        check_cross(x, memory, Memory, self.d_model, self.causal)
+        B, T, C = x.shape
+        keys = memory.keys
+        if ctx is None:
+            pos = default_positions(T, device=x.device) if pos is None else pos
+            pos = check_positions(pos, "pos")
+            check_positions_match(pos, B, T, "pos")
+            ctx = self.pe.prepare(pos, keys.pos, dtype=x.dtype)
+        else:
+            check_cross_context(ctx, pos, T, keys.pos)
+        q = project_queries(self.qkv, x, self.n_heads, self.head_dim)  # (B, H, T, D)
+        q, k = self.pe.rotate(q, keys.k, ctx.q_pos, ctx.k_pos, ctx=ctx)  # (B, H|Hkv, T|S, D)
+        allowed = None  # no padded source token: nothing masked
+        if memory.padding_mask is not None:
+            q_segment = torch.zeros((B, T), dtype=keys.segment.dtype, device=x.device)
+            allowed = allowed_keys(keys.valid, q_segment, keys.segment, causal=False)  # (B,1,T,S)
+        out = attend(self, Call(q, keys._replace(k=k), ctx, allowed, 0))  # (B, H, T, D)
+        return self.proj(out.swapaxes(1, 2).reshape(B, T, C))  # (B, T, C)

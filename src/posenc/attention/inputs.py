@@ -1,6 +1,6 @@
 """What one attention forward is handed, checked once where it enters: the forward's position
 state (``new_context``) and whether a streaming cache can take the encoding
-(``check_streamable``); the keys' validity and segments: ``flow.mask_inputs``."""
+(``check_streamable``); the keys' validity and segments: ``masking.mask_inputs``."""
 
 from __future__ import annotations
 

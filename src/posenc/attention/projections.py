@@ -1,6 +1,7 @@
 """What torch's ``Attention`` and ``CrossAttention`` share, as functions each calls: their
-construction checks, their weights (``qkv``: C -> C + 2·Hkv·D, query rows first; ``proj``:
-C -> C), the projections into heads, and the test for the plain mask.
+construction checks (the encoding, its additive form, its own attention form), their weights
+(``qkv``: C -> C + 2·Hkv·D, query rows first; ``proj``: C -> C) and the projections into
+heads.
 
 Shapes: x (B, T, C); memory (B, S, C); q (B, H, T, D); k, v (B, Hkv, T|S, D).
 """
@@ -14,7 +15,7 @@ from torch import Tensor, nn
 
 from .._validate import check_encoding_heads, check_positive_int
 from ..encodings.base import PositionalEncoding
-from .flow import check_embedded
+from ..encodings.randomized import Randomized
 
 BIAS_BACKENDS = ("auto", "blocks", "flex")
 #: How a score bias reaches SDPA (``backends``).
@@ -36,7 +37,7 @@ def check_layer(
     Raises:
         TypeError: ``pe`` not a ``PositionalEncoding``, a non-bool ``embedded``.
         ValueError: an encoding built for other heads, an additive encoding without
-            ``embedded`` (``flow.check_embedded``), a block size below 1, an unknown backend.
+            ``embedded`` (``check_embedded``), a block size below 1, an unknown backend.
     """
     if not isinstance(pe, PositionalEncoding):
         raise TypeError(f"pe must be a PositionalEncoding, got {type(pe).__name__}")
@@ -73,6 +74,68 @@ def project_keys(
     return k.view(B, S, Hkv, D).transpose(1, 2), v.view(B, S, Hkv, D).transpose(1, 2)
 
 
-def plain(padding_mask: Tensor | None, segment_ids: Tensor | None, offset: int) -> bool:
-    """No padding, segments or cache offset: SDPA's ``is_causal`` (or nothing) masks."""
-    return padding_mask is None and segment_ids is None and not offset
+def adds_to_embeddings(pe: PositionalEncoding) -> bool:
+    """True for an encoding whose ``embed`` adds to token embeddings (``capabilities.embeds``:
+    sinusoidal, learned, their grid forms), or randomized positions around one (the base
+    encoding's ``embed``)."""
+    if isinstance(pe, Randomized):
+        return adds_to_embeddings(pe.base)
+    return pe.capabilities.embeds
+
+
+def computes_attention(pe: PositionalEncoding) -> bool:
+    """True for an encoding that computes the whole attention from the data
+    (``capabilities.attention_form``: FoX, stick-breaking, PaTH)."""
+    return pe.capabilities.attention_form
+
+
+def check_attention_form(
+    pe: PositionalEncoding,
+    *,
+    causal: bool,
+    window: int | None,
+    chunk: int | None,
+    sink_logits: bool,
+    dropout: float,
+) -> None:
+    """Refuse a layer an encoding computing its own attention (``computes_attention``) cannot
+    be: its forms are causal self-attention over every key, with no mask of positions, no
+    extra softmax logit and no dropout on weights it never materialises.
+
+    Raises: ValueError naming the encoding and the option."""
+    if not computes_attention(pe):
+        return
+    problem = (
+        "a bidirectional layer (causal=False): its forms are causal"
+        if not causal
+        else "a sliding window or chunk: it attends to every key of its segment"
+        if window is not None or chunk is not None
+        else "learned sink logits: it has no softmax to add them to"
+        if sink_logits
+        else f"attention dropout ({dropout}): it never materialises the weights"
+        if dropout
+        else ""
+    )
+    if problem:
+        raise ValueError(
+            f"encoding {pe.name!r} computes attention itself; it cannot take {problem}"
+        )
+
+
+def check_embedded(pe: PositionalEncoding, embedded: object) -> None:
+    """Refuse to build an attention layer around an additive encoding unless the caller says
+    its input already holds the embedding (``embedded=True``): the layer calls rotate, bias and
+    the relative terms, never ``embed``, which belongs on the token embeddings before the first
+    layer; built without it, the encoding would do nothing, silently.
+
+    Raises: TypeError for an ``embedded`` that is not a bool; ValueError for an additive
+    encoding with ``embedded=False``.
+    """
+    if not isinstance(embedded, bool):
+        raise TypeError(f"embedded must be a bool, got {type(embedded).__name__}")
+    if adds_to_embeddings(pe) and not embedded:
+        raise ValueError(
+            f"encoding {pe.name!r} is additive: an additive encoding is applied to token "
+            "embeddings, not inside attention: call pe.embed(x, pos) on the layer's input and "
+            "build the layer with embedded=True, or use TinyTransformer (which does both)"
+        )

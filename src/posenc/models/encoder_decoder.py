@@ -3,24 +3,36 @@ positional encoding placed where its paper places it."""
 
 from __future__ import annotations
 
-from typing import Any, Unpack
+from collections.abc import Sequence
+from typing import Any, TypedDict, Unpack, cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._models import DecoderBlockFlow, EncoderDecoderFlow
+from .._models import check_layers, stack_layers
 from .._schedule import BuiltLayer, LayerSchedule, Named, cache_keep
 from .._validate import check_mask_tensor, check_positive_int, check_token_range
 from ..attention.attention import Attention
+from ..attention.cache import KeyValueCache
 from ..attention.cross import CrossAttention
+from ..attention.inputs import new_context
+from ..attention.keys import Memory
 from ..attention.positions import positions_from_padding
-from ..encodings.base import PositionalEncoding
+from ..encodings.base import PositionalEncoding, default_positions
 from ..encodings.nope import NoPE
+from ..encodings.state import PositionState
 from .config import EncoderDecoderConfig
 from .generate import DecodeOptions, Decoding, check_token_ids
 from .kv_cache import KVCache
-from .transformer import REGISTRY, Block, TorchHooks, feed_forward, init_weights
+from .transformer import (
+    TORCH_TRAITS,
+    Block,
+    build_encoding,
+    encoding_parameters,
+    feed_forward,
+    init_weights,
+)
 
 #: One stack's encodings: a registered name, a built encoding for every layer, a list of them
 #: per layer (a pattern; names may be (name, config)) or a ``LayerSchedule``.
@@ -29,10 +41,18 @@ Stack = (
 )
 
 
-class DecoderBlock(DecoderBlockFlow, nn.Module):
+class ForwardOptions(TypedDict, total=False):
+    """The keywords of ``EncoderDecoder.forward`` past the tokens (``loss`` passes them on)."""
+
+    src_pos: Tensor | None
+    tgt_pos: Tensor | None
+    src_padding_mask: Tensor | None
+    tgt_padding_mask: Tensor | None
+
+
+class DecoderBlock(nn.Module):
     """Pre-norm decoder block: x + attn(norm1(x)) (causal self-attention), then
-    x + cross_attn(norm_cross(x), memory), then x + mlp(norm2(x))
-    (``posenc._models.DecoderBlockFlow``)."""
+    x + cross_attn(norm_cross(x), memory), then x + mlp(norm2(x))."""
 
     def __init__(
         self, attn: Attention, cross_attn: CrossAttention, d_ff: int, dropout: float
@@ -45,13 +65,30 @@ class DecoderBlock(DecoderBlockFlow, nn.Module):
         self.mlp = feed_forward(d, d_ff)
         self.drop = nn.Dropout(dropout)
 
+    def forward(
+        self,
+        x: Tensor,
+        ctx: PositionState,
+        cache: KeyValueCache | None,
+        memory: Memory,
+        cross_ctx: PositionState,
+        padding_mask: Tensor | None = None,
+    ) -> Tensor:
+        """x (B, T, C) -> (B, T, C): causal self-attention at ``ctx`` with this layer's
+        ``cache``, cross-attention over ``memory`` at ``cross_ctx``, the MLP."""
+        h = self.attn(self.norm1(x), cache=cache, ctx=ctx, padding_mask=padding_mask)
+        x = x + self.drop(h)  # (B, T, C)
+        x = x + self.drop(self.cross_attn.cross(self.norm_cross(x), memory, ctx=cross_ctx))
+        out: Tensor = x + self.drop(self.mlp(self.norm2(x)))
+        return out
 
-class EncoderDecoder(TorchHooks, EncoderDecoderFlow, nn.Module):
+
+class EncoderDecoder(nn.Module):
     """An encoder-decoder transformer: source tokens in, target logits out.
 
     Source tokens -> encoder (bidirectional self-attention) -> memory; target tokens ->
     decoder (causal self-attention, cross-attention over the memory) -> vocabulary logits
-    (``encode``, ``memory``, ``decode``, ``forward``: ``posenc._models.EncoderDecoderFlow``).
+    (``encode``, ``memory``, ``decode``, ``forward``).
 
     Each encoding is placed as its paper does:
 
@@ -125,10 +162,7 @@ class EncoderDecoder(TorchHooks, EncoderDecoderFlow, nn.Module):
         size = {"dim": c.d_model, "n_heads": c.n_heads, "max_len": c.max_len}
         if c.n_kv_heads is not None:  # (PaTH's transforms belong to key heads)
             size["n_kv_heads"] = c.n_kv_heads
-        kind = "PositionalEncoding"
-        enc, dec = self.place_encodings(
-            pe, pe_config, c, nope=NoPE, size=size, base=PositionalEncoding, kind=kind, **REGISTRY
-        )
+        enc, dec = self.place_encodings(pe, pe_config, c, size=size)
         #: Each stack's layer encodings, and the entries each decoder layer's cache keeps
         #: (``cache_keep``); tuples: the modules are registered once, in the blocks.
         self.encoder_pes: tuple[PositionalEncoding, ...] = tuple(layer.pe for layer in enc)
@@ -168,10 +202,162 @@ class EncoderDecoder(TorchHooks, EncoderDecoderFlow, nn.Module):
         encodings = {id(p): p for p in (*self.encoder_pes, *self.decoder_pes)}
         init_weights(self, *encodings.values())
 
+    def place_encodings(
+        self,
+        pe: Stack | tuple[Stack, Stack],
+        pe_config: dict[str, Any] | None,
+        c: EncoderDecoderConfig,
+        *,
+        size: dict[str, int],
+    ) -> tuple[list[BuiltLayer[PositionalEncoding]], list[BuiltLayer[PositionalEncoding]]]:
+        """Each stack's layers from ``pe`` (``posenc._models.stack_layers``, built for
+        ``size``): ``encoder_pe`` and ``decoder_pe`` are their first layers' (the token
+        embeddings'), every encoding checked to read the position axes its stack takes (an
+        encoder's layers all read the same axes), and ``cross_pe``: ``NoPE()``, or with
+        ``cross_rotation`` the decoder's one encoding (checked to only rotate).
+
+        Raises: ValueError for encoder layers of different position axes, or
+        ``cross_rotation`` with several decoder encodings; TypeError/ValueError as
+        ``stack_layers``."""
+        n_layers = (c.n_encoder_layers, c.n_decoder_layers)
+        enc, dec = stack_layers(
+            pe,
+            pe_config,
+            n_layers=n_layers,
+            hooks=TORCH_TRAITS,
+            size=size,
+            base=PositionalEncoding,
+            kind="PositionalEncoding",
+            build=build_encoding,
+            parameters=encoding_parameters,
+        )
+        self.encoder_pe: PositionalEncoding = enc[0].pe
+        self.decoder_pe: PositionalEncoding = dec[0].pe
+
+        def named(p: PositionalEncoding) -> tuple[int, str]:
+            return p.capabilities.axes, p.name or type(p).__name__
+
+        if len({layer.pe.capabilities.axes for layer in enc}) > 1:
+            raise ValueError(
+                "the encoder's layers must read the same position axes (one src_pos), got "
+                + ", ".join(f"{name!r} ({axes})" for axes, name in map(named, (x.pe for x in enc)))
+            )
+        for layer in dec:
+            c.check_axes(named(self.encoder_pe), named(layer.pe))
+        decoders = {id(layer.pe): layer.pe for layer in dec}
+        if c.cross_rotation and len(decoders) > 1:
+            raise ValueError(
+                "cross_rotation rotates cross-attention with the decoder's encoding; this "
+                f"decoder has {len(decoders)} (give cross_rotation one decoder encoding)"
+            )
+        c.check_cross_rotation(self.decoder_pe.capabilities, named(self.decoder_pe)[1])
+        self.cross_pe: PositionalEncoding = self.decoder_pe if c.cross_rotation else NoPE()
+        return enc, dec
+
     def stack_pes(self, blocks: nn.ModuleList) -> tuple[PositionalEncoding, ...]:
         """Each layer's encoding of the ``encoder`` or ``decoder`` (kept here: wrapped blocks
         need not expose ``attn``)."""
         return self.encoder_pes if blocks is self.encoder else self.decoder_pes
+
+    def encode(
+        self, src: Tensor, src_pos: Tensor | None = None, *, src_padding_mask: Tensor | None = None
+    ) -> Tensor:
+        """Encoder states (B, S, C) of source tokens ``src`` (B, S) at ``src_pos`` (S,) or
+        (B, S) (default 0..S-1).
+
+        Raises: TypeError/ValueError for tokens that are not (B, S) ids of the source
+        vocabulary, or bad positions or mask."""
+        self.check_tokens(src, "src")
+        B, S = src.shape
+        contexts: dict[int, PositionState] = {}  # once per distinct encoding, for its layers
+
+        def context(pe: PositionalEncoding) -> PositionState:
+            if id(pe) not in contexts:
+                contexts[id(pe)] = new_context(
+                    pe, src_pos, B, S, None, src.device, dtype=self.src_tok.weight.dtype
+                )
+            return contexts[id(pe)]
+
+        ctx = context(self.encoder_pe)
+        x: Tensor = self.encoder_pe.embed(self.src_tok(src), ctx.q_pos, ctx=ctx)  # (B, S, C)
+        for block, pe in zip(self.encoder, self.encoder_pes, strict=True):
+            x = block(x, context(pe), None, padding_mask=src_padding_mask)
+        out: Tensor = self.encoder_norm(x)
+        return out
+
+    def memory(
+        self, src: Tensor, src_pos: Tensor | None = None, *, src_padding_mask: Tensor | None = None
+    ) -> list[Memory]:
+        """The source encoded once (``encode``) and projected to every decoder layer's
+        cross-attention keys and values (``CrossAttention.project_memory``): what ``decode``
+        reads at every step."""
+        states = self.encode(src, src_pos, src_padding_mask=src_padding_mask)  # (B, S, C)
+        pos = default_positions(src.shape[1], device=src.device) if src_pos is None else src_pos
+        axes = self.encoder_pe.capabilities.axes
+        blocks = [cast(DecoderBlock, b) for b in self.decoder]  # (nn.ModuleList is untyped)
+        return [
+            b.cross_attn.project_memory(states, pos, src_padding_mask, axes=axes) for b in blocks
+        ]
+
+    def decode(
+        self,
+        tgt: Tensor,
+        memory: Sequence[Memory],
+        tgt_pos: Tensor | None = None,
+        *,
+        padding_mask: Tensor | None = None,
+        cache: Sequence[KeyValueCache] | None = None,
+    ) -> Tensor:
+        """Logits (B, T, V) of target tokens ``tgt`` (B, T) at ``tgt_pos`` (T,) or (B, T)
+        (default: after the cache's entries) over ``memory`` (``memory(src)``); ``cache`` the
+        decoder's self-attention caches (``new_cache``).
+
+        Raises: TypeError/ValueError for tokens that are not (B, T) ids of the target
+        vocabulary, a memory or cache of another length than the decoder, or bad positions or
+        mask."""
+        self.check_tokens(tgt, "tgt")
+        n = len(self.decoder)
+        check_layers(memory, n, "memory", " decoder layers (EncoderDecoder.memory)")
+        check_layers(cache, n, "cache", " decoder layers")
+        B, T = tgt.shape
+        caches: Sequence[KeyValueCache | None] = cache or [None] * n
+        contexts: dict[tuple[int | str, int | None], PositionState] = {}
+
+        def context(pe: PositionalEncoding, layer_cache: KeyValueCache | None) -> PositionState:
+            # as ``TinyTransformer.features``: once per encoding and cache layout
+            owner: int | str = "data" if pe.capabilities.attention_form else id(pe)
+            key = (owner, None if layer_cache is None else layer_cache.keep)
+            if key not in contexts:
+                contexts[key] = new_context(
+                    pe, tgt_pos, B, T, layer_cache, tgt.device, dtype=self.tgt_tok.weight.dtype
+                )
+            return contexts[key]
+
+        ctx = context(self.decoder_pe, caches[0])
+        cross_ctx = self.cross_pe.prepare(  # once, every layer
+            ctx.q_pos, memory[0].keys.pos, dtype=self.tgt_tok.weight.dtype
+        )
+        x: Tensor = self.decoder_pe.embed(self.tgt_tok(tgt), ctx.q_pos, ctx=ctx)  # (B, T, C)
+        layers = zip(self.decoder, self.decoder_pes, memory, caches, strict=True)
+        for block, pe, mem, layer_cache in layers:
+            ctx = context(pe, layer_cache)
+            x = block(x, ctx, layer_cache, mem, cross_ctx, padding_mask=padding_mask)
+        logits: Tensor = self.head(self.decoder_norm(x))  # (B, T, V)
+        return logits
+
+    def forward(
+        self,
+        src: Tensor,
+        tgt: Tensor,
+        src_pos: Tensor | None = None,
+        tgt_pos: Tensor | None = None,
+        *,
+        src_padding_mask: Tensor | None = None,
+        tgt_padding_mask: Tensor | None = None,
+    ) -> Tensor:
+        """Logits (B, T, V) of target tokens ``tgt`` (B, T) given source tokens ``src`` (B, S)."""
+        memory = self.memory(src, src_pos, src_padding_mask=src_padding_mask)
+        return self.decode(tgt, memory, tgt_pos, padding_mask=tgt_padding_mask)
 
     def new_cache(self) -> list[KVCache]:
         """One empty KV cache per decoder layer (its self-attention), for incremental decoding;
@@ -188,7 +374,9 @@ class EncoderDecoder(TorchHooks, EncoderDecoderFlow, nn.Module):
         table = self.src_tok if what == "src" else self.tgt_tok
         check_token_range(idx, table.num_embeddings, what)
 
-    def loss(self, src: Tensor, tgt: Tensor, targets: Tensor, **kwargs: Any) -> Tensor:
+    def loss(
+        self, src: Tensor, tgt: Tensor, targets: Tensor, **kwargs: Unpack[ForwardOptions]
+    ) -> Tensor:
         """Mean cross-entropy of next-token ``targets`` (B, T) of decoder inputs ``tgt``
         (B, T); -100 entries are ignored."""
         logits = self(src, tgt, **kwargs)

@@ -7,7 +7,7 @@ import torch
 from torch import Tensor
 
 from .._validate import check_cache_axes, check_positive_int
-from ..attention.flow import TIME_AXIS, CachedKeys
+from ..attention.keys import TIME_AXIS, CachedKeys
 
 __all__ = ["KVCache"]
 

@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Unpack
+from typing import Any, TypedDict, Unpack
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._models import BlockFlow, Limits, ModelHooks, TransformerFlow, layer_encodings, schedule_of
+from .._models import Limits, check_layers, layer_encodings, schedule_of
 from .._schedule import LayerSchedule, Named, cache_keep
 from .._validate import check_mask_tensor, check_ndim, check_token_range
 from ..attention.attention import Attention
+from ..attention.cache import KeyValueCache
 from ..attention.inputs import new_context
 from ..attention.positions import positions_from_padding
-from ..encodings.base import PositionalEncoding, default_positions
+from ..encodings.base import PositionalEncoding
 from ..encodings.capabilities import Capabilities
-from ..encodings.state import PositionState as PositionContext
+from ..encodings.state import PositionState
 from .config import TransformerConfig
 from .generate import DecodeOptions, Decoding, check_token_ids
 from .kv_cache import KVCache
@@ -28,57 +29,58 @@ def feed_forward(d_model: int, d_ff: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
 
 
-class TorchHooks(ModelHooks):
-    """The torch side of ``posenc._models``' hooks."""
+class ForwardOptions(TypedDict, total=False):
+    """The keywords of ``TinyTransformer.forward`` past the tokens (``loss`` passes them on)."""
 
-    def check_tokens(self, idx: Tensor, what: str) -> None:
-        check_ndim(idx, 2, what, "(B, T)")
-        if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
-            raise TypeError(f"{what} must be an integer tensor of token ids, got {idx.dtype}")
+    pos: Tensor | None
+    padding_mask: Tensor | None
+    segment_ids: Tensor | None
+    cache: Sequence[KeyValueCache] | None
 
-    def new_context(
-        self,
-        pe: PositionalEncoding,
-        pos: Tensor | None,
-        B: int,
-        T: int,
-        cache: KVCache | None,
-        like: Tensor,
-    ) -> PositionContext:
-        return new_context(pe, pos, B, T, cache, like.device)
 
-    def default_positions(self, S: int, like: Tensor) -> Tensor:
-        return default_positions(S, device=like.device)
+class TorchTraits:
+    """What ``posenc._models``' layer builders read of a torch encoding
+    (``_models.EncodingTraits``)."""
 
     def pe_axes(self, pe: PositionalEncoding) -> int:
+        """The position axes ``pe`` reads (1; 2 or 3 for grids)."""
         return pe.capabilities.axes
 
     def pe_capabilities(self, pe: PositionalEncoding) -> Capabilities:
+        """What ``pe`` does (``Capabilities``)."""
         return pe.capabilities
 
-    def cache_layout(self, cache: KVCache | None) -> int | None:
-        return None if cache is None else cache.keep
+
+#: The traits object the torch models hand ``posenc._models``.
+TORCH_TRAITS = TorchTraits()
 
 
-def _build(name: str, **config: Any) -> PositionalEncoding:
+def build_encoding(name: str, **config: Any) -> PositionalEncoding:
+    """The encoding registered as ``name``, built for a model (``registry.build_for_model``:
+    ``config`` holds the model's sizes and the encoding's keys)."""
     from ..registry import build_for_model
 
     return build_for_model(name, **config)
 
 
-def _parameters(name: str) -> tuple[str, ...]:
+def encoding_parameters(name: str) -> tuple[str, ...]:
+    """The constructor arguments of the encoding registered as ``name``."""
     from ..registry import info
 
     return tuple(info(name).parameters)
 
 
-#: How ``posenc._models`` builds torch encodings by name.
-REGISTRY: dict[str, Any] = {"build": _build, "parameters": _parameters}
+def check_token_tensor(idx: Tensor, what: str) -> None:
+    """Raise unless ``idx`` is an integer (B, T) tensor of token ids.
+
+    Raises: TypeError for another type or dtype, ValueError for another rank."""
+    check_ndim(idx, 2, what, "(B, T)")
+    if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
+        raise TypeError(f"{what} must be an integer tensor of token ids, got {idx.dtype}")
 
 
-class Block(BlockFlow, nn.Module):
-    """Pre-norm block: x + attn(norm1(x)), then x + mlp(norm2(x)) (GPT-2 style;
-    ``posenc._models.BlockFlow``)."""
+class Block(nn.Module):
+    """Pre-norm block: x + attn(norm1(x)), then x + mlp(norm2(x)) (GPT-2 style)."""
 
     def __init__(self, attn: Attention, d_ff: int, dropout: float) -> None:
         super().__init__()
@@ -88,12 +90,30 @@ class Block(BlockFlow, nn.Module):
         self.mlp = feed_forward(d, d_ff)
         self.drop = nn.Dropout(dropout)
 
+    def forward(
+        self,
+        x: Tensor,
+        ctx: PositionState,
+        cache: KeyValueCache | None,
+        *,
+        padding_mask: Tensor | None = None,
+        segment_ids: Tensor | None = None,
+    ) -> Tensor:
+        """x (B, T, C) -> (B, T, C): its attention at the forward's context ``ctx``, with
+        this layer's ``cache`` (or None) and the masks (``Attention.forward``)."""
+        h = self.attn(
+            self.norm1(x), cache=cache, ctx=ctx, padding_mask=padding_mask, segment_ids=segment_ids
+        )  # (B, T, C)
+        x = x + self.drop(h)
+        out: Tensor = x + self.drop(self.mlp(self.norm2(x)))
+        return out
 
-class TinyTransformer(TorchHooks, TransformerFlow, nn.Module):
+
+class TinyTransformer(nn.Module):
     """A small transformer (a decoder, or an encoder) with posenc's encodings in its layers.
 
     Token embedding -> encoding.embed -> n_layers blocks -> final norm -> vocabulary logits
-    (``features``, ``forward``: ``posenc._models.TransformerFlow``).
+    (``features``, ``forward``).
 
     ``pe`` is a built encoding, or a registered name built for this model's size with
     ``pe_config`` extra keys. The one encoding instance is shared by every layer (its cos/sin
@@ -165,10 +185,11 @@ class TinyTransformer(TorchHooks, TransformerFlow, nn.Module):
             n_layers,
             pe_config,
             listed=listed,
-            hooks=self,
+            hooks=TORCH_TRAITS,
             size=size,
             encoder=not causal,
-            **REGISTRY,
+            build=build_encoding,
+            parameters=encoding_parameters,
         )
         self.pe: PositionalEncoding = layers[0].pe  # the embedding's (every layer's, unlisted)
         #: Each layer's encoding and the entries its cache keeps (``cache_keep``), kept here
@@ -211,8 +232,80 @@ class TinyTransformer(TorchHooks, TransformerFlow, nn.Module):
         """Check ``idx`` (B, T) integer token ids in 0..vocab_size-1.
 
         Raises: TypeError/ValueError naming what ``idx`` is instead."""
-        super().check_tokens(idx, what)
+        check_token_tensor(idx, what)
         check_token_range(idx, self.tok.num_embeddings, what)
+
+    def new_context(
+        self,
+        pe: PositionalEncoding,
+        pos: Tensor | None,
+        B: int,
+        T: int,
+        cache: KeyValueCache | None,
+        like: Tensor,
+    ) -> PositionState:
+        """``pe``'s position context of T new tokens at ``pos`` (default: after ``cache``'s
+        entries) on ``like``'s device (``attention.inputs.new_context``)."""
+        return new_context(pe, pos, B, T, cache, like.device, dtype=self.tok.weight.dtype)
+
+    def features(
+        self,
+        idx: Tensor,
+        pos: Tensor | None = None,
+        *,
+        padding_mask: Tensor | None = None,
+        segment_ids: Tensor | None = None,
+        cache: Sequence[KeyValueCache] | None = None,
+    ) -> Tensor:
+        """Hidden states (B, T, C) for tokens idx (B, T) at positions pos (T,) or (B, T)
+        (default: after the cache's entries); the position context is built once
+        (``pe.prepare``) for every layer of one encoding (and cache layout: a local layer's
+        cache keeps fewer keys).
+
+        Raises: TypeError/ValueError for tokens that are not (B, T) integer ids of the
+        vocabulary, a cache of another length than the layers, or bad positions or masks."""
+        self.check_tokens(idx, "idx")
+        check_layers(cache, len(self.blocks), "cache", " layers")
+        B, T = idx.shape
+        caches: Sequence[KeyValueCache | None] = cache or [None] * len(self.blocks)
+        contexts: dict[tuple[int | str, int | None], PositionState] = {}
+
+        def context(pe: PositionalEncoding, layer_cache: KeyValueCache | None) -> PositionState:
+            # encodings computing attention from the data (built one per layer) prepare
+            # nothing of their own (the base ``prepare``): their layers share one context;
+            # caches of one ``keep`` hold the same keys
+            owner: int | str = "data" if pe.capabilities.attention_form else id(pe)
+            key = (owner, None if layer_cache is None else layer_cache.keep)
+            if key not in contexts:  # once, for every layer that shares the encoding
+                contexts[key] = new_context(
+                    pe, pos, B, T, layer_cache, idx.device, dtype=self.tok.weight.dtype
+                )
+            return contexts[key]
+
+        pes = self.encodings()
+        ctx = context(pes[0], caches[0])
+        x: Tensor = self.pe.embed(self.tok(idx), ctx.q_pos, ctx=ctx)  # (B, T, C)
+        for block, pe, layer_cache in zip(self.blocks, pes, caches, strict=True):
+            ctx = context(pe, layer_cache)
+            x = block(x, ctx, layer_cache, padding_mask=padding_mask, segment_ids=segment_ids)
+        out: Tensor = self.norm(x)
+        return out
+
+    def forward(
+        self,
+        idx: Tensor,
+        pos: Tensor | None = None,
+        *,
+        padding_mask: Tensor | None = None,
+        segment_ids: Tensor | None = None,
+        cache: Sequence[KeyValueCache] | None = None,
+    ) -> Tensor:
+        """Logits (B, T, V); keywords as ``features``."""
+        h = self.features(
+            idx, pos, padding_mask=padding_mask, segment_ids=segment_ids, cache=cache
+        )  # (B, T, C)
+        logits: Tensor = self.head(h)
+        return logits
 
     def new_cache(self, *, window: int | None = None, sinks: int = 0) -> list[KVCache]:
         """One empty KV cache per layer, for incremental decoding; with ``window`` (and
@@ -225,7 +318,7 @@ class TinyTransformer(TorchHooks, TransformerFlow, nn.Module):
         keeps = self.layer_keeps if local else (None,) * len(self.blocks)
         return [KVCache(sinks=sinks, keep=keep) for keep in keeps]
 
-    def loss(self, idx: Tensor, targets: Tensor, **kwargs: Any) -> Tensor:
+    def loss(self, idx: Tensor, targets: Tensor, **kwargs: Unpack[ForwardOptions]) -> Tensor:
         """Mean cross-entropy of next-token ``targets`` (B, T); -100 entries are ignored."""
         logits = self(idx, **kwargs)
         return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
