@@ -13,6 +13,7 @@ the model from its default config: not a verdict on posenc).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import re
 import sys
@@ -73,9 +74,7 @@ def _shrink(config: Any, seen: set[int] | None = None) -> None:
     if id(config) in seen:
         return
     seen.add(id(config))
-    for key in _LAYER_KEYS:
-        if isinstance(getattr(config, key, None), int) and getattr(config, key) > 2:
-            setattr(config, key, 2)
+    _keep_layers(config)
     for key in _EXPERT_KEYS:
         if isinstance(getattr(config, key, None), int) and getattr(config, key) > 4:
             setattr(config, key, 4)
@@ -90,13 +89,56 @@ def _shrink(config: Any, seen: set[int] | None = None) -> None:
             value = getattr(config, key, None)
             if isinstance(value, int) and value >= _VOCAB:
                 setattr(config, key, _VOCAB - 1)
-    if isinstance(getattr(config, "layer_types", None), list):
-        config.layer_types = config.layer_types[:2]
+    if getattr(config, "head_dim", 0) is None and isinstance(
+        getattr(config, "num_attention_heads", None), int
+    ):
+        # HunYuan's default config leaves head_dim None, which its attention cannot read
+        config.head_dim = config.hidden_size // config.num_attention_heads
+    if "attn_layer_indices" in vars(config) and not config.attn_layer_indices:
+        # Bamba's default config has no attention layer (every layer Mamba): give it one
+        config.attn_layer_indices = [1]
     if hasattr(config, "initializer_range"):
         config.initializer_range = 0.2
     for value in list(vars(config).values()):
         if hasattr(value, "to_dict") and hasattr(value, "model_type"):
             _shrink(value, seen)
+
+
+def _set(config: Any, key: str, value: Any) -> None:
+    """``setattr``, skipping a property without a setter (Bamba's ``layers_block_type``,
+    computed from other fields)."""
+    with contextlib.suppress(AttributeError):
+        setattr(config, key, value)
+
+
+def _keep_layers(config: Any) -> None:
+    """Shrink ``config`` to its layers at the first index of each distinct layer type (at least
+    two layers): a hybrid model keeps an attention layer and a linear one. Every per-layer list
+    (a list as long as the layer count: ``layer_types``, ``mlp_layer_types``, ...) keeps the
+    same layers, and so do lists of layer indices (``attn_layer_indices``)."""
+    key = next((k for k in _LAYER_KEYS if isinstance(getattr(config, k, None), int)), None)
+    if key is None or getattr(config, key) <= 2:
+        return
+    n = getattr(config, key)
+    types = getattr(config, "layer_types", None)
+    types = types if isinstance(types, list) and len(types) == n else [None] * n
+    first = sorted({types.index(t) for t in types})
+    keep = first if len(first) >= 2 else [0, 1]
+    renumber = {old: new for new, old in enumerate(keep)}
+    for name, value in list(vars(config).items()):
+        if isinstance(value, list) and len(value) == n and name != "layer_types":
+            _set(config, name, [value[i] for i in keep])
+        elif (
+            isinstance(value, list)
+            and name.endswith("layer_indices")
+            and all(isinstance(i, int) for i in value)
+        ):
+            _set(config, name, [renumber[i] for i in value if i in renumber])
+    if isinstance(getattr(config, "layer_types", None), list) and len(config.layer_types) == n:
+        _set(config, "layer_types", [config.layer_types[i] for i in keep])
+    for k in _LAYER_KEYS:
+        if isinstance(getattr(config, k, None), int) and getattr(config, k) > len(keep):
+            _set(config, k, len(keep))
 
 
 def _build(model_type: str) -> Any:
@@ -110,23 +152,25 @@ def _build(model_type: str) -> Any:
     return auto.from_config(config).eval()
 
 
-def _logits(model: Any, ids: torch.Tensor) -> torch.Tensor:
-    out = model(input_ids=ids)
+def _inputs(model: Any) -> dict[str, torch.Tensor]:
+    """16 token ids (no cache: hybrid models' caches need an attention layer to measure)."""
+    ids = torch.randint(3, min(_VOCAB, 100), (1, 16), generator=torch.Generator().manual_seed(0))
+    return {"input_ids": ids, "use_cache": False}
+
+
+def _logits(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+    out = model(**inputs)
     value = getattr(out, "logits", None)
     return value if isinstance(value, torch.Tensor) else out.last_hidden_state
 
 
 def status(model_type: str) -> Status:
-    """What ``patch`` does with ``model_type`` (see the module docstring)."""
+    """What ``patch`` does with ``model_type`` (see the module docstring). A refusal is
+    patch's verdict on the built model, whether or not the harness can run its forward."""
     from posenc.hf import patch, unpatch
 
     try:
         model = _build(model_type)
-        ids = torch.randint(
-            3, min(_VOCAB, 100), (1, 16), generator=torch.Generator().manual_seed(0)
-        )
-        with torch.no_grad():
-            before = _logits(model, ids)
     except Exception as err:
         return Status(model_type, "not built", f"{type(err).__name__}: {err}"[:160])
     state = {k: v.clone() for k, v in model.state_dict().items()}
@@ -138,11 +182,19 @@ def status(model_type: str) -> Status:
         return Status(model_type, kind, " ".join(str(err).split())[:240])
     except Exception as err:
         return Status(model_type, "crash", f"patch: {type(err).__name__}: {err}"[:160])
+    unpatch(model)
     try:
+        inputs = _inputs(model)
         with torch.no_grad():
-            patched = _logits(model, ids)
+            before = _logits(model, inputs)
+    except Exception as err:
+        return Status(model_type, "not built", f"{type(err).__name__}: {err}"[:160])
+    try:
+        patch(model)
+        with torch.no_grad():
+            patched = _logits(model, inputs)
             unpatch(model)
-            after = _logits(model, ids)
+            after = _logits(model, inputs)
     except Exception as err:
         return Status(model_type, "crash", f"forward: {type(err).__name__}: {err}"[:160])
     gap, scale = float((patched - before).abs().max()), float(before.abs().max())
