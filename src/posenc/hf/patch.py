@@ -109,10 +109,11 @@ def patch(
         _undo(record)
         raise
     if not record.modules and not record.buffers:
+        skipped = "; ".join(sorted(set(_unreplaceable(model))))
         raise ValueError(
             f"{type(model).__name__} has no rotary embedding posenc can replace (a module "
             "'*RotaryEmbedding' with a config and forward(x, position_ids), or GPT-J's "
-            "per-layer table)"
+            f"per-layer table){': it has ' + skipped if skipped else ''}"
         )
     setattr(model, _RECORD, record)
     return model
@@ -158,6 +159,19 @@ def _rotaries(model: nn.Module) -> Iterator[tuple[nn.Module, str, nn.Module]]:
             continue
         parent, _, name = path.rpartition(".")
         yield model.get_submodule(parent), name, module
+
+
+def _unreplaceable(model: nn.Module) -> Iterator[str]:
+    """Each ``*RotaryEmbedding`` that ``_rotaries`` skips, with the form it computes by:
+    no config (a vision tower's or ESM's, sized by its arguments) or a forward without
+    position ids (a sequence length, a grid)."""
+    for module in model.modules():
+        name = type(module).__name__
+        if not name.endswith("RotaryEmbedding") or isinstance(module, RotaryEmbedding):
+            continue
+        args = ", ".join(list(inspect.signature(module.forward).parameters)[:3])
+        no_config = getattr(module, "config", None) is None
+        yield f"{name} (forward({args}){', no config' if no_config else ''})"
 
 
 def _ropes(original: nn.Module, scaling: Any) -> dict[str | None, Rope]:
