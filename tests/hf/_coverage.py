@@ -93,9 +93,11 @@ def _shrink(config: Any, seen: set[int] | None = None) -> None:
         (getattr(config, k) for k in _EXPERT_KEYS if isinstance(getattr(config, k, None), int)),
         None,
     )
-    if "num_experts_per_tok" in vars(config) and experts is not None:
-        # DeepSeek-V2's default config leaves it None, which its router cannot read
-        config.num_experts_per_tok = min(config.num_experts_per_tok or 2, 2)
+    per_token = _get(config, "num_experts_per_tok")
+    if isinstance(per_token, int):
+        config.num_experts_per_tok = min(per_token, 2)
+    elif "num_experts_per_tok" in vars(config) and experts is not None:
+        config.num_experts_per_tok = 2  # DeepSeek-V2's default config leaves it None
     n_group = getattr(config, "n_group", None)
     if isinstance(n_group, int) and experts is not None and n_group > experts:
         config.n_group = 1  # grouped routing: experts per group must stay >= 1
@@ -105,6 +107,8 @@ def _shrink(config: Any, seen: set[int] | None = None) -> None:
         config.num_kv_shared_layers = 0  # Gemma 3n: the two kept layers both hold a cache
     if getattr(config, "position_embedding_type", None) == "absolute":
         config.position_embedding_type = "rotary"  # ESM: ESM-2 checkpoints rotate
+    if getattr(config, "model_type", None) == "esm" and config.pad_token_id is None:
+        config.pad_token_id = 1  # ESM's embeddings mask input_ids != pad_token_id
     if "vocab_size" in vars(config) and config.vocab_size is None:
         config.vocab_size = _VOCAB  # ESM's default config has none
     if isinstance(getattr(config, "vocab_size", None), int) and config.vocab_size > _VOCAB:
@@ -116,8 +120,10 @@ def _shrink(config: Any, seen: set[int] | None = None) -> None:
     hashed = getattr(config, "encoder_hash_byte_group_vocab", None)
     if isinstance(hashed, int) and hashed > _VOCAB:
         config.encoder_hash_byte_group_vocab = _VOCAB  # BLT's hash tables: 6 x 500,002 rows
-    if getattr(config, "head_dim", 0) is None and isinstance(
-        getattr(config, "num_attention_heads", None), int
+    if (
+        "head_dim" in vars(config)
+        and _get(config, "head_dim") is None
+        and isinstance(_get(config, "num_attention_heads"), int)
     ):
         # HunYuan's default config leaves head_dim None, which its attention cannot read
         config.head_dim = config.hidden_size // config.num_attention_heads
@@ -129,6 +135,15 @@ def _shrink(config: Any, seen: set[int] | None = None) -> None:
     for value in list(vars(config).values()):
         if hasattr(value, "to_dict") and hasattr(value, "model_type"):
             _shrink(value, seen)
+
+
+def _get(config: Any, key: str) -> Any:
+    """``getattr(config, key, None)``, None for a per-layer attribute of a heterogeneous
+    config (Gemma 4's ``head_dim`` raises there)."""
+    try:
+        return getattr(config, key, None)
+    except Exception:
+        return None
 
 
 def _set(config: Any, key: str, value: Any) -> None:
