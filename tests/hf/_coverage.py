@@ -117,6 +117,11 @@ def _shrink(config: Any, seen: set[int] | None = None) -> None:
             value = getattr(config, key, None)
             if isinstance(value, int) and value >= _VOCAB:
                 setattr(config, key, _VOCAB - 1)
+    for key in ("num_layers_per_stack", "H_cycles", "L_cycles"):
+        # HRM: 16 layers per stack, run 2 x 4 times; at weights 0.2 that recurrence is chaotic
+        # (inv_freq moved by 1e-6 moves its logits by 41)
+        if isinstance(_get(config, key), int) and _get(config, key) > 1:
+            setattr(config, key, 1)
     hashed = getattr(config, "encoder_hash_byte_group_vocab", None)
     if isinstance(hashed, int) and hashed > _VOCAB:
         config.encoder_hash_byte_group_vocab = _VOCAB  # BLT's hash tables: 6 x 500,002 rows
@@ -312,6 +317,11 @@ def status(model_type: str) -> Status:
         kind = "crash" if touched else "refused"
         return Status(model_type, kind, " ".join(str(err).split())[:240])
     except Exception as err:
+        try:  # patch undid its changes: does transformers itself run this model?
+            with torch.no_grad():
+                _logits(model, _inputs(model))
+        except Exception as own:
+            return Status(model_type, "not built", f"{type(own).__name__}: {own}"[:160])
         return Status(model_type, "crash", f"patch: {type(err).__name__}: {err}"[:160])
     unpatch(model)
     try:
