@@ -7,13 +7,18 @@ docs/hf-coverage.md holds (``render``); ``python -m tests.hf._coverage`` rewrite
 Status: "match" (patched logits within 1e-4·max(1, max |logit|) of the unpatched ones: float32
 rounding of the angles, amplified through the layers; ``unpatch`` exact),
 "refused" (a ValueError from ``patch``, the model untouched), "mismatch", "crash" (any other
-exception in ``patch`` or the patched forward), "not built" (the harness cannot build or run
-the model from its default config: not a verdict on posenc).
+exception in ``patch`` or the patched forward), "no rotary" (a vision or audio tower of a model
+type whose modeling module has a text rotary, holding no ``*RotaryEmbedding`` itself: patch
+refuses it, having nothing to replace), "not built" (the harness cannot build or run the model
+from its default config: not a verdict on posenc). Models without token ids get a vision
+tower's patches or an audio signal (``_inputs``); hybrid models keep one layer of each type.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import inspect
 import re
 import sys
 import time
@@ -27,6 +32,10 @@ PAGE = Path(__file__).resolve().parents[2] / "docs" / "hf-coverage.md"
 _LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
 _EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 _VOCAB = 1024
+_NO_ROTARY = (
+    "{} has no *RotaryEmbedding module (a tower of a rotary model type that encodes positions "
+    "otherwise): nothing for patch to replace, and patch says so"
+)
 _TOL = 1e-4
 
 
@@ -73,30 +82,110 @@ def _shrink(config: Any, seen: set[int] | None = None) -> None:
     if id(config) in seen:
         return
     seen.add(id(config))
-    for key in _LAYER_KEYS:
-        if isinstance(getattr(config, key, None), int) and getattr(config, key) > 2:
-            setattr(config, key, 2)
+    _keep_layers(config)
     for key in _EXPERT_KEYS:
         if isinstance(getattr(config, key, None), int) and getattr(config, key) > 4:
             setattr(config, key, 4)
     for key in ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size"):
         if isinstance(getattr(config, key, None), int) and getattr(config, key) > 256:
             setattr(config, key, 256)
-    if isinstance(getattr(config, "num_experts_per_tok", None), int):
-        config.num_experts_per_tok = min(config.num_experts_per_tok, 2)
+    experts = next(
+        (getattr(config, k) for k in _EXPERT_KEYS if isinstance(getattr(config, k, None), int)),
+        None,
+    )
+    per_token = _get(config, "num_experts_per_tok")
+    if isinstance(per_token, int):
+        config.num_experts_per_tok = min(per_token, 2)
+    elif "num_experts_per_tok" in vars(config) and experts is not None:
+        config.num_experts_per_tok = 2  # DeepSeek-V2's default config leaves it None
+    n_group = getattr(config, "n_group", None)
+    if isinstance(n_group, int) and experts is not None and n_group > experts:
+        config.n_group = 1  # grouped routing: experts per group must stay >= 1
+        if isinstance(getattr(config, "topk_group", None), int):
+            config.topk_group = 1
+    if isinstance(getattr(config, "num_kv_shared_layers", None), int):
+        config.num_kv_shared_layers = 0  # Gemma 3n: the two kept layers both hold a cache
+    if getattr(config, "position_embedding_type", None) == "absolute":
+        config.position_embedding_type = "rotary"  # ESM: ESM-2 checkpoints rotate
+    if getattr(config, "model_type", None) == "esm" and config.pad_token_id is None:
+        config.pad_token_id = 1  # ESM's embeddings mask input_ids != pad_token_id
+    if "vocab_size" in vars(config) and config.vocab_size is None:
+        config.vocab_size = _VOCAB  # ESM's default config has none
     if isinstance(getattr(config, "vocab_size", None), int) and config.vocab_size > _VOCAB:
         config.vocab_size = _VOCAB
         for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
             value = getattr(config, key, None)
             if isinstance(value, int) and value >= _VOCAB:
                 setattr(config, key, _VOCAB - 1)
-    if isinstance(getattr(config, "layer_types", None), list):
-        config.layer_types = config.layer_types[:2]
+    for key in ("num_layers_per_stack", "H_cycles", "L_cycles"):
+        # HRM: 16 layers per stack, run 2 x 4 times; at weights 0.2 that recurrence is chaotic
+        # (inv_freq moved by 1e-6 moves its logits by 41)
+        if isinstance(_get(config, key), int) and _get(config, key) > 1:
+            setattr(config, key, 1)
+    hashed = getattr(config, "encoder_hash_byte_group_vocab", None)
+    if isinstance(hashed, int) and hashed > _VOCAB:
+        config.encoder_hash_byte_group_vocab = _VOCAB  # BLT's hash tables: 6 x 500,002 rows
+    if (
+        "head_dim" in vars(config)
+        and _get(config, "head_dim") is None
+        and isinstance(_get(config, "num_attention_heads"), int)
+    ):
+        # HunYuan's default config leaves head_dim None, which its attention cannot read
+        config.head_dim = config.hidden_size // config.num_attention_heads
+    if "attn_layer_indices" in vars(config) and not config.attn_layer_indices:
+        # Bamba's default config has no attention layer (every layer Mamba): give it one
+        config.attn_layer_indices = [1]
     if hasattr(config, "initializer_range"):
         config.initializer_range = 0.2
     for value in list(vars(config).values()):
         if hasattr(value, "to_dict") and hasattr(value, "model_type"):
             _shrink(value, seen)
+
+
+def _get(config: Any, key: str) -> Any:
+    """``getattr(config, key, None)``, None for a per-layer attribute of a heterogeneous
+    config (Gemma 4's ``head_dim`` raises there)."""
+    try:
+        return getattr(config, key, None)
+    except Exception:
+        return None
+
+
+def _set(config: Any, key: str, value: Any) -> None:
+    """``setattr``, skipping a property without a setter (Bamba's ``layers_block_type``,
+    computed from other fields)."""
+    with contextlib.suppress(AttributeError):
+        setattr(config, key, value)
+
+
+def _keep_layers(config: Any) -> None:
+    """Shrink ``config`` to its layers at the first index of each distinct layer type (at least
+    two layers): a hybrid model keeps an attention layer and a linear one. Every per-layer list
+    (a list as long as the layer count: ``layer_types``, ``mlp_layer_types``, ...) keeps the
+    same layers, and so do lists of layer indices (``attn_layer_indices``)."""
+    key = next((k for k in _LAYER_KEYS if isinstance(getattr(config, k, None), int)), None)
+    if key is None or getattr(config, key) <= 2:
+        return
+    n = getattr(config, key)
+    types = getattr(config, "layer_types", None)
+    types = types if isinstance(types, list) and len(types) == n else [None] * n
+    first = sorted({types.index(t) for t in types})
+    keep = first if len(first) >= 2 else [0, 1]
+    renumber = {old: new for new, old in enumerate(keep)}
+    for name, value in list(vars(config).items()):
+        if isinstance(value, list) and len(value) == n and name != "layer_types":
+            _set(config, name, [value[i] for i in keep])
+        elif (
+            isinstance(value, list)
+            and name.endswith("layer_indices")
+            and all(isinstance(i, int) for i in value)
+        ):
+            _set(config, name, [renumber[i] for i in value if i in renumber])
+    if isinstance(getattr(config, "layer_types", None), list) and len(config.layer_types) == n:
+        _set(config, "layer_types", [config.layer_types[i] for i in keep])
+    for k in _LAYER_KEYS:
+        if isinstance(getattr(config, k, None), int) and getattr(config, k) > len(keep):
+            _set(config, k, len(keep))
 
 
 def _build(model_type: str) -> Any:
@@ -110,23 +199,110 @@ def _build(model_type: str) -> Any:
     return auto.from_config(config).eval()
 
 
-def _logits(model: Any, ids: torch.Tensor) -> torch.Tensor:
-    out = model(input_ids=ids)
-    value = getattr(out, "logits", None)
-    return value if isinstance(value, torch.Tensor) else out.last_hidden_state
+def _grid_inputs(model: Any, params: Any) -> dict[str, Any] | None:
+    """A vision tower's flattened patches of one 4 x 4 grid (Qwen-VL and its kin:
+    ``forward(hidden_states | pixel_values, grid_thw)``), or None for another tower."""
+    config = model.config
+    if "grid_thw" not in params or not isinstance(getattr(config, "patch_size", None), int):
+        return None
+    channels = next(
+        (
+            getattr(config, k)
+            for k in ("in_channels", "in_chans", "num_channels")
+            if getattr(config, k, None)
+        ),
+        3,
+    )
+    temporal = getattr(config, "temporal_patch_size", None) or 1
+    side = 2 * (getattr(config, "spatial_merge_size", None) or 1)
+    width = channels * temporal * config.patch_size**2
+    g = torch.Generator().manual_seed(0)
+    key = "hidden_states" if "hidden_states" in params else "pixel_values"
+    return {
+        key: torch.randn(side * side, width, generator=g),
+        "grid_thw": torch.tensor([[1, side, side]]),
+    }
+
+
+#: The signal an audio or time-series model reads instead of token ids.
+_SIGNALS = ("input_features", "audio_mel", "input_values", "past_values")
+
+
+def _signal_inputs(model: Any, params: Any) -> list[dict[str, Any]]:
+    """Candidate inputs of an audio encoder or forecaster, in the order tried: one random
+    signal of F features (the config's ``num_mel_bins`` / ``input_feat_size`` /
+    ``feature_size``, else 128) by 64 or 3,840 steps, as (1, F, T), (1, T, F), (1, 1, T),
+    (1, T); a required mask (Gemma 3n's ``audio_mel_mask``: True = padding) marks no padding."""
+    name = next((n for n in _SIGNALS if n in params), None)
+    if name is None:
+        return []
+    config = model.config
+    keys = ("num_mel_bins", "input_feat_size", "feature_size")
+    F = next((getattr(config, k) for k in keys if isinstance(getattr(config, k, None), int)), 128)
+    masks = [
+        n
+        for n, p in params.items()
+        if n != name and p.default is inspect.Parameter.empty and "mask" in n
+    ]
+    found = []
+    for T in (64, 3840):
+        for shape in ((1, F, T), (1, T, F), (1, 1, T), (1, T)):
+            x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+            frames = shape[2] if shape[1] == F and len(shape) == 3 else shape[1]
+            found.append({name: x, **{m: torch.zeros(1, frames, dtype=torch.bool) for m in masks}})
+    return found
+
+
+def _inputs(model: Any) -> dict[str, Any]:
+    """16 token ids below the vocabulary size (and 100) (no cache: hybrid models' caches need
+    an attention layer to measure); a vision tower's patches (``_grid_inputs``); the first
+    audio or time-series signal its forward runs on (``_signal_inputs``)."""
+    params = inspect.signature(model.forward).parameters
+    if "input_ids" not in params:
+        grid = _grid_inputs(model, params)
+        if grid is not None:
+            return grid
+        candidates, failed = _signal_inputs(model, params), None
+        for candidate in candidates:
+            try:
+                with torch.no_grad():
+                    _logits(model, candidate)
+            except Exception as err:
+                failed = err
+                continue
+            return candidate
+        if failed is not None:
+            shapes = sorted({tuple(next(iter(c.values())).shape) for c in candidates})
+            raise TypeError(f"no signal shape of {shapes} runs: {type(failed).__name__}: {failed}")
+    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+    top = min(_VOCAB, 100, vocab if isinstance(vocab, int) and vocab > 3 else _VOCAB)
+    ids = torch.randint(3, top, (1, 16), generator=torch.Generator().manual_seed(0))
+    inputs: dict[str, Any] = {"input_ids": ids, "use_cache": False}
+    if "attention_mask" in params and getattr(model.config, "pad_token_id", 0) is None:
+        inputs["attention_mask"] = torch.ones_like(ids)  # ESM masks input_ids != pad otherwise
+    return inputs
+
+
+def _logits(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+    out = model(**inputs)
+    for key in ("logits", "last_hidden_state", "pooler_output"):
+        value = out.get(key) if hasattr(out, "get") else getattr(out, key, None)
+        if isinstance(value, torch.Tensor):
+            return value
+    if isinstance(out, torch.Tensor):
+        return out
+    raise TypeError(
+        f"{type(model).__name__} returned no logits or hidden states: {type(out).__name__}"
+    )
 
 
 def status(model_type: str) -> Status:
-    """What ``patch`` does with ``model_type`` (see the module docstring)."""
+    """What ``patch`` does with ``model_type`` (see the module docstring). A refusal is
+    patch's verdict on the built model, whether or not the harness can run its forward."""
     from posenc.hf import patch, unpatch
 
     try:
         model = _build(model_type)
-        ids = torch.randint(
-            3, min(_VOCAB, 100), (1, 16), generator=torch.Generator().manual_seed(0)
-        )
-        with torch.no_grad():
-            before = _logits(model, ids)
     except Exception as err:
         return Status(model_type, "not built", f"{type(err).__name__}: {err}"[:160])
     state = {k: v.clone() for k, v in model.state_dict().items()}
@@ -134,15 +310,32 @@ def status(model_type: str) -> Status:
         patch(model)
     except ValueError as err:
         touched = any(not torch.equal(v, state[k]) for k, v in model.state_dict().items())
+        if not touched and not any(
+            type(m).__name__.endswith("RotaryEmbedding") for m in model.modules()
+        ):
+            return Status(model_type, "no rotary", _NO_ROTARY.format(type(model).__name__))
         kind = "crash" if touched else "refused"
         return Status(model_type, kind, " ".join(str(err).split())[:240])
     except Exception as err:
+        try:  # patch undid its changes: does transformers itself run this model?
+            with torch.no_grad():
+                _logits(model, _inputs(model))
+        except Exception as own:
+            return Status(model_type, "not built", f"{type(own).__name__}: {own}"[:160])
         return Status(model_type, "crash", f"patch: {type(err).__name__}: {err}"[:160])
+    unpatch(model)
     try:
+        inputs = _inputs(model)
         with torch.no_grad():
-            patched = _logits(model, ids)
+            before = _logits(model, inputs)
+    except Exception as err:
+        return Status(model_type, "not built", f"{type(err).__name__}: {err}"[:160])
+    try:
+        patch(model)
+        with torch.no_grad():
+            patched = _logits(model, inputs)
             unpatch(model)
-            after = _logits(model, ids)
+            after = _logits(model, inputs)
     except Exception as err:
         return Status(model_type, "crash", f"forward: {type(err).__name__}: {err}"[:160])
     gap, scale = float((patched - before).abs().max()), float(before.abs().max())
@@ -172,9 +365,12 @@ def render(rows: list[Status], pending: tuple[str, ...] = ()) -> str:
         "",
         f"transformers {transformers.__version__}: {len(rows)} model types with a "
         f"`*RotaryEmbedding`; {summary}. Generated by `python -m tests.hf._coverage` "
-        "(tests/hf/_coverage.py: default config shrunk to two layers, <= 4 experts, MLP "
-        "widths <= 256, a 1,024-token vocabulary, weights at range 0.2; patched logits "
-        "within 1e-4·max(1, max |logit|) of the unpatched ones = match). "
+        "(tests/hf/_coverage.py: default config shrunk to two layers, or one layer of each "
+        "layer type, <= 4 experts, MLP widths <= 256, a 1,024-token vocabulary, weights at "
+        "range 0.2; 16 token ids, or a vision tower's 4 x 4 patch grid, or an audio signal; "
+        "patched outputs within 1e-4·max(1, max |output|) of the unpatched ones = match). "
+        '"refused" is patch\'s ValueError, the model untouched; "no rotary" a tower without a '
+        "`*RotaryEmbedding` of a model type whose modeling module has one; "
         '"not built" is the harness failing to build or run the model from its default '
         "config, not a verdict on posenc.",
         "",

@@ -30,6 +30,21 @@ def test_page_rows_are_what_the_harness_computes(model_type: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "model_type",
+    [
+        "bamba",  # hybrid: one attention layer kept among the Mamba ones
+        "glm4v_vision",  # a vision tower's 4 x 4 patch grid
+        "glmasr_encoder",  # an audio signal
+        "cosmos3_edge_vision",  # no *RotaryEmbedding
+        "deepseek_v4",  # the trailing rope slice of one tensor at a time
+    ],
+)
+def test_page_rows_of_towers_and_hybrids(model_type: str) -> None:
+    test_page_rows_are_what_the_harness_computes(model_type)
+
+
+@pytest.mark.slow
 def test_page_lists_only_rotary_model_types() -> None:
     types = set(_coverage.rotary_model_types())
     assert set(_coverage.page_rows()) <= types

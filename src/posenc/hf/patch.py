@@ -109,10 +109,11 @@ def patch(
         _undo(record)
         raise
     if not record.modules and not record.buffers:
+        skipped = "; ".join(sorted(set(_unreplaceable(model))))
         raise ValueError(
             f"{type(model).__name__} has no rotary embedding posenc can replace (a module "
             "'*RotaryEmbedding' with a config and forward(x, position_ids), or GPT-J's "
-            "per-layer table)"
+            f"per-layer table){': it has ' + skipped if skipped else ''}"
         )
     setattr(model, _RECORD, record)
     return model
@@ -158,6 +159,19 @@ def _rotaries(model: nn.Module) -> Iterator[tuple[nn.Module, str, nn.Module]]:
             continue
         parent, _, name = path.rpartition(".")
         yield model.get_submodule(parent), name, module
+
+
+def _unreplaceable(model: nn.Module) -> Iterator[str]:
+    """Each ``*RotaryEmbedding`` that ``_rotaries`` skips, with the form it computes by:
+    no config (a vision tower's or ESM's, sized by its arguments) or a forward without
+    position ids (a sequence length, a grid)."""
+    for module in model.modules():
+        name = type(module).__name__
+        if not name.endswith("RotaryEmbedding") or isinstance(module, RotaryEmbedding):
+            continue
+        args = ", ".join(list(inspect.signature(module.forward).parameters)[:3])
+        no_config = getattr(module, "config", None) is None
+        yield f"{name} (forward({args}){', no config' if no_config else ''})"
 
 
 def _ropes(original: nn.Module, scaling: Any) -> dict[str | None, Rope]:
@@ -261,6 +275,31 @@ def _one_axis(pe: Any, config: Any) -> RoPE:
     return pe
 
 
+def _refuse_axes(original: nn.Module, layer_type: str | None) -> None:
+    """Refuse a rotary module read as 1-D RoPE that turns multi-axis position ids (A, B, T)
+    into other embeddings than their first axis's: M-RoPE without an ``mrope_section``
+    (NeoMME's two axes, row and column interleaved), whose sections posenc cannot tell.
+
+    Raises: ValueError for such a module."""
+    t = torch.arange(8, device=_device(original))
+    x = torch.zeros(1, 8, 1, device=t.device)
+    for axes in (2, 3):
+        pos = torch.stack([(a + 1) * t % (5 + 2 * a) for a in range(axes)])[:, None]  # (A, 1, T)
+        args = () if layer_type is None else (layer_type,)
+        try:
+            theirs, first = original(x, pos, *args), original(x, pos[0], *args)
+        except Exception:  # a 1-D rotary: (A, B, T) ids do not fit it
+            continue
+        pairs = list(zip(theirs, first, strict=False)) if isinstance(theirs, tuple) else []
+        same_shape = bool(pairs) and all(a.shape == b.shape for a, b in pairs)
+        if same_shape and not all(torch.allclose(a, b) for a, b in pairs):
+            raise ValueError(
+                f"{type(original).__name__} reads {axes}-axis position ids ({axes}, B, T) "
+                "(M-RoPE) but has no mrope_section, so patch cannot tell the sections it "
+                "computes; posenc's MRoPE takes three contiguous or interleaved sections"
+            )
+
+
 def _device(module: nn.Module) -> torch.device:
     return next((b.device for b in module.buffers()), torch.device("cpu"))
 
@@ -275,7 +314,10 @@ def _patch_rotary(
 ) -> None:
     """Replace one rotary module; then the rotation and softmax scale of the attention
     modules under ``owner`` (the model that hands its embeddings to its layers)."""
-    form = detect_form(original, _ropes(original, None))
+    unscaled = _ropes(original, None)
+    form = detect_form(original, unscaled)
+    if all(type(r) is RoPE for r in unscaled.values()):
+        _refuse_axes(original, next(iter(unscaled)))
     ropes = _ropes(original, scaling)
     replacement = RotaryEmbedding(ropes, form, original.config).to(_device(original))
     setattr(owner, name, replacement)

@@ -54,6 +54,9 @@ _DEFAULT_PARTIAL = {
 }
 _SUPPORTED = frozenset({"linear", "dynamic", "yarn", "longrope", "llama3"})
 _TYPE_ALIASES = {"su": "longrope"}  # Phi-3's early name
+#: Model types whose config carries a ``rotary_dim`` that transformers' rotary never reads (it
+#: rotates head_dim × partial_rotary_factor): MiniMax-M3-VL.
+_ROTARY_DIM_UNREAD = frozenset({"minimax_m3_vl", "minimax_m3_vl_text"})
 #: Keys of a rope dict that describe the plain rotation rather than its scaling.
 _ROPE_KEYS = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
 #: Keys of a rope dict that act on attention, not on the rotation (``attention_config`` reads them):
@@ -85,8 +88,9 @@ def _first(cfg: Mapping[str, Any], *keys: str) -> Any:
 
 
 def _head_dim(cfg: Mapping[str, Any]) -> int:
-    """Rotary head width: MLA's ``qk_rope_head_dim``, else ``head_dim``, else width / heads."""
-    explicit = _first(cfg, "qk_rope_head_dim", "head_dim")
+    """Rotary head width: MLA's ``qk_rope_head_dim``, else ``head_dim`` (JetMoE's
+    ``kv_channels``), else width / heads."""
+    explicit = _first(cfg, "qk_rope_head_dim", "head_dim", "kv_channels")
     if explicit is not None:
         return int(explicit)
     width = _first(cfg, "hidden_size", "n_embd", "d_model")
@@ -96,6 +100,15 @@ def _head_dim(cfg: Mapping[str, Any]) -> int:
             "config needs 'head_dim', or 'hidden_size' and 'num_attention_heads', to size RoPE"
         )
     return int(width) // int(heads)
+
+
+def _mla_partial(cfg: Mapping[str, Any], partial: float) -> bool:
+    """Whether ``partial`` is the share qk_rope_head_dim / head_dim of an MLA config (so the
+    rotated width is qk_rope_head_dim itself, not qk_rope_head_dim × partial)."""
+    rope, head = cfg.get("qk_rope_head_dim"), cfg.get("head_dim")
+    if partial == 1.0 or not isinstance(rope, int) or not isinstance(head, int):
+        return False
+    return int(head * partial) == rope
 
 
 def _rope_params(
@@ -275,10 +288,22 @@ def rope_from_hf(
             )
         return mrope_from_hf(cfg, params, head_dim, layout)
     partial = float(params["partial_rotary_factor"])
-    if cfg.get("rotary_dim") is not None:  # GPT-J / CodeGen give the rotated width itself
+    if _mla_partial(cfg, partial):
+        # Mistral 4, DeepSeek-V4, dots3: partial_rotary_factor = qk_rope_head_dim / head_dim,
+        # the share of the whole head that the rotary width qk_rope_head_dim already is
+        partial = 1.0
+    if cfg.get("rotary_dim") is not None and cfg.get("model_type") not in _ROTARY_DIM_UNREAD:
+        # GPT-J / CodeGen (and MiniMax-M2's config.json) give the rotated width itself
         partial = int(cfg["rotary_dim"]) / head_dim
         if int(head_dim * partial) < int(cfg["rotary_dim"]):  # int() of e.g. 23.999999
             partial = math.nextafter(partial, 2.0)
+    width = int(head_dim * partial)
+    if width % 2 and cfg.get("rotary_dim") is None:
+        raise ValueError(
+            f"partial_rotary_factor {partial} of head_dim {head_dim} gives an odd rotated width "
+            f"{width}: transformers rotates {width + 1} features at theta^(-2j/{width}), which "
+            "posenc's RoPE (an even width d, theta^(-2j/d)) does not make"
+        )
     if params["rope_type"] == "proportional":
         return _proportional(cfg, params, head_dim, layout, kv_policy, scaling)
     supported = _SUPPORTED | ({"ntk"} if scaling is not None else set())

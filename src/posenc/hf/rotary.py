@@ -132,10 +132,11 @@ def detect_form(original: nn.Module, ropes: dict[str | None, Rope]) -> Form:
         if _close(ours, theirs, atol):
             return form
     width = f"rotary_dim {rope.rotary_dim}" if isinstance(rope, RoPE) else f"{rope.name}"
+    shape = tuple(expand(*rope.cos_sin(rope_positions(rope, pos)), "cat")[0].shape)
     raise ValueError(
         f"{type(original).__name__} returns position embeddings in a form posenc does not make "
-        f"({_describe(theirs)}); posenc makes {list(FORMS)} from config head_dim "
-        f"{rope.config.head_dim}, {width}"
+        f"({_describe(theirs)} at position ids {tuple(pos.shape)}); posenc makes "
+        f"{'/'.join(FORMS)}, {shape} for cat, from head_dim {rope.config.head_dim}, {width}"
     )
 
 

@@ -32,6 +32,9 @@ __all__ = ["ROTATIONS", "fresh", "install", "rotations_in", "single", "uninstall
 #: Names of the functions transformers' attention layers rotate q and k with.
 ROTATIONS = ("apply_rotary_pos_emb", "apply_rotary_pos_emb_interleave", "apply_rotary_emb")
 Rotation = Callable[..., Any]
+#: Features past the rotated width in ``verified``'s heads: a partial rotation that rotates
+#: the wrong end of the head (leading vs trailing rope features) fails the comparison.
+_PASS = 4
 
 
 def rotations_in(module: nn.Module) -> list[str]:
@@ -55,14 +58,16 @@ def fresh(q: Tensor, k: Tensor) -> bool:
     return q.untyped_storage().data_ptr() != k.untyped_storage().data_ptr()
 
 
-def _pair(form: Form, layout: str, kernel: str) -> Rotation:
-    """``apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)`` by posenc's kernel."""
+def _pair(form: Form, layout: str, kernel: str, clockwise: bool = False) -> Rotation:
+    """``apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)`` by posenc's kernel;
+    ``clockwise``: each pair turned by -pos·θ (NanoChat's ``rotate_half`` returns (x2, -x1))."""
 
     def apply_rotary_pos_emb(
         q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, unsqueeze_dim: int = 1
     ) -> tuple[Tensor, Tensor]:
         c, s = compact((cos, sin), form)  # (B, T, P)
         c, s = c.unsqueeze(unsqueeze_dim), s.unsqueeze(unsqueeze_dim)  # (B, 1, T, P)
+        s = -s if clockwise else s
         return rotate_pair(q, k, c, s, c, s, layout=layout, inplace=fresh(q, k), kernel=kernel)
 
     return apply_rotary_pos_emb
@@ -101,13 +106,19 @@ def _complex(layout: str, kernel: str, heads_dim: int) -> Rotation:
     return apply_rotary_emb
 
 
-def _one(form: Form, layout: str) -> Rotation:
+def _one(form: Form, layout: str, trailing: bool = False) -> Rotation:
     """``apply_rotary_pos_emb(x, cos, sin, unsqueeze_dim=1)`` rotating one tensor (Gemma 3n
-    rotates q and k in separate calls), by posenc's eager kernel."""
+    rotates q and k in separate calls), by posenc's eager kernel; ``trailing``: the rotated
+    features are the last 2P of each head, [pass | rope] (DeepSeek-V4), not the first."""
 
     def apply_rotary_pos_emb(x: Tensor, cos: Tensor, sin: Tensor, unsqueeze_dim: int = 1) -> Tensor:
         c, s = compact((cos, sin), form)
-        return apply_rope(x, c.unsqueeze(unsqueeze_dim), s.unsqueeze(unsqueeze_dim), layout=layout)
+        c, s = c.unsqueeze(unsqueeze_dim), s.unsqueeze(unsqueeze_dim)
+        if not trailing:
+            return apply_rope(x, c, s, layout=layout)
+        R = 2 * c.shape[-1]
+        kept, rotated = x[..., : x.shape[-1] - R], x[..., x.shape[-1] - R :]  # (.., D-R), (.., R)
+        return torch.cat([kept, apply_rope(rotated, c, s, layout=layout)], dim=-1)
 
     return apply_rotary_pos_emb
 
@@ -159,8 +170,9 @@ def _candidates(name: str, form: Form, layout: str, kernel: str) -> Iterator[tup
             for lay in layouts:
                 yield _complex(lay, kernel, heads_dim), heads_dim
     else:
-        for lay in layouts:
-            yield _pair(form, lay, kernel), 1
+        for clockwise in (False, True):
+            for lay in layouts:
+                yield _pair(form, lay, kernel, clockwise), 1
 
 
 def verified(
@@ -172,7 +184,7 @@ def verified(
     Raises: ValueError when no variant equals it (a rotation posenc does not know).
     """
     cos = compact(embeddings, form)[0]  # (1, T, P)
-    T, D = cos.shape[-2], 2 * cos.shape[-1]
+    T, D = cos.shape[-2], 2 * cos.shape[-1] + _PASS
     g = torch.Generator().manual_seed(0)
     kind = signature_kind(original) if name == "apply_rotary_pos_emb" else "pair"
     if kind != "pair":
@@ -185,8 +197,12 @@ def verified(
         args = (embeddings,) if form == "complex" else tuple(embeddings)
         try:
             theirs = original(q, k, *args)
-        except RuntimeError:  # shapes of the other convention
-            continue
+        except RuntimeError:  # shapes of the other convention, or no pass-through features
+            try:
+                q, k = q[..., : D - _PASS], k[..., : D - _PASS]
+                theirs = original(q, k, *args)
+            except RuntimeError:
+                continue
         mine = ours(q, k, *args)
         if all(
             torch.allclose(a, b, atol=1e-5, rtol=1e-5) for a, b in zip(mine, theirs, strict=True)
@@ -194,8 +210,9 @@ def verified(
             return ours
     raise ValueError(
         f"{name} of {getattr(original, '__module__', '?')} rotates q and k in a way posenc's "
-        f"kernels do not reproduce (tried layouts half and interleaved); patch with kernel=None "
-        "to keep the model's own rotation"
+        f"kernels do not reproduce (tried layouts half and interleaved, turned by +pos·θ and "
+        "-pos·θ, the rotated features first in the head); patch with kernel=None to keep the "
+        "model's own rotation"
     )
 
 
@@ -208,12 +225,21 @@ def _verified_single(
     P = compact(embeddings, form)[0].shape[-1]
     T = cos.shape[-2]
     g = torch.Generator().manual_seed(0)
-    for lay in (layout, "interleaved" if layout == "half" else "half"):
-        ours = _one(form, lay) if kind == "one" else _optional_k(form, lay, kernel)
+    variants = [
+        (lay, trailing)
+        for lay in (layout, "interleaved" if layout == "half" else "half")
+        for trailing in ((False, True) if kind == "one" else (False,))
+    ]
+    for lay, trailing in variants:
+        ours = _one(form, lay, trailing) if kind == "one" else _optional_k(form, lay, kernel)
         agree = True
-        for dim, shape in ((1, (1, 2, T, 2 * P)), (2, (1, T, 2, 2 * P))):
+        for dim, shape in ((1, (1, 2, T, 2 * P + _PASS)), (2, (1, T, 2, 2 * P + _PASS))):
             x = torch.randn(shape, generator=g).to(cos.device)
-            theirs = original(x, cos=cos, sin=sin, unsqueeze_dim=dim)
+            try:
+                theirs = original(x, cos=cos, sin=sin, unsqueeze_dim=dim)
+            except RuntimeError:  # a rotation of the whole head: no pass-through features
+                x = x[..., : 2 * P]
+                theirs = original(x, cos=cos, sin=sin, unsqueeze_dim=dim)
             agree &= torch.allclose(ours(x, cos=cos, sin=sin, unsqueeze_dim=dim), theirs, atol=1e-5)
             if kind == "optional_k":
                 k = torch.randn(shape, generator=g).to(cos.device)
@@ -227,8 +253,8 @@ def _verified_single(
             return ours
     raise ValueError(
         f"{name} of {getattr(original, '__module__', '?')} rotates one tensor in a way posenc's "
-        "kernels do not reproduce (tried layouts half and interleaved); patch with kernel=None "
-        "to keep the model's own rotation"
+        "kernels do not reproduce (tried layouts half and interleaved, the rotated features "
+        "first or last in the head); patch with kernel=None to keep the model's own rotation"
     )
 
 

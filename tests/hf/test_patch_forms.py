@@ -1,0 +1,141 @@
+"""The rotary forms of transformers 5.23 that ``patch`` used to refuse, each against transformers:
+MLA configs whose ``partial_rotary_factor`` is qk_rope_head_dim / head_dim (Mistral 4,
+DeepSeek-V4, dots3), JetMoE's ``kv_channels``, MiniMax-M3-VL's unread ``rotary_dim``,
+DeepSeek-V4's rotation of the trailing head features of one tensor, NanoChat's rotation by
+-pos·θ; and what posenc refuses: an odd rotated width (GLM-4.5's default config), M-RoPE
+without sections (NeoMME)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+import torch
+
+from posenc.hf.rope_config import rope_from_hf
+from posenc.hf.rotary import detect_form
+from posenc.hf.rotate import verified
+from tests.hf import _coverage
+
+pytest.importorskip("transformers")
+pytestmark = pytest.mark.anchor
+
+
+def _modeling(name: str) -> Any:
+    return importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+
+
+def _text_config(model_type: str) -> Any:
+    from transformers import AutoConfig
+
+    config = AutoConfig.for_model(model_type)
+    return getattr(config, "text_config", None) or config
+
+
+@pytest.mark.parametrize(
+    ("model_type", "module", "rotary", "layer_type"),
+    [
+        ("mistral4", "mistral4", "Mistral4RotaryEmbedding", None),
+        ("deepseek_v4", "deepseek_v4", "DeepseekV4RotaryEmbedding", "main"),
+        ("deepseek_v4", "deepseek_v4", "DeepseekV4RotaryEmbedding", "compress"),
+        ("dots3_note_text", "dots3_note", "Dots3NoteTextRotaryEmbedding", "indexed_attention"),
+        ("jetmoe", "jetmoe", "JetMoeRotaryEmbedding", None),
+        ("minimax_m3_vl", "minimax_m3_vl", "MiniMaxM3VLRotaryEmbedding", None),
+    ],
+)
+def test_rope_from_hf_gives_the_modules_embeddings(
+    model_type: str, module: str, rotary: str, layer_type: str | None
+) -> None:
+    """The default config's rotary module and posenc's RoPE of the same config give the same
+    cos and sin at 8 positions (``detect_form`` raises otherwise)."""
+    config = _text_config(model_type)
+    original = getattr(_modeling(module), rotary)(config)
+    rope = rope_from_hf(config, layer_type=layer_type)
+    if layer_type is None:
+        detect_form(original, {None: rope})
+    else:
+        detect_form(original, {layer_type: rope})
+
+
+def test_mla_partial_factor_is_the_rope_share_of_the_head() -> None:
+    """qk_rope_head_dim 64 of head_dim 128 at partial_rotary_factor 0.5: 64 features rotated,
+    at theta^(-2j/64) (not 32)."""
+    rope = rope_from_hf(
+        {
+            "model_type": "mistral4",
+            "head_dim": 128,
+            "qk_rope_head_dim": 64,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1e4},
+            "partial_rotary_factor": 0.5,
+        }
+    )
+    assert rope.rotary_dim == 64
+
+
+def test_odd_rotated_width_is_refused_naming_the_form() -> None:
+    with pytest.raises(ValueError, match=r"odd rotated width 21: transformers rotates 22"):
+        rope_from_hf(
+            {
+                "model_type": "glm4_moe",
+                "hidden_size": 4096,
+                "num_attention_heads": 96,
+                "partial_rotary_factor": 0.5,
+            }
+        )
+
+
+def _embeddings(P: int, T: int = 5) -> tuple[torch.Tensor, torch.Tensor]:
+    angles = torch.randn(1, T, P, generator=torch.Generator().manual_seed(0))
+    return angles.cos(), angles.sin()
+
+
+def test_deepseek_v4_rotation_of_the_trailing_features() -> None:
+    """DeepSeek-V4 rotates the last 2P features of each head, one tensor at a time, pairs
+    interleaved, with compact (B, T, P) cos and sin; it also un-rotates its attention output
+    with -sin."""
+    original = _modeling("deepseek_v4").apply_rotary_pos_emb
+    cos, sin = _embeddings(4)
+    ours = verified("apply_rotary_pos_emb", original, (cos, sin), "compact", "interleaved", "eager")
+    x = torch.randn(1, 3, 5, 16, generator=torch.Generator().manual_seed(1))  # 8 kept, 8 rotated
+    for s in (sin, -sin):
+        torch.testing.assert_close(ours(x, cos, s), original(x, cos, s), rtol=0, atol=1e-6)
+
+
+def test_nanochat_rotation_by_minus_the_angle() -> None:
+    """NanoChat's ``rotate_half`` returns (x2, -x1): each pair turned by -pos·θ."""
+    original = _modeling("nanochat").apply_rotary_pos_emb
+    cos, sin = (torch.cat([t, t], dim=-1) for t in _embeddings(4))
+    ours = verified("apply_rotary_pos_emb", original, (cos, sin), "cat", "half", "eager")
+    g = torch.Generator().manual_seed(1)
+    q, k = torch.randn(1, 2, 5, 8, generator=g), torch.randn(1, 1, 5, 8, generator=g)
+    for a, b in zip(ours(q.clone(), k.clone(), cos, sin), original(q, k, cos, sin), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "model_type",
+    ["mistral4", "deepseek_v4", "jetmoe", "minimax_m3_vl_text", "dots3_note_text", "nanochat"],
+)
+def test_coverage_models_match(model_type: str) -> None:
+    """The coverage page's model (default config shrunk, weights at range 0.2): patched logits
+    within 1e-4·max(1, max |logit|) of the unpatched ones, unpatch exact."""
+    got = _coverage.status(model_type)
+    assert got.status == "match", got
+
+
+def test_multi_axis_ids_without_sections_are_refused() -> None:
+    """NeoMME's rotary expands position ids to two axes (row and column interleaved) and has
+    no mrope_section: patch refuses it, the module untouched."""
+    from torch import nn
+
+    from posenc.hf import patch
+
+    holder = nn.Module()
+    config = _text_config("neomme")
+    holder.rotary_emb = _modeling("neomme").NeoMMERotaryEmbedding(config)
+    original = holder.rotary_emb
+    with pytest.raises(ValueError, match=r"reads 2-axis position ids .* no mrope_section"):
+        patch(holder, kernel=None)
+    assert holder.rotary_emb is original
