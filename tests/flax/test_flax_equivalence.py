@@ -487,13 +487,16 @@ def test_attention_weights_equal_torch(name: str) -> None:
 
 def test_every_registered_flax_encoding_is_compared_with_torch() -> None:
     """torch/Flax agreement is proven over the whole Flax registry: each encoding is a variant
-    here (sequences) or in ``test_grid_flax.GRIDS`` (grid positions)."""
+    here (sequences), in ``test_grid_flax.GRIDS`` (grid positions) or in
+    ``test_flax_data_dependent.VARIANTS`` (attention from the data)."""
     from importlib.util import module_from_spec, spec_from_file_location
     from pathlib import Path
 
-    spec = spec_from_file_location("grid_twins", Path(__file__).with_name("test_grid_flax.py"))
-    assert spec is not None and spec.loader is not None
-    grid = module_from_spec(spec)
-    spec.loader.exec_module(grid)
-    covered = {v[0] for v in VARIANTS} | {g[0] for g in grid.GRIDS}
+    covered = {v[0] for v in VARIANTS}
+    for name, listed in (("test_grid_flax", "GRIDS"), ("test_flax_data_dependent", "VARIANTS")):
+        spec = spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+        assert spec is not None and spec.loader is not None
+        module = module_from_spec(spec)
+        spec.loader.exec_module(module)
+        covered |= {v[0] for v in getattr(module, listed)}
     assert set(pfx.ENCODINGS) <= covered, sorted(set(pfx.ENCODINGS) - covered)

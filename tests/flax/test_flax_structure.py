@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("flax.nnx", reason="the [jax] extra is not installed")
 
-import posenc.flax as pfx  # noqa: E402
+import posenc.flax as pfx
 
 FLAX = Path(pfx.__file__).parent
 FLOWS = {"posenc.encodings.flows", "posenc.encodings.context", "posenc.attention.flow"}

@@ -18,6 +18,7 @@ from .base import ENCODINGS, PositionalEncoding, PositionState, build, build_for
 from .bias import FIRE, ALiBi, Kerple, T5Bias
 from .contextual import CoPE
 from .convert import load_torch_state_dict, to_torch_state_dict
+from .data_dependent import DataDependent, ForgettingAttention, PaTH, StickBreaking
 from .encoder_decoder import DecoderBlock, EncoderDecoder
 from .grid_rotary import MRoPE, RoPE2D, RoPE3D, RoPEMixed
 from .kv_cache import CachedKeys, KVCache, Memory
@@ -38,8 +39,10 @@ __all__ = [
     "Block",
     "CachedKeys",
     "CoPE",
+    "DataDependent",
     "DecoderBlock",
     "EncoderDecoder",
+    "ForgettingAttention",
     "KVCache",
     "Kerple",
     "Learned",
@@ -49,6 +52,7 @@ __all__ = [
     "NoPE",
     "NoPETemperature",
     "PRoPE",
+    "PaTH",
     "PoPE",
     "PositionState",
     "PositionalEncoding",
@@ -61,6 +65,7 @@ __all__ = [
     "Shaw",
     "Sincos2D",
     "Sinusoidal",
+    "StickBreaking",
     "T5Bias",
     "TinyTransformer",
     "TransformerXL",

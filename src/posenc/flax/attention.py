@@ -37,6 +37,7 @@ from .base import (
     check_positions,
     tables_dtype,
 )
+from .data_dependent import DataDependent
 from .kv_cache import CachedKeys, KVCache, Memory
 
 Array = jax.Array
@@ -108,6 +109,29 @@ def check_embedded(pe: Encoding, embedded: object) -> None:
         )
 
 
+def check_attention_form(pe: Encoding, c: AttentionConfig) -> None:
+    """Refuse a layer an encoding computing its own attention (``DataDependent``) cannot be:
+    its forms are causal self-attention over every key, with no mask of positions and no
+    dropout on weights it never materialises.
+
+    Raises: ValueError naming the encoding and the option."""
+    if not isinstance(pe, DataDependent):
+        return
+    problem = (
+        "a bidirectional layer (causal=False): its forms are causal"
+        if not c.causal
+        else "a sliding window or chunk: it attends to every key of its segment"
+        if c.window is not None or c.chunk is not None
+        else f"attention dropout ({c.dropout}): it never materialises the weights"
+        if c.dropout
+        else ""
+    )
+    if problem:
+        raise ValueError(
+            f"encoding {pe.name!r} computes attention itself; it cannot take {problem}"
+        )
+
+
 class Attention(nnx.Module):
     """As torch's ``Attention`` and ``CrossAttention`` in one layer (one explicit path: no
     query blocks or fused backends), with parameters ``qkv`` (C -> C + 2·Hkv·D) and ``proj``
@@ -133,6 +157,7 @@ class Attention(nnx.Module):
             raise TypeError(f"pe must be a posenc.flax PositionalEncoding, got {type(pe).__name__}")
         check_encoding_heads(pe, n_heads, c.head_dim)
         check_embedded(pe, embedded)
+        check_attention_form(pe, c)
         self.embedded = embedded
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, c.head_dim
         self.n_kv_heads: int = c.n_kv_heads or n_heads
@@ -194,6 +219,11 @@ class Attention(nnx.Module):
             raise ValueError(f"x must have C = d_model = {self.d_model} features, got {C}")
         if cache is not None and not isinstance(cache, KVCache):
             raise TypeError(f"cache must be a KVCache (one layer's), got {type(cache).__name__}")
+        if return_weights and isinstance(self.pe, DataDependent):
+            raise ValueError(
+                f"encoding {self.pe.name!r} computes attention itself, blockwise: it has no "
+                "softmax weights to return"
+            )
         offset = 0 if cache is None else cache.offset()  # a traced scalar when preallocated
         if ctx is None:
             ctx = position_state(self.pe, B, T, pos, cache, x)
@@ -209,6 +239,9 @@ class Attention(nnx.Module):
         valid, segment = mask_inputs(B, T, x, padding_mask, segment_ids, cache)
         new = CachedKeys(k, v, batch_positions(ctx.q_pos, B, ctx.axes), valid, segment)
         keys = new if cache is None else cache.append(new)
+        if isinstance(self.pe, DataDependent):  # the encoding's own causal attention (FoX, ...)
+            out = self.attend_form(self.pe, x, q, new.valid, keys, cache, offset)  # (B, H, T, D)
+            return self.proj(out.swapaxes(1, 2).reshape(B, T, C))
         if rerotate:  # the cache holds unrotated keys: rotate all with the current frequencies
             q, k_all = self.pe.rotate(q, keys.k, ctx.q_pos, ctx.k_pos, ctx=ctx)  # (B,Hkv,L,D)
             keys = keys._replace(k=k_all)
@@ -313,3 +346,34 @@ class Attention(nnx.Module):
         out = probs @ v  # (B, H, T, D)
         extra = pe.relative_values(probs, q_pos, k_pos, ctx=ctx)
         return (out if extra is None else out + extra), weights
+
+    def attend_form(
+        self,
+        pe: DataDependent,
+        x: Array,
+        q: Array,
+        new_valid: Array,
+        keys: CachedKeys,
+        cache: KVCache | None,
+        offset: int | Array,
+    ) -> Array:
+        """``pe``'s attention of this call: x (B, T, C), q (B, H, T, D), their validity
+        ``new_valid`` (B, T) and every key
+        (``keys``, cached first), the terms of this call's keys (``pe.attention_terms``) kept
+        in the cache after those of the cached keys, padding put in a segment of its own below
+        every other (so no real query sees it). A preallocated cache holds the new keys at
+        ``offset``, mid-buffer: keys, values and terms are rolled so that they come last, the
+        unwritten slots (invalid, in the padding's segment) first. Returns (B, H, T, D)."""
+        T = x.shape[1]
+        if T == 0:  # no new token: nothing to attend, nothing to cache
+            return q
+        new_terms = pe.attention_terms(x, new_valid)  # (B, T, E)
+        terms = new_terms if cache is None else cache.join_terms(new_terms, offset)  # (B, L, E)
+        k, v, valid, segment = keys.k, keys.v, keys.valid, keys.segment
+        if cache is not None and cache.capacity is not None:  # queries at offset..offset+T-1
+            shift = cache.capacity - (offset + T)
+            k, v = jnp.roll(k, shift, axis=2), jnp.roll(v, shift, axis=2)
+            terms, valid, segment = (jnp.roll(a, shift, axis=1) for a in (terms, valid, segment))
+        apart = jnp.min(segment) - 1  # a segment id no real key has
+        segment_ids = jnp.where(valid, segment, apart)  # (B, L)
+        return pe.attention_form(q, k, v, terms, segment_ids, 1.0 / math.sqrt(self.head_dim))

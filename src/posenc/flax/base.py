@@ -235,11 +235,26 @@ def build(name: str, **config: Any) -> Encoding:
 
 
 def build_for_model(
-    name: str, *, dim: int, n_heads: int, max_len: int, rngs: nnx.Rngs | None = None, **config: Any
+    name: str,
+    *,
+    dim: int,
+    n_heads: int,
+    max_len: int,
+    n_kv_heads: int | None = None,
+    rngs: nnx.Rngs | None = None,
+    **config: Any,
 ) -> Encoding:
-    """As torch's ``registry.build_for_model``, with ``rngs``."""
-    sizes = {"dim": dim, "n_heads": n_heads, "max_len": max_len}
-    return build(name, rngs=rngs, **sized_config(accepted_keys(name), config, **sizes))
+    """As torch's ``registry.build_for_model`` (``n_kv_heads`` passed where the encoding takes
+    it, PaTH's), with ``rngs``."""
+    sized = sized_config(
+        accepted_keys(name),
+        config,
+        dim=dim,
+        n_heads=n_heads,
+        max_len=max_len,
+        n_kv_heads=n_kv_heads,
+    )
+    return build(name, rngs=rngs, **sized)
 
 
 def is_concrete(x: Array) -> bool:

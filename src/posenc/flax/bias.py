@@ -112,11 +112,13 @@ class Kerple(PositionalEncoding[PositionState]):
         return as_4d(PF.kerple_bias(q_pos, k_pos, r1, r2, variant=self.config.variant))
 
 
-def torch_linear(n_in: int, n_out: int, rngs: nnx.Rngs) -> nnx.Linear:
+def torch_linear(n_in: int, n_out: int, rngs: nnx.Rngs, *, use_bias: bool = True) -> nnx.Linear:
     """nnx.Linear initialised like torch.nn.Linear: kernel and bias ~ U(±1/√n_in)."""
     bound = 1.0 / math.sqrt(n_in)
     uniform = partial(jax.random.uniform, minval=-bound, maxval=bound)
-    return nnx.Linear(n_in, n_out, kernel_init=uniform, bias_init=uniform, rngs=rngs)
+    return nnx.Linear(
+        n_in, n_out, use_bias=use_bias, kernel_init=uniform, bias_init=uniform, rngs=rngs
+    )
 
 
 @register(configs.FIREConfig)

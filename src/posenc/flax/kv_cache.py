@@ -49,6 +49,8 @@ class KVCache(nnx.Module):
         self.capacity = capacity
         self.store: nnx.Cache[CachedKeys | None] = nnx.Cache(None)
         self.length: nnx.Cache[Array] = nnx.Cache(jnp.zeros((), dtype=jnp.int32))
+        #: What an encoding computing attention from the data keeps of each key (B, L, E).
+        self.terms: nnx.Cache[Array | None] = nnx.Cache(None)
 
     def offset(self) -> int | Array:
         """Entries written so far: an int, or a traced scalar inside ``jax.jit`` (preallocated)."""
@@ -123,6 +125,13 @@ class KVCache(nnx.Module):
         keys = CachedKeys(*(self._joined(o, n, axis, start) for o, n, axis in pairs))
         self.store.set_value(keys)
         return keys
+
+    def join_terms(self, new: Array, start: int | Array) -> Array:
+        """Keep the terms (B, T, E) of the T keys appended at ``start`` (``append``'s offset
+        before it); return every key's (B, L, E) (L the capacity when preallocated)."""
+        terms = self._joined(self.terms.get_value(), new, 1, start)
+        self.terms.set_value(terms)
+        return terms
 
 
 def _bhd(keys: CachedKeys) -> tuple[int, ...]:

@@ -54,6 +54,8 @@ def registry(c: TransformerConfig | EncoderDecoderConfig, rngs: nnx.Rngs) -> dic
     """How ``posenc._models`` builds Flax encodings by name for a model of configuration ``c``
     (its sizes), seeded by ``rngs``: the ``build``, ``parameters`` and ``size`` keywords."""
     size = {"dim": c.d_model, "n_heads": c.n_heads, "max_len": c.max_len}
+    if c.n_kv_heads is not None:  # (PaTH's transforms belong to key heads)
+        size["n_kv_heads"] = c.n_kv_heads
     return {"build": partial(build_for_model, rngs=rngs), "parameters": accepted_keys, "size": size}
 
 
