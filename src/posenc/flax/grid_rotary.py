@@ -16,7 +16,7 @@ from .. import functional as PF
 from ..encodings import configs
 from ..functional._xp import as_array_of
 from .base import DType, PositionalEncoding, register, tables_dtype
-from .rotary import RotaryState, Tables, as_tables
+from .rotary import RotaryState, Tables, as_tables, rotary_state, rotate_pair
 
 Array = jax.Array
 
@@ -49,11 +49,7 @@ class AxialRoPE(PositionalEncoding[RotaryState]):
         dtype: DType = jnp.float32,
         batch: int | None = None,
     ) -> RotaryState:
-        k_pos = q_pos if k_pos is None else k_pos
-        work = tables_dtype(dtype)
-        q_tables = self.tables(q_pos, work)
-        k_tables = q_tables if k_pos is q_pos else self.tables(k_pos, work)
-        return RotaryState(q_pos, k_pos, self.axes, q_tables, k_tables)
+        return rotary_state(self.tables, q_pos, k_pos, dtype, self.axes)
 
     def rotate(
         self, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: RotaryState | None = None
@@ -66,8 +62,7 @@ class AxialRoPE(PositionalEncoding[RotaryState]):
             )
         else:
             tq, tk = ctx.q_tables, ctx.k_tables
-        layout = self.config.layout
-        return PF.apply_rope(q, *tq, layout=layout), PF.apply_rope(k, *tk, layout=layout)
+        return rotate_pair(q, k, tq, tk, self.config.layout)
 
 
 @register(configs.AxialRoPEConfig)
@@ -116,11 +111,7 @@ class RoPEMixed(PositionalEncoding[RotaryState]):
         dtype: DType = jnp.float32,
         batch: int | None = None,
     ) -> RotaryState:
-        k_pos = q_pos if k_pos is None else k_pos
-        work = tables_dtype(dtype)
-        q_tables = self.tables(q_pos, work)
-        k_tables = q_tables if k_pos is q_pos else self.tables(k_pos, work)
-        return RotaryState(q_pos, k_pos, self.axes, q_tables, k_tables)
+        return rotary_state(self.tables, q_pos, k_pos, dtype, self.axes)
 
     def rotate(
         self, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: RotaryState | None = None
@@ -134,5 +125,4 @@ class RoPEMixed(PositionalEncoding[RotaryState]):
         else:
             tq, tk = ctx.q_tables, ctx.k_tables
         self.config.check_heads(q, k)
-        layout = self.config.layout
-        return PF.apply_rope(q, *tq, layout=layout), PF.apply_rope(k, *tk, layout=layout)
+        return rotate_pair(q, k, tq, tk, self.config.layout)

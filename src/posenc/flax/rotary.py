@@ -4,7 +4,9 @@ rotary encoding (these, the grid ones) makes in ``prepare`` and each layer reads
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -13,6 +15,7 @@ from flax import nnx, struct
 
 from .. import functional as PF
 from ..encodings import configs
+from ..functional import Layout
 from ..functional._xp import as_array_of
 from .base import (
     DType,
@@ -49,6 +52,28 @@ def as_tables(cos: Array, sin: Array, dtype: DType, per_head: bool = False) -> T
     if cos.ndim == 3 and not per_head:  # (B, T, P) -> (B, 1, T, P)
         cos, sin = cos[:, None], sin[:, None]
     return cos, sin
+
+
+def rotary_state(
+    tables: Callable[[Array, DType], Tables],
+    q_pos: Array,
+    k_pos: Array | None,
+    dtype: DType,
+    axes: int,
+) -> RotaryState:
+    """The ``RotaryState`` of positions q_pos and k_pos (default q_pos): ``tables(pos, dtype)``
+    of each, in float32 or the activations' wider ``dtype``, made once when they are one."""
+    k_pos = q_pos if k_pos is None else k_pos
+    work = tables_dtype(dtype)
+    q_tables = tables(q_pos, work)
+    k_tables = q_tables if k_pos is q_pos else tables(k_pos, work)
+    return RotaryState(q_pos, k_pos, axes, q_tables, k_tables)
+
+
+def rotate_pair(q: Array, k: Array, tq: Tables, tk: Tables, layout: Layout) -> tuple[Array, Array]:
+    """q (B, H, Tq, D) turned by its tables ``tq``, k (B, Hkv, Tk, D) by ``tk``
+    (``PF.apply_rope``, pairs as ``layout`` says)."""
+    return PF.apply_rope(q, *tq, layout=layout), PF.apply_rope(k, *tk, layout=layout)
 
 
 @register(configs.RoPEConfig)
@@ -110,11 +135,9 @@ class RoPE(PositionalEncoding[RotaryState]):
         dtype: DType = jnp.float32,
         batch: int | None = None,
     ) -> RotaryState:
-        k_pos = q_pos if k_pos is None else k_pos
-        work, seq_len = tables_dtype(dtype), self.seq_len(q_pos, k_pos)
-        q_tables = self.tables(q_pos, work, seq_len)
-        k_tables = q_tables if k_pos is q_pos else self.tables(k_pos, work, seq_len)
-        return RotaryState(q_pos, k_pos, self.axes, q_tables, k_tables)
+        seq_len = self.seq_len(q_pos, q_pos if k_pos is None else k_pos)
+        tables = partial(self.tables, seq_len=seq_len)
+        return rotary_state(tables, q_pos, k_pos, dtype, self.axes)
 
     def rotate(
         self, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: RotaryState | None = None
@@ -126,8 +149,7 @@ class RoPE(PositionalEncoding[RotaryState]):
             tk = self.tables(k_pos, tables_dtype(k.dtype), seq_len)
         else:
             tq, tk = ctx.q_tables, ctx.k_tables
-        layout = self.config.layout
-        return PF.apply_rope(q, *tq, layout=layout), PF.apply_rope(k, *tk, layout=layout)
+        return rotate_pair(q, k, tq, tk, self.config.layout)
 
 
 @register(configs.PRoPEConfig)

@@ -14,7 +14,7 @@ from .. import functional as PF
 from ..encodings import configs
 from ..functional._xp import as_array_of
 from .base import DType, PositionalEncoding, bounds, register, tables_dtype
-from .rotary import RotaryState, Tables, as_tables
+from .rotary import RotaryState, Tables, as_tables, rotate_pair
 
 Array = jax.Array
 
@@ -87,5 +87,4 @@ class XPos(PositionalEncoding[XPosState]):
             tk = self.tables(k_pos, -1, tables_dtype(k.dtype))
         else:
             tq, tk = ctx.q_tables, ctx.k_tables
-        layout = self.config.layout
-        return PF.apply_rope(q, *tq, layout=layout), PF.apply_rope(k, *tk, layout=layout)
+        return rotate_pair(q, k, tq, tk, self.config.layout)
