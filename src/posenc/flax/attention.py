@@ -228,9 +228,9 @@ class Attention(nnx.Module):
         if ctx is None:
             ctx = position_state(self.pe, B, T, pos, cache, x)
         else:
-            keys_seen = T if cache is None else cache.capacity or offset + T
-            check_context(ctx, pos, T, keys_seen)  # type: ignore[arg-type]  # traced: a scalar
-        assert ctx is not None
+            # a growing cache's offset is an int (only a preallocated one's is traced)
+            keys_seen = T if cache is None else cache.capacity or int(offset) + T
+            check_context(ctx, pos, T, keys_seen)
         q, k, v = self.project(x)  # (B, H, T, D), (B, Hkv, T, D) x2
         # unrotated keys in the cache, all rotated at their current positions (dynamic scaling)
         rerotate = cache is not None and self.pe.kv_policy == "rerotate"
@@ -299,7 +299,6 @@ class Attention(nnx.Module):
             ctx = self.pe.prepare(checked, keys.pos, dtype=x.dtype, batch=B)
         else:
             check_cross_context(ctx, pos, T, keys.pos)
-        assert ctx is not None
         q = self.rows(x, 0, C).reshape(B, T, self.n_heads, self.head_dim).swapaxes(1, 2)
         q, k = self.pe.rotate(q, keys.k, ctx.q_pos, ctx.k_pos, ctx=ctx)  # (B, H|Hkv, T|S, D)
         q_segment = jnp.zeros((B, T), dtype=keys.segment.dtype)
