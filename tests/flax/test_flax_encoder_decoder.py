@@ -21,8 +21,12 @@ import posenc.flax as pfx  # noqa: E402
 
 SV, TV = 11, 13
 SLOW = pytest.mark.slow
-#: (encoding, cross_rotation): every encoding, and RoPE rotating cross-attention too.
-VARIANTS = [(n, False) for n in posenc.names(axes=1) if n in pfx.ENCODINGS] + [("rope", True)]
+#: Encodings computing causal attention from the data: no encoder form (torch refuses them too).
+CAUSAL_ONLY = sorted(n for n, cls in pfx.ENCODINGS.items() if issubclass(cls, pfx.DataDependent))
+#: (encoding, cross_rotation): every other encoding, and RoPE rotating cross-attention too.
+VARIANTS = [
+    (n, False) for n in posenc.names(axes=1) if n in pfx.ENCODINGS and n not in CAUSAL_ONLY
+] + [("rope", True)]
 #: Run by default: a bias in its encoder form, and rotation of self- and cross-attention (the
 #: Flax TinyTransformer's tests cover each hook kind); the others with -m slow.
 FAST = {("t5", False), ("rope", True)}
@@ -131,3 +135,13 @@ def test_each_encoding_sits_where_torch_puts_it() -> None:
     grid = pfx.build_for_model("rope_2d", dim=8, n_heads=2, max_len=16)
     with pytest.raises(ValueError, match="the decoder needs a sequence encoding"):
         pfx.EncoderDecoder(pe=(shared, grid), **small)
+
+
+@pytest.mark.parametrize("name", CAUSAL_ONLY)
+def test_an_encoding_of_causal_attention_forms_is_refused_as_torch_refuses_it(name: str) -> None:
+    config = {"src_vocab_size": SV, "tgt_vocab_size": TV, "pe": name, "d_model": 16}
+    with pytest.raises(ValueError, match="bidirectional layer") as torch_error:
+        EncoderDecoder(**config)
+    with pytest.raises(ValueError, match="bidirectional layer") as flax_error:
+        pfx.EncoderDecoder(**config, rngs=nnx.Rngs(0))
+    assert str(flax_error.value) == str(torch_error.value)

@@ -55,6 +55,10 @@ VARIANTS: list[tuple[str, dict[str, Any], bool, int | None]] = [
     ("pope", {}, True, 2),
     ("cope", {"n_positions": 6}, True, None),
     ("randomized", {"base_encoding": "learned"}, True, None),  # evaluation: the base encoding
+    ("nope_temperature", {"floor_scale": 2, "attn_scale": 0.5}, True, None),
+    ("p_rope", {"p": 0.5}, True, 2),
+    ("randomized", {"base_encoding": "rope"}, True, None),
+    ("randomized", {"base_encoding": "sinusoidal"}, True, None),
 ]
 IDS = [f"{n}-{i}" for i, (n, *_) in enumerate(VARIANTS)]
 SLOW = pytest.mark.slow
@@ -120,7 +124,16 @@ SPLIT = pytest.mark.parametrize(
 )
 #: Gradients: the first decoder variant of each encoding with parameters (``learned`` also
 #: covers the model's own), and RoPE's code paths.
-_NO_PARAMS = ("rope", "nope", "sinusoidal", "alibi", "xpos", "randomized")
+_NO_PARAMS = (
+    "rope",
+    "nope",
+    "sinusoidal",
+    "alibi",
+    "xpos",
+    "randomized",
+    "nope_temperature",
+    "p_rope",
+)
 _FIRST_DECODER = {n: (n, c, kv) for n, c, causal, kv in reversed(VARIANTS) if causal}
 GRAD = [
     pytest.param(n, c, kv, id=n, marks=[SLOW] if _eager_only(n, c) else [])
@@ -470,3 +483,20 @@ def test_attention_weights_equal_torch(name: str) -> None:
     close(jw, want_w, atol=1e-5)
     close(jy, want_y)
     assert w.shape == (2, H, T, T) and np.allclose(np.asarray(w).sum(-1), 1.0, atol=1e-5)
+
+
+def test_every_registered_flax_encoding_is_compared_with_torch() -> None:
+    """torch/Flax agreement is proven over the whole Flax registry: each encoding is a variant
+    here (sequences), in ``test_grid_flax.GRIDS`` (grid positions) or in
+    ``test_flax_data_dependent.VARIANTS`` (attention from the data)."""
+    from importlib.util import module_from_spec, spec_from_file_location
+    from pathlib import Path
+
+    covered = {v[0] for v in VARIANTS}
+    for name, listed in (("test_grid_flax", "GRIDS"), ("test_flax_data_dependent", "VARIANTS")):
+        spec = spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+        assert spec is not None and spec.loader is not None
+        module = module_from_spec(spec)
+        spec.loader.exec_module(module)
+        covered |= {v[0] for v in getattr(module, listed)}
+    assert set(pfx.ENCODINGS) <= covered, sorted(set(pfx.ENCODINGS) - covered)

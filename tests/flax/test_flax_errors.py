@@ -42,10 +42,7 @@ def test_flax_without_jax_says_how_to_install() -> None:
 def test_registry_names_match_torch_and_build_validates_keys() -> None:
     from posenc.registry import names
 
-    # not yet: the encodings computing attention from the data (posenc.encodings.data_dependent)
-    # have no Flax module; JAX runs their functional forms directly
-    torch_only = {"fox", "stick_breaking", "path"}
-    assert set(pfx.ENCODINGS) == set(names()) - torch_only, "every torch encoding has a Flax twin"
+    assert set(pfx.ENCODINGS) == set(names()), "every torch encoding has a Flax twin"
     with pytest.raises(ValueError, match="unknown Flax encoding 'nope2'"):
         pfx.build("nope2")
     with pytest.raises(ValueError, match=r"unknown keys \['heads'\]"):

@@ -39,15 +39,15 @@ def test_draws_are_uniform_sorted_subsets() -> None:
 def test_one_draw_per_forward_shared_by_rotate_and_fresh_each_call() -> None:
     pe = pfx.Randomized(max_len=64, base_encoding="rope", head_dim=4, seed=2)
     pos = jnp.arange(6)
-    ctx = pe.prepare(pos)
-    first = pe.transform(pos, 2, ctx)
-    np.testing.assert_array_equal(pe.transform(pos, 2, ctx), first)  # one draw per context
+    ctx = pe.prepare(pos, batch=2)  # one draw per forward, held by its state
+    first = ctx.q_draw
+    assert first.shape == (2, 6) and ctx.k_draw is first  # keys at the queries' positions
     q = jnp.asarray(np.random.default_rng(0).normal(size=(2, 1, 6, 4)), jnp.float32)
     want = pe.base.rotate(q, q, first, first)
     for got, w in zip(pe.rotate(q, q, pos, pos, ctx=ctx), want, strict=True):  # rotate's too
         np.testing.assert_array_equal(got, w)
     assert not np.array_equal(pe.transform(pos, 2), first)  # no context: a fresh draw
-    assert not np.array_equal(pe.transform(pos, 2, pe.prepare(pos)), first)  # a new forward
+    assert not np.array_equal(pe.prepare(pos, batch=2).q_draw, first)  # a new forward
     model = pfx.TinyTransformer(
         vocab_size=7,
         pe="randomized",

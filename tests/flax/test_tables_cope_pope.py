@@ -100,8 +100,9 @@ def test_pope_equals_torch_odd_head_dim_per_row_positions() -> None:
 
 
 def test_pope_model_forward_makes_tables_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A 2-layer Flax forward makes cos/sin of pos·θ once (the context); the logits equal
-    every layer computing its own (``tests/encodings/test_pope.py``)."""
+    """A 2-layer Flax forward makes cos/sin of pos·θ once (its ``PoPEState``); the hooks given
+    no state, each computing their own, give the same features
+    (``tests/encodings/test_pope.py``)."""
     model = pfx.TinyTransformer(vocab_size=11, pe="pope", d_model=16, n_heads=2)
     model.pe.delta[...] = jnp.linspace(-7.0, 0.5, 16).reshape(2, 8)
     idx = jnp.asarray(np.random.default_rng(0).integers(0, 11, (2, 6)))
@@ -112,11 +113,16 @@ def test_pope_model_forward_makes_tables_once(monkeypatch: pytest.MonkeyPatch) -
         return rope_cos_sin(*args)
 
     monkeypatch.setattr(posenc.functional, "rope_cos_sin", counted)
-    shared = np.asarray(model(idx))
+    model(idx)
     assert calls[0] == 1
-    monkeypatch.setattr(posenc.encodings.flows, "shared_for", lambda c, p, k, make: make())
-    np.testing.assert_array_equal(np.asarray(model(idx)), shared)
-    assert calls[0] == 1 + 4  # 2 layers x (queries, keys)
+    pos = jnp.arange(6)
+    q = jnp.asarray(np.random.default_rng(1).normal(size=(2, 2, 6, 8)), jnp.float32)
+    ctx = model.pe.prepare(pos)
+    shared = model.pe.rotate(q, q, pos, pos, ctx=ctx)
+    own = model.pe.rotate(q, q, pos, pos)
+    assert calls[0] == 2 + 2  # prepare once, then the stateless call's queries and keys
+    for a, b in zip(shared, own, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 @pytest.mark.parametrize(

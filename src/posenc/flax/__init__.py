@@ -12,18 +12,24 @@ except ImportError as err:  # pragma: no cover - depends on the environment
         f"(jax>=0.4.30, flax>=0.11); import failed with: {err}"
     ) from err
 
-from ..attention.flow import CachedKeys, Memory
+from .absolute import Learned, Learned2D, Sincos2D, Sinusoidal
 from .attention import Attention
-from .base import ENCODINGS, PositionalEncoding, PositionContext, build, build_for_model
+from .base import ENCODINGS, PositionalEncoding, PositionState, build, build_for_model
+from .bias import FIRE, ALiBi, Kerple, T5Bias
+from .contextual import CoPE
 from .convert import load_torch_state_dict, to_torch_state_dict
+from .data_dependent import DataDependent, ForgettingAttention, PaTH, StickBreaking
 from .encoder_decoder import DecoderBlock, EncoderDecoder
-from .encodings import Learned, NoPE, PoPE, PRoPE, RoPE, Sinusoidal, XPos
-from .grid import Learned2D, MRoPE, RoPE2D, RoPE3D, RoPEMixed, Sincos2D
-from .kv_cache import KVCache
+from .grid_rotary import MRoPE, RoPE2D, RoPE3D, RoPEMixed
+from .kv_cache import CachedKeys, KVCache, Memory
 from .model import Block, TinyTransformer
+from .nope import NoPE, NoPETemperature
+from .pope import PoPE
 from .randomized import Randomized
-from .scores import FIRE, ALiBi, CoPE, Kerple, Shaw, T5Bias, TransformerXL
+from .relative import Shaw, TransformerXL
+from .rotary import PRoPE, RoPE, RotaryState
 from .train import decoder_arrays, greedy_decode, train_decoder
+from .xpos import XPos
 
 __all__ = [
     "ENCODINGS",
@@ -33,8 +39,10 @@ __all__ = [
     "Block",
     "CachedKeys",
     "CoPE",
+    "DataDependent",
     "DecoderBlock",
     "EncoderDecoder",
+    "ForgettingAttention",
     "KVCache",
     "Kerple",
     "Learned",
@@ -42,18 +50,22 @@ __all__ = [
     "MRoPE",
     "Memory",
     "NoPE",
+    "NoPETemperature",
     "PRoPE",
+    "PaTH",
     "PoPE",
-    "PositionContext",
+    "PositionState",
     "PositionalEncoding",
     "Randomized",
     "RoPE",
     "RoPE2D",
     "RoPE3D",
     "RoPEMixed",
+    "RotaryState",
     "Shaw",
     "Sincos2D",
     "Sinusoidal",
+    "StickBreaking",
     "T5Bias",
     "TinyTransformer",
     "TransformerXL",

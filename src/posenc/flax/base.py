@@ -1,95 +1,100 @@
-"""The Flax encoding interface: torch's hooks (``posenc.encodings.base``), position context,
-registry and input checks. An encoding takes its ``posenc.encodings.configs`` arguments (read
-back as attributes: ``pe.head_dim``) and ``rngs``; positions are integer arrays (T,) or (B, T)
-(int64 with ``jax_enable_x64``, else int32), or (T, A) | (B, T, A) for an encoding of A position
-axes (``pe.axes``: images, video, M-RoPE)."""
+"""The Flax encoding interface: torch's hooks (``posenc.encodings.base``) with JAX array types,
+the per-forward ``PositionState``, the registry and the input checks. An encoding takes its
+``posenc.encodings.configs`` arguments (read back as attributes: ``pe.head_dim``) and ``rngs``;
+positions are integer arrays (T,) or (B, T) (int64 with ``jax_enable_x64``, else int32), or
+(T, A) | (B, T, A) for an encoding of A position axes (``pe.axes``: images, video, M-RoPE)."""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Hashable
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
-from flax.nnx.tracers import TraceState
+from flax import nnx, struct
 
 from .._models import sized_config
-from .._validate import check_position_rank
-from ..encodings import context
+from .._validate import check_embed, check_position_rank, check_qk
 from ..encodings.configs import EncodingConfig
-from ..encodings.flows import Hooks
 from ..functional._xp import widest_int
 
 Array = jax.Array
-T = TypeVar("T")
-_E = TypeVar("_E", bound=type["PositionalEncoding"])
-#: Registered Flax encodings, by the same names as the torch registry.
-ENCODINGS: dict[str, type[PositionalEncoding]] = {}
+#: A JAX dtype (``jnp.float32``, ``x.dtype``).
+DType = jnp.dtype | type
+_E = TypeVar("_E", bound=type["PositionalEncoding[Any]"])
 
 
-@jax.tree_util.register_pytree_node_class
-class PositionContext(context.PositionContext):
-    """torch's ``PositionContext`` (``q_pos``, ``k_pos``, ``role``, ``shared``) as a pytree:
-    jit, remat and scan take it as an argument with the work shared so far. Work is kept only in
-    the trace the context was made in: one closed over by a transform reads what it holds but
-    computes anything new afresh (no tracer leaks out)."""
+@struct.dataclass
+class PositionState:
+    """The positions of one forward, checked by whoever made it (``PositionalEncoding.prepare``):
+    q_pos (T,) | (B, T) this forward's tokens (the queries, and the keys a layer appends to its
+    cache), k_pos (L,) | (B, L) every key's (cached ones first; q_pos itself without a cache),
+    (T, A) | (B, T, A) for ``axes`` A > 1. A pytree: jit, remat and scan take it as an
+    argument. An encoding that shares work between layers derives its own state from it."""
 
-    def __init__(self, q_pos: Array, k_pos: Array | None = None, *, axes: int = 1) -> None:
-        super().__init__(q_pos, k_pos, axes=axes)
-        self.trace = TraceState()
+    q_pos: Array
+    k_pos: Array
+    axes: int = struct.field(pytree_node=False)
 
-    def shared(self, key: Hashable, make: Callable[[], T]) -> T:
-        if self.trace.is_valid() or key in self._shared:
-            return super().shared(key, make)
-        return make()
-
-    def tree_flatten(self) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-        k_pos = None if self.k_pos is self.q_pos else self.k_pos
-        return (self.q_pos, k_pos, *self._shared.values()), (self.axes, *self._shared)
-
-    @classmethod
-    def tree_unflatten(cls, aux: tuple[Any, ...], leaves: Any) -> PositionContext:
-        ctx = cls(leaves[0], leaves[1], axes=aux[0])
-        ctx._shared.update(zip(aux[1:], leaves[2:], strict=True))
-        return ctx
+    def new_keys(self) -> PositionState:
+        """The state of this forward's fresh keys: k_pos = q_pos (attention rotates its own new
+        projections with it)."""
+        return replace(self, k_pos=self.q_pos)
 
 
-Ctx = PositionContext | None
+S = TypeVar("S", bound=PositionState)
 
 
-def check_positions(pos: Any, what: str = "positions", axes: int = 1) -> Array:
+def check_positions(pos: object, what: str = "positions", axes: int = 1) -> Array:
     """Integer array (T,) or (B, T) (with ``axes`` A > 1: (T, A) or (B, T, A)), NumPy or JAX
     -> JAX array (unsigned ones as the widest signed int, as torch's int64: differences would
     wrap, 0 - 1 = 255).
 
     Raises: TypeError for a non-array or a float/bool dtype; ValueError for another shape.
     """
-    if not hasattr(pos, "dtype") or not hasattr(pos, "shape"):
+    dtype, shape = getattr(pos, "dtype", None), getattr(pos, "shape", None)
+    if dtype is None or shape is None:
         raise TypeError(f"{what} must be an integer array, got {type(pos).__name__}")
-    if not jnp.issubdtype(pos.dtype, jnp.integer):
-        raise TypeError(f"{what} must be an integer array, got dtype {pos.dtype}")
+    if not jnp.issubdtype(dtype, jnp.integer):
+        raise TypeError(f"{what} must be an integer array, got dtype {dtype}")
     check_position_rank(pos, what, axes)
-    unsigned = jnp.issubdtype(pos.dtype, jnp.unsignedinteger)
-    return jnp.asarray(pos).astype(widest_int(jnp)) if unsigned else jnp.asarray(pos)
+    array = jnp.asarray(pos)
+    return array.astype(widest_int(jnp)) if jnp.issubdtype(dtype, jnp.unsignedinteger) else array
 
 
-def check_ndim(x: Any, ndim: int, what: str, layout: str) -> None:
+def check_ndim(x: object, ndim: int, what: str, layout: str) -> None:
     """Raise unless ``x`` is an array of rank ``ndim`` (``layout`` names the axes)."""
-    if not hasattr(x, "ndim"):
+    rank = getattr(x, "ndim", None)
+    if rank is None:
         raise TypeError(f"{what} must be an array {layout}, got {type(x).__name__}")
-    if x.ndim != ndim:
-        raise ValueError(f"{what} must have shape {layout}, got {tuple(x.shape)}")
+    if rank != ndim:
+        raise ValueError(f"{what} must have shape {layout}, got {tuple(getattr(x, 'shape', ()))}")
 
 
-class PositionalEncoding(Hooks, nnx.Module):
-    """Base class: every hook is the identity (no position information), as in NoPE."""
+def tables_dtype(dtype: DType) -> jnp.dtype:
+    """The dtype tables and scores are made in for activations of ``dtype``: float32, or the
+    wider float64 (``functional._xp.at_least_float32``)."""
+    return jnp.result_type(jnp.float32, dtype)
+
+
+class PositionalEncoding(nnx.Module, Generic[S]):
+    """Base class of the Flax encodings: every hook is the identity (no position information),
+    as in NoPE. An attention layer calls them in this order: ``embed`` (by the model, on token
+    embeddings), ``rotate``, ``bias``, ``relative_logits``, ``relative_values``. ``S`` is the
+    encoding's per-forward state (``prepare``); given one as ``ctx``, a hook reads its
+    positions and shared work from it, without one it checks its inputs and computes what it
+    needs."""
 
     name: ClassVar[str] = ""
     family: ClassVar[str] = ""
     config_class: ClassVar[type[EncodingConfig]] = EncodingConfig
+    #: True for an encoding whose ``embed`` adds to token embeddings (torch's
+    #: ``capabilities.embeds``): attention layers never call it.
+    embeds: ClassVar[bool] = False
+    config: EncodingConfig
 
     def __init__(self, *, rngs: nnx.Rngs | None = None, **config: Any) -> None:
         self.config = self.config_class(**config)
@@ -119,23 +124,78 @@ class PositionalEncoding(Hooks, nnx.Module):
         """False when a hook reads concrete position values (it then runs outside jax.jit)."""
         return True
 
-    def prepare(self, q_pos: Array, k_pos: Array | None = None) -> PositionContext:
-        """As torch's: the context of one forward, positions already checked."""
-        return PositionContext(q_pos, k_pos, axes=self.axes)
+    def prepare(
+        self,
+        q_pos: Array,
+        k_pos: Array | None = None,
+        *,
+        dtype: DType = jnp.float32,
+        batch: int | None = None,
+    ) -> S:
+        """The state of one forward at checked positions q_pos and k_pos (default q_pos):
+        ``dtype`` the activations' (tables are made in float32 or its wider dtype), ``batch``
+        the forward's B (default: q_pos's, else 1). The base state holds the positions alone;
+        an encoding with work to share overrides this and returns its own state."""
+        state = PositionState(q_pos, q_pos if k_pos is None else k_pos, self.axes)
+        return cast(S, state)  # an encoding whose S is not PositionState overrides prepare
 
-    def shared_key(self, name: str, *parts: Hashable) -> tuple[Hashable, ...]:
-        """The context key of this module's shared work ``name``: hashable values only (a
-        pytree's keys; ``posenc.encodings.flows``)."""
-        return (name, *parts)
+    def embed(self, x: Array, pos: Array, *, ctx: S | None = None) -> Array:
+        """Add position information to token embeddings. x (B, T, C), pos (B, T) or (T,)."""
+        return x
 
-    #: The array checks the flows call (``posenc.encodings.flows``).
-    check_positions = staticmethod(check_positions)
-    check_ndim = staticmethod(check_ndim)
+    def rotate(
+        self, q: Array, k: Array, q_pos: Array, k_pos: Array, *, ctx: S | None = None
+    ) -> tuple[Array, Array]:
+        """Rotate queries (B, H, Tq, D) and keys (B, Hkv, Tk, D) by their positions."""
+        return q, k
 
-    def param(self, name: str, dtype: Any = None) -> Array:
-        """The parameter ``name``'s value, in ``dtype`` if given (``posenc.encodings.flows``)."""
-        value: Array = getattr(self, name)[...]
-        return value if dtype is None else value.astype(dtype)
+    def bias(self, q_pos: Array, k_pos: Array, *, ctx: S | None = None) -> Array | None:
+        """Additive logit bias (B or 1, H or 1, Tq, Tk) from positions alone, or None."""
+        return None
+
+    def relative_logits(
+        self,
+        scores: Array,
+        q: Array,
+        k: Array,
+        q_pos: Array,
+        k_pos: Array,
+        *,
+        ctx: S | None = None,
+    ) -> Array:
+        """Rewrite scaled logits (B, H, Tq, Tk), masked entries already -inf. q (B, H, Tq, D),
+        k (B, H, Tk, D) with key heads repeated to H."""
+        return scores
+
+    def relative_values(
+        self, probs: Array, q_pos: Array, k_pos: Array, *, ctx: S | None = None
+    ) -> Array | None:
+        """Term added to the attention output (B, H, Tq, D) from probs (B, H, Tq, Tk), or None."""
+        return None
+
+    def check_qk(self, q: Array, k: Array, q_pos: Array, k_pos: Array) -> tuple[Array, Array]:
+        """``_validate.check_qk`` with this encoding's head_dim and axes: positions back as JAX
+        integer arrays."""
+        head_dim: int = getattr(self.config, "head_dim", None) or q.shape[-1]
+        checked: tuple[Array, Array] = check_qk(
+            q, k, q_pos, k_pos, head_dim, axes=self.axes, ndim=check_ndim, positions=check_positions
+        )
+        return checked
+
+    def check_embed(self, x: Array, pos: Array) -> Array:
+        """``_validate.check_embed`` with this encoding's dim and axes: positions back as a JAX
+        integer array."""
+        dim: int = getattr(self.config, "dim", None) or x.shape[-1]
+        checked: Array = check_embed(
+            x, pos, dim, axes=self.axes, ndim=check_ndim, positions=check_positions
+        )
+        return checked
+
+
+#: Any registered Flax encoding, whatever its state (what attention layers and models hold).
+Encoding = PositionalEncoding[Any]
+#: Registered Flax encodings, by the same names as the torch registry.
+ENCODINGS: dict[str, type[Encoding]] = {}
 
 
 def register(config: type[EncodingConfig]) -> Callable[[_E], _E]:
@@ -163,7 +223,7 @@ def accepted_keys(name: str) -> tuple[str, ...]:
     return (*ENCODINGS[name].config_class.keys(), "rngs")
 
 
-def build(name: str, **config: Any) -> PositionalEncoding:
+def build(name: str, **config: Any) -> Encoding:
     """Build the Flax encoding registered as ``name``; ``rngs`` seeds learned parameters.
 
     Raises: ValueError for an unknown name or a key the encoding does not take.
@@ -175,11 +235,26 @@ def build(name: str, **config: Any) -> PositionalEncoding:
 
 
 def build_for_model(
-    name: str, *, dim: int, n_heads: int, max_len: int, rngs: nnx.Rngs | None = None, **config: Any
-) -> PositionalEncoding:
-    """As torch's ``registry.build_for_model``, with ``rngs``."""
-    sizes = {"dim": dim, "n_heads": n_heads, "max_len": max_len}
-    return build(name, rngs=rngs, **sized_config(accepted_keys(name), config, **sizes))
+    name: str,
+    *,
+    dim: int,
+    n_heads: int,
+    max_len: int,
+    n_kv_heads: int | None = None,
+    rngs: nnx.Rngs | None = None,
+    **config: Any,
+) -> Encoding:
+    """As torch's ``registry.build_for_model`` (``n_kv_heads`` passed where the encoding takes
+    it, PaTH's), with ``rngs``."""
+    sized = sized_config(
+        accepted_keys(name),
+        config,
+        dim=dim,
+        n_heads=n_heads,
+        max_len=max_len,
+        n_kv_heads=n_kv_heads,
+    )
+    return build(name, rngs=rngs, **sized)
 
 
 def is_concrete(x: Array) -> bool:
@@ -196,7 +271,7 @@ def bounds(pos: Array) -> tuple[int, int] | None:
     return int(values.min()), int(values.max())
 
 
-def on_host_if(fails: Array, check: Callable[..., None], *args: Any) -> None:
+def on_host_if(fails: Array, check: Callable[..., None], *args: object) -> None:
     """Inside ``jax.jit``: ``check(*args)`` (which raises) as a host callback, run only where the
     traced ``fails`` is True, so the compiled step fails with its message."""
     jax.lax.cond(fails, lambda: jax.debug.callback(check, *args), lambda: None)

@@ -5,17 +5,39 @@ compiled decoding step; unwritten slots are invalid keys). Its ``nnx.Cache`` var
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
 from .._validate import check_cache_axes, check_positive_int
-from ..attention.flow import TIME_AXIS, CachedKeys
 from .base import is_concrete, on_host_if
 
 Array = jax.Array
+
+
+class CachedKeys(NamedTuple):
+    """Everything attention needs about the L keys seen so far."""
+
+    k: Array  # (B, Hkv, L, D), as the encoding left them (rotated for rotary encodings)
+    v: Array  # (B, Hkv, L, Dv)
+    pos: Array  # (B, L) integer, the position each key was encoded at ((B, L, A): A axes)
+    valid: Array  # (B, L) bool, False for padding and a preallocated cache's unwritten slots
+    segment: Array  # (B, L) integer (the widest), packed-sequence id
+
+
+#: The time axis of each ``CachedKeys`` field.
+TIME_AXIS: tuple[int, ...] = (2, 2, 1, 1, 1)
+
+
+class Memory(NamedTuple):
+    """An encoder output as one cross-attention layer reads it (``Attention.project_memory``):
+    its keys and values (B, Hkv, S, D) computed once, with the source positions and validity,
+    and the source padding mask (B, S) or None (no padding: nothing to mask)."""
+
+    keys: CachedKeys
+    padding_mask: Array | None
 
 
 class KVCache(nnx.Module):
@@ -26,9 +48,11 @@ class KVCache(nnx.Module):
             check_positive_int(capacity, "capacity")
         self.capacity = capacity
         self.store: nnx.Cache[CachedKeys | None] = nnx.Cache(None)
-        self.length: nnx.Cache[Any] = nnx.Cache(jnp.zeros((), dtype=jnp.int32))
+        self.length: nnx.Cache[Array] = nnx.Cache(jnp.zeros((), dtype=jnp.int32))
+        #: What an encoding computing attention from the data keeps of each key (B, L, E).
+        self.terms: nnx.Cache[Array | None] = nnx.Cache(None)
 
-    def offset(self) -> Any:
+    def offset(self) -> int | Array:
         """Entries written so far: an int, or a traced scalar inside ``jax.jit`` (preallocated)."""
         if self.capacity is None:
             store = self.store.get_value()
@@ -42,7 +66,7 @@ class KVCache(nnx.Module):
             raise TypeError("len() of a preallocated KVCache inside jax.jit: use .offset()")
         return offset
 
-    def _joined(self, old: Array | None, new: Array, axis: int, start: Any) -> Array:
+    def _joined(self, old: Array | None, new: Array, axis: int, start: int | Array) -> Array:
         """``new`` written after the ``start`` entries of ``old`` (None: nothing cached) along
         the time axis ``axis``: concatenated, or into the fixed (capacity) buffer."""
         if self.capacity is None:
@@ -102,12 +126,19 @@ class KVCache(nnx.Module):
         self.store.set_value(keys)
         return keys
 
+    def join_terms(self, new: Array, start: int | Array) -> Array:
+        """Keep the terms (B, T, E) of the T keys appended at ``start`` (``append``'s offset
+        before it); return every key's (B, L, E) (L the capacity when preallocated)."""
+        terms = self._joined(self.terms.get_value(), new, 1, start)
+        self.terms.set_value(terms)
+        return terms
+
 
 def _bhd(keys: CachedKeys) -> tuple[int, ...]:
     """(B, Hkv, D): what every append must share."""
     return (*keys.k.shape[:2], keys.k.shape[3])
 
 
-def _check_room(start: Any, T: Any, capacity: Any) -> None:
+def _check_room(start: int | Array, T: int | Array, capacity: int | Array) -> None:
     if int(start) + int(T) > int(capacity):
         raise ValueError(f"KVCache capacity {capacity} exceeded: {start} cached + {T} new")

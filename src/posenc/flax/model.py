@@ -1,6 +1,7 @@
 """Flax TinyTransformer, as torch's (same parameter names): ``tok`` -> ``pe.embed`` -> ``blocks``
 (pre-norm: ``norm1``, ``attn``, ``norm2``, ``mlp``) -> ``norm`` -> ``head``; LayerNorm eps 1e-5
-and exact (erf) GELU, as torch's defaults."""
+and exact (erf) GELU, as torch's defaults. The position state is made once per forward for
+every layer of one encoding (``pe.prepare``) and handed to each block."""
 
 from __future__ import annotations
 
@@ -11,16 +12,18 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import nnx
 
-from .._models import BlockFlow, Limits, ModelHooks, TransformerFlow, layer_encodings, schedule_of
+from .._models import Limits, ModelHooks, check_layers, layer_encodings, schedule_of
 from .._schedule import LayerSchedule, Named
 from ..encodings.capabilities import Capabilities
-from ..models.config import TransformerConfig
+from ..models.config import EncoderDecoderConfig, TransformerConfig
 from ..registry import info
-from .attention import Attention, KVCache, context
-from .base import PositionalEncoding, PositionContext, accepted_keys, build_for_model, check_ndim
+from .attention import Attention, MaskArray, position_state
+from .base import Encoding, PositionState, accepted_keys, build_for_model, check_ndim
+from .kv_cache import KVCache
 
 Array = jax.Array
 _INIT = nnx.initializers.normal(0.02)  # GPT-2's N(0, 0.02²), as the torch model
@@ -35,34 +38,24 @@ def feed_forward(d_model: int, d_ff: int, rngs: nnx.Rngs) -> nnx.Sequential:
     )
 
 
-class FlaxHooks(ModelHooks):
-    """The Flax side of ``posenc._models``' hooks; ``__call__`` runs ``forward``."""
+class LayerQuestions(ModelHooks):
+    """What ``posenc._models.layer_encodings`` asks of a Flax encoding while it places them:
+    its position axes and its torch twin's capabilities. (Not a base of the models: an
+    argument of that shared helper.)"""
 
-    def check_tokens(self, idx: Array, what: str) -> None:
-        check_ndim(idx, 2, what, "(B, T)")
-
-    def new_context(
-        self, pe: PositionalEncoding, pos: Any, B: int, T: int, cache: Any, like: Array
-    ) -> PositionContext:
-        return context(pe, B, T, pos, cache)
-
-    def default_positions(self, S: int, like: Array) -> Array:
-        return jnp.arange(S)
-
-    def pe_axes(self, pe: PositionalEncoding) -> int:
+    def pe_axes(self, pe: Encoding) -> int:
         return pe.axes
 
-    def pe_capabilities(self, pe: PositionalEncoding) -> Capabilities:
+    def pe_capabilities(self, pe: Encoding) -> Capabilities:
         return info(pe.name).cls.capabilities  # the torch twin's declaration
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.forward(*args, **kwargs)  # type: ignore[attr-defined]
 
-
-def registry(c: Any, rngs: nnx.Rngs) -> dict[str, Any]:
+def registry(c: TransformerConfig | EncoderDecoderConfig, rngs: nnx.Rngs) -> dict[str, Any]:
     """How ``posenc._models`` builds Flax encodings by name for a model of configuration ``c``
-    (its sizes), seeded by ``rngs``."""
+    (its sizes), seeded by ``rngs``: the ``build``, ``parameters`` and ``size`` keywords."""
     size = {"dim": c.d_model, "n_heads": c.n_heads, "max_len": c.max_len}
+    if c.n_kv_heads is not None:  # (PaTH's transforms belong to key heads)
+        size["n_kv_heads"] = c.n_kv_heads
     return {"build": partial(build_for_model, rngs=rngs), "parameters": accepted_keys, "size": size}
 
 
@@ -90,8 +83,8 @@ def attention_layers(
     return layers
 
 
-class Block(BlockFlow, nnx.Module):
-    """Pre-norm block (``posenc._models.BlockFlow``)."""
+class Block(nnx.Module):
+    """Pre-norm block (GPT-2 style): x + attn(norm1(x)), then x + mlp(norm2(x))."""
 
     def __init__(self, attn: Attention, d_ff: int, *, dropout: float, rngs: nnx.Rngs) -> None:
         d = attn.d_model
@@ -100,26 +93,38 @@ class Block(BlockFlow, nnx.Module):
         self.mlp = feed_forward(d, d_ff, rngs)
         self.drop = nnx.Dropout(dropout, rngs=rngs)
 
-    __call__ = BlockFlow.forward
+    def __call__(
+        self,
+        x: Array,
+        ctx: PositionState,
+        cache: KVCache | None,
+        *,
+        padding_mask: MaskArray | None = None,
+        segment_ids: MaskArray | None = None,
+    ) -> Array:
+        """x (B, T, C) -> (B, T, C), attention at the forward's position state ``ctx``."""
+        h = self.attn(
+            self.norm1(x), cache=cache, ctx=ctx, padding_mask=padding_mask, segment_ids=segment_ids
+        )
+        x = x + self.drop(h)
+        return x + self.drop(self.mlp(self.norm2(x)))
 
 
-class TinyTransformer(FlaxHooks, TransformerFlow, nnx.Module):
-    """As torch's ``TinyTransformer`` (``features``, ``__call__``:
-    ``posenc._models.TransformerFlow``): ``config`` the ``TransformerConfig`` arguments
+class TinyTransformer(nnx.Module):
+    """As torch's ``TinyTransformer``: ``config`` the ``TransformerConfig`` arguments
     (vocab_size, d_model=64, n_layers=2, n_heads=4, n_kv_heads, d_ff, causal=True, dropout,
     max_len=1024), ``pe`` a Flax encoding shared by every layer, or a registered name built
     for this size with ``pe_config`` (an encoder's in its encoder form unless ``pe_config`` sets
     it), or per layer as torch's (a list or pattern, a ``LayerSchedule``, with ``window`` and
     ``chunk``; a Flax cache keeps every key, the mask limits a local layer to its own);
-    ``rngs`` seeds the parameters."""
+    ``rngs`` seeds the parameters.
+
+    Shapes: tokens (B, T), hidden states (B, T, C), logits (B, T, V)."""
 
     def __init__(
         self,
         *,
-        pe: PositionalEncoding
-        | str
-        | Sequence[PositionalEncoding | Named]
-        | LayerSchedule[PositionalEncoding],
+        pe: Encoding | str | Sequence[Encoding | Named] | LayerSchedule[Encoding],
         pe_config: dict[str, Any] | None = None,
         rngs: nnx.Rngs | None = None,
         window: Limits = None,
@@ -134,11 +139,11 @@ class TinyTransformer(FlaxHooks, TransformerFlow, nnx.Module):
             c.n_layers,
             pe_config,
             listed=listed,
-            hooks=self,
+            hooks=LayerQuestions(),
             encoder=not c.causal,
             **registry(c, rngs),
         )
-        self.pe: PositionalEncoding = layers[0].pe  # the embedding's (every layer's, unlisted)
+        self.pe: Encoding = layers[0].pe  # the embedding's (every layer's, unlisted)
         self.causal = c.causal
         self.tok = nnx.Embed(c.vocab_size, c.d_model, embedding_init=_INIT, rngs=rngs)
         each = [{"pe": p, "window": w, "chunk": k} for p, w, k in layers]
@@ -148,6 +153,52 @@ class TinyTransformer(FlaxHooks, TransformerFlow, nnx.Module):
         self.head = nnx.Linear(
             c.d_model, c.vocab_size, use_bias=False, kernel_init=_INIT, rngs=rngs
         )
+
+    def features(
+        self,
+        idx: Array | np.ndarray,
+        pos: Array | np.ndarray | None = None,
+        *,
+        padding_mask: MaskArray | None = None,
+        segment_ids: MaskArray | None = None,
+        cache: Sequence[KVCache] | None = None,
+    ) -> Array:
+        """Hidden states (B, T, C) for tokens idx (B, T) at positions pos (T,) or (B, T)
+        (default: after the cache's entries); the position state is made once (``pe.prepare``)
+        for every layer of one encoding."""
+        check_ndim(idx, 2, "idx", "(B, T)")
+        check_layers(cache, len(self.blocks), "cache", " layers")
+        B, T = idx.shape
+        caches: list[KVCache | None] = (
+            list(cache) if cache is not None else [None] * len(self.blocks)
+        )
+        tokens = self.tok(jnp.asarray(idx))  # (B, T, C)
+        states: dict[int, PositionState] = {}  # one per distinct encoding object
+
+        def state(pe: Encoding, layer_cache: KVCache | None) -> PositionState:
+            if id(pe) not in states:
+                states[id(pe)] = position_state(pe, B, T, pos, layer_cache, tokens)
+            return states[id(pe)]
+
+        first = state(self.pe, caches[0])
+        x = self.pe.embed(tokens, first.q_pos, ctx=first)  # (B, T, C)
+        for block, layer_cache in zip(self.blocks, caches, strict=True):
+            ctx = state(block.attn.pe, layer_cache)
+            x = block(x, ctx, layer_cache, padding_mask=padding_mask, segment_ids=segment_ids)
+        return self.norm(x)
+
+    def __call__(
+        self,
+        idx: Array | np.ndarray,
+        pos: Array | np.ndarray | None = None,
+        *,
+        padding_mask: MaskArray | None = None,
+        segment_ids: MaskArray | None = None,
+        cache: Sequence[KVCache] | None = None,
+    ) -> Array:
+        """Logits (B, T, V); arguments as ``features``."""
+        x = self.features(idx, pos, padding_mask=padding_mask, segment_ids=segment_ids, cache=cache)
+        return self.head(x)
 
     def new_cache(self, capacity: int | None = None) -> list[KVCache]:
         """One empty KV cache per layer for incremental decoding; ``capacity`` preallocates
