@@ -16,7 +16,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from .._models import Limits, ModelHooks, check_layers, layer_encodings, schedule_of
+from .._models import Limits, check_layers, layer_encodings, schedule_of
 from .._schedule import LayerSchedule, Named
 from ..encodings.capabilities import Capabilities
 from ..models.config import EncoderDecoderConfig, TransformerConfig
@@ -38,10 +38,10 @@ def feed_forward(d_model: int, d_ff: int, rngs: nnx.Rngs) -> nnx.Sequential:
     )
 
 
-class LayerQuestions(ModelHooks):
+class LayerQuestions:
     """What ``posenc._models.layer_encodings`` asks of a Flax encoding while it places them:
-    its position axes and its torch twin's capabilities. (Not a base of the models: an
-    argument of that shared helper.)"""
+    its position axes and its torch twin's capabilities (``posenc._models.EncodingTraits``;
+    not a base of the models: an argument of that shared helper)."""
 
     def pe_axes(self, pe: Encoding) -> int:
         return pe.axes

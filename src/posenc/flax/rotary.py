@@ -101,8 +101,10 @@ class RoPE(PositionalEncoding[RotaryState]):
         """max(positions), -1 for none, read on the host. Raises: ValueError under
         ``jax.jit``."""
         if not all(is_concrete(p) for p in positions):
+            scaling = self.config.scaling
+            method = None if scaling is None else scaling.method
             raise ValueError(
-                f"dynamic RoPE scaling ({self.config.scaling.method!r}) needs concrete positions "
+                f"dynamic RoPE scaling ({method!r}) needs concrete positions "
                 "to read the current length; call it outside jax.jit"
             )
         return max((b[1] for p in positions if (b := bounds(p)) is not None), default=-1)
@@ -113,9 +115,10 @@ class RoPE(PositionalEncoding[RotaryState]):
 
     def frequencies(self, seq_len: int | None) -> tuple[np.ndarray, float]:
         """(inv_freq (P,) float64, attention_scaling) at the current length ``seq_len``."""
-        if not self.config.dynamic or seq_len is None:
+        scaling_config = self.config.scaling
+        if not self.config.dynamic or seq_len is None or scaling_config is None:
             return self.inv_freq64, self.attention_scaling
-        inv_freq, scaling = self.config.scaling.apply(self.default_inv_freq64, seq_len)
+        inv_freq, scaling = scaling_config.apply(self.default_inv_freq64, seq_len)
         return inv_freq, scaling
 
     def tables(self, pos: Array, dtype: DType, seq_len: int | None) -> Tables:
