@@ -4,7 +4,7 @@ attention and PaTH attention.
 None of them reads position ids: order enters through the tokens themselves (a forget gate, a
 stick broken nearest key first, Householder transforms), so each computes its layer's whole
 causal attention from the layer's input x and its q, k, v (``PositionalEncoding.attention_form``,
-dispatched by ``posenc.attention.flow`` when ``capabilities.attention_form`` says so). The
+dispatched by ``posenc.attention.Attention`` when ``capabilities.attention_form`` says so). The
 formulas are ``posenc.functional``'s (blockwise, no (L, L) tensor); these modules add the
 projections of x and what the KV cache must keep between steps (the ``terms``).
 
