@@ -9,7 +9,7 @@ from torch import Tensor
 
 from .. import functional as PF
 from ..kernels.rope import Kernel, check_kernel, rotate_tables
-from ..kernels.rope_eager import apply_rope
+from ..kernels.rope_eager import apply_rope, rope_pair
 from ..kernels.rope_tables import RopeTables
 from ..registry import register
 from .base import PositionalEncoding, check_qk
@@ -233,6 +233,9 @@ class RoPE(PositionalEncoding[RoPEState]):
         else:
             tq = ctx.tables(work_dtype(q.dtype), keys=False)
             tk = ctx.tables(work_dtype(k.dtype), keys=True)
+        if ctx is not None and self.kernel == "eager" and not inplace:
+            # inside a forward (inputs checked where they entered), the default kernel
+            return rope_pair(q, k, tq, tk, self.layout, inplace=False)
         return rotate_tables(q, k, tq, tk, layout=self.layout, inplace=inplace, kernel=self.kernel)
 
     def rotate_one(self, x: Tensor, pos: Tensor, seq_len: int | None = None) -> Tensor:
