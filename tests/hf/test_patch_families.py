@@ -173,7 +173,7 @@ def test_dia_gap_is_its_own_float32_angle_rounding() -> None:
 
     def logits() -> torch.Tensor:
         with torch.no_grad():
-            return _coverage._logits(model, ids)
+            return _coverage._logits(model, {"input_ids": ids})
 
     def float64_angles(self: Any, x: torch.Tensor, position_ids: torch.Tensor) -> Any:
         freqs = position_ids[..., None].double() * self.inv_freq.double()  # (B, T, P)
