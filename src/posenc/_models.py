@@ -234,5 +234,3 @@ def check_layers(given: Sequence[Any] | None, n: int, what: str, note: str = "")
     """Raise ValueError unless ``given`` (None: nothing) holds one entry per layer."""
     if given is not None and len(given) != n:
         raise ValueError(f"{what} must hold {n}{note}, got {len(given)}")
-
-
