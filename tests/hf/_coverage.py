@@ -189,14 +189,64 @@ def _keep_layers(config: Any) -> None:
 
 
 def _build(model_type: str) -> Any:
+    """The shrunk model of ``model_type`` (``_built`` without its notes)."""
+    return _built(model_type)[0]
+
+
+def _built(model_type: str) -> tuple[Any, list[str]]:
+    """The model of ``model_type``'s default config shrunk (``_shrink``), in eval mode, and
+    what the harness changed beyond shrinking (``_fit_mrope_width``), for the page."""
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     config = AutoConfig.for_model(model_type)
     _shrink(config)
-    torch.manual_seed(0)
     auto = AutoModelForCausalLM if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES else AutoModel
-    return auto.from_config(config).eval()
+    torch.manual_seed(0)
+    model = auto.from_config(config).eval()
+    notes = _fit_mrope_width(model)
+    if notes:  # the rotary width changed: build again from the fixed config
+        torch.manual_seed(0)
+        model = auto.from_config(config).eval()
+    return model, notes
+
+
+def _fit_mrope_width(model: Any) -> list[str]:
+    """Give each M-RoPE rotary module's config the rotary width its ``mrope_section`` needs,
+    in place; what it set.
+
+    Some default configs leave the sections to the module's built-in default while their
+    head width gives another number of rotary pairs (GLM-4.1V: sections (8, 12, 12) = 32
+    pairs, head_dim 128 without the checkpoints' partial_rotary_factor 0.5; Qwen3-Omni's
+    thinker: 64 pairs, hidden_size / heads = 73 where the checkpoints set head_dim 128), and
+    transformers' own forward fails (its ``split`` sizes). With 2S the sections' width: a
+    config with a ``partial_rotary_factor`` f gets head_dim 2S/f; otherwise f = 2S/head_dim
+    when that is <= 1, else head_dim 2S (what the released checkpoints of these types set)."""
+    notes = []
+    for module in model.modules():
+        sections, inv_freq = (
+            getattr(module, "mrope_section", None),
+            getattr(module, "inv_freq", None),
+        )
+        config = getattr(module, "config", None)
+        if not isinstance(sections, list | tuple) or not isinstance(inv_freq, torch.Tensor):
+            continue
+        width = 2 * sum(int(s) for s in sections)  # 2S
+        if config is None or width == 2 * inv_freq.numel():
+            continue
+        params = config.rope_parameters
+        head_dim = _get(config, "head_dim") or config.hidden_size // config.num_attention_heads
+        if "partial_rotary_factor" in params:
+            config.head_dim = int(width / params["partial_rotary_factor"])
+            notes.append(f"head_dim {config.head_dim}")
+        elif width <= head_dim:
+            params["partial_rotary_factor"] = width / head_dim
+            notes.append(f"partial_rotary_factor {width / head_dim:g}")
+        else:
+            config.head_dim = width
+            notes.append(f"head_dim {width}")
+        notes[-1] += f" (mrope_section {list(sections)} of {inv_freq.numel()} pairs)"
+    return notes
 
 
 def _grid_inputs(model: Any, params: Any) -> dict[str, Any] | None:
@@ -299,12 +349,21 @@ def _logits(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
 def status(model_type: str) -> Status:
     """What ``patch`` does with ``model_type`` (see the module docstring). A refusal is
     patch's verdict on the built model, whether or not the harness can run its forward."""
-    from posenc.hf import patch, unpatch
-
     try:
-        model = _build(model_type)
+        model, notes = _built(model_type)
     except Exception as err:
         return Status(model_type, "not built", f"{type(err).__name__}: {err}"[:160])
+    verdict = _verdict(model_type, model)
+    if not notes:
+        return verdict
+    detail = f"harness set {', '.join(notes)}; {verdict.detail}"
+    return Status(model_type, verdict.status, detail)
+
+
+def _verdict(model_type: str, model: Any) -> Status:
+    """``status`` of the built ``model``."""
+    from posenc.hf import patch, unpatch
+
     state = {k: v.clone() for k, v in model.state_dict().items()}
     try:
         patch(model)
