@@ -19,7 +19,7 @@ What is replaced, per instance (the modeling modules and other models stay untou
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,7 @@ from ..encodings.mrope import MRoPE
 from ..encodings.rotary import RoPE
 from ..extension.config import ScalingConfig
 from ..hf.attention_config import MSCALE_SOFTMAX_MODEL_TYPES, attention_from_hf
+from ..hf.mrope_config import ErnieMRoPE
 from ..hf.rope_config import rope_from_hf
 from ..kernels.rope import Kernel, check_kernel
 from . import rotate
@@ -225,8 +226,9 @@ def _grid_inputs(original: nn.Module, what: str, scaling: Any) -> tuple[float, i
 
 def _mrope(original: nn.Module, sections: Any, scaling: Any) -> MRoPE:
     """posenc's M-RoPE that gives ``original``'s cos and sin: its ``mrope_section`` (what it
-    uses, the built-in default when the config has none), contiguous or interleaved, whichever
-    equals its output at 3-D positions whose axes differ.
+    uses, the built-in default when the config has none), contiguous or interleaved, or
+    ERNIE 4.5 VL's arrangement (``ErnieMRoPE``), whichever equals its output at 3-D positions
+    whose axes differ.
     Raises: ValueError when neither does (another recomposition of the axes)."""
     base, pairs = _grid_inputs(original, "M-RoPE (3-D position ids)", scaling)
     if not isinstance(sections, list | tuple) or len(sections) != 3:
@@ -234,23 +236,34 @@ def _mrope(original: nn.Module, sections: Any, scaling: Any) -> MRoPE:
             f"{type(original).__name__} has mrope_section {sections!r}; posenc's M-RoPE takes "
             "three sections (t, h, w)"
         )
+    ordered = tuple(int(n) for n in sections)
+    h, w, t = ordered
+    candidates: list[tuple[str, Callable[[], MRoPE]]] = [
+        (
+            f"interleaved={interleaved}",
+            lambda i=interleaved: MRoPE(
+                head_dim=2 * pairs, base=base, mrope_section=ordered, interleaved=i
+            ),
+        )
+        for interleaved in (False, True)
+    ]
+    # ERNIE 4.5 VL lists its sections (h, w, t) and alternates h and w (ErnieMRoPE)
+    candidates.append(
+        ("ERNIE's", lambda: ErnieMRoPE(head_dim=2 * pairs, base=base, mrope_section=(t, h, w)))
+    )
     tried = []
-    for interleaved in (False, True):
+    for label, make in candidates:
         try:
-            mrope = MRoPE(
-                head_dim=2 * pairs,
-                base=base,
-                mrope_section=tuple(int(n) for n in sections),
-                interleaved=interleaved,
-            )
+            mrope = make()
             detect_form(original, {None: mrope})
         except ValueError as err:
-            tried.append(f"interleaved={interleaved}: {err}")
+            tried.append(f"{label}: {err}")
             continue
         return mrope
     raise ValueError(
         f"{type(original).__name__} recombines M-RoPE's axes (mrope_section {list(sections)}) "
-        f"in a way posenc's MRoPE does not (contiguous or interleaved sections): {tried[0]}"
+        "in a way posenc's MRoPE does not (contiguous or interleaved sections, or ERNIE 4.5 "
+        f"VL's h/w alternation): {tried[0]}"
     )
 
 
