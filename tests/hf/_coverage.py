@@ -135,6 +135,14 @@ def _shrink(config: Any, seen: set[int] | None = None) -> None:
     if "attn_layer_indices" in vars(config) and not config.attn_layer_indices:
         # Bamba's default config has no attention layer (every layer Mamba): give it one
         config.attn_layer_indices = [1]
+    if (
+        "sliding_window" in vars(config)
+        and config.sliding_window is None
+        and _get(config, "layer_types")
+    ):
+        # Step3p7 builds a sliding-window mask whatever its layer types, and its default config
+        # has no window: one wider than the 16 tokens run changes no attention
+        config.sliding_window = 4096
     if hasattr(config, "initializer_range"):
         config.initializer_range = 0.2
     for value in list(vars(config).values()):

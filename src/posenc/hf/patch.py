@@ -31,6 +31,7 @@ from ..encodings.mrope import MRoPE
 from ..encodings.rotary import RoPE
 from ..extension.config import ScalingConfig
 from ..hf.attention_config import MSCALE_SOFTMAX_MODEL_TYPES, attention_from_hf
+from ..hf.axial_config import ColumnsFirstRoPE2D, PixtralRoPE2D
 from ..hf.mrope_config import ErnieMRoPE
 from ..hf.rope_config import rope_from_hf
 from ..kernels.rope import Kernel, check_kernel
@@ -268,11 +269,32 @@ def _mrope(original: nn.Module, sections: Any, scaling: Any) -> MRoPE:
 
 
 def _axial(original: nn.Module, scaling: Any) -> RoPE2D:
-    """posenc's axial 2-D RoPE for a vision tower's ``rope_type: "axial"`` module: P pairs,
-    the first half turned by the row and the second by the column, each θ_j =
-    theta^(-4j/D) (transformers' ``compute_axial_rope_parameters``)."""
-    base, quarter = _grid_inputs(original, "axial RoPE (2-D grid positions)", scaling)
-    return RoPE2D(head_dim=4 * quarter, base=base, sections=(quarter, quarter))
+    """posenc's axial 2-D RoPE for a vision tower's ``rope_type: "axial"`` module: whichever
+    of the arrangements of ``axial_config`` equals its output at grid positions whose rows and
+    columns differ: rows first (``RoPE2D``, θ_j = theta^(-4j/D) on both axes: transformers'
+    ``compute_axial_rope_parameters``, D/4 frequencies), columns first (Step3p7), or
+    Pixtral's (D/2 frequencies, the even ones for rows and the odd ones for columns).
+    Raises: ValueError when none does."""
+    base, n = _grid_inputs(original, "axial RoPE (2-D grid positions)", scaling)
+    candidates: list[tuple[str, Callable[[], RoPE2D]]] = [
+        ("rows first", lambda: RoPE2D(head_dim=4 * n, base=base, sections=(n, n))),
+        ("columns first", lambda: ColumnsFirstRoPE2D(head_dim=4 * n, base=base, sections=(n, n))),
+        ("Pixtral's", lambda: PixtralRoPE2D(head_dim=2 * n, base=base)),
+    ]
+    tried = []
+    for label, make in candidates:
+        try:
+            rope = make()
+            detect_form(original, {None: rope})
+        except ValueError as err:
+            tried.append(f"{label}: {err}")
+            continue
+        return rope
+    raise ValueError(
+        f"{type(original).__name__} (rope_type 'axial') computes 2-D position embeddings "
+        "posenc's axial RoPE does not (rows first, columns first or Pixtral's frequencies, in "
+        f"the cat/repeat/compact/complex forms): {tried[0]}"
+    )
 
 
 def _one_axis(pe: Any, config: Any) -> RoPE:
@@ -353,6 +375,10 @@ def _install_rotations(
     first: Any = next(iter(rotary.ropes.values()))
     pos = sample_positions(first, 5, device)
     sample = rotary(torch.zeros(1, 5, 1, device=device), pos, rotary.layer_types[0])
+    if isinstance(sample, tuple) and sample[0].ndim == 2:
+        # axial RoPE's (N, 2P) embeddings (Pixtral's tower unsqueezes them at 0): compare the
+        # rotations on (1, N, 2P), the batched shape ``verified`` hands them in
+        sample = tuple(e[None] for e in sample)
     layout = first.layout
     checked: dict[tuple[type, str], rotate.Rotation] = {}
     for module in attentions:
