@@ -282,6 +282,23 @@ def _grid_inputs(model: Any, params: Any) -> dict[str, Any] | None:
     }
 
 
+def _image_inputs(model: Any, params: Any) -> dict[str, Any] | None:
+    """One random image of a vision tower that reads ``pixel_values`` (MLCD, Pixtral): a 4 x 4
+    patch grid, (1, C, 4 p, 4 p) for patch size p (``image_sizes`` too where the forward takes
+    them), or None for a model without ``pixel_values`` or a patch size."""
+    config = model.config
+    patch = getattr(config, "patch_size", None)
+    if "pixel_values" not in params or not isinstance(patch, int):
+        return None
+    channels = getattr(config, "num_channels", None) or 3
+    side = 4 * patch
+    pixels = torch.randn(1, channels, side, side, generator=torch.Generator().manual_seed(0))
+    inputs: dict[str, Any] = {"pixel_values": pixels}
+    if "image_sizes" in params:
+        inputs["image_sizes"] = torch.tensor([[side, side]])
+    return inputs
+
+
 #: The signal an audio or time-series model reads instead of token ids.
 _SIGNALS = ("input_features", "audio_mel", "input_values", "past_values")
 
@@ -313,13 +330,17 @@ def _signal_inputs(model: Any, params: Any) -> list[dict[str, Any]]:
 
 def _inputs(model: Any) -> dict[str, Any]:
     """16 token ids below the vocabulary size (and 100) (no cache: hybrid models' caches need
-    an attention layer to measure); a vision tower's patches (``_grid_inputs``); the first
+    an attention layer to measure); a vision tower's patches (``_grid_inputs``) or image
+    (``_image_inputs``); the first
     audio or time-series signal its forward runs on (``_signal_inputs``)."""
     params = inspect.signature(model.forward).parameters
     if "input_ids" not in params:
         grid = _grid_inputs(model, params)
         if grid is not None:
             return grid
+        image = _image_inputs(model, params)
+        if image is not None:
+            return image
         candidates, failed = _signal_inputs(model, params), None
         for candidate in candidates:
             try:

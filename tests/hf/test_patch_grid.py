@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from posenc.hf import is_patched, patch, unpatch
+from posenc.hf.axial_config import ColumnsFirstRoPE2D, PixtralRoPE2D
 from posenc.hf.mrope_config import ErnieMRoPE
 from posenc.hf.rotary import RotaryEmbedding
 from tests.hf._tiny import SMALL
@@ -252,3 +253,80 @@ def test_axial_rotary_at_grid_positions_equals_transformers() -> None:
         torch.testing.assert_close(ours, theirs, atol=2e-5, rtol=0)
     with pytest.raises(ValueError, match=r"axial RoPE position ids must be \(N, 2\)"):
         holder.rotary_emb(x, pos.T)
+
+
+def _grid(rows: int, cols: int) -> torch.Tensor:
+    """(N, 2) (row, column) positions of a rows x cols grid, row-major."""
+    r, c = torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij")
+    return torch.stack([r.flatten(), c.flatten()], dim=-1)
+
+
+@pytest.mark.parametrize(
+    ("module", "cls", "config", "want"),
+    [
+        ("step3p7", "Step3p7VisionRotaryEmbedding", "Step3p7VisionConfig", ColumnsFirstRoPE2D),
+        ("pixtral", "PixtralVisionRotaryEmbedding", "PixtralVisionConfig", PixtralRoPE2D),
+    ],
+)
+def test_other_axial_arrangements_equal_transformers(
+    module: str, cls: str, config: str, want: type
+) -> None:
+    """Step3p7's tower (the column's block first) and Pixtral's (even frequencies for rows,
+    odd for columns): patch builds the matching arrangement, equal to the module at grid
+    positions whose rows and columns differ; unpatch restores it."""
+    cfg = getattr(importlib.import_module("transformers"), config)()
+    holder = nn.Module()
+    original = getattr(_modeling(module), cls)(cfg)
+    holder.rotary_emb = original
+    patch(holder)
+    assert type(holder.rotary_emb.ropes["rope"]) is want
+    pos = _grid(5, 7)
+    x = torch.zeros(1, pos.shape[0], 1)
+    for ours, theirs in zip(holder.rotary_emb(x, pos), original(x, pos), strict=True):
+        torch.testing.assert_close(ours, theirs, atol=2e-5, rtol=0)
+    unpatch(holder)
+    assert holder.rotary_emb is original
+
+
+def test_axial_arrangements_equal_their_formulas_in_float64() -> None:
+    """Columns first: pair j < Q by x·base^(-4j/D), Q + j by y·base^(-4j/D); Pixtral: pair
+    j < Q by y·base^(-4j/D), Q + j by x·base^(-(4j+2)/D) (written from the formulas)."""
+    D, base, Q = 16, 10000.0, 4
+    pos = _grid(3, 5)
+    y, x = pos[:, :1].double(), pos[:, 1:].double()
+    j = torch.arange(Q, dtype=torch.float64)
+    columns_first = torch.cat([x * base ** (-4 * j / D), y * base ** (-4 * j / D)], dim=-1)
+    pixtral = torch.cat([y * base ** (-4 * j / D), x * base ** (-(4 * j + 2) / D)], dim=-1)
+    got_columns = ColumnsFirstRoPE2D(head_dim=D, base=base).angles(pos)
+    got_pixtral = PixtralRoPE2D(head_dim=D, base=base).angles(pos)
+    torch.testing.assert_close(got_columns, columns_first, atol=0, rtol=1e-15)
+    torch.testing.assert_close(got_pixtral, pixtral, atol=0, rtol=1e-15)
+
+
+def test_pixtral_tower_patched_equals_unpatched() -> None:
+    """Pixtral's vision tower (its ``apply_rotary_pos_emb`` unsqueezes (N, D) embeddings at
+    0): patched outputs equal the unpatched ones on a 3 x 4 patch grid."""
+    from transformers import PixtralVisionConfig
+
+    cfg = PixtralVisionConfig(
+        hidden_size=64,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        image_size=32,
+        patch_size=8,
+        initializer_range=0.2,
+    )
+    torch.manual_seed(0)
+    tower = _modeling("pixtral").PixtralVisionModel(cfg).eval()
+    pixels = torch.randn(1, 3, 24, 32, generator=torch.Generator().manual_seed(1))
+    sizes = torch.tensor([[24, 32]])
+    with torch.no_grad():
+        before = tower(pixels, image_sizes=sizes).last_hidden_state
+        patch(tower)
+        assert isinstance(tower.patch_positional_embedding.ropes["rope"], PixtralRoPE2D)
+        patched = tower(pixels, image_sizes=sizes).last_hidden_state
+        unpatch(tower)
+        after = tower(pixels, image_sizes=sizes).last_hidden_state
+    torch.testing.assert_close(patched, before, atol=1e-4, rtol=0)
+    assert torch.equal(after, before)
