@@ -132,6 +132,13 @@ def _shrink(config: Any, seen: set[int] | None = None) -> None:
     ):
         # HunYuan's default config leaves head_dim None, which its attention cannot read
         config.head_dim = config.hidden_size // config.num_attention_heads
+    if (
+        "num_key_value_heads" in vars(config)
+        and config.num_key_value_heads is None
+        and isinstance(_get(config, "num_attention_heads"), int)
+    ):
+        # Nemotron's default config leaves it None (multi-head attention: one per query head)
+        config.num_key_value_heads = config.num_attention_heads
     if "attn_layer_indices" in vars(config) and not config.attn_layer_indices:
         # Bamba's default config has no attention layer (every layer Mamba): give it one
         config.attn_layer_indices = [1]
@@ -357,6 +364,8 @@ def _inputs(model: Any) -> dict[str, Any]:
     top = min(_VOCAB, 100, vocab if isinstance(vocab, int) and vocab > 3 else _VOCAB)
     ids = torch.randint(3, top, (1, 16), generator=torch.Generator().manual_seed(0))
     inputs: dict[str, Any] = {"input_ids": ids, "use_cache": False}
+    if "decoder_input_ids" in params:  # an encoder-decoder (T5Gemma): the decoder reads them too
+        inputs["decoder_input_ids"] = ids
     if "attention_mask" in params and getattr(model.config, "pad_token_id", 0) is None:
         inputs["attention_mask"] = torch.ones_like(ids)  # ESM masks input_ids != pad otherwise
     return inputs
@@ -375,13 +384,26 @@ def _logits(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
     )
 
 
+def _not_built(model_type: str, err: Exception) -> Status:
+    """A "not built" row: the error, and why for transformers' misleading "requires the timm
+    library" (timm is installed, but ``import timm`` needs torchvision, which this environment
+    lacks, and transformers' ``is_timm_available`` checks both)."""
+    detail = f"{type(err).__name__}: {' '.join(str(err).split())}"[:160]
+    if isinstance(err, ImportError) and "requires the timm library" in str(err):
+        try:
+            import timm  # noqa: F401
+        except ImportError as why:
+            detail = f"{detail[:100]}... (timm is installed; importing it fails: {why})"
+    return Status(model_type, "not built", detail)
+
+
 def status(model_type: str) -> Status:
     """What ``patch`` does with ``model_type`` (see the module docstring). A refusal is
     patch's verdict on the built model, whether or not the harness can run its forward."""
     try:
         model, notes = _built(model_type)
     except Exception as err:
-        return Status(model_type, "not built", f"{type(err).__name__}: {err}"[:160])
+        return _not_built(model_type, err)
     verdict = _verdict(model_type, model)
     if not notes:
         return verdict
@@ -409,7 +431,7 @@ def _verdict(model_type: str, model: Any) -> Status:
             with torch.no_grad():
                 _logits(model, _inputs(model))
         except Exception as own:
-            return Status(model_type, "not built", f"{type(own).__name__}: {own}"[:160])
+            return _not_built(model_type, own)
         return Status(model_type, "crash", f"patch: {type(err).__name__}: {err}"[:160])
     unpatch(model)
     try:
@@ -417,7 +439,7 @@ def _verdict(model_type: str, model: Any) -> Status:
         with torch.no_grad():
             before = _logits(model, inputs)
     except Exception as err:
-        return Status(model_type, "not built", f"{type(err).__name__}: {err}"[:160])
+        return _not_built(model_type, err)
     try:
         patch(model)
         with torch.no_grad():
