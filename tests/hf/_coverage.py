@@ -313,8 +313,8 @@ _SIGNALS = ("input_features", "audio_mel", "input_values", "past_values")
 def _signal_inputs(model: Any, params: Any) -> list[dict[str, Any]]:
     """Candidate inputs of an audio encoder or forecaster, in the order tried: one random
     signal of F features (the config's ``num_mel_bins`` / ``input_feat_size`` /
-    ``feature_size``, else 128) by 64 or 3,840 steps, as (1, F, T), (1, T, F), (1, 1, T),
-    (1, T); a required mask (Gemma 3n's ``audio_mel_mask``: True = padding) marks no padding."""
+    ``feature_size``, else 128) by 64 or 3,840 steps (or ``audio_length_per_tok`` per token
+    id), as (1, F, T), (1, T, F), (1, 1, T), (1, T); a required mask (Gemma 3n's ``audio_mel_mask``: True = padding) marks no padding."""
     name = next((n for n in _SIGNALS if n in params), None)
     if name is None:
         return []
@@ -327,7 +327,8 @@ def _signal_inputs(model: Any, params: Any) -> list[dict[str, Any]]:
         if n != name and p.default is inspect.Parameter.empty and "mask" in n
     ]
     found = []
-    for T in (64, 3840):
+    per_token = getattr(config, "audio_length_per_tok", None)  # Voxtral Realtime: T = 8 per id
+    for T in (64, 3840) + ((16 * per_token,) if isinstance(per_token, int) else ()):
         for shape in ((1, F, T), (1, T, F), (1, 1, T), (1, T)):
             x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
             frames = shape[2] if shape[1] == F and len(shape) == 3 else shape[1]
@@ -338,8 +339,9 @@ def _signal_inputs(model: Any, params: Any) -> list[dict[str, Any]]:
 def _inputs(model: Any) -> dict[str, Any]:
     """16 token ids below the vocabulary size (and 100) (no cache: hybrid models' caches need
     an attention layer to measure); a vision tower's patches (``_grid_inputs``) or image
-    (``_image_inputs``); the first
-    audio or time-series signal its forward runs on (``_signal_inputs``)."""
+    (``_image_inputs``); the first audio or time-series signal its forward runs on
+    (``_signal_inputs``), with the ids for a model that reads both (Voxtral Realtime: text
+    ids and audio features together) when the ids alone do not run."""
     params = inspect.signature(model.forward).parameters
     if "input_ids" not in params:
         grid = _grid_inputs(model, params)
@@ -348,18 +350,9 @@ def _inputs(model: Any) -> dict[str, Any]:
         image = _image_inputs(model, params)
         if image is not None:
             return image
-        candidates, failed = _signal_inputs(model, params), None
-        for candidate in candidates:
-            try:
-                with torch.no_grad():
-                    _logits(model, candidate)
-            except Exception as err:
-                failed = err
-                continue
-            return candidate
-        if failed is not None:
-            shapes = sorted({tuple(next(iter(c.values())).shape) for c in candidates})
-            raise TypeError(f"no signal shape of {shapes} runs: {type(failed).__name__}: {failed}")
+        signals = _signal_inputs(model, params)
+        if signals:
+            return _first_that_runs(model, signals)
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
     top = min(_VOCAB, 100, vocab if isinstance(vocab, int) and vocab > 3 else _VOCAB)
     ids = torch.randint(3, top, (1, 16), generator=torch.Generator().manual_seed(0))
@@ -368,7 +361,26 @@ def _inputs(model: Any) -> dict[str, Any]:
         inputs["decoder_input_ids"] = ids
     if "attention_mask" in params and getattr(model.config, "pad_token_id", 0) is None:
         inputs["attention_mask"] = torch.ones_like(ids)  # ESM masks input_ids != pad otherwise
+    signals = _signal_inputs(model, params)
+    if signals:
+        return _first_that_runs(model, [inputs] + [{**inputs, **c} for c in signals])
     return inputs
+
+
+def _first_that_runs(model: Any, candidates: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first of ``candidates`` that ``model``'s forward runs on.
+    Raises: TypeError naming the signal shapes tried and the last error."""
+    failed: Exception | None = None
+    for candidate in candidates:
+        try:
+            with torch.no_grad():
+                _logits(model, candidate)
+        except Exception as err:
+            failed = err
+            continue
+        return candidate
+    shapes = sorted({tuple(v.shape) for c in candidates for k, v in c.items() if k in _SIGNALS})
+    raise TypeError(f"no signal shape of {shapes} runs: {type(failed).__name__}: {failed}")
 
 
 def _logits(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
