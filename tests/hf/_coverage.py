@@ -132,21 +132,16 @@ def _shrink(config: Any, seen: set[int] | None = None) -> None:
     ):
         # HunYuan's default config leaves head_dim None, which its attention cannot read
         config.head_dim = config.hidden_size // config.num_attention_heads
-    if (
-        "num_key_value_heads" in vars(config)
-        and config.num_key_value_heads is None
-        and isinstance(_get(config, "num_attention_heads"), int)
+    # vars(): a heterogeneous config (Gemma 4, dots3) raises on reading per-layer attributes
+    if vars(config).get("num_key_value_heads", 0) is None and isinstance(
+        _get(config, "num_attention_heads"), int
     ):
         # Nemotron's default config leaves it None (multi-head attention: one per query head)
         config.num_key_value_heads = config.num_attention_heads
     if "attn_layer_indices" in vars(config) and not config.attn_layer_indices:
         # Bamba's default config has no attention layer (every layer Mamba): give it one
         config.attn_layer_indices = [1]
-    if (
-        "sliding_window" in vars(config)
-        and config.sliding_window is None
-        and _get(config, "layer_types")
-    ):
+    if vars(config).get("sliding_window", 0) is None and _get(config, "layer_types"):
         # Step3p7 builds a sliding-window mask whatever its layer types, and its default config
         # has no window: one wider than the 16 tokens run changes no attention
         config.sliding_window = 4096
@@ -314,7 +309,8 @@ def _signal_inputs(model: Any, params: Any) -> list[dict[str, Any]]:
     """Candidate inputs of an audio encoder or forecaster, in the order tried: one random
     signal of F features (the config's ``num_mel_bins`` / ``input_feat_size`` /
     ``feature_size``, else 128) by 64 or 3,840 steps (or ``audio_length_per_tok`` per token
-    id), as (1, F, T), (1, T, F), (1, 1, T), (1, T); a required mask (Gemma 3n's ``audio_mel_mask``: True = padding) marks no padding."""
+    id), as (1, F, T), (1, T, F), (1, 1, T), (1, T); a required mask (Gemma 3n's
+    ``audio_mel_mask``: True = padding) marks no padding."""
     name = next((n for n in _SIGNALS if n in params), None)
     if name is None:
         return []
@@ -340,8 +336,9 @@ def _inputs(model: Any) -> dict[str, Any]:
     """16 token ids below the vocabulary size (and 100) (no cache: hybrid models' caches need
     an attention layer to measure); a vision tower's patches (``_grid_inputs``) or image
     (``_image_inputs``); the first audio or time-series signal its forward runs on
-    (``_signal_inputs``), with the ids for a model that reads both (Voxtral Realtime: text
-    ids and audio features together) when the ids alone do not run."""
+    (``_signal_inputs``); with the ids, a signal or decoder ids for a model that reads both
+    (Voxtral Realtime: text ids and audio features; T5Gemma: decoder ids) when the ids alone
+    do not run."""
     params = inspect.signature(model.forward).parameters
     if "input_ids" not in params:
         grid = _grid_inputs(model, params)
@@ -357,14 +354,12 @@ def _inputs(model: Any) -> dict[str, Any]:
     top = min(_VOCAB, 100, vocab if isinstance(vocab, int) and vocab > 3 else _VOCAB)
     ids = torch.randint(3, top, (1, 16), generator=torch.Generator().manual_seed(0))
     inputs: dict[str, Any] = {"input_ids": ids, "use_cache": False}
-    if "decoder_input_ids" in params:  # an encoder-decoder (T5Gemma): the decoder reads them too
-        inputs["decoder_input_ids"] = ids
     if "attention_mask" in params and getattr(model.config, "pad_token_id", 0) is None:
         inputs["attention_mask"] = torch.ones_like(ids)  # ESM masks input_ids != pad otherwise
-    signals = _signal_inputs(model, params)
-    if signals:
-        return _first_that_runs(model, [inputs] + [{**inputs, **c} for c in signals])
-    return inputs
+    extra = [{**inputs, **c} for c in _signal_inputs(model, params)]
+    if "decoder_input_ids" in params:  # an encoder-decoder (T5Gemma): its decoder reads ids too
+        extra.append({**inputs, "decoder_input_ids": ids})
+    return _first_that_runs(model, [inputs, *extra]) if extra else inputs
 
 
 def _first_that_runs(model: Any, candidates: list[dict[str, Any]]) -> dict[str, Any]:

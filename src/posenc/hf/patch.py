@@ -21,6 +21,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -239,23 +240,16 @@ def _mrope(original: nn.Module, sections: Any, scaling: Any) -> MRoPE:
         )
     ordered = tuple(int(n) for n in sections)
     h, w, t = ordered
-    candidates: list[tuple[str, Callable[[], MRoPE]]] = [
-        (
-            f"interleaved={interleaved}",
-            lambda i=interleaved: MRoPE(
-                head_dim=2 * pairs, base=base, mrope_section=ordered, interleaved=i
-            ),
-        )
-        for interleaved in (False, True)
+    candidates: list[tuple[str, Callable[..., MRoPE]]] = [
+        ("contiguous", partial(MRoPE, mrope_section=ordered, interleaved=False)),
+        ("interleaved", partial(MRoPE, mrope_section=ordered, interleaved=True)),
+        # ERNIE 4.5 VL lists its sections (h, w, t) and alternates h and w (ErnieMRoPE)
+        ("ERNIE's", partial(ErnieMRoPE, mrope_section=(t, h, w))),
     ]
-    # ERNIE 4.5 VL lists its sections (h, w, t) and alternates h and w (ErnieMRoPE)
-    candidates.append(
-        ("ERNIE's", lambda: ErnieMRoPE(head_dim=2 * pairs, base=base, mrope_section=(t, h, w)))
-    )
     tried = []
     for label, make in candidates:
         try:
-            mrope = make()
+            mrope = make(head_dim=2 * pairs, base=base)
             detect_form(original, {None: mrope})
         except ValueError as err:
             tried.append(f"{label}: {err}")
