@@ -132,9 +132,19 @@ def _shrink(config: Any, seen: set[int] | None = None) -> None:
     ):
         # HunYuan's default config leaves head_dim None, which its attention cannot read
         config.head_dim = config.hidden_size // config.num_attention_heads
+    # vars(): a heterogeneous config (Gemma 4, dots3) raises on reading per-layer attributes
+    if vars(config).get("num_key_value_heads", 0) is None and isinstance(
+        _get(config, "num_attention_heads"), int
+    ):
+        # Nemotron's default config leaves it None (multi-head attention: one per query head)
+        config.num_key_value_heads = config.num_attention_heads
     if "attn_layer_indices" in vars(config) and not config.attn_layer_indices:
         # Bamba's default config has no attention layer (every layer Mamba): give it one
         config.attn_layer_indices = [1]
+    if vars(config).get("sliding_window", 0) is None and _get(config, "layer_types"):
+        # Step3p7 builds a sliding-window mask whatever its layer types, and its default config
+        # has no window: one wider than the 16 tokens run changes no attention
+        config.sliding_window = 4096
     if hasattr(config, "initializer_range"):
         config.initializer_range = 0.2
     for value in list(vars(config).values()):
@@ -189,14 +199,64 @@ def _keep_layers(config: Any) -> None:
 
 
 def _build(model_type: str) -> Any:
+    """The shrunk model of ``model_type`` (``_built`` without its notes)."""
+    return _built(model_type)[0]
+
+
+def _built(model_type: str) -> tuple[Any, list[str]]:
+    """The model of ``model_type``'s default config shrunk (``_shrink``), in eval mode, and
+    what the harness changed beyond shrinking (``_fit_mrope_width``), for the page."""
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     config = AutoConfig.for_model(model_type)
     _shrink(config)
-    torch.manual_seed(0)
     auto = AutoModelForCausalLM if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES else AutoModel
-    return auto.from_config(config).eval()
+    torch.manual_seed(0)
+    model = auto.from_config(config).eval()
+    notes = _fit_mrope_width(model)
+    if notes:  # the rotary width changed: build again from the fixed config
+        torch.manual_seed(0)
+        model = auto.from_config(config).eval()
+    return model, notes
+
+
+def _fit_mrope_width(model: Any) -> list[str]:
+    """Give each M-RoPE rotary module's config the rotary width its ``mrope_section`` needs,
+    in place; what it set.
+
+    Some default configs leave the sections to the module's built-in default while their
+    head width gives another number of rotary pairs (GLM-4.1V: sections (8, 12, 12) = 32
+    pairs, head_dim 128 without the checkpoints' partial_rotary_factor 0.5; Qwen3-Omni's
+    thinker: 64 pairs, hidden_size / heads = 73 where the checkpoints set head_dim 128), and
+    transformers' own forward fails (its ``split`` sizes). With 2S the sections' width: a
+    config with a ``partial_rotary_factor`` f gets head_dim 2S/f; otherwise f = 2S/head_dim
+    when that is <= 1, else head_dim 2S (what the released checkpoints of these types set)."""
+    notes = []
+    for module in model.modules():
+        sections, inv_freq = (
+            getattr(module, "mrope_section", None),
+            getattr(module, "inv_freq", None),
+        )
+        config = getattr(module, "config", None)
+        if not isinstance(sections, list | tuple) or not isinstance(inv_freq, torch.Tensor):
+            continue
+        width = 2 * sum(int(s) for s in sections)  # 2S
+        if config is None or width == 2 * inv_freq.numel():
+            continue
+        params = config.rope_parameters
+        head_dim = _get(config, "head_dim") or config.hidden_size // config.num_attention_heads
+        if "partial_rotary_factor" in params:
+            config.head_dim = int(width / params["partial_rotary_factor"])
+            notes.append(f"head_dim {config.head_dim}")
+        elif width <= head_dim:
+            params["partial_rotary_factor"] = width / head_dim
+            notes.append(f"partial_rotary_factor {width / head_dim:g}")
+        else:
+            config.head_dim = width
+            notes.append(f"head_dim {width}")
+        notes[-1] += f" (mrope_section {list(sections)} of {inv_freq.numel()} pairs)"
+    return notes
 
 
 def _grid_inputs(model: Any, params: Any) -> dict[str, Any] | None:
@@ -224,6 +284,23 @@ def _grid_inputs(model: Any, params: Any) -> dict[str, Any] | None:
     }
 
 
+def _image_inputs(model: Any, params: Any) -> dict[str, Any] | None:
+    """One random image of a vision tower that reads ``pixel_values`` (MLCD, Pixtral): a 4 x 4
+    patch grid, (1, C, 4 p, 4 p) for patch size p (``image_sizes`` too where the forward takes
+    them), or None for a model without ``pixel_values`` or a patch size."""
+    config = model.config
+    patch = getattr(config, "patch_size", None)
+    if "pixel_values" not in params or not isinstance(patch, int):
+        return None
+    channels = getattr(config, "num_channels", None) or 3
+    side = 4 * patch
+    pixels = torch.randn(1, channels, side, side, generator=torch.Generator().manual_seed(0))
+    inputs: dict[str, Any] = {"pixel_values": pixels}
+    if "image_sizes" in params:
+        inputs["image_sizes"] = torch.tensor([[side, side]])
+    return inputs
+
+
 #: The signal an audio or time-series model reads instead of token ids.
 _SIGNALS = ("input_features", "audio_mel", "input_values", "past_values")
 
@@ -231,8 +308,9 @@ _SIGNALS = ("input_features", "audio_mel", "input_values", "past_values")
 def _signal_inputs(model: Any, params: Any) -> list[dict[str, Any]]:
     """Candidate inputs of an audio encoder or forecaster, in the order tried: one random
     signal of F features (the config's ``num_mel_bins`` / ``input_feat_size`` /
-    ``feature_size``, else 128) by 64 or 3,840 steps, as (1, F, T), (1, T, F), (1, 1, T),
-    (1, T); a required mask (Gemma 3n's ``audio_mel_mask``: True = padding) marks no padding."""
+    ``feature_size``, else 128) by 64 or 3,840 steps (or ``audio_length_per_tok`` per token
+    id), as (1, F, T), (1, T, F), (1, 1, T), (1, T); a required mask (Gemma 3n's
+    ``audio_mel_mask``: True = padding) marks no padding."""
     name = next((n for n in _SIGNALS if n in params), None)
     if name is None:
         return []
@@ -245,7 +323,8 @@ def _signal_inputs(model: Any, params: Any) -> list[dict[str, Any]]:
         if n != name and p.default is inspect.Parameter.empty and "mask" in n
     ]
     found = []
-    for T in (64, 3840):
+    per_token = getattr(config, "audio_length_per_tok", None)  # Voxtral Realtime: T = 8 per id
+    for T in (64, 3840) + ((16 * per_token,) if isinstance(per_token, int) else ()):
         for shape in ((1, F, T), (1, T, F), (1, 1, T), (1, T)):
             x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
             frames = shape[2] if shape[1] == F and len(shape) == 3 else shape[1]
@@ -255,32 +334,48 @@ def _signal_inputs(model: Any, params: Any) -> list[dict[str, Any]]:
 
 def _inputs(model: Any) -> dict[str, Any]:
     """16 token ids below the vocabulary size (and 100) (no cache: hybrid models' caches need
-    an attention layer to measure); a vision tower's patches (``_grid_inputs``); the first
-    audio or time-series signal its forward runs on (``_signal_inputs``)."""
+    an attention layer to measure); a vision tower's patches (``_grid_inputs``) or image
+    (``_image_inputs``); the first audio or time-series signal its forward runs on
+    (``_signal_inputs``); with the ids, a signal or decoder ids for a model that reads both
+    (Voxtral Realtime: text ids and audio features; T5Gemma: decoder ids) when the ids alone
+    do not run."""
     params = inspect.signature(model.forward).parameters
     if "input_ids" not in params:
         grid = _grid_inputs(model, params)
         if grid is not None:
             return grid
-        candidates, failed = _signal_inputs(model, params), None
-        for candidate in candidates:
-            try:
-                with torch.no_grad():
-                    _logits(model, candidate)
-            except Exception as err:
-                failed = err
-                continue
-            return candidate
-        if failed is not None:
-            shapes = sorted({tuple(next(iter(c.values())).shape) for c in candidates})
-            raise TypeError(f"no signal shape of {shapes} runs: {type(failed).__name__}: {failed}")
+        image = _image_inputs(model, params)
+        if image is not None:
+            return image
+        signals = _signal_inputs(model, params)
+        if signals:
+            return _first_that_runs(model, signals)
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
     top = min(_VOCAB, 100, vocab if isinstance(vocab, int) and vocab > 3 else _VOCAB)
     ids = torch.randint(3, top, (1, 16), generator=torch.Generator().manual_seed(0))
     inputs: dict[str, Any] = {"input_ids": ids, "use_cache": False}
     if "attention_mask" in params and getattr(model.config, "pad_token_id", 0) is None:
         inputs["attention_mask"] = torch.ones_like(ids)  # ESM masks input_ids != pad otherwise
-    return inputs
+    extra = [{**inputs, **c} for c in _signal_inputs(model, params)]
+    if "decoder_input_ids" in params:  # an encoder-decoder (T5Gemma): its decoder reads ids too
+        extra.append({**inputs, "decoder_input_ids": ids})
+    return _first_that_runs(model, [inputs, *extra]) if extra else inputs
+
+
+def _first_that_runs(model: Any, candidates: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first of ``candidates`` that ``model``'s forward runs on.
+    Raises: TypeError naming the signal shapes tried and the last error."""
+    failed: Exception | None = None
+    for candidate in candidates:
+        try:
+            with torch.no_grad():
+                _logits(model, candidate)
+        except Exception as err:
+            failed = err
+            continue
+        return candidate
+    shapes = sorted({tuple(v.shape) for c in candidates for k, v in c.items() if k in _SIGNALS})
+    raise TypeError(f"no signal shape of {shapes} runs: {type(failed).__name__}: {failed}")
 
 
 def _logits(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
@@ -296,15 +391,37 @@ def _logits(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
     )
 
 
+def _not_built(model_type: str, err: Exception) -> Status:
+    """A "not built" row: the error, and why for transformers' misleading "requires the timm
+    library" (timm is installed, but ``import timm`` needs torchvision, which this environment
+    lacks, and transformers' ``is_timm_available`` checks both)."""
+    detail = f"{type(err).__name__}: {' '.join(str(err).split())}"[:160]
+    if isinstance(err, ImportError) and "requires the timm library" in str(err):
+        try:
+            import timm  # noqa: F401
+        except ImportError as why:
+            detail = f"{detail[:100]}... (timm is installed; importing it fails: {why})"
+    return Status(model_type, "not built", detail)
+
+
 def status(model_type: str) -> Status:
     """What ``patch`` does with ``model_type`` (see the module docstring). A refusal is
     patch's verdict on the built model, whether or not the harness can run its forward."""
+    try:
+        model, notes = _built(model_type)
+    except Exception as err:
+        return _not_built(model_type, err)
+    verdict = _verdict(model_type, model)
+    if not notes:
+        return verdict
+    detail = f"harness set {', '.join(notes)}; {verdict.detail}"
+    return Status(model_type, verdict.status, detail)
+
+
+def _verdict(model_type: str, model: Any) -> Status:
+    """``status`` of the built ``model``."""
     from posenc.hf import patch, unpatch
 
-    try:
-        model = _build(model_type)
-    except Exception as err:
-        return Status(model_type, "not built", f"{type(err).__name__}: {err}"[:160])
     state = {k: v.clone() for k, v in model.state_dict().items()}
     try:
         patch(model)
@@ -321,7 +438,7 @@ def status(model_type: str) -> Status:
             with torch.no_grad():
                 _logits(model, _inputs(model))
         except Exception as own:
-            return Status(model_type, "not built", f"{type(own).__name__}: {own}"[:160])
+            return _not_built(model_type, own)
         return Status(model_type, "crash", f"patch: {type(err).__name__}: {err}"[:160])
     unpatch(model)
     try:
@@ -329,7 +446,7 @@ def status(model_type: str) -> Status:
         with torch.no_grad():
             before = _logits(model, inputs)
     except Exception as err:
-        return Status(model_type, "not built", f"{type(err).__name__}: {err}"[:160])
+        return _not_built(model_type, err)
     try:
         patch(model)
         with torch.no_grad():

@@ -38,6 +38,11 @@ def test_page_rows_are_what_the_harness_computes(model_type: str) -> None:
         "glmasr_encoder",  # an audio signal
         "cosmos3_edge_vision",  # no *RotaryEmbedding
         "deepseek_v4",  # the trailing rope slice of one tensor at a time
+        "glm4v_text",  # M-RoPE sections wider than the default head: the harness's width
+        "ernie4_5_vl_moe",  # ERNIE's M-RoPE arrangement
+        "mistral_large4",  # Pixtral's axial 2-D RoPE in its vision tower
+        "mlcd",  # a vision tower's 4 x 4 patch image (pixel_values)
+        "t5gemma",  # an encoder-decoder: decoder ids
     ],
 )
 def test_page_rows_of_towers_and_hybrids(model_type: str) -> None:

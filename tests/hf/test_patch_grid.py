@@ -1,12 +1,14 @@
 """``patch`` on the rotary embeddings of more than one position axis, against transformers
 5.23's own modules: M-RoPE text models (3-D position ids; contiguous sections in Qwen2-VL and
-GLM-4V, interleaved in Qwen3-VL and Cosmos3-Edge; cat or repeat form) and the axial 2-D RoPE of
+GLM-4V, interleaved in Qwen3-VL and Cosmos3-Edge, h/w alternating in ERNIE 4.5 VL; cat or
+repeat form) and the axial 2-D RoPE of
 vision towers (``rope_type: "axial"``, (N, 2) grid positions). Position ids whose axes differ,
 so a wrong section or axis shows."""
 
 from __future__ import annotations
 
 import importlib
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,6 +16,8 @@ import torch
 from torch import nn
 
 from posenc.hf import is_patched, patch, unpatch
+from posenc.hf.axial_config import ColumnsFirstRoPE2D, PixtralRoPE2D
+from posenc.hf.mrope_config import ErnieMRoPE
 from posenc.hf.rotary import RotaryEmbedding
 from tests.hf._tiny import SMALL
 
@@ -96,17 +100,95 @@ def test_patched_mrope_models_equal_unpatched_at_3d_positions(
     assert torch.equal(after, before)
 
 
-def test_other_mrope_recompositions_are_refused_before_touching() -> None:
-    """ERNIE 4.5 VL interleaves (h, w) pairs and puts t last: neither of posenc's section
-    orders; refused, the module kept."""
+def _ernie_rotary(**rope: Any) -> nn.Module:
+    """ERNIE 4.5 VL's text rotary, head_dim 2·Σ sections (128 for its built-in ones)."""
     from transformers import Ernie4_5_VLMoeTextConfig
 
+    params = {"rope_type": "default", "rope_theta": 500000.0, **rope}
+    cfg = Ernie4_5_VLMoeTextConfig(rope_parameters=params)
+    cfg.head_dim = 2 * sum(rope.get("mrope_section", (22, 22, 20)))
+    return _modeling("ernie4_5_vl_moe").Ernie4_5_VLMoeTextRotaryEmbedding(cfg)
+
+
+@pytest.mark.parametrize("sections", [None, [6, 6, 4]])
+def test_ernie_mrope_rotary_equals_transformers(sections: list[int] | None) -> None:
+    """ERNIE 4.5 VL interleaves (h, w) pairs and puts t last (its built-in (22, 22, 20) and
+    given sections): patch builds ErnieMRoPE, whose cos and sin at 3-D positions whose axes
+    differ equal the module's; unpatch restores it."""
+    rope = {} if sections is None else {"mrope_section": sections}
     holder = nn.Module()
-    rotary = _modeling("ernie4_5_vl_moe").Ernie4_5_VLMoeTextRotaryEmbedding(
-        Ernie4_5_VLMoeTextConfig()
-    )
+    original = _ernie_rotary(**rope)
+    holder.rotary_emb = original
+    patch(holder)
+    mrope = holder.rotary_emb.ropes["rope"]
+    assert isinstance(mrope, ErnieMRoPE)
+    h, w, t = sections or (22, 22, 20)
+    assert tuple(mrope.config.mrope_section) == (t, h, w)
+    x, pos = torch.zeros(2, 40, 1), _mrope_positions(2, 40)
+    for ours, theirs in zip(holder.rotary_emb(x, pos), original(x, pos), strict=True):
+        torch.testing.assert_close(ours, theirs, atol=2e-5, rtol=0)
+    unpatch(holder)
+    assert holder.rotary_emb is original
+
+
+def test_ernie_mrope_angles_equal_its_formula_in_float64() -> None:
+    """angle_p = pos[a(p)]·base^(-2p/D), a(p) = h, w alternating for p < 2 s_h, then t
+    (written from the formula, not from ``ernie_pair_axes``)."""
+    D, base, (t, h, w) = 32, 500000.0, (4, 6, 6)
+    mrope = ErnieMRoPE(head_dim=D, base=base, mrope_section=(t, h, w))
+    pos = _mrope_positions(1, 9)[:, 0].T  # (T, 3) (t, h, w)
+    want = torch.empty(9, D // 2, dtype=torch.float64)
+    for p in range(D // 2):
+        axis = (1 if p % 2 == 0 else 2) if p < h + w else 0
+        want[:, p] = pos[:, axis].double() * base ** (-2 * p / D)
+    torch.testing.assert_close(mrope.angles(pos), want, atol=0, rtol=1e-15)
+
+
+def test_rope_from_hf_reads_ernie_mrope_as_transformers() -> None:
+    """``rope_from_hf`` of an ERNIE 4.5 VL text config: ErnieMRoPE with its sections reordered
+    to (t, h, w), interleaved pairs (ERNIE's ``rotate_half_text``), the module's cos."""
+    from transformers import Ernie4_5_VLMoeTextConfig
+
+    from posenc.hf.rope_config import rope_from_hf
+
+    cfg = Ernie4_5_VLMoeTextConfig()
+    rope = rope_from_hf(cfg)
+    assert isinstance(rope, ErnieMRoPE) and rope.layout == "interleaved"
+    pos = _mrope_positions(1, 20)
+    cos, _ = _ernie_rotary()(torch.zeros(1, 20, 1), pos)
+    ours, _ = rope.cos_sin(pos.movedim(0, -1))
+    torch.testing.assert_close(ours.repeat_interleave(2, -1), cos, atol=2e-5, rtol=0)
+
+
+def test_ernie_mrope_sections_must_alternate() -> None:
+    with pytest.raises(ValueError, match="alternates h and w: their sections must be equal"):
+        ErnieMRoPE(head_dim=32, mrope_section=(4, 7, 5))
+
+
+class _SwappedRotaryEmbedding(nn.Module):
+    """A rotary module that hands the sections to (w, h, t): none of posenc's arrangements."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = SimpleNamespace(rope_parameters={"rope_theta": 10000.0})
+        self.mrope_section = [2, 3, 3]
+        self.register_buffer("inv_freq", 10000.0 ** (-torch.arange(0, 16, 2) / 16))
+
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> Any:
+        pos = position_ids.expand(3, -1, -1)[[2, 1, 0]]  # (3, B, T): w, h, t
+        freqs = pos[..., None].double() * self.inv_freq  # (3, B, T, P)
+        chosen = torch.cat([m[i] for i, m in enumerate(freqs.split(self.mrope_section, -1))], -1)
+        emb = torch.cat([chosen, chosen], dim=-1).float()
+        return emb.cos(), emb.sin()
+
+
+def test_other_mrope_recompositions_are_refused_before_touching() -> None:
+    """Sections handed to the axes in another order: refused, naming the arrangements tried,
+    the module kept."""
+    holder = nn.Module()
+    rotary = _SwappedRotaryEmbedding()
     holder.rotary_emb = rotary
-    with pytest.raises(ValueError, match=r"recombines M-RoPE's axes \(mrope_section \[22, 22"):
+    with pytest.raises(ValueError, match=r"recombines M-RoPE's axes \(mrope_section \[2, 3, 3"):
         patch(holder)
     assert holder.rotary_emb is rotary and not is_patched(holder)
 
@@ -171,3 +253,80 @@ def test_axial_rotary_at_grid_positions_equals_transformers() -> None:
         torch.testing.assert_close(ours, theirs, atol=2e-5, rtol=0)
     with pytest.raises(ValueError, match=r"axial RoPE position ids must be \(N, 2\)"):
         holder.rotary_emb(x, pos.T)
+
+
+def _grid(rows: int, cols: int) -> torch.Tensor:
+    """(N, 2) (row, column) positions of a rows x cols grid, row-major."""
+    r, c = torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij")
+    return torch.stack([r.flatten(), c.flatten()], dim=-1)
+
+
+@pytest.mark.parametrize(
+    ("module", "cls", "config", "want"),
+    [
+        ("step3p7", "Step3p7VisionRotaryEmbedding", "Step3p7VisionConfig", ColumnsFirstRoPE2D),
+        ("pixtral", "PixtralVisionRotaryEmbedding", "PixtralVisionConfig", PixtralRoPE2D),
+    ],
+)
+def test_other_axial_arrangements_equal_transformers(
+    module: str, cls: str, config: str, want: type
+) -> None:
+    """Step3p7's tower (the column's block first) and Pixtral's (even frequencies for rows,
+    odd for columns): patch builds the matching arrangement, equal to the module at grid
+    positions whose rows and columns differ; unpatch restores it."""
+    cfg = getattr(importlib.import_module("transformers"), config)()
+    holder = nn.Module()
+    original = getattr(_modeling(module), cls)(cfg)
+    holder.rotary_emb = original
+    patch(holder)
+    assert type(holder.rotary_emb.ropes["rope"]) is want
+    pos = _grid(5, 7)
+    x = torch.zeros(1, pos.shape[0], 1)
+    for ours, theirs in zip(holder.rotary_emb(x, pos), original(x, pos), strict=True):
+        torch.testing.assert_close(ours, theirs, atol=2e-5, rtol=0)
+    unpatch(holder)
+    assert holder.rotary_emb is original
+
+
+def test_axial_arrangements_equal_their_formulas_in_float64() -> None:
+    """Columns first: pair j < Q by x·base^(-4j/D), Q + j by y·base^(-4j/D); Pixtral: pair
+    j < Q by y·base^(-4j/D), Q + j by x·base^(-(4j+2)/D) (written from the formulas)."""
+    D, base, Q = 16, 10000.0, 4
+    pos = _grid(3, 5)
+    y, x = pos[:, :1].double(), pos[:, 1:].double()
+    j = torch.arange(Q, dtype=torch.float64)
+    columns_first = torch.cat([x * base ** (-4 * j / D), y * base ** (-4 * j / D)], dim=-1)
+    pixtral = torch.cat([y * base ** (-4 * j / D), x * base ** (-(4 * j + 2) / D)], dim=-1)
+    got_columns = ColumnsFirstRoPE2D(head_dim=D, base=base).angles(pos)
+    got_pixtral = PixtralRoPE2D(head_dim=D, base=base).angles(pos)
+    torch.testing.assert_close(got_columns, columns_first, atol=0, rtol=1e-15)
+    torch.testing.assert_close(got_pixtral, pixtral, atol=0, rtol=1e-15)
+
+
+def test_pixtral_tower_patched_equals_unpatched() -> None:
+    """Pixtral's vision tower (its ``apply_rotary_pos_emb`` unsqueezes (N, D) embeddings at
+    0): patched outputs equal the unpatched ones on a 3 x 4 patch grid."""
+    from transformers import PixtralVisionConfig
+
+    cfg = PixtralVisionConfig(
+        hidden_size=64,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        image_size=32,
+        patch_size=8,
+        initializer_range=0.2,
+    )
+    torch.manual_seed(0)
+    tower = _modeling("pixtral").PixtralVisionModel(cfg).eval()
+    pixels = torch.randn(1, 3, 24, 32, generator=torch.Generator().manual_seed(1))
+    sizes = torch.tensor([[24, 32]])
+    with torch.no_grad():
+        before = tower(pixels, image_sizes=sizes).last_hidden_state
+        patch(tower)
+        assert isinstance(tower.patch_positional_embedding.ropes["rope"], PixtralRoPE2D)
+        patched = tower(pixels, image_sizes=sizes).last_hidden_state
+        unpatch(tower)
+        after = tower(pixels, image_sizes=sizes).last_hidden_state
+    torch.testing.assert_close(patched, before, atol=1e-4, rtol=0)
+    assert torch.equal(after, before)

@@ -19,8 +19,9 @@ What is replaced, per instance (the modeling modules and other models stay untou
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -31,6 +32,8 @@ from ..encodings.mrope import MRoPE
 from ..encodings.rotary import RoPE
 from ..extension.config import ScalingConfig
 from ..hf.attention_config import MSCALE_SOFTMAX_MODEL_TYPES, attention_from_hf
+from ..hf.axial_config import ColumnsFirstRoPE2D, PixtralRoPE2D
+from ..hf.mrope_config import ErnieMRoPE
 from ..hf.rope_config import rope_from_hf
 from ..kernels.rope import Kernel, check_kernel
 from . import rotate
@@ -225,8 +228,9 @@ def _grid_inputs(original: nn.Module, what: str, scaling: Any) -> tuple[float, i
 
 def _mrope(original: nn.Module, sections: Any, scaling: Any) -> MRoPE:
     """posenc's M-RoPE that gives ``original``'s cos and sin: its ``mrope_section`` (what it
-    uses, the built-in default when the config has none), contiguous or interleaved, whichever
-    equals its output at 3-D positions whose axes differ.
+    uses, the built-in default when the config has none), contiguous or interleaved, or
+    ERNIE 4.5 VL's arrangement (``ErnieMRoPE``), whichever equals its output at 3-D positions
+    whose axes differ.
     Raises: ValueError when neither does (another recomposition of the axes)."""
     base, pairs = _grid_inputs(original, "M-RoPE (3-D position ids)", scaling)
     if not isinstance(sections, list | tuple) or len(sections) != 3:
@@ -234,32 +238,57 @@ def _mrope(original: nn.Module, sections: Any, scaling: Any) -> MRoPE:
             f"{type(original).__name__} has mrope_section {sections!r}; posenc's M-RoPE takes "
             "three sections (t, h, w)"
         )
+    ordered = tuple(int(n) for n in sections)
+    h, w, t = ordered
+    candidates: list[tuple[str, Callable[..., MRoPE]]] = [
+        ("contiguous", partial(MRoPE, mrope_section=ordered, interleaved=False)),
+        ("interleaved", partial(MRoPE, mrope_section=ordered, interleaved=True)),
+        # ERNIE 4.5 VL lists its sections (h, w, t) and alternates h and w (ErnieMRoPE)
+        ("ERNIE's", partial(ErnieMRoPE, mrope_section=(t, h, w))),
+    ]
     tried = []
-    for interleaved in (False, True):
+    for label, make in candidates:
         try:
-            mrope = MRoPE(
-                head_dim=2 * pairs,
-                base=base,
-                mrope_section=tuple(int(n) for n in sections),
-                interleaved=interleaved,
-            )
+            mrope = make(head_dim=2 * pairs, base=base)
             detect_form(original, {None: mrope})
         except ValueError as err:
-            tried.append(f"interleaved={interleaved}: {err}")
+            tried.append(f"{label}: {err}")
             continue
         return mrope
     raise ValueError(
         f"{type(original).__name__} recombines M-RoPE's axes (mrope_section {list(sections)}) "
-        f"in a way posenc's MRoPE does not (contiguous or interleaved sections): {tried[0]}"
+        "in a way posenc's MRoPE does not (contiguous or interleaved sections, or ERNIE 4.5 "
+        f"VL's h/w alternation): {tried[0]}"
     )
 
 
 def _axial(original: nn.Module, scaling: Any) -> RoPE2D:
-    """posenc's axial 2-D RoPE for a vision tower's ``rope_type: "axial"`` module: P pairs,
-    the first half turned by the row and the second by the column, each θ_j =
-    theta^(-4j/D) (transformers' ``compute_axial_rope_parameters``)."""
-    base, quarter = _grid_inputs(original, "axial RoPE (2-D grid positions)", scaling)
-    return RoPE2D(head_dim=4 * quarter, base=base, sections=(quarter, quarter))
+    """posenc's axial 2-D RoPE for a vision tower's ``rope_type: "axial"`` module: whichever
+    of the arrangements of ``axial_config`` equals its output at grid positions whose rows and
+    columns differ: rows first (``RoPE2D``, θ_j = theta^(-4j/D) on both axes: transformers'
+    ``compute_axial_rope_parameters``, D/4 frequencies), columns first (Step3p7), or
+    Pixtral's (D/2 frequencies, the even ones for rows and the odd ones for columns).
+    Raises: ValueError when none does."""
+    base, n = _grid_inputs(original, "axial RoPE (2-D grid positions)", scaling)
+    candidates: list[tuple[str, Callable[[], RoPE2D]]] = [
+        ("rows first", lambda: RoPE2D(head_dim=4 * n, base=base, sections=(n, n))),
+        ("columns first", lambda: ColumnsFirstRoPE2D(head_dim=4 * n, base=base, sections=(n, n))),
+        ("Pixtral's", lambda: PixtralRoPE2D(head_dim=2 * n, base=base)),
+    ]
+    tried = []
+    for label, make in candidates:
+        try:
+            rope = make()
+            detect_form(original, {None: rope})
+        except ValueError as err:
+            tried.append(f"{label}: {err}")
+            continue
+        return rope
+    raise ValueError(
+        f"{type(original).__name__} (rope_type 'axial') computes 2-D position embeddings "
+        "posenc's axial RoPE does not (rows first, columns first or Pixtral's frequencies, in "
+        f"the cat/repeat/compact/complex forms): {tried[0]}"
+    )
 
 
 def _one_axis(pe: Any, config: Any) -> RoPE:
@@ -340,6 +369,10 @@ def _install_rotations(
     first: Any = next(iter(rotary.ropes.values()))
     pos = sample_positions(first, 5, device)
     sample = rotary(torch.zeros(1, 5, 1, device=device), pos, rotary.layer_types[0])
+    if isinstance(sample, tuple) and sample[0].ndim == 2:
+        # axial RoPE's (N, 2P) embeddings (Pixtral's tower unsqueezes them at 0): compare the
+        # rotations on (1, N, 2P), the batched shape ``verified`` hands them in
+        sample = tuple(e[None] for e in sample)
     layout = first.layout
     checked: dict[tuple[type, str], rotate.Rotation] = {}
     for module in attentions:
