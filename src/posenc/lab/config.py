@@ -295,8 +295,10 @@ def check_encoding_architecture(encoding: str, task: Any, architecture: str) -> 
         from .schedules import is_schedule
 
         model = "an encoder-decoder" if architecture == "encoder_decoder" else "an encoder"
-        what = "is a decoder's per-layer schedule" if is_schedule(encoding) else (
-            "computes causal attention from the data and has no encoder"
+        what = (
+            "is a decoder's per-layer schedule"
+            if is_schedule(encoding)
+            else ("computes causal attention from the data and has no encoder")
         )
         raise ValueError(
             f"encoding {encoding!r} {what}; "

@@ -198,7 +198,8 @@ def preset_data(name: str) -> dict[str, Any]:
         data["model"] = QUICK_MODEL
         data["train"] |= {"lr": QUICK_LR, "decay_steps": QUICK_DECAY}
         data["task_train"] = {
-            task: {"steps": n} | ({"batch_size": FRONTIER_BATCH[task]} if task in FRONTIER_BATCH else {})
+            task: {"steps": n}
+            | ({"batch_size": FRONTIER_BATCH[task]} if task in FRONTIER_BATCH else {})
             for task, n in FRONTIER_STEPS.items()
         }
         data["task_train"]["lm"] |= {"lr": 3e-3, "decay_steps": None}  # the lm preset's rate
