@@ -107,6 +107,8 @@ def test_schedule_config_and_architecture_errors() -> None:
     bad = {"encodings": ["irope"], "tasks": ["offset"]}
     with pytest.raises(ValueError, match="per-layer schedule"):
         expand(parse_sweep(bad))
+    with pytest.raises(ValueError, match="torch backend only"):
+        expand(parse_sweep({"encodings": ["rnope_swa"], "tasks": ["copy"], "backend": "jax"}))
     with pytest.raises(ValueError, match="builds a decoder"):
         LabModel(make_task("copy"), ModelConfig(architecture="encoder_decoder"), "irope")
 

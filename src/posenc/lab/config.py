@@ -298,7 +298,7 @@ def check_encoding_architecture(encoding: str, task: Any, architecture: str) -> 
         what = (
             "is a decoder's per-layer schedule"
             if is_schedule(encoding)
-            else ("computes causal attention from the data and has no encoder")
+            else "computes causal attention from the data and has no encoder"
         )
         raise ValueError(
             f"encoding {encoding!r} {what}; "
@@ -619,8 +619,9 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
 
 def expand(sweep: SweepConfig) -> list[RunConfig]:
     """One RunConfig per grid cell, in a fixed order. Raises ValueError for unknown encodings,
-    bad encoding config, task settings a task refuses (naming the task), or a run that cannot
-    fit in this machine's memory (``footprint.check_fits``: what it needs, what there is)."""
+    bad encoding config, task settings a task refuses (naming the task), a lab schedule
+    (``schedules``) on a backend other than torch, or a run that cannot fit in this machine's
+    memory (``footprint.check_fits``: what it needs, what there is)."""
     from ..registry import build_for_model, names
     from .schedules import SCHEDULES, is_schedule, lab_schedule
 
@@ -633,6 +634,12 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
             )
     every = "all" in sweep.encodings
     encodings = names(axes=1) if every else list(sweep.encodings)
+    schedules = [e for e in encodings if is_schedule(e)]
+    if schedules and sweep.backend != "torch":  # ``backend_flax`` builds one encoding
+        raise ValueError(
+            f"lab schedule {schedules[0]!r} trains with the torch backend only, got backend "
+            f"{sweep.backend!r}"
+        )
     grids = [e for e in encodings if e in names() and e not in names(axes=1)]
     runs = []
     for i, task in enumerate(sweep.tasks):
