@@ -37,7 +37,7 @@ def test_committed_figures_are_what_the_command_generates() -> None:
     assert generate.stale(files) == []
 
 
-@pytest.mark.parametrize("store", ["lab-quick", "lab-seq2seq", "lab-grid"])
+@pytest.mark.parametrize("store", ["lab-quick", "lab-seq2seq", "lab-grid", "lab-frontier"])
 def test_results_page_holds_each_store_as_posenc_lab_table_prints_it(store: str) -> None:
     """Moved from README: the lab's blocks are ``posenc lab table`` of the committed stores,
     with the command that made them and the CPU the runs ran on."""

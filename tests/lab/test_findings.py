@@ -151,7 +151,7 @@ def test_press_alibi_flat_lm_loss(alibi: list[float], rope: list[float], verdict
 
 def test_findings_without_their_encodings_have_no_verdicts() -> None:
     findings = check_findings(panels(_copy("fire", [0.5, 0.6, 0.7])))
-    assert [f.verdicts for f in findings] == [(), (), (), (), ()]
+    assert [f.verdicts for f in findings] == [()] * 9
     assert all(f.missing and f.rule for f in findings)
 
 

@@ -51,7 +51,8 @@ def lab(
     preset: Annotated[
         str,
         typer.Option(
-            help="Built-in sweep: quick, full, lm, seq2seq, grid, or extend (posenc lab extend)."
+            help="Built-in sweep: quick, full, lm, seq2seq, grid, frontier, or extend "
+            "(posenc lab extend)."
         ),
     ] = "quick",
     out: Out = Path("posenc-results"),

@@ -110,15 +110,16 @@ def attention_sections(runs: list[RunConfig], stored: list[Run], order: list[str
             sections.append(attention_section(configs[first.key], first.checkpoint or ""))
         else:
             without.append(enc)
+    why = []  # one section for both reasons (section ids are unique)
     if without:
-        text = f"No run of {', '.join(without)} passed the gate with a checkpoint: no maps."
-        sections.append(Section("Attention maps not drawn", paragraphs=[text]))
+        why.append(f"No run of {', '.join(without)} passed the gate with a checkpoint: no maps.")
     if blockwise:
-        text = (
+        why.append(
             f"{', '.join(blockwise)} compute attention from the data, blockwise: no softmax "
             "weights to draw."
         )
-        sections.append(Section("Attention maps not drawn", paragraphs=[text]))
+    if why:
+        sections.append(Section("Attention maps not drawn", paragraphs=why))
     return sections
 
 

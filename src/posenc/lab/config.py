@@ -275,9 +275,13 @@ def _trains(encoding: str, task: Any, architecture: str) -> bool:
     """Whether ``encoding`` can train ``task`` (built) as ``architecture``: one computing
     causal attention from the data (``capabilities.attention_form``: fox, stick_breaking,
     path) has no encoder, so neither a classification task's encoder nor an
-    encoder-decoder. (Unknown names pass: ``expand`` reports them.)"""
+    encoder-decoder; a lab schedule (``schedules``) builds decoders only. (Unknown names
+    pass: ``expand`` reports them.)"""
     from ..registry import info, names
+    from .schedules import is_schedule
 
+    if is_schedule(encoding):  # a decoder's layout (``LabModel``)
+        return task.kind != "classify" and architecture == "decoder"
     if encoding not in names():
         return True
     causal_only = info(encoding).cls.capabilities.attention_form
@@ -288,9 +292,16 @@ def check_encoding_architecture(encoding: str, task: Any, architecture: str) -> 
     """Raise ValueError unless ``encoding`` can train ``task`` as ``architecture``
     (``_trains``)."""
     if not _trains(encoding, task, architecture):
+        from .schedules import is_schedule
+
         model = "an encoder-decoder" if architecture == "encoder_decoder" else "an encoder"
+        what = (
+            "is a decoder's per-layer schedule"
+            if is_schedule(encoding)
+            else "computes causal attention from the data and has no encoder"
+        )
         raise ValueError(
-            f"encoding {encoding!r} computes causal attention from the data and has no encoder; "
+            f"encoding {encoding!r} {what}; "
             f"task {task.name!r} ({task.kind}, {architecture}) trains {model}: choose a decoder "
             "task, or leave it out"
         )
@@ -304,7 +315,9 @@ class SweepConfig:
     per task name over ``train`` (``{sort = {steps = 3000}}``: sort's runs get a budget of
     their own), ``encoding_train`` per encoding over those (``{t5 = {pe_lr_scale = 10}}``).
     ``architectures`` (``["decoder", "encoder_decoder"]``) trains each cell with each
-    architecture, side by side; None: ``model.architecture`` alone."""
+    architecture, side by side; None: ``model.architecture`` alone. ``task_encodings``
+    narrows the grid per task name (``{lm = [rope, fox]}``: lm trains those two of
+    ``encodings``; a task not named trains every encoding)."""
 
     __pydantic_config__ = _FORBID
     name: str = "sweep"
@@ -320,6 +333,7 @@ class SweepConfig:
     device: str = "cpu"
     backend: str = "torch"
     architectures: tuple[Architecture, ...] | None = None
+    task_encodings: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for what in ("encodings", "tasks", "seeds", "train_max_lens", "architectures"):
@@ -339,6 +353,15 @@ class SweepConfig:
         for name in self.task_train:  # a misspelt name would leave its task on ``train``
             if name not in task_names():  # (a known task the grid lacks is fine: presets)
                 raise ValueError(f"task_train.{name}: unknown task; choose from {task_names()}")
+        for name, chosen in self.task_encodings.items():  # a slip would train the whole row
+            if name not in task_names():
+                raise ValueError(f"task_encodings.{name}: unknown task; choose from {task_names()}")
+            stray = [e for e in chosen if e not in self.encodings]
+            if not chosen or (stray and "all" not in self.encodings):
+                raise ValueError(
+                    f"task_encodings.{name} must be a non-empty subset of encodings "
+                    f"{list(self.encodings)}, got {list(chosen)}"
+                )
         for task in {t.name for t in self.tasks} | set(self.task_train):
             for encoding in (None, *self.encoding_train):
                 self.train_for(task, encoding)
@@ -596,12 +619,14 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
 
 def expand(sweep: SweepConfig) -> list[RunConfig]:
     """One RunConfig per grid cell, in a fixed order. Raises ValueError for unknown encodings,
-    bad encoding config, task settings a task refuses (naming the task), or a run that cannot
-    fit in this machine's memory (``footprint.check_fits``: what it needs, what there is)."""
+    bad encoding config, task settings a task refuses (naming the task), a lab schedule
+    (``schedules``) on a backend other than torch, or a run that cannot fit in this machine's
+    memory (``footprint.check_fits``: what it needs, what there is)."""
     from ..registry import build_for_model, names
+    from .schedules import SCHEDULES, is_schedule, lab_schedule
 
     for key in ("pe_config", "encoding_train"):
-        unknown = sorted(set(getattr(sweep, key)) - set(names()))
+        unknown = sorted(set(getattr(sweep, key)) - set(names()) - set(SCHEDULES))
         if unknown:  # a misspelt name would leave its encoding on the defaults, silently
             raise ValueError(
                 f"config key {key!r}: unknown positional encoding {unknown[0]!r}; "
@@ -609,6 +634,12 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
             )
     every = "all" in sweep.encodings
     encodings = names(axes=1) if every else list(sweep.encodings)
+    schedules = [e for e in encodings if is_schedule(e)]
+    if schedules and sweep.backend != "torch":  # ``backend_flax`` builds one encoding
+        raise ValueError(
+            f"lab schedule {schedules[0]!r} trains with the torch backend only, got backend "
+            f"{sweep.backend!r}"
+        )
     grids = [e for e in encodings if e in names() and e not in names(axes=1)]
     runs = []
     for i, task in enumerate(sweep.tasks):
@@ -618,7 +649,7 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
                 built = t.build()
                 for architecture in sweep.architecture_list:
                     check_task_architecture(built, architecture)
-                    for enc in encodings:
+                    for enc in sweep.task_encodings.get(t.name, encodings):
                         if not every:  # "all" leaves out what cannot train the cell
                             check_encoding_architecture(enc, built, architecture)
                 axes = built.axes
@@ -640,6 +671,7 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
                     backend=sweep.backend,
                 )
                 for enc in encodings
+                if enc in sweep.task_encodings.get(t.name, (enc,))
                 for architecture in sweep.architecture_list  # side by side per encoding
                 if _trains(enc, built, architecture)
                 for s in sweep.seeds
@@ -651,6 +683,9 @@ def expand(sweep: SweepConfig) -> list[RunConfig]:
     for enc in encodings:
         with _config_key("encodings", enc, TypeError):
             pe_config = sweep.pe_config.get(enc, {})
+            if is_schedule(enc):  # its entries are built by the model, checked there
+                lab_schedule(enc, pe_config)
+                continue
             build_for_model(enc, dim=m.d_model, n_heads=m.n_heads, max_len=64, **pe_config)
     return runs
 

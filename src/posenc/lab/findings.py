@@ -38,6 +38,32 @@ seeds, makes the verdict inconclusive. "a above b": the intervals are separated
    is separated with rope_mixed above, not reproduced if any pair is separated the other way,
    inconclusive otherwise.
 
+The ``frontier`` preset's findings (rules fixed 2026-12-02, before its first run). Each is
+"every member of A against every member of B that ran" (``group_verdict``): reproduced if each
+pair's intervals are separated in the claimed direction, not reproduced if any pair is
+separated the other way, inconclusive otherwise (overlap, or a side with < ``MIN_SEEDS``
+learned seeds).
+
+6. Forgetting attention's LM loss stays flat past the training length while RoPE's rises (Lin
+   et al. 2025, "Forgetting Transformer", arXiv:2503.02130, fig. 2). Scope: ``lm``. The rise
+   of finding 4 (last / first position bucket). Rule: as finding 4 with fox for alibi and
+   {rope} the others: reproduced if fox's rise interval ends at or below ``FLAT`` (1.10) and
+   lies below rope's; not reproduced if it starts above 1.10 or rope's lies below it;
+   inconclusive otherwise.
+7. Stick-breaking attention generalises to longer sequences than softmax attention with RoPE
+   (Tan et al. 2024, arXiv:2410.17980). Scope: ``copy``, ``copy_rep``, ``sort``. Rule:
+   {stick_breaking} against {rope}, mean exact match beyond training, higher better.
+8. PaTH attention tracks state out of distribution where RoPE attention does not (Yang et al.
+   2025, arXiv:2505.16381, on Liu et al. 2023's flip-flop language modelling). Scope:
+   ``flip_flop`` (out of distribution: longer samples than training). Rule: {path} against
+   {rope}, mean exact match of the final read beyond training, higher better.
+9. Interleaving global NoPE layers with local RoPE layers (Llama 4's iRoPE; RNoPE-SWA, Yang et
+   al. 2025, arXiv:2501.18795) retrieves past the training length better than RoPE on every
+   layer. Scope: the retrieval tasks, ``induction`` (associative recall) and ``passkey``
+   (added to the scope 2026-12-02 after the preset's first run, in which none of the 9
+   ``induction`` runs passed the gate; the rule unchanged). Rule: {irope, rnope_swa} (those
+   that ran) against {rope}, mean exact match beyond training, higher better.
+
 The extend suite's findings, ``check_extend_findings`` (``ExtendFinding``):
 
 Published findings on context extension, each checked by a rule fixed before any run.
@@ -104,6 +130,9 @@ FLOOR = 0.10
 FLAT = 1.10
 COPY_TASKS = ("copy", "copy_rep")
 AHEAD, BEHIND = ("nope", "t5"), ("alibi", "rope", "sinusoidal", "learned")
+SORT_AND_COPY_TASKS = (*COPY_TASKS, "sort")
+INTERLEAVED = ("irope", "rnope_swa")
+RETRIEVAL_TASKS = ("induction", "passkey")
 MIXED, AXIAL_AND_TABLES = "rope_mixed", ("rope_2d", "sincos_2d", "learned_2d")
 
 
@@ -153,13 +182,17 @@ def score(panel: Panel, encoding: str, fn: Callable[[Run], float | None]) -> Sco
 
 
 def check_findings(panels: list[Panel]) -> list[Finding]:
-    """The five findings, each with a verdict per task config it applies to."""
+    """The nine findings, each with a verdict per task config it applies to."""
     return [
         _learned_absolute(panels),
         _kazemnejad(panels),
         _randomized(panels),
         _press(panels),
         _heo(panels),
+        _lin(panels),
+        _tan(panels),
+        _yang_path(panels),
+        _interleaved(panels),
     ]
 
 
@@ -279,16 +312,86 @@ def _heo(panels: list[Panel]) -> Finding:
     )
 
 
-def _press_verdict(alibi: Score, others: list[Score]) -> tuple[Verdict, str]:
-    iv = alibi.interval
-    if iv is not None and alibi.comparable and iv.lo > FLAT:
-        return "not reproduced", f"alibi's rise starts above x{FLAT:.2f}"
+def _press_verdict(flat: Score, others: list[Score]) -> tuple[Verdict, str]:
+    """Finding 4's rule (and 6's): ``flat``'s rise at most x``FLAT`` and below each of
+    ``others``'."""
+    iv, name = flat.interval, flat.encoding
+    if iv is not None and flat.comparable and iv.lo > FLAT:
+        return "not reproduced", f"{name}'s rise starts above x{FLAT:.2f}"
     if not others:
-        return "inconclusive", "no sinusoidal or rope run to compare with"
-    v, why = group_verdict([alibi], others, higher_is_better=False)
+        return "inconclusive", "no run to compare with"
+    v, why = group_verdict([flat], others, higher_is_better=False)
     if v == "reproduced" and iv is not None and iv.hi > FLAT:
-        return "inconclusive", f"alibi's rise interval reaches above x{FLAT:.2f}"
+        return "inconclusive", f"{name}'s rise interval reaches above x{FLAT:.2f}"
     return v, why
+
+
+def _lin(panels: list[Panel]) -> Finding:
+    verdicts = []
+    for p in (p for p in panels if p.task == "lm" and "fox" in p.encodings):
+        fox = score(p, "fox", loss_rise)
+        others = [score(p, "rope", loss_rise)] if "rope" in p.encodings else []
+        v, why = _press_verdict(fox, others)
+        numbers = "; ".join(s.text() for s in (fox, *others))
+        verdicts.append(TaskVerdict(p.label, v, f"loss rise (last / first bucket): {numbers}", why))
+    return Finding(
+        "Forgetting attention's LM loss stays flat past the training length; RoPE's rises",
+        "Lin et al. 2025",
+        f"per run, loss in the last / the first position bucket; fox's interval <= x{FLAT:.2f} "
+        "and below rope's",
+        tuple(verdicts),
+        "needs lm runs of fox and rope (posenc lab --preset frontier)",
+    )
+
+
+def _ahead_of(
+    panels: list[Panel], tasks: tuple[str, ...], ahead: tuple[str, ...], behind: tuple[str, ...]
+) -> tuple[TaskVerdict, ...]:
+    """Per panel of ``tasks`` where both groups ran: every member of ``ahead`` above every
+    member of ``behind`` (mean primary metric beyond training, ``group_verdict``)."""
+    verdicts = []
+    for p in (p for p in panels if p.task in tasks and p.beyond):
+        a = [score(p, e, _beyond(p)) for e in ahead if e in p.encodings]
+        b = [score(p, e, _beyond(p)) for e in behind if e in p.encodings]
+        if a and b:
+            v, why = group_verdict(a, b, higher_is_better=True)
+            numbers = "; ".join(s.text() for s in a) + " vs " + "; ".join(s.text() for s in b)
+            verdicts.append(TaskVerdict(p.label, v, numbers, why))
+    return tuple(verdicts)
+
+
+def _tan(panels: list[Panel]) -> Finding:
+    return Finding(
+        "Stick-breaking attention generalises to longer sequences than softmax with RoPE",
+        "Tan et al. 2024",
+        "stick_breaking above rope (mean exact match beyond training, intervals separated), "
+        "per copy or sort task",
+        _ahead_of(panels, SORT_AND_COPY_TASKS, ("stick_breaking",), ("rope",)),
+        "needs stick_breaking and rope on copy, copy_rep or sort (posenc lab --preset frontier)",
+    )
+
+
+def _yang_path(panels: list[Panel]) -> Finding:
+    return Finding(
+        "PaTH attention tracks state out of distribution where RoPE fails (flip-flop)",
+        "Yang et al. 2025 (PaTH); Liu et al. 2023 (flip-flop)",
+        "path above rope (mean exact match of the final read beyond training, intervals "
+        "separated) on flip_flop",
+        _ahead_of(panels, ("flip_flop",), ("path",), ("rope",)),
+        "needs path and rope on flip_flop (posenc lab --preset frontier)",
+    )
+
+
+def _interleaved(panels: list[Panel]) -> Finding:
+    return Finding(
+        "Global NoPE layers between local RoPE layers (iRoPE, RNoPE-SWA) retrieve past the "
+        "training length better than RoPE everywhere",
+        "Meta 2025 (Llama 4); Yang et al. 2025 (RNoPE-SWA)",
+        "every member of {irope, rnope_swa} above rope (mean exact match beyond training, "
+        "intervals separated), per retrieval task (induction, passkey)",
+        _ahead_of(panels, RETRIEVAL_TASKS, INTERLEAVED, ("rope",)),
+        "needs irope or rnope_swa and rope on induction or passkey (posenc lab --preset frontier)",
+    )
 
 
 def loss_rise(run: Run) -> float | None:

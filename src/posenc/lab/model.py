@@ -17,6 +17,7 @@ from ..attention import grid_positions
 from ..models import EncoderDecoder, TinyTransformer
 from ..registry import info
 from .config import ModelConfig, check_task_architecture
+from .schedules import is_schedule, lab_schedule
 from .tasks import MARK, SEP, Batch, Task
 
 
@@ -37,7 +38,11 @@ class LabModel(nn.Module):
     prompt is the source (encoder positions 0..P-1), ``SEP answer`` the decoder's input
     (teacher forcing; decoder positions 0..A, SEP its start token), ``answer EOS`` its target.
 
-    Raises: ValueError for an encoder-decoder on a classification or LM task.
+    Raises: ValueError for an encoder-decoder on a classification or LM task, or for a lab
+    schedule (``schedules.SCHEDULES``: ``irope``, ``rnope_swa``) as anything but a decoder.
+
+    A lab schedule builds ``TinyTransformer(pe=lab_schedule(encoding, pe_config))``: an
+    encoding and a sliding window or chunk per layer, its pattern repeated to ``n_layers``.
 
     Grid tasks (``task.axes`` = 2): an encoding of grid positions reads (row, column) from
     ``grid_positions`` (a 1-D one the raster index); a table over a grid (``learned_2d``) is
@@ -50,9 +55,14 @@ class LabModel(nn.Module):
     ) -> None:
         super().__init__()
         pe_config = dict(pe_config or {})
-        if "grid" in info(encoding).parameters and "grid" not in pe_config:
+        schedule = is_schedule(encoding)
+        if not schedule and "grid" in info(encoding).parameters and "grid" not in pe_config:
             pe_config["grid"] = task.grid(task.seq_len(task.train_len[1]))
         check_task_architecture(task, cfg.architecture)
+        if schedule and cfg.architecture != "decoder":
+            raise ValueError(
+                f"lab schedule {encoding!r} builds a decoder, got architecture {cfg.architecture!r}"
+            )
         size = {k: v for k, v in asdict(cfg).items() if k not in ("architecture", "embed_std")}
         self.net: TinyTransformer | EncoderDecoder
         if cfg.architecture == "encoder_decoder":
@@ -69,6 +79,14 @@ class LabModel(nn.Module):
                 max_len=task.max_seq_len,
                 share_embeddings=True,
                 pe_config=pe_config or None,
+            )
+        elif schedule:  # one encoding and local attention per layer (``schedules``)
+            self.net = TinyTransformer(
+                vocab_size=task.vocab_size,
+                pe=lab_schedule(encoding, pe_config),
+                **size,  # d_model, n_layers, n_heads, d_ff, dropout
+                causal=task.kind != "classify",
+                max_len=task.max_seq_len,
             )
         else:
             self.net = TinyTransformer(
@@ -157,7 +175,7 @@ class LabModel(nn.Module):
         if isinstance(self.net, EncoderDecoder):
             encodings = nn.ModuleList([self.net.encoder_pe, self.net.decoder_pe])
             return encodings.parameters()  # a module shared by both stacks counted once
-        return self.net.pe.parameters()
+        return nn.ModuleList(self.net.layer_pes).parameters()  # each layer's (a schedule's)
 
     def loss(self, batch: Batch, device: torch.device) -> Tensor:
         """Mean cross-entropy: on the answer span (decoder), the label, or every next char."""

@@ -3,7 +3,9 @@ seeds, in minutes; ``full``: every registered encoding on every task, 5 seeds; `
 character LM loss by position up to 8x the training length; ``seq2seq``: decoder-only and
 encoder-decoder side by side on the sequence-to-sequence tasks; ``grid``: the 2-D encodings on
 ``grid_cross``, trained on grids of side 4..8 and evaluated on 12 x 12 and 16 x 16, 3 seeds (Heo et
-al. 2024's resolution extrapolation). Every run trains to the
+al. 2024's resolution extrapolation); ``frontier``: the data-dependent families and per-layer
+schedules of 2024-2025 against RoPE, one task per published claim, 3 seeds (``findings``'
+FoX, stick-breaking, PaTH and schedule findings). Every run trains to the
 competence gate or its step budget. Encodings registered later join automatically
 (``quick`` takes those of ``QUICK_ENCODINGS`` that exist)."""
 
@@ -50,7 +52,7 @@ SEQ2SEQ_ENCODINGS = ("nope", "sinusoidal", "rope", "alibi", "t5")
 SEQ2SEQ_PRESET_TASKS = ("translate",)
 #: Step budgets per task (RoPE passed ``translate`` in 550 and 800 steps, seed 0).
 SEQ2SEQ_STEPS = {"reverse": 2500, "translate": 1500}
-PRESETS = ("quick", "full", "lm", "seq2seq", "grid")
+PRESETS = ("quick", "full", "lm", "seq2seq", "grid", "frontier")
 #: The grid preset's encodings: NoPE the control (chance: the classes hold the same tokens).
 GRID_ENCODINGS = ("nope", "sincos_2d", "learned_2d", "rope_2d", "rope_mixed")
 #: The sinusoidal table at its paper size (entries of norm 1) swamps token embeddings drawn
@@ -123,6 +125,51 @@ GRID_STEPS = 8000
 GRID_TRAIN: dict[str, dict[str, Any]] = {"nope": {"steps": 300}, "learned_2d": {"steps": 20000}}
 
 
+#: The frontier preset: per task, RoPE and the encodings of one published claim (each cell 3
+#: seeds), on ``quick``'s model and rate. ``lm`` at a training length of 32 characters,
+#: evaluated in windows of 256 (8x, buckets of 32) at batch 32: FoX's step costs about twice
+#: RoPE's (SDPA) there, PaTH's about four times on the sequence tasks (measured on 2 shared
+#: cores, seed 0, before the runs). The retrieval tasks: ``induction`` (associative recall,
+#: 64 symbols), in whose first run none of the 9 runs passed the gate (gate scores 0.03-0.16
+#: after 3000 steps; a pilot of RoPE at 16 symbols and lr 3e-3 was at 0.25 exact match after
+#: 5000), so ``passkey`` was added: one marked value in a haystack, trained on 2..12 tokens
+#: (in a pilot of RoPE, seed 0, on 2..16 it had not passed after 4000 steps; on 2..8 and 2..12
+#: it passed in 750 and 250), evaluated to 8x.
+FRONTIER_CELLS: dict[str, tuple[str, ...]] = {
+    "lm": ("rope", "fox"),
+    "copy_rep": ("rope", "stick_breaking"),
+    "sort": ("rope", "stick_breaking"),
+    "flip_flop": ("rope", "path"),
+    "induction": ("rope", "irope", "rnope_swa"),
+    "passkey": ("rope", "irope", "rnope_swa"),
+}
+FRONTIER_TASK_SETTINGS: dict[str, dict[str, Any]] = {
+    "lm": {"train_len": [32, 32]},
+    "sort": QUICK_TASK_SETTINGS["sort"],
+    "passkey": {"train_len": [2, 12], "eval_lens": [12, 24, 48, 96]},
+}
+#: The schedules at the lab's depth (2 layers; ``posenc.lab.schedules``): one local RoPE
+#: layer (base 10000, as the ``rope`` it is compared with; iRoPE keeps Llama 4's interleaved
+#: pairs and NoPE temperature, which is 1 below 8191 tokens) and one global NoPE layer. The
+#: window and chunk (8) are shorter than the longest training samples (``induction`` 2·8 + 4
+#: = 20 tokens, ``passkey`` 12 + 3 = 15).
+FRONTIER_PE_CONFIG: dict[str, dict[str, Any]] = {
+    "irope": {"interval": 2, "chunk": 8, "base": 10000.0},
+    "rnope_swa": {"interval": 2, "window": 8},
+}
+#: Budgets: the gate stops a run that learns; these bound the ones that do not (PaTH's
+#: ``flip_flop`` budget the smallest: about 0.11 s a step).
+FRONTIER_STEPS = {
+    "lm": 600,
+    "copy_rep": 3000,
+    "sort": 3000,
+    "flip_flop": 2000,
+    "induction": 3000,
+    "passkey": 3000,
+}
+FRONTIER_BATCH = {"lm": 32}
+
+
 def preset_data(name: str) -> dict[str, Any]:
     """The preset as a plain mapping (what a config file would hold)."""
     if name not in PRESETS:
@@ -134,6 +181,13 @@ def preset_data(name: str) -> dict[str, Any]:
         "lm": (["nope", "sinusoidal", "rope", "alibi"], ("lm",), [0], 600, 128),
         "seq2seq": (list(SEQ2SEQ_ENCODINGS), SEQ2SEQ_PRESET_TASKS, [0, 1, 2], 1500, 256),
         "grid": (list(GRID_ENCODINGS), ("grid_cross",), [0, 1, 2], GRID_STEPS, 256),
+        "frontier": (
+            list(dict.fromkeys(e for cell in FRONTIER_CELLS.values() for e in cell)),
+            tuple(FRONTIER_CELLS),
+            [0, 1, 2],
+            3000,
+            256,
+        ),
     }[name]
     data: dict[str, Any] = {
         "name": name,
@@ -152,6 +206,18 @@ def preset_data(name: str) -> dict[str, Any]:
             task: {"steps": n} | ({"batch_size": QUICK_BATCH[task]} if task in QUICK_BATCH else {})
             for task, n in QUICK_STEPS.items()
         }
+    if name == "frontier":
+        data["tasks"] = [{"name": t, **FRONTIER_TASK_SETTINGS.get(t, {})} for t in FRONTIER_CELLS]
+        data["task_encodings"] = {t: list(cell) for t, cell in FRONTIER_CELLS.items()}
+        data["pe_config"] = FRONTIER_PE_CONFIG
+        data["model"] = QUICK_MODEL
+        data["train"] |= {"lr": QUICK_LR, "decay_steps": QUICK_DECAY}
+        data["task_train"] = {
+            task: {"steps": n}
+            | ({"batch_size": FRONTIER_BATCH[task]} if task in FRONTIER_BATCH else {})
+            for task, n in FRONTIER_STEPS.items()
+        }
+        data["task_train"]["lm"] |= {"lr": 3e-3, "decay_steps": None}  # the lm preset's rate
     if name == "seq2seq":
         data["architectures"] = ["decoder", "encoder_decoder"]
         data["task_train"] = {task: {"steps": n} for task, n in SEQ2SEQ_STEPS.items()}

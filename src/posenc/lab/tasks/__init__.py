@@ -9,6 +9,7 @@ from .classify import AscendingEncoder, Offset
 from .flip_flop import FlipFlop
 from .grid import GridCross
 from .lm import CharLM
+from .passkey import Passkey
 from .seq2seq import CopyOffset, Translate
 from .sequence import (
     Addition,
@@ -40,6 +41,7 @@ TASKS: dict[str, type[Task]] = {
         Parity,
         Induction,
         FlipFlop,
+        Passkey,
         CharLM,
         CopyOffset,
         Translate,
