@@ -81,40 +81,79 @@ def path_attention(
 
 
 def _path_scores(qc: Any, kc: Any, wc: Any, bc: Any, lay: Chunks) -> Iterator[Any]:
-    """q_iᵀ H_i ··· H_(j+1) k_j of each pass (``_chunked.Chunks``): (B, Hkv, G, n, C, C)."""
+    """q_iᵀ H_i ··· H_(j+1) k_j of each pass (``_chunked.Chunks``): (B, Hkv, G, n, C, C).
+
+    Each chunk's transforms in the UT form (Yang et al. 2025, arXiv:2505.16381, sec. 3.2):
+    with W the chunk's w_t as rows and A_ab = β_a w_a·w_b for a > b (else 0),
+
+        H_i ··· H_(j+1) = I - Wᵀ_(j,i] (T)_(j,i] W_(j,i],  T = (I + A)⁻¹ diag(β),
+
+    (T)_(j,i] the rows and columns j+1 .. i of T: the inverse of a unit lower triangular
+    matrix restricted to a run of its indices is the inverse of the restriction. So within a
+    chunk s_ij = q_i·k_j - Σ_(b>j, a<=i) (q_i·w_a) T_ab (w_b·k_j), each key carried to its
+    chunk's end is k̃_j = k_j - Σ_(b>j) (T W)_bᵀ (w_b·k_j), each query back to its chunk's
+    start q̂_i = q_i - Σ_(a<=i) (q_i·w_a) (T W)_a, and a chunk's whole product is
+    M = H_e ··· H_s = I - Wᵀ T W (D x D); across chunks s_ij = q̂_i M_(n-1) ··· M_(m+1) k̃_j,
+    the query carried one chunk further per pass.
+    """
     xp = namespace(qc, kc, wc, bc)
     C, n0 = lay.C, lay.n0
-    idx = xp.arange(C, device=device_of(qc))[:, None]  # (C, 1): slot within the chunk
-
-    def reflect(x: Any, t: int, slots: Any, chunk: slice) -> Any:
-        """H_t (of local index t in each chunk) applied to the rows of x in ``slots``."""
-        w_t, b_t = wc[:, :, :, chunk, t : t + 1, :], bc[:, :, :, chunk, t : t + 1, :]
-        along = x @ xp.matrix_transpose(w_t)  # (..., C, 1): w_t·x
-        return x - (b_t * xp.astype(slots, x.dtype) * along) * w_t
-
-    # Keys: after step t, key b < t of each chunk is H_t ··· H_(b+1) k_b; row t of the
-    # diagonal pass is q_t against them; after the last step, k̃ (carried to the chunk end).
-    keys, rows = kc, []
-    for t in range(C):
-        if t:
-            keys = reflect(keys, t, idx < t, slice(None))
-        rows.append(qc[:, :, :, :, t : t + 1, :] @ xp.matrix_transpose(keys[:, :, :, n0:, ...]))
-    yield xp.concat(rows, axis=-2)  # d = 0: (B, Hkv, G, Nq, C, C)
+    idx = xp.arange(C, device=device_of(qc))
+    lower = idx[:, None] >= idx[None, :]  # (C, C): a <= i (query row i, transform a)
+    strict = idx[:, None] > idx[None, :]  # (C, C): b > j (transform b, key j)
+    t = unit_lower_inverse(wc, bc) * xp.matrix_transpose(bc)  # T: (B, Hkv, 1, N, C, C)
+    tk = t @ xp.where(strict, wc @ xp.matrix_transpose(kc), 0.0)  # Σ_b T_ab (w_b·k_j), b > j
+    keys = kc - xp.matrix_transpose(tk) @ wc  # k̃: (B, Hkv, 1, N, C, D)
+    w_q = wc[:, :, :, n0:, ...]  # the query chunks' transforms
+    qw = xp.where(lower, qc @ xp.matrix_transpose(w_q), 0.0)  # q_i·w_a, a <= i: (..., Nq, C, C)
+    local = qc @ xp.matrix_transpose(kc[:, :, :, n0:, ...]) - qw @ tk[:, :, :, n0:, ...]
+    yield local  # d = 0: (B, Hkv, G, Nq, C, C); the causal mask is softmax_passes'
     if lay.N == 1:
         return
-    # Queries back to their chunk start: q̂_a = H_s ··· H_a q_a (apply H_a first).
-    queries = qc
-    for t in range(C - 1, -1, -1):
-        queries = reflect(queries, t, idx >= t, slice(n0, None))
-    # M_c = H_e ··· H_s of each chunk but the last, right-multiplied from the identity.
+    tw = t @ wc  # T W: (B, Hkv, 1, N, C, D)
+    queries = qc - qw @ tw[:, :, :, n0:, ...]  # q̂: (B, Hkv, G, Nq, C, D)
     eye = xp.eye(qc.shape[-1], dtype=qc.dtype, device=device_of(qc))
-    m = xp.broadcast_to(eye, (*kc.shape[:3], lay.N - 1, *eye.shape))  # (B, Hkv, 1, N-1, D, D)
-    for t in range(C - 1, -1, -1):
-        col = xp.matrix_transpose(wc[:, :, :, :-1, t : t + 1, :])  # (B, Hkv, 1, N-1, D, 1)
-        m = m - bc[:, :, :, :-1, t : t + 1, :] * ((m @ col) @ xp.matrix_transpose(col))
+    # M = I - Wᵀ T W of each chunk but the last: (B, Hkv, 1, N - 1, D, D)
+    m = eye - xp.matrix_transpose(wc[:, :, :, :-1, ...]) @ tw[:, :, :, :-1, ...]
     start = 0
     for d in range(1, lay.N):
         queries, start = queries[:, :, :, lay.start(d) - start :, ...], lay.start(d)
         lo, hi = lay.key_range(d)
         yield queries @ xp.matrix_transpose(keys[:, :, :, lo:hi, ...])
         queries = queries @ m[:, :, :, lo:hi, ...]  # one chunk further back
+
+
+def unit_lower_inverse(wc: Any, bc: Any) -> Any:
+    """(I + A)⁻¹ of each chunk, A_ab = β_a w_a·w_b for a > b and 0 otherwise, by doubling.
+
+    The chunk is padded to P = 2^p rows with w = 0, β = 0 (identity rows). Diagonal blocks
+    of size s are inverted first (s = 1: the identity); two neighbours [[X, 0], [Y, Z]] of
+    size s give the block of 2s, [[X⁻¹, 0], [-Z⁻¹ Y X⁻¹, Z⁻¹]], Y = diag(β) W_lo W_hiᵀ
+    read straight from W. log2 P matrix products per level, O(P²·(P + D)) per chunk, only
+    array-API operations (no triangular solve, which NumPy has not).
+
+    Shapes: wc (..., C, D), bc (..., C, 1) -> (..., C, C), lower triangular.
+    """
+    xp = namespace(wc, bc)
+    C, D = wc.shape[-2], wc.shape[-1]
+    batch = tuple(wc.shape[:-2])
+    P = 1 << max(C - 1, 0).bit_length()
+    dev = device_of(wc)
+    if P > C:
+        wc = xp.concat([wc, xp.zeros((*batch, P - C, D), dtype=wc.dtype, device=dev)], axis=-2)
+        bc = xp.concat([bc, xp.zeros((*batch, P - C, 1), dtype=bc.dtype, device=dev)], axis=-2)
+    inv = xp.ones((*batch, P, 1, 1), dtype=wc.dtype, device=dev)  # P blocks of 1 x 1
+    s = 1
+    while s < P:
+        m = P // (2 * s)
+        pairs = xp.reshape(inv, (*batch, m, 2, s, s))
+        x_inv, z_inv = pairs[..., 0, :, :], pairs[..., 1, :, :]  # (..., m, s, s)
+        w2 = xp.reshape(wc, (*batch, m, 2, s, D))
+        b_hi = xp.reshape(bc, (*batch, m, 2, s, 1))[..., 1, :, :]  # (..., m, s, 1)
+        y = b_hi * (w2[..., 1, :, :] @ xp.matrix_transpose(w2[..., 0, :, :]))  # (..., m, s, s)
+        below = -(z_inv @ (y @ x_inv))
+        top = xp.concat([x_inv, xp.zeros_like(x_inv)], axis=-1)  # (..., m, s, 2s)
+        inv = xp.concat([top, xp.concat([below, z_inv], axis=-1)], axis=-2)  # (..., m, 2s, 2s)
+        s *= 2
+    inv = xp.reshape(inv, (*batch, P, P))
+    return inv[..., :C, :C]
