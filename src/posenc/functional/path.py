@@ -15,6 +15,7 @@ from ._chunked import (
     forget_gate,
     key_chunks,
     query_chunks,
+    query_slots,
     segment_chunks,
     softmax_passes,
     unchunk,
@@ -69,7 +70,7 @@ def path_attention(
     check_segments(segment_ids, B, L)
     dtype = work_dtype(q, k, v, w, beta, log_f)
     lay = chunks(Tq, L, block_size)
-    qc = query_chunks(astype(q, dtype), lay, G)  # (B, Hkv, G, Nq, C, D)
+    qc = query_chunks(astype(q, dtype), lay, G)  # (B, Hkv, G, Nq, R, D)
     kc = key_chunks(astype(k, dtype), lay)  # (B, Hkv, 1, N, C, D)
     wc = key_chunks(astype(w, dtype), lay)  # (B, Hkv, 1, N, C, D)
     bc = key_chunks(astype(beta, dtype), lay, vector=False)[..., None]  # (B, Hkv, 1, N, C, 1)
@@ -81,7 +82,7 @@ def path_attention(
 
 
 def _path_scores(qc: Any, kc: Any, wc: Any, bc: Any, lay: Chunks) -> Iterator[Any]:
-    """q_iᵀ H_i ··· H_(j+1) k_j of each pass (``_chunked.Chunks``): (B, Hkv, G, n, C, C).
+    """q_iᵀ H_i ··· H_(j+1) k_j of each pass (``_chunked.Chunks``): (B, Hkv, G, n, R, C).
 
     Each chunk's transforms in the UT form (Yang et al. 2025, arXiv:2505.16381, sec. 3.2):
     with W the chunk's w_t as rows and A_ab = β_a w_a·w_b for a > b (else 0),
@@ -99,19 +100,19 @@ def _path_scores(qc: Any, kc: Any, wc: Any, bc: Any, lay: Chunks) -> Iterator[An
     xp = namespace(qc, kc, wc, bc)
     C, n0 = lay.C, lay.n0
     idx = xp.arange(C, device=device_of(qc))
-    lower = idx[:, None] >= idx[None, :]  # (C, C): a <= i (query row i, transform a)
+    lower = query_slots(lay, qc)[:, None] >= idx[None, :]  # (R, C): a <= i (query i, H_a)
     strict = idx[:, None] > idx[None, :]  # (C, C): b > j (transform b, key j)
     t = unit_lower_inverse(wc, bc) * xp.matrix_transpose(bc)  # T: (B, Hkv, 1, N, C, C)
     tk = t @ xp.where(strict, wc @ xp.matrix_transpose(kc), 0.0)  # Σ_b T_ab (w_b·k_j), b > j
     keys = kc - xp.matrix_transpose(tk) @ wc  # k̃: (B, Hkv, 1, N, C, D)
     w_q = wc[:, :, :, n0:, ...]  # the query chunks' transforms
-    qw = xp.where(lower, qc @ xp.matrix_transpose(w_q), 0.0)  # q_i·w_a, a <= i: (..., Nq, C, C)
+    qw = xp.where(lower, qc @ xp.matrix_transpose(w_q), 0.0)  # q_i·w_a, a <= i: (..., Nq, R, C)
     local = qc @ xp.matrix_transpose(kc[:, :, :, n0:, ...]) - qw @ tk[:, :, :, n0:, ...]
-    yield local  # d = 0: (B, Hkv, G, Nq, C, C); the causal mask is softmax_passes'
+    yield local  # d = 0: (B, Hkv, G, Nq, R, C); the causal mask is softmax_passes'
     if lay.N == 1:
         return
     tw = t @ wc  # T W: (B, Hkv, 1, N, C, D)
-    queries = qc - qw @ tw[:, :, :, n0:, ...]  # q̂: (B, Hkv, G, Nq, C, D)
+    queries = qc - qw @ tw[:, :, :, n0:, ...]  # q̂: (B, Hkv, G, Nq, R, D)
     eye = xp.eye(qc.shape[-1], dtype=qc.dtype, device=device_of(qc))
     # M = I - Wᵀ T W of each chunk but the last: (B, Hkv, 1, N - 1, D, D)
     m = eye - xp.matrix_transpose(wc[:, :, :, :-1, ...]) @ tw[:, :, :, :-1, ...]
