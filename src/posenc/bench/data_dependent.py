@@ -14,6 +14,12 @@ contenders run in the same interleaved rounds (``harness.interleaved``):
 - ``nope_layer``: the same layer without position (NoPE, SDPA): ``layer_over_nope`` is the
   price of the encoding.
 
+Decode (``decode_case``): one query over a cache of L keys, as a model's cached step calls
+each form: FoX and stick-breaking with Tq = 1; PaTH by ``path_attention_cached`` (the cached
+keys carried to the last token, one rank-one update per step) and, for contrast, by
+``path_attention`` recomputing every chunk's transforms (``path_recompute``); NoPE SDPA of the
+same row (``sdpa_nope``). ``us_per_key`` is the median over L: flat when a step is O(L).
+
 Memory: ``largest_tensor_elements_fwd``, the most elements one operation's output holds in the
 forward (no (T, T) tensor means < T²), and ``saved_for_backward_MiB``, what autograd keeps
 for the backward (the distinct storages saved by the forward).
@@ -208,10 +214,56 @@ def run_case(family: str, T: int, backward: bool, rounds: int) -> dict[str, Any]
     return case
 
 
-def run(quick: bool = False, progress: Progress | None = None) -> list[dict[str, Any]]:
-    """Every family at T = 512 .. 4096 (``quick``: 256), forward and forward + backward, on
-    the CPU; ``progress(case, done, total)`` after each finished case."""
+def decode_case(family: str, L: int, rounds: int) -> dict[str, Any]:
+    """Time one decode step (one query over L cached keys) of ``family`` against NoPE SDPA."""
+    a = inputs(L, False)
+    q = a["q"][:, :, -1:]  # (1, H, 1, D): the newest token's query
+    k, v, w, beta, log_f = a["k"], a["v"], a["w"], a["beta"], a["log_f"]
+    impls: dict[str, Callable[[], Any]] = {}
+    if family == "fox":
+        impls["posenc"] = lambda: PF.forgetting_attention(q, k, v, log_f)
+    elif family == "stick_breaking":
+        impls["posenc"] = lambda: PF.stick_breaking_attention(q, k, v)
+    else:
+        carried = k[:, :, :-1]  # stands for the cached keys carried to token L - 2
+        new = slice(L - 1, L)
+        impls["posenc"] = lambda: PF.path_attention_cached(
+            q, k[:, :, new], v, w[:, :, new], beta[:, :, new], carried=carried
+        )
+        impls["path_recompute"] = lambda: PF.path_attention(q, k, v, w, beta)
+    impls["sdpa_nope"] = lambda: F.scaled_dot_product_attention(q, k, v)
+    with torch.no_grad():
+        timings = interleaved(impls, rounds=rounds, warmup=2)
+    us = {n: as_json(t) for n, t in timings.items()}
+    return {
+        "family": family,
+        "T": L,
+        "shape_BHD": [1, H, D],
+        "mode": "decode",
+        "us": us,
+        "us_per_key": {n: u["median"] / L for n, u in us.items()},
+        "posenc_over_sdpa": us["posenc"]["median"] / us["sdpa_nope"]["median"],
+        "loadavg_after": list(os.getloadavg()),
+    }
+
+
+def run(
+    quick: bool = False, progress: Progress | None = None, *, decode_only: bool = False
+) -> list[dict[str, Any]]:
+    """Every family at T = 512 .. 4096 (``quick``: 256), forward and forward + backward,
+    then a decode step over caches of those lengths, on the CPU (``decode_only``: the decode
+    steps alone); ``progress(case, done, total)`` after each finished case."""
     lengths = QUICK_LENGTHS if quick else LENGTHS
     rounds = 1 if quick else 3
-    specs = [(f, T, b) for T in lengths for f in FAMILIES for b in (False, True)]
-    return each(specs, lambda s: run_case(s[0], s[1], s[2], rounds), progress)
+    specs: list[tuple[str, int, str]] = []
+    if not decode_only:
+        specs += [(f, T, m) for T in lengths for f in FAMILIES for m in ("fwd", "fwd+bwd")]
+    specs += [(f, T, "decode") for T in lengths for f in FAMILIES]
+
+    def one(spec: tuple[str, int, str]) -> dict[str, Any]:
+        family, T, mode = spec
+        if mode == "decode":
+            return decode_case(family, T, 2 * rounds + 1)
+        return run_case(family, T, mode == "fwd+bwd", rounds)
+
+    return each(specs, one, progress)

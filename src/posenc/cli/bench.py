@@ -306,7 +306,7 @@ def _data_dependent_table(cases: list[Case]) -> Any:
     def ms(name: str) -> Column:
         def cell(case: Case) -> str:
             timing = case["us"].get(name)
-            return _fmt(None if timing is None else timing["median"] / 1e3, ".1f")
+            return _fmt(None if timing is None else timing["median"] / 1e3, ".3g")
 
         return cell
 
@@ -316,8 +316,10 @@ def _data_dependent_table(cases: list[Case]) -> Any:
         "mode": _text("mode"),
         "posenc ms": ms("posenc"),
         "fla naive ms": ms("fla_naive"),
-        "posenc / fla": lambda c: _fmt(c["posenc_over_fla"]),
-        "layer / NoPE layer": lambda c: _fmt(c["layer_over_nope"]),
+        "posenc / fla": lambda c: _fmt(c.get("posenc_over_fla")),
+        "layer / NoPE layer": lambda c: _fmt(c.get("layer_over_nope")),
+        "decode step / SDPA": lambda c: _fmt(c.get("posenc_over_sdpa")),
+        "decode µs per key": lambda c: _fmt(c.get("us_per_key", {}).get("posenc"), ".3f"),
     }
     title = "Data-dependent attention: posenc's blockwise forms against fla's naive references"
     return _table(title, cases, columns)
