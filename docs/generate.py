@@ -290,6 +290,51 @@ def attention_table(name: str) -> str:
     return _markdown(head, rows)
 
 
+def data_dependent_table(name: str) -> str:
+    """``posenc bench data_dependent``'s forward and forward+backward cases: posenc's forms
+    against fla's naive references, the layer against a NoPE layer, and their memory."""
+    head = ["family", "T", "mode", "posenc ms", "fla naive ms", "posenc / fla"]
+    head += ["layer / NoPE layer", "largest tensor posenc / fla", "saved for bwd MiB posenc / fla"]
+
+    def ms(c: dict[str, Any], impl: str) -> str:
+        return f"{c['us'][impl]['median'] / 1e3:.1f}" if impl in c["us"] else "-"
+
+    def pair(d: dict[str, float] | None, spec: str) -> str:
+        if not d:
+            return "-"
+        fla = d.get("fla_naive")
+        return f"{d['posenc']:{spec}} / " + ("-" if fla is None else f"{fla:{spec}}")
+
+    rows = []
+    for c in _bench(name)["data_dependent"]:
+        if c["mode"] == "decode":
+            continue
+        fla = ms(c, "fla_naive") if c["fla_naive"] == "timed" else c["fla_naive"]
+        rows.append(
+            [c["family"], str(c["T"]), c["mode"], ms(c, "posenc"), fla,
+             _x(c["posenc_over_fla"]), _x(c["layer_over_nope"]),
+             pair(c["largest_tensor_elements_fwd"], ","),
+             pair(c.get("saved_for_backward_MiB"), ".0f")]
+        )  # fmt: skip
+    return _markdown(head, rows)
+
+
+def data_dependent_decode_table(name: str) -> str:
+    """``posenc bench data_dependent``'s decode steps: µs per step over a cache of L keys."""
+    head = ["family", "L", "posenc µs", "µs per key", "PaTH recomputed µs", "SDPA NoPE µs"]
+    rows = []
+    for c in _bench(name)["data_dependent"]:
+        if c["mode"] != "decode":
+            continue
+        us = {n: t["median"] for n, t in c["us"].items()}
+        recompute = us.get("path_recompute")
+        rows.append(
+            [c["family"], str(c["T"]), f"{us['posenc']:.0f}", f"{c['us_per_key']['posenc']:.3f}",
+             "-" if recompute is None else f"{recompute:.0f}", f"{us['sdpa_nope']:.0f}"]
+        )  # fmt: skip
+    return _markdown(head, rows)
+
+
 def lab_step_table(name: str) -> str:
     """``posenc bench lab``: training tokens per second, posenc against x-transformers."""
     lab = _bench(name)["lab"]
@@ -652,6 +697,8 @@ def render(*, figures: bool = True) -> dict[Path, bytes]:
             "rope_figure": lambda *names, page=page: rope_figure(page, *names),
             "bias_table": bias_table,
             "attention_table": attention_table,
+            "data_dependent_table": data_dependent_table,
+            "data_dependent_decode_table": data_dependent_decode_table,
             "lab_step_table": lab_step_table,
             "span": span,
             "lab": lab,

@@ -53,7 +53,7 @@ FAMILIES = ("fox", "stick_breaking", "path")
 #: The registry name of each family -> fla-core's op folder.
 FLA_OPS = {"fox": "forgetting_attn", "stick_breaking": "stickbreaking_attn", "path": "path_attn"}
 LENGTHS = (512, 1024, 2048, 4096)
-QUICK_LENGTHS = (256,)
+QUICK_LENGTHS = (128,)
 H, D = 8, 64  # heads, head dim: the layers' width C = H·D
 #: Past this T, fla's reference is not timed forward + backward (see the module docstring).
 FLA_BACKWARD_MAX_T = {"path": 1024}
@@ -250,7 +250,7 @@ def decode_case(family: str, L: int, rounds: int) -> dict[str, Any]:
 def run(
     quick: bool = False, progress: Progress | None = None, *, decode_only: bool = False
 ) -> list[dict[str, Any]]:
-    """Every family at T = 512 .. 4096 (``quick``: 256), forward and forward + backward,
+    """Every family at T = 512 .. 4096 (``quick``: 128), forward and forward + backward,
     then a decode step over caches of those lengths, on the CPU (``decode_only``: the decode
     steps alone); ``progress(case, done, total)`` after each finished case."""
     lengths = QUICK_LENGTHS if quick else LENGTHS
