@@ -81,9 +81,11 @@ def path_attention_cached(
     segment_ids: Any = None,
     block_size: int | None = None,
 ) -> tuple[Any, Any]:
-    """``path_attention`` over a cache of keys already carried to its last token, as the
-    paper decodes (Yang et al. 2025, arXiv:2505.16381, sec. 3.3): and every key carried to
-    this call's last token, for the next call.
+    """PaTH attention over a cache of keys carried to its last token, and the keys carried on.
+
+    As the paper decodes (Yang et al. 2025, arXiv:2505.16381): ``path_attention`` over the
+    cache and this call's tokens, and every key carried to this call's last token, for the
+    next call.
 
     The P cached keys arrive as k̄_j = H_(P-1) ··· H_(j+1) k_j (``carried``), so for a query
     i >= P, s_ij = scale · q_iᵀ H_i ··· H_P k̄_j: the cached tokens' own transforms are never
