@@ -109,16 +109,17 @@ def path_attention_cached(
     if not hasattr(k, "shape") or k.ndim != 4:
         raise ValueError(f"k must have shape (B, Hkv, T, D), got {getattr(k, 'shape', k)}")
     B, Hkv, T, D = k.shape
-    check_per_token(carried, (B, Hkv, carried.shape[2], D), "carried", "(B, Hkv, P, D)")
+    P = carried.shape[2] if getattr(carried, "ndim", 0) == 4 else -1
+    check_per_token(carried, (B, Hkv, P, D), "carried", "(B, Hkv, P, D)")
     check_per_token(w, (B, Hkv, T, D), "w", "(B, Hkv, T, D)")
     check_per_token(beta, (B, Hkv, T), "beta", "(B, Hkv, T)")
-    dt = xp.result_type(k.dtype, carried.dtype)
     if T == 1:  # one token: H_t on the cached keys, then plain softmax over the carried keys
+        dt = work_dtype(k, carried, w, beta)  # the update in float32 at least
         old = astype(carried, dt)
         w_t, b_t = astype(w, dt), astype(beta, dt)[..., None]  # (B, Hkv, 1, D), (B, Hkv, 1, 1)
         keys = xp.concat(
             [old - (b_t * (old @ xp.matrix_transpose(w_t))) * w_t, astype(k, dt)], axis=2
-        )
+        )  # (B, Hkv, L, D): every key carried to the new token
         G, scale = check_attention(q, keys, v, scale, block_size)
         L = keys.shape[2]
         if log_f is not None:
@@ -136,8 +137,8 @@ def path_attention_cached(
             segment_ids=segment_ids,
             log_f=log_f,
         )
-        return out, keys
-    P = carried.shape[2]
+        return out, astype(keys, k.dtype)
+    dt = xp.result_type(k.dtype, carried.dtype)
     keys = xp.concat([astype(carried, dt), astype(k, dt)], axis=2)
     w_all = xp.concat([xp.zeros(carried.shape, dtype=w.dtype, device=device_of(w)), w], axis=2)
     b_all = xp.concat(
