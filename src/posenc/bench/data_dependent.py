@@ -24,9 +24,10 @@ Memory: ``largest_tensor_elements_fwd``, the most elements one operation's outpu
 forward (no (T, T) tensor means < T²), and ``saved_for_backward_MiB``, what autograd keeps
 for the backward (the distinct storages saved by the forward).
 
-fla's PaTH reference writes each block pair into one (T, T) tensor in place; its backward
-replays every write over the whole tensor, O((T/64)²·T²), and is skipped past
-``FLA_BACKWARD_MAX_T`` (minutes at T = 2048, an hour at 4096).
+fla's references are not timed forward + backward past ``FLA_BACKWARD_MAX_T``: PaTH's writes
+each block pair into one (T, T) tensor in place and its backward replays every write over the
+whole tensor, O((T/64)²·T²) (minutes at T = 2048); stick-breaking's backward at T = 4096 holds
+over 16 GiB (H·T² float32 tensors saved by the dozen: killed for memory on a 23 GiB machine).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ LENGTHS = (512, 1024, 2048, 4096)
 QUICK_LENGTHS = (128,)
 H, D = 8, 64  # heads, head dim: the layers' width C = H·D
 #: Past this T, fla's reference is not timed forward + backward (see the module docstring).
-FLA_BACKWARD_MAX_T = {"path": 1024}
+FLA_BACKWARD_MAX_T = {"path": 1024, "stick_breaking": 2048}
 _PREFIX = "_posenc_bench_fla_naive_"
 
 
