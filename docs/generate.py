@@ -290,6 +290,56 @@ def attention_table(name: str) -> str:
     return _markdown(head, rows)
 
 
+def data_dependent_table(*names: str) -> str:
+    """``posenc bench data_dependent``'s forward and forward+backward cases of the first run:
+    posenc's forms against fla's naive references, the layer against a NoPE layer (each
+    ratio from every run, in order), and their memory."""
+    head = ["family", "T", "mode", "posenc ms", "fla naive ms", "posenc / fla"]
+    head += ["layer / NoPE layer", "largest tensor posenc / fla", "saved for bwd MiB posenc / fla"]
+    runs = [[c for c in _bench(n)["data_dependent"] if c["mode"] != "decode"] for n in names]
+
+    def ms(c: dict[str, Any], impl: str) -> str:
+        return f"{c['us'][impl]['median'] / 1e3:.1f}" if impl in c["us"] else "-"
+
+    def pair(d: dict[str, float] | None, spec: str) -> str:
+        if not d:
+            return "-"
+        fla = d.get("fla_naive")
+        return f"{d['posenc']:{spec}} / " + ("-" if fla is None else f"{fla:{spec}}")
+
+    def each_run(i: int, key: str) -> str:
+        values = [run[i][key] for run in runs]
+        return "-" if values[0] is None else ", ".join(f"{v:.2f}x" for v in values)
+
+    rows = []
+    for i, c in enumerate(runs[0]):
+        fla = ms(c, "fla_naive") if c["fla_naive"] == "timed" else c["fla_naive"]
+        rows.append(
+            [c["family"], str(c["T"]), c["mode"], ms(c, "posenc"), fla,
+             each_run(i, "posenc_over_fla"), each_run(i, "layer_over_nope"),
+             pair(c["largest_tensor_elements_fwd"], ","),
+             pair(c.get("saved_for_backward_MiB"), ".0f")]
+        )  # fmt: skip
+    return _markdown(head, rows)
+
+
+def data_dependent_decode_table(*names: str) -> str:
+    """``posenc bench data_dependent``'s decode steps of the first run: µs per step over a
+    cache of L keys (µs per key from every run, in order)."""
+    head = ["family", "L", "posenc µs", "posenc µs per key", "PaTH recomputed µs", "SDPA NoPE µs"]
+    runs = [[c for c in _bench(n)["data_dependent"] if c["mode"] == "decode"] for n in names]
+    rows = []
+    for i, c in enumerate(runs[0]):
+        us = {n: t["median"] for n, t in c["us"].items()}
+        recompute = us.get("path_recompute")
+        per_key = ", ".join(f"{run[i]['us_per_key']['posenc']:.2f}" for run in runs)
+        rows.append(
+            [c["family"], str(c["T"]), f"{us['posenc']:.0f}", per_key,
+             "-" if recompute is None else f"{recompute:.0f}", f"{us['sdpa_nope']:.0f}"]
+        )  # fmt: skip
+    return _markdown(head, rows)
+
+
 def lab_step_table(name: str) -> str:
     """``posenc bench lab``: training tokens per second, posenc against x-transformers."""
     lab = _bench(name)["lab"]
@@ -652,6 +702,8 @@ def render(*, figures: bool = True) -> dict[Path, bytes]:
             "rope_figure": lambda *names, page=page: rope_figure(page, *names),
             "bias_table": bias_table,
             "attention_table": attention_table,
+            "data_dependent_table": data_dependent_table,
+            "data_dependent_decode_table": data_dependent_decode_table,
             "lab_step_table": lab_step_table,
             "span": span,
             "lab": lab,

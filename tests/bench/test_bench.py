@@ -63,13 +63,20 @@ def test_bench_quick_writes_json(tmp_path: Path) -> None:
     (trainers,) = data["lab"]["trainers"]  # --quick: nope, one_by_one and batched
     assert trainers["encoding"] == "nope" and trainers["one_by_one"]["x_one_by_one"] == 1.0
     assert trainers["batched"]["runs_per_cpu_minute"] > 0
+    families = {"fox", "stick_breaking", "path"}
+    modes = {(c["family"], c["mode"]) for c in data["data_dependent"]}
+    assert modes == {(f, m) for f in families for m in ("fwd", "fwd+bwd", "decode")}
+    for case in data["data_dependent"]:
+        assert all(t["median"] > 0 for t in case["us"].values())
+        if case["mode"] != "decode":  # T = 128 < one block: no tensor beyond H·T·T
+            assert case["largest_tensor_elements_fwd"]["posenc"] <= 8 * 128 * 128
     _assert_fields_documented(data)
 
 
 def _assert_fields_documented(data: dict[str, Any]) -> None:
     """Every JSON field the suites write is named in benchmarks/README.md."""
     doc = (Path(__file__).resolve().parents[2] / "benchmarks" / "README.md").read_text()
-    cases = [c for suite in ("rope", "bias", "attention") for c in data[suite]]
+    cases = [c for suite in ("rope", "bias", "attention", "data_dependent") for c in data[suite]]
     fields = {*data, *data["machine"], *data["rope_cache"], *data["lab"], *data["lab"]["meta"]}
     fields |= {k for c in cases for k in c} | {
         k for c in cases for t in c["us"].values() for k in t

@@ -49,6 +49,24 @@ LLAMA = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
 ATT = inputs(B, 4, 2, Tk, D)  # forgetting, stick-breaking, PaTH, sink attention (GQA)
 
 
+def _path_cached(a: Callable[[Any], Any]) -> tuple[Any, ...]:
+    """PaTH-FoX over a growing cache: a prefill, two tokens, one token; and the carried keys."""
+    outs, carried, P = [], None, 0
+    for n in (Tk - 3, 2, 1):
+        new, seen = slice(P, P + n), slice(0, P + n)
+        out, carried = PF.path_attention_cached(
+            *(a(ATT[name][:, :, new]) for name in ("q", "k")),
+            a(ATT["v"][:, :, seen]),
+            *(a(ATT[name][:, :, new]) for name in ("w", "beta")),
+            a(ATT["log_f"][:, :, seen]),
+            carried=carried,
+            block_size=3,
+        )
+        outs.append(out)
+        P += n
+    return (*outs, carried)
+
+
 def _shaw_index(a: Callable[[Any], Any]) -> Any:
     return PF.shaw_relative_index(a(Q_POS), a(K_POS), max_distance=4)
 
@@ -145,6 +163,7 @@ CASES: dict[str, Callable[[Callable[[Any], Any], Any], Any]] = {
     "path_attention": lambda a, xp: PF.path_attention(
         *(a(ATT[n]) for n in ("q", "k", "v", "w", "beta", "log_f")), block_size=3
     ),
+    "path_attention_cached": lambda a, xp: _path_cached(a),
     "attention_with_sinks": lambda a, xp: PF.attention_with_sinks(
         *(a(ATT[n]) for n in ("q", "k", "v", "sinks")), block_size=3
     ),

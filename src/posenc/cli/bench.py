@@ -25,6 +25,7 @@ class Suite(str, Enum):
     bias = "bias"
     attention = "attention"
     lab = "lab"
+    data_dependent = "data_dependent"
     all = "all"
 
 
@@ -53,7 +54,7 @@ def bench(
     import torch
     from rich.console import Console
 
-    from ..bench import attention, bias, harness, lab, rope
+    from ..bench import attention, bias, data_dependent, harness, lab, rope
 
     if device not in ("cpu", "cuda"):
         raise typer.BadParameter(f"--device must be cpu or cuda, got {device!r}")
@@ -63,6 +64,8 @@ def bench(
         raise typer.BadParameter("--device cuda: torch sees no CUDA device here")
     if suite == Suite.lab and device == "cuda":
         raise typer.BadParameter("the lab suite times one-thread CPU training: --device cpu")
+    if suite == Suite.data_dependent and device == "cuda":
+        raise typer.BadParameter("the data_dependent suite times the CPU forms: --device cpu")
     console = Console()
     if not console.is_terminal:
         console = Console(width=NATURAL_WIDTH)
@@ -85,6 +88,11 @@ def bench(
             _attention_label,
         ),
         Suite.lab: (lambda p: lab.run(quick, progress=p), _lab_table, _lab_label),
+        Suite.data_dependent: (
+            lambda p: data_dependent.run(quick, progress=p),
+            _data_dependent_table,
+            _data_dependent_label,
+        ),
     }
     try:
         for name, (run, table, label) in suites.items():
@@ -94,6 +102,9 @@ def bench(
                 console.print(
                     "lab: a CPU suite (one-thread training steps), not run with --device cuda"
                 )
+                continue
+            if name == Suite.data_dependent and device == "cuda":
+                console.print("data_dependent: a CPU suite, not run with --device cuda")
                 continue
             with record.suite(name.value, label, rows=name == Suite.lab) as progress:
                 result[name.value] = run(progress)
@@ -204,6 +215,10 @@ def _attention_label(case: Case) -> str:
     return f"{case['encoding']} {case['mode']}"
 
 
+def _data_dependent_label(case: Case) -> str:
+    return f"{case['family']} T={case['T']} {case['mode']}"
+
+
 def _lab_label(row: Case) -> str:
     return f"{row['encoding']} {row['batch']}x{row['length']}"
 
@@ -284,6 +299,29 @@ def _attention_table(cases: list[Case]) -> Any:
         "peak MiB NoPE": _entry("peak_MiB", "nope", ".2f"),
     }
     title = "One causal attention layer: time / the same layer without position; peak MiB"
+    return _table(title, cases, columns)
+
+
+def _data_dependent_table(cases: list[Case]) -> Any:
+    def ms(name: str) -> Column:
+        def cell(case: Case) -> str:
+            timing = case["us"].get(name)
+            return _fmt(None if timing is None else timing["median"] / 1e3, ".3g")
+
+        return cell
+
+    columns = {
+        "family": _text("family"),
+        "T": _text("T"),
+        "mode": _text("mode"),
+        "posenc ms": ms("posenc"),
+        "fla naive ms": ms("fla_naive"),
+        "posenc / fla": lambda c: _fmt(c.get("posenc_over_fla")),
+        "layer / NoPE layer": lambda c: _fmt(c.get("layer_over_nope")),
+        "decode step / SDPA": lambda c: _fmt(c.get("posenc_over_sdpa")),
+        "decode µs per key": lambda c: _fmt(c.get("us_per_key", {}).get("posenc"), ".3f"),
+    }
+    title = "Data-dependent attention: posenc's blockwise forms against fla's naive references"
     return _table(title, cases, columns)
 
 

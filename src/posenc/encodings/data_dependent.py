@@ -146,7 +146,10 @@ class PaTH(PositionalEncoding):
     directly (the paper's models add a short convolution and a low-rank W_w; posenc does
     not); ``gate`` (C -> n_heads) is the optional forget gate; nn.Linear's default
     initialisation. A padding token's β is 0 (H_t = I) and its gate 1. The KV cache keeps
-    each key's w_t, β_t (and log f_t): terms (B, L, Hkv·D + Hkv (+ H)).
+    each key's w_t, β_t (and log f_t), and the key carried to the last token,
+    H_(L-1) ··· H_(j+1) k_j, as the paper decodes (``PF.path_attention_cached``: a decode
+    step applies its H_t to the carried keys once, O(L·D)): terms
+    (B, L, Hkv·D + Hkv (+ H) + Hkv·D).
 
     Shapes: x (B, T, C) -> w (B, Hkv, T, D), β (B, Hkv, T), log f (B, H, T);
     ``attention_form`` as ``PositionalEncoding.attention_form``.
@@ -181,26 +184,31 @@ class PaTH(PositionalEncoding):
                 "(build it with the attention's n_kv_heads)"
             )
         T = x.shape[1]
+        P = L - T  # cached tokens
         valid = _new_valid(inputs)  # (B, T, 1)
         w = F.normalize(self.w_proj(x).view(B, T, Hkv, D), dim=-1).flatten(2)  # (B, T, Hkv·D)
         beta = 2 * torch.sigmoid(self.beta_proj(x)) * valid  # (B, T, Hkv)
         parts = [w, beta]
         if self.gate is not None:
             parts.append(F.logsigmoid(self.gate(x)) * valid)  # (B, T, H)
-        terms = _all_terms(inputs.past, torch.cat(parts, dim=-1))  # (B, L, E)
-        w_all = terms[..., : Hkv * D].reshape(B, L, Hkv, D).transpose(1, 2)  # (B, Hkv, L, D)
-        beta_all = terms[..., Hkv * D : Hkv * D + Hkv].transpose(1, 2)  # (B, Hkv, L)
+        new = torch.cat(parts, dim=-1)  # (B, T, E - Hkv·D)
+        past = inputs.past
+        carried = None
+        if past is not None:  # (B, P, E): each token's terms, then its key carried to P - 1
+            carried = past[..., -Hkv * D :].to(k.dtype).reshape(B, P, Hkv, D).transpose(1, 2)
+            new = torch.cat([past[..., : -Hkv * D].to(new.dtype), new], dim=1)  # (B, L, ...)
         log_f = None
         if self.gate is not None:
-            log_f = _by_head(terms[..., Hkv * D + Hkv :], H)  # (B, H, L)
-        out = PF.path_attention(
+            log_f = _by_head(new[..., Hkv * D + Hkv :], H)  # (B, H, L)
+        out, keys = PF.path_attention_cached(
             q,
-            k,
+            k[:, :, P:],
             inputs.v,
-            w_all,
-            beta_all,
+            w.reshape(B, T, Hkv, D).transpose(1, 2),  # (B, Hkv, T, D)
+            beta.transpose(1, 2),  # (B, Hkv, T)
             log_f,
+            carried=carried,
             scale=inputs.scale,
             segment_ids=inputs.segment_ids,
-        )  # (B, H, T, D)
-        return out, terms
+        )  # (B, H, T, D), every key carried to L - 1 (B, Hkv, L, D)
+        return out, torch.cat([new, keys.transpose(1, 2).flatten(2).to(new.dtype)], dim=-1)

@@ -20,7 +20,7 @@ from .kerple import (
     kerple_log,
     kerple_power,
 )
-from .path import path_attention
+from .path import path_attention, path_attention_cached
 from .pope import pope_features, pope_polar, softplus
 from .relative import relative_offsets
 from .resample import RESAMPLE_MODES, ResampleMode, check_grid, resample_table
@@ -88,6 +88,7 @@ __all__ = [
     "p_rope_inv_freq",
     "pair_axes",
     "path_attention",
+    "path_attention_cached",
     "pope_features",
     "pope_polar",
     "query_temperature",

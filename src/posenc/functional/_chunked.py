@@ -3,8 +3,10 @@ sink attention share (``forgetting``, ``stick_breaking``, ``path``, ``sinks``).
 
 The L keys are cut into N chunks of C; the Tq queries are the last Tq of the L positions (a
 prefill has Tq = L, a decode step Tq = 1 over the cache). Pass d = 0, 1, .., N - 1 scores every
-active query chunk n against key chunk n - d at once, so a pass holds (B, H, N, C, C) scores
+active query chunk n against key chunk n - d at once, so a pass holds (B, H, N, R, C) scores
 and memory is O(H·C·L), never (L, L); a query chunk leaves the passes once its keys run out.
+A query chunk holds R = C rows, or only the Tq queries where they fall in one chunk (a decode
+step scores its one row against each key chunk: O(L·D) work, not O(L·C·D)).
 Any array-API namespace (torch, NumPy, JAX); nothing is written in place.
 """
 
@@ -26,8 +28,10 @@ DEFAULT_BLOCK = 128
 class Chunks:
     """How L keys and the last Tq of them as queries fall into chunks of C.
 
-    Query chunks are the key chunks n0 .. N - 1 (n0 = (L - Tq) // C); ``front`` zero rows
-    precede the first query in chunk n0 and the last chunk ends with N·C - L padding rows.
+    Query chunks are the key chunks n0 .. N - 1 (n0 = (L - Tq) // C), of ``rows`` rows each:
+    C, where ``front`` zero rows precede the first query in chunk n0 and the last chunk ends
+    with N·C - L padding rows; or, where the queries fall in one chunk (Nq = 1), just the Tq
+    queries, slots ``skip`` .. ``skip`` + Tq - 1 of their key chunk (no padding).
     """
 
     C: int
@@ -43,6 +47,16 @@ class Chunks:
     @property
     def front(self) -> int:
         return self.L - self.Tq - self.n0 * self.C
+
+    @property
+    def rows(self) -> int:
+        """Query rows per query chunk."""
+        return self.Tq if self.Nq == 1 else self.C
+
+    @property
+    def skip(self) -> int:
+        """Slot of a query chunk's first row within its key chunk."""
+        return self.front if self.Nq == 1 else 0
 
     def start(self, d: int) -> int:
         """First active query chunk (index into the Nq query chunks) of pass d."""
@@ -85,11 +99,13 @@ def key_chunks(x: Any, lay: Chunks, *, vector: bool = True) -> Any:
 
 
 def query_chunks(q: Any, lay: Chunks, G: int) -> Any:
-    """q (B, H, Tq, D), H = Hkv·G -> (B, Hkv, G, Nq, C, D), queries in chunks n0 .. N - 1."""
+    """q (B, H, Tq, D), H = Hkv·G -> (B, Hkv, G, Nq, R, D) (R = ``lay.rows``), queries in
+    chunks n0 .. N - 1."""
     xp = namespace(q)
-    q = _pad_axis(q, -2, lay.front, lay.N * lay.C - lay.L)
+    before = lay.front - lay.skip
+    q = _pad_axis(q, -2, before, lay.Nq * lay.rows - lay.Tq - before)
     B, H, _, D = q.shape
-    return xp.reshape(q, (B, H // G, G, lay.Nq, lay.C, D))
+    return xp.reshape(q, (B, H // G, G, lay.Nq, lay.rows, D))
 
 
 def query_rows(x: Any, lay: Chunks, G: int) -> Any:
@@ -101,11 +117,12 @@ def query_rows(x: Any, lay: Chunks, G: int) -> Any:
 
 
 def unchunk(out: Any, lay: Chunks) -> Any:
-    """(B, Hkv, G, Nq, C, Dv) -> (B, H, Tq, Dv), the rows of the real queries."""
+    """(B, Hkv, G, Nq, R, Dv) -> (B, H, Tq, Dv), the rows of the real queries."""
     xp = namespace(out)
     B, Hkv, G, _, _, Dv = out.shape
-    flat = xp.reshape(out, (B, Hkv * G, lay.Nq * lay.C, Dv))
-    return flat[:, :, lay.front : lay.front + lay.Tq, :]
+    flat = xp.reshape(out, (B, Hkv * G, lay.Nq * lay.rows, Dv))
+    before = lay.front - lay.skip
+    return flat[:, :, before : before + lay.Tq, :]
 
 
 def segment_chunks(segment_ids: Any, lay: Chunks) -> Any:
@@ -119,22 +136,30 @@ def segment_chunks(segment_ids: Any, lay: Chunks) -> Any:
 
 
 def allowed_pairs(d: int, lay: Chunks, seg: Any, *, strict: bool, like: Any) -> Any:
-    """Boolean mask of pass d, broadcastable to (B, Hkv, G, n, C, C), or None (all allowed):
+    """Boolean mask of pass d, broadcastable to (B, Hkv, G, n, R, C), or None (all allowed):
     causal within the diagonal chunk pair (key index < query index if ``strict``, else <=),
     and query and key in one segment where ``seg`` (``segment_chunks``) is given."""
     xp = namespace(like)
     allowed = None
     if d == 0:
         idx = xp.arange(lay.C, device=device_of(like))
-        allowed = (idx[None, :] < idx[:, None]) if strict else (idx[None, :] <= idx[:, None])
+        slot = query_slots(lay, like)
+        allowed = (idx[None, :] < slot[:, None]) if strict else (idx[None, :] <= slot[:, None])
     if seg is not None:
         s = lay.start(d)
         lo, hi = lay.key_range(d)
-        q_seg = seg[:, :, :, lay.n0 + s :, :, None]  # (B, 1, 1, n, C, 1)
+        rows = slice(lay.skip, lay.skip + lay.rows)
+        q_seg = seg[:, :, :, lay.n0 + s :, rows, None]  # (B, 1, 1, n, R, 1)
         k_seg = seg[:, :, :, lo:hi, None, :]  # (B, 1, 1, n, 1, C)
         same = q_seg == k_seg
         allowed = same if allowed is None else same & allowed
     return allowed
+
+
+def query_slots(lay: Chunks, like: Any) -> Any:
+    """(R,) integer: each query row's slot within its key chunk (on ``like``'s device)."""
+    xp = namespace(like)
+    return xp.arange(lay.skip, lay.skip + lay.rows, device=device_of(like))
 
 
 def check_attention(
@@ -195,8 +220,8 @@ def work_dtype(*arrays: Any) -> Any:
 
 
 def dot_scores(qc: Any, kc: Any, lay: Chunks) -> Iterator[Any]:
-    """q·k of each pass (``Chunks``): (B, Hkv, G, n, C, C) for the active query chunks of
-    qc (B, Hkv, G, Nq, C, D) against the key chunks of kc (B, Hkv, 1, N, C, D)."""
+    """q·k of each pass (``Chunks``): (B, Hkv, G, n, R, C) for the active query chunks of
+    qc (B, Hkv, G, Nq, R, D) against the key chunks of kc (B, Hkv, 1, N, C, D)."""
     xp = namespace(qc, kc)
     for d in range(lay.N):
         lo, hi = lay.key_range(d)
@@ -208,14 +233,15 @@ Gate = Callable[[int], Any]
 
 def forget_gate(log_f: Any, lay: Chunks, G: int, dtype: Any) -> Gate:
     """The forgetting gate's term Σ_(l=j+1..i) log f_l = c_i - c_j (c the cumulative sum of
-    ``log_f`` (B, H, L) in ``dtype``) of each pass: (B, Hkv, G, n, C, C)."""
+    ``log_f`` (B, H, L) in ``dtype``) of each pass: (B, Hkv, G, n, R, C)."""
     xp = namespace(log_f)
     c = query_rows(xp.cumulative_sum(astype(log_f, dtype), axis=-1), lay, G)  # (B, Hkv, G, N, C)
 
     def gate(d: int) -> Any:
         lo, hi = lay.key_range(d)
-        q_c = c[:, :, :, lay.n0 + lay.start(d) :, :, None]  # (B, Hkv, G, n, C, 1)
-        return q_c - c[:, :, :, lo:hi, None, :]  # (B, Hkv, G, n, C, C)
+        rows = slice(lay.skip, lay.skip + lay.rows)
+        q_c = c[:, :, :, lay.n0 + lay.start(d) :, rows, None]  # (B, Hkv, G, n, R, 1)
+        return q_c - c[:, :, :, lo:hi, None, :]  # (B, Hkv, G, n, R, C)
 
     return gate
 
@@ -235,14 +261,14 @@ def softmax_passes(
     """softmax_j(scale·s_ij + gate_ij over allowed keys, with e^(sink_h) in the denominator)
     v_j by a running log-sum-exp over the passes of ``scores`` (``dot_scores`` or PaTH's).
 
-    Shapes: each pass (B, Hkv, G, n, C, C) (G query heads per key head); v (B, Hkv, L, Dv);
-    ``sinks`` (Hkv, G) or None
-    -> (B, Hkv, G, Nq, C, Dv) in ``dtype``. A query that sees no key and no sink gets 0.
+    Shapes: each pass (B, Hkv, G, n, R, C) (G query heads per key head, R = ``lay.rows``);
+    v (B, Hkv, L, Dv); ``sinks`` (Hkv, G) or None
+    -> (B, Hkv, G, Nq, R, Dv) in ``dtype``. A query that sees no key and no sink gets 0.
     """
     xp = namespace(v)
     vc = key_chunks(astype(v, dtype), lay)  # (B, Hkv, 1, N, C, Dv)
     B, Hkv = vc.shape[0], vc.shape[1]
-    shape = (B, Hkv, G, lay.Nq, lay.C)
+    shape = (B, Hkv, G, lay.Nq, lay.rows)
     device = device_of(v)
     if sinks is None:
         m = xp.full(shape, -math.inf, dtype=dtype, device=device)
@@ -264,7 +290,9 @@ def softmax_passes(
             logits = xp.where(allowed, logits, -math.inf)
         m_new = xp.maximum(m, xp.max(logits, axis=-1))
         m_safe = xp.where(m_new == -math.inf, 0.0, m_new)  # a row with nothing seen yet
-        p = xp.exp(logits - m_safe[..., None])  # (B, Hkv, G, n, C, C)
+        shifted = logits - m_safe[..., None]
+        # a gate's decay leaves the far passes' weights subnormal: zero them (``exp_or_zero``)
+        p = xp.exp(shifted) if gate is None else exp_or_zero(shifted)  # (B, Hkv, G, n, R, C)
         rescale = xp.exp(m - m_safe)
         lo, hi = lay.key_range(d)
         total = total * rescale + xp.sum(p, axis=-1)
@@ -272,6 +300,19 @@ def softmax_passes(
         m = m_new
     done.append(_finish(acc, total))
     return done[0] if len(done) == 1 else xp.concat(done, axis=3)
+
+
+#: Below e^-80 (1.8e-35) a weight is zero: float32 turns subnormal under 1.2e-38, and x86
+#: multiplies subnormals many times slower (a forget gate's long decay fills the far passes
+#: with them: FoX's forward at T = 2048 ran 1.7x slower); next to the row's largest weight, 1,
+#: it is below any float32 or float64 rounding.
+LOG_TINY = -80.0
+
+
+def exp_or_zero(x: Any) -> Any:
+    """e^x, and 0 where x < ``LOG_TINY`` (no subnormal weights)."""
+    xp = namespace(x)
+    return xp.where(x < LOG_TINY, 0.0, xp.exp(x))
 
 
 def split_first(state: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
@@ -310,7 +351,7 @@ def dot_attention(
     caller. Shapes: as ``forgetting_attention`` -> (B, H, Tq, Dv) in v's dtype."""
     xp = namespace(q)
     lay = chunks(q.shape[2], k.shape[2], block_size)
-    qc = query_chunks(astype(q, dtype), lay, G)  # (B, Hkv, G, Nq, C, D)
+    qc = query_chunks(astype(q, dtype), lay, G)  # (B, Hkv, G, Nq, R, D)
     kc = key_chunks(astype(k, dtype), lay)  # (B, Hkv, 1, N, C, D)
     out = softmax_passes(
         dot_scores(qc, kc, lay),

@@ -61,7 +61,7 @@ def stick_breaking_attention(
     xp = namespace(q, k, v)
     dtype = work_dtype(q, k, v)
     lay = chunks(Tq, L, block_size)
-    qc = query_chunks(astype(q, dtype), lay, G)  # (B, Hkv, G, Nq, C, D)
+    qc = query_chunks(astype(q, dtype), lay, G)  # (B, Hkv, G, Nq, R, D)
     kc = key_chunks(astype(k, dtype), lay)  # (B, Hkv, 1, N, C, D)
     vc = key_chunks(astype(v, dtype), lay)  # (B, Hkv, 1, N, C, Dv)
     seg = None if segment_ids is None else segment_chunks(segment_ids, lay)
@@ -72,7 +72,7 @@ def stick_breaking_attention(
         while len(done) < lay.start(d):  # query chunk len(done) has seen all its keys
             (acc_0, carry_0), (acc, carry) = split_first((acc, carry))
             done.append((acc_0, carry_0))
-        z = s * scale  # (B, Hkv, G, n, C, C)
+        z = s * scale  # (B, Hkv, G, n, R, C)
         allowed = allowed_pairs(d, lay, seg, strict=not attend_current, like=z)
         log_stay = log_sigmoid(-z)  # log(1 - β)
         if allowed is not None:
