@@ -30,7 +30,9 @@ def test_readme_sweep_file_is_accepted_with_its_overrides(tmp_path: Path) -> Non
     sweep = load_sweep(path, ["model.n_layers=4", "train.steps=2000"])
     assert (sweep.model.n_layers, sweep.train.steps) == (4, 2000)
     runs = expand(sweep)  # the task checks run here: sort at 4x the longest training length
-    assert len(runs) == 3 * 2 * 3 * 2  # encodings x tasks x seeds x train_max_lens
+    # (copy_rep: 3 encodings; sort: the 2 of task_encodings) x seeds x train_max_lens
+    assert len(runs) == (3 + 2) * 3 * 2
+    assert {r.encoding for r in runs if r.task.name == "sort"} == {"nope", "rope"}
     assert {r.task.train_len for r in runs} == {(1, 8), (1, 16)}
     with pytest.raises(ValueError, match=r"lab config: model\.n_layerz: unknown key"):
         load_sweep(path, ["model.n_layerz=4"])
