@@ -113,6 +113,32 @@ def test_nanochat_rotation_by_minus_the_angle() -> None:
         torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
 
 
+def test_muse_glimmer_assistant_rotates_a_shorter_q_at_the_last_positions() -> None:
+    """Muse Glimmer's draft model rotates its k (context + block) at every position of cos
+    and sin, its shorter q (the block) at the last ones: the q_last variant, equal to it there
+    and on q and k of one length; Llama's rotation, which refuses a shorter q, keeps ours."""
+    original = _modeling("muse_glimmer_assistant").apply_rotary_pos_emb
+    cos, sin = (torch.cat([t, t], dim=-1) for t in _embeddings(4, T=7))
+    ours = verified("apply_rotary_pos_emb", original, (cos, sin), "cat", "half", "eager")
+    g = torch.Generator().manual_seed(1)
+    k = torch.randn(1, 1, 7, 8, generator=g)
+    for T in (3, 7):
+        q = torch.randn(1, 2, T, 8, generator=g)
+        got = ours(q.clone(), k.clone(), cos, sin)
+        for a, b in zip(got, original(q, k, cos, sin), strict=True):
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+    llama = verified(
+        "apply_rotary_pos_emb",
+        _modeling("llama").apply_rotary_pos_emb,
+        (cos, sin),
+        "cat",
+        "half",
+        "eager",
+    )
+    with pytest.raises(ValueError, match="do not broadcast"):
+        llama(torch.randn(1, 2, 3, 8), k.clone(), cos, sin)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "model_type",
