@@ -165,3 +165,33 @@ def test_multi_axis_ids_without_sections_are_refused() -> None:
     with pytest.raises(ValueError, match=r"reads 2-axis position ids .* no mrope_section"):
         patch(holder, kernel=None)
     assert holder.rotary_emb is original
+
+
+def test_mrope_sections_per_layer_type() -> None:
+    """Cohere Compass's text rotary holds M-RoPE sections, rope_parameters and inv_freq per
+    layer type (``{type}_inv_freq``), sections interleaved: patch gives each type its MRoPE,
+    equal to the module's cos and sin at 3-D positions whose axes differ, and refuses a
+    context-extension scaling of it."""
+    from torch import nn
+
+    from posenc.hf import patch, unpatch
+    from posenc.hf.rotary import RotaryEmbedding
+
+    config = _text_config("cohere_compass_text")
+    config.rope_parameters = {"full_attention": {"rope_type": "default", "rope_theta": 5e4}}
+    holder = nn.Module()
+    holder.rotary_emb = _modeling("cohere_compass").CohereCompassRotaryEmbedding(config)
+    original = holder.rotary_emb
+    t = torch.arange(12)
+    pos = torch.stack([t, (2 * t) % 5, (3 * t + 1) % 7])[:, None]  # (3, 1, T)
+    x = torch.zeros(1, 12, 1)
+    theirs = original(x, pos, "full_attention")
+    patch(holder, kernel=None)
+    assert isinstance(holder.rotary_emb, RotaryEmbedding)
+    for a, b in zip(holder.rotary_emb(x, pos, "full_attention"), theirs, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
+    unpatch(holder)
+    assert holder.rotary_emb is original
+    with pytest.raises(ValueError, match="no context-extension scaling"):
+        patch(holder, scaling={"rope_type": "linear", "factor": 2.0}, kernel=None)
+    assert holder.rotary_emb is original
