@@ -714,7 +714,8 @@ def render(rows: list[Status], pending: tuple[str, ...] = ()) -> str:
         '"refused" is patch\'s ValueError, the model untouched; "no rotary" a tower without a '
         "`*RotaryEmbedding` of a model type whose modeling module has one; "
         '"not built" is the harness failing to build or run the model from its default '
-        "config, not a verdict on posenc.",
+        "config (or a model whose outputs do not depend on its rotaries at random weights, "
+        "`_UNJUDGED`), not a verdict on posenc.",
         "",
         "| model type | status | detail |",
         "| --- | --- | --- |",
