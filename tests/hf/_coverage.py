@@ -102,6 +102,15 @@ def _audio_pad_last(config: Any) -> None:
     )
 
 
+def _dropout_rate(config: Any) -> bool:
+    """T5Gemma2's standalone encoder config: its text config lacks the dropout_rate its MLP
+    reads (the encoder-decoder's has one); whether it was missing."""
+    if hasattr(config.text_config, "dropout_rate"):
+        return False
+    config.text_config.dropout_rate = 0.0
+    return True
+
+
 def _fields(**values: Any) -> Callable[[Any], None]:
     def fix(config: Any) -> None:
         for key, value in values.items():
@@ -112,8 +121,9 @@ def _fields(**values: Any) -> Callable[[Any], None]:
 
 #: What the harness sets in a default config that transformers' own model cannot build or run
 #: from (by the model type of the config or sub-config it fixes): the fix, and why. Applied
-#: after ``_shrink``; each row's detail names the fixes applied.
-_FIXES: dict[str, tuple[Callable[[Any], None], str]] = {
+#: after ``_shrink``; each row's detail names the fixes applied (a fix returning False found
+#: nothing to fix).
+_FIXES: dict[str, tuple[Callable[[Any], bool | None], str]] = {
     "dbrx": (
         _theta_into_attn_config,
         "attn_config.rope_theta and clip_qkv 8 (DbrxAttention reads both)",
@@ -143,7 +153,7 @@ _FIXES: dict[str, tuple[Callable[[Any], None], str]] = {
         "rope_parameters['full_attention'] theta 10000 (empty by default)",
     ),
     "t5gemma2_encoder": (
-        lambda config: setattr(config.text_config, "dropout_rate", 0.0),
+        _dropout_rate,
         "text_config.dropout_rate 0 (missing from the encoder's text config)",
     ),
     "moonshine_streaming": (
@@ -177,8 +187,8 @@ def _fix(config: Any, seen: set[int] | None = None) -> list[str]:
     model_type = getattr(config, "model_type", None)
     if model_type in _FIXES:
         fix, why = _FIXES[model_type]
-        fix(config)
-        notes.append(why)
+        if fix(config) is not False:  # False: nothing was missing
+            notes.append(why)
     for value in list(vars(config).values()):
         if hasattr(value, "to_dict") and hasattr(value, "model_type"):
             notes += _fix(value, seen)
