@@ -12,6 +12,10 @@ type whose modeling module has a text rotary, holding no ``*RotaryEmbedding`` it
 refuses it, having nothing to replace), "not built" (the harness cannot build or run the model
 from its default config: not a verdict on posenc). Models without token ids get a vision
 tower's patches or an audio signal (``_inputs``); hybrid models keep one layer of each type.
+Default configs that transformers' own model cannot build or run from get the fixes of
+``_FIXES`` (each row names its fix), and forwards that need more than ids or one signal the
+inputs of ``_INPUTS``; ``_UNJUDGED`` lists the models whose outputs do not depend on their
+rotaries at random weights.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import inspect
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,6 +80,121 @@ def rotary_model_types() -> list[str]:
     return found
 
 
+def _theta_into_attn_config(config: Any) -> None:
+    config.attn_config.rope_theta = config.rope_parameters["rope_theta"]
+    config.attn_config.clip_qkv = 8.0  # DBRX's; its attention clamps by it, None or not
+
+
+def _qsa_indexer(config: Any) -> None:
+    head_dim = _get(config, "head_dim") or config.hidden_size // config.num_attention_heads
+    config.indexer_n_heads, config.indexer_kv_heads, config.indexer_head_dim = 2, 1, head_dim
+    config.indexer_budget, config.indexer_compress_ratio = 8, 4  # 8 of the 16 tokens run
+
+
+def _four_axis_sections(config: Any) -> None:
+    pairs = (_get(config, "head_dim") or config.hidden_size // config.num_attention_heads) // 2
+    config.rope_parameters["mrope_section"] = [pairs // 4] * 4
+
+
+def _audio_pad_last(config: Any) -> None:
+    config.audio_pad_token_id = (
+        config.vocab_size + config.num_codebooks * config.codebook_vocab_size
+    )
+
+
+def _dropout_rate(config: Any) -> bool:
+    """T5Gemma2's standalone encoder config: its text config lacks the dropout_rate its MLP
+    reads (the encoder-decoder's has one); whether it was missing."""
+    if hasattr(config.text_config, "dropout_rate"):
+        return False
+    config.text_config.dropout_rate = 0.0
+    return True
+
+
+def _fields(**values: Any) -> Callable[[Any], None]:
+    def fix(config: Any) -> None:
+        for key, value in values.items():
+            setattr(config, key, value)
+
+    return fix
+
+
+#: What the harness sets in a default config that transformers' own model cannot build or run
+#: from (by the model type of the config or sub-config it fixes): the fix, and why. Applied
+#: after ``_shrink``; each row's detail names the fixes applied (a fix returning False found
+#: nothing to fix).
+_FIXES: dict[str, tuple[Callable[[Any], bool | None], str]] = {
+    "dbrx": (
+        _theta_into_attn_config,
+        "attn_config.rope_theta and clip_qkv 8 (DbrxAttention reads both)",
+    ),
+    "dots1": (
+        _fields(n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2),
+        "MoE sizes (None by default)",
+    ),
+    "lfm2_moe": (
+        _fields(layer_types=["conv", "full_attention"]),
+        "layer_types conv, full_attention (None by default; the layers index it)",
+    ),
+    "qwen4_exp_text": (_qsa_indexer, "QSA indexer sizes (None by default; its layers build one)"),
+    "hunyuan_vl_text": (
+        _four_axis_sections,
+        "a 4-axis mrope_section (HunyuanOCR's xdrope_section; None by default, which the rotary "
+        "reads)",
+    ),
+    "chameleon": (
+        _fields(vocabulary_map={"<image>": _VOCAB - 1}),
+        "vocabulary_map with an <image> token (None by default)",
+    ),
+    "cohere_compass_text": (
+        _fields(
+            rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+        ),
+        "rope_parameters['full_attention'] theta 10000 (empty by default)",
+    ),
+    "t5gemma2_encoder": (
+        _dropout_rate,
+        "text_config.dropout_rate 0 (missing from the encoder's text config)",
+    ),
+    "moonshine_streaming": (
+        lambda config: setattr(config, "num_key_value_heads", config.num_attention_heads),
+        "num_key_value_heads = num_attention_heads (missing; its decoder reads it)",
+    ),
+    "deepseek_ocr2_text": (
+        _fields(
+            mlp_layer_types=["dense", "sparse"], n_group=1, topk_group=1, num_experts_per_tok=2
+        ),
+        "mlp_layer_types dense, sparse and routing sizes (None by default)",
+    ),
+    "diffusion_gemma_text": (
+        _fields(num_experts=4, top_k_experts=2, moe_intermediate_size=256),
+        "MoE sizes (None by default)",
+    ),
+    "kyutai_speech_to_text": (
+        _audio_pad_last,
+        "audio_pad_token_id the last embedding row (the shrunk vocabulary moved it)",
+    ),
+}
+
+
+def _fix(config: Any, seen: set[int] | None = None) -> list[str]:
+    """Apply ``_FIXES`` to ``config`` and its sub-configs, in place; what it set."""
+    seen = set() if seen is None else seen
+    if id(config) in seen:
+        return []
+    seen.add(id(config))
+    notes = []
+    model_type = getattr(config, "model_type", None)
+    if model_type in _FIXES:
+        fix, why = _FIXES[model_type]
+        if fix(config) is not False:  # False: nothing was missing
+            notes.append(why)
+    for value in list(vars(config).values()):
+        if hasattr(value, "to_dict") and hasattr(value, "model_type"):
+            notes += _fix(value, seen)
+    return notes
+
+
 def _shrink(config: Any, seen: set[int] | None = None) -> None:
     """Two layers, <= 4 experts, a small vocabulary, weights at range 0.2, in place, down every
     sub-config (text_config, vision_config, ...)."""
@@ -84,13 +204,13 @@ def _shrink(config: Any, seen: set[int] | None = None) -> None:
     seen.add(id(config))
     _keep_layers(config)
     for key in _EXPERT_KEYS:
-        if isinstance(getattr(config, key, None), int) and getattr(config, key) > 4:
+        if isinstance(_get(config, key), int) and _get(config, key) > 4:
             setattr(config, key, 4)
     for key in ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size"):
         if isinstance(getattr(config, key, None), int) and getattr(config, key) > 256:
             setattr(config, key, 256)
     experts = next(
-        (getattr(config, k) for k in _EXPERT_KEYS if isinstance(getattr(config, k, None), int)),
+        (_get(config, k) for k in _EXPERT_KEYS if isinstance(_get(config, k), int)),
         None,
     )
     per_token = _get(config, "num_experts_per_tok")
@@ -161,7 +281,7 @@ def _get(config: Any, key: str) -> Any:
         return None
 
 
-def _set(config: Any, key: str, value: Any) -> None:
+def _set_field(config: Any, key: str, value: Any) -> None:
     """``setattr``, skipping a property without a setter (Bamba's ``layers_block_type``,
     computed from other fields)."""
     with contextlib.suppress(AttributeError):
@@ -184,18 +304,18 @@ def _keep_layers(config: Any) -> None:
     renumber = {old: new for new, old in enumerate(keep)}
     for name, value in list(vars(config).items()):
         if isinstance(value, list) and len(value) == n and name != "layer_types":
-            _set(config, name, [value[i] for i in keep])
+            _set_field(config, name, [value[i] for i in keep])
         elif (
             isinstance(value, list)
             and name.endswith("layer_indices")
             and all(isinstance(i, int) for i in value)
         ):
-            _set(config, name, [renumber[i] for i in value if i in renumber])
+            _set_field(config, name, [renumber[i] for i in value if i in renumber])
     if isinstance(getattr(config, "layer_types", None), list) and len(config.layer_types) == n:
-        _set(config, "layer_types", [config.layer_types[i] for i in keep])
+        _set_field(config, "layer_types", [config.layer_types[i] for i in keep])
     for k in _LAYER_KEYS:
         if isinstance(getattr(config, k, None), int) and getattr(config, k) > len(keep):
-            _set(config, k, len(keep))
+            _set_field(config, k, len(keep))
 
 
 def _build(model_type: str) -> Any:
@@ -211,14 +331,34 @@ def _built(model_type: str) -> tuple[Any, list[str]]:
 
     config = AutoConfig.for_model(model_type)
     _shrink(config)
+    notes = _fix(config)
     auto = AutoModelForCausalLM if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES else AutoModel
     torch.manual_seed(0)
-    model = auto.from_config(config).eval()
-    notes = _fit_mrope_width(model)
-    if notes:  # the rotary width changed: build again from the fixed config
+    model = _from_config(auto, model_type, config)
+    widths = _fit_mrope_width(model)
+    if widths:  # the rotary width changed: build again from the fixed config
         torch.manual_seed(0)
-        model = auto.from_config(config).eval()
-    return model, notes
+        model = _from_config(auto, model_type, config)
+    return model, notes + widths
+
+
+def _from_config(auto: Any, model_type: str, config: Any) -> Any:
+    """``auto.from_config(config)`` in eval mode; where the auto class cannot resolve the class
+    it maps ``model_type`` to (Evolla's config is missing from its registry; Voxtral Realtime's
+    text model is not exported), that class from the type's modeling module."""
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    try:
+        return auto.from_config(config).eval()
+    except ValueError as err:
+        text = str(err)
+        if "Unrecognized configuration class" not in text and "Could not find" not in text:
+            raise
+        if model_type not in MODEL_MAPPING_NAMES:
+            raise
+    name = _module_name(model_type)
+    module = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+    return getattr(module, MODEL_MAPPING_NAMES[model_type])._from_config(config).eval()
 
 
 def _fit_mrope_width(model: Any) -> list[str]:
@@ -273,7 +413,9 @@ def _grid_inputs(model: Any, params: Any) -> dict[str, Any] | None:
         ),
         3,
     )
-    temporal = getattr(config, "temporal_patch_size", None) or 1
+    temporal = (
+        getattr(config, "temporal_patch_size", None) or getattr(config, "patch_temporal", None) or 1
+    )  # Muse's vision towers name it patch_temporal
     side = 2 * (getattr(config, "spatial_merge_size", None) or 1)
     width = channels * temporal * config.patch_size**2
     g = torch.Generator().manual_seed(0)
@@ -332,6 +474,76 @@ def _signal_inputs(model: Any, params: Any) -> list[dict[str, Any]]:
     return found
 
 
+def _randn(*shape: int) -> torch.Tensor:
+    return torch.randn(shape, generator=torch.Generator().manual_seed(0))
+
+
+def _protein_inputs(model: Any, ids: torch.Tensor) -> dict[str, Any]:
+    protein = torch.randint(3, 100, (1, 16), generator=torch.Generator().manual_seed(1))
+    return {"input_ids": ids, "protein_input_ids": protein, "protein_attention_mask": ids > 0}
+
+
+def _idefics_inputs(model: Any, ids: torch.Tensor) -> dict[str, Any]:
+    side = model.config.vision_config.image_size
+    return {
+        "input_ids": ids,
+        "pixel_values": _randn(1, 1, 3, side, side),
+        "image_attention_mask": torch.ones(1, ids.shape[1], 1, dtype=torch.long),
+    }
+
+
+def _codec_inputs(model: Any, ids: torch.Tensor) -> dict[str, Any]:
+    frames = 16  # wav2vec2-BERT's 160 features (80 mel bins, two stacked) per hop of audio
+    hop = model.config.encoder_hop_length if hasattr(model.config, "encoder_hop_length") else 320
+    return {"input_values": _randn(1, 1, frames * hop), "input_features": _randn(1, frames, 160)}
+
+
+def _samples_per_frame(model: Any) -> int:
+    """Waveform samples per position of Mimi's encoder transformer (24 kHz at 25 Hz: 960)."""
+    return int(model.config.sampling_rate / model.config.encodec_frame_rate)
+
+
+def _draft_inputs(model: Any, ids: torch.Tensor) -> dict[str, Any]:
+    config = model.config
+    width = config.hidden_size * len(config.target_layer_ids)
+    return {
+        "noise_embeds": _randn(1, config.block_size, config.hidden_size),
+        "context_hidden_states": _randn(1, 16, width),
+    }
+
+
+#: Inputs of the model types whose forward needs more than token ids or one signal (by type:
+#: a function of the model and the 16 token ids).
+_INPUTS: dict[str, Callable[[Any, torch.Tensor], dict[str, Any]]] = {
+    "evolla": _protein_inputs,  # a protein (SaProt's rotary) besides the text
+    "idefics": _idefics_inputs,  # exactly one image source: one image per text
+    "neucodec": _codec_inputs,  # a waveform and its features for the semantic encoder
+    "xcodec2": _codec_inputs,
+    # text and audio streams: one text token and num_codebooks audio codes per step
+    "kyutai_speech_to_text": lambda model, ids: {
+        "input_ids": torch.randint(
+            3, 100, (1, 16, model.config.num_codebooks + 1), generator=torch.Generator()
+        )
+    },
+    # 16 frames of a waveform (64 samples make one: position 0, which no rotation moves)
+    "mimi_encoder": lambda model, ids: {
+        "input_values": _randn(1, 1, 16 * _samples_per_frame(model))
+    },
+    # the delay conditioning VoxtralRealtimeModel computes from its time embedding, (1, 1, C)
+    "voxtral_realtime_text": lambda model, ids: {
+        "input_ids": ids,
+        "t_cond": _randn(1, 1, model.config.hidden_size),
+    },
+    "mimi_decoder": lambda model, ids: {"latents": _randn(1, model.config.hidden_size, 16)},
+    # a DFlash draft block: noise embeddings and the target model's hidden states
+    "muse_glimmer_assistant": _draft_inputs,
+    # the speech encoder's frames it reads (num_frames, hidden_size)
+    "nemotron3_5_transcribe_word_timestamp": lambda model, ids: {
+        "inputs_embeds": _randn(1, 16, model.config.hidden_size)
+    },
+}
+
+
 def _inputs(model: Any) -> dict[str, Any]:
     """16 token ids below the vocabulary size (and 100) (no cache: hybrid models' caches need
     an attention layer to measure); a vision tower's patches (``_grid_inputs``) or image
@@ -340,6 +552,11 @@ def _inputs(model: Any) -> dict[str, Any]:
     (Voxtral Realtime: text ids and audio features; T5Gemma: decoder ids) when the ids alone
     do not run."""
     params = inspect.signature(model.forward).parameters
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    if model_type in _INPUTS:
+        ids = torch.randint(3, 100, (1, 16), generator=torch.Generator().manual_seed(0))
+        inputs = _INPUTS[model_type](model, ids)
+        return {**inputs, "use_cache": False} if "use_cache" in params else inputs
     if "input_ids" not in params:
         grid = _grid_inputs(model, params)
         if grid is not None:
@@ -348,6 +565,9 @@ def _inputs(model: Any) -> dict[str, Any]:
         if image is not None:
             return image
         signals = _signal_inputs(model, params)
+        if signals and "decoder_input_ids" in params:  # an audio encoder-decoder (Moonshine)
+            ids = torch.randint(3, 100, (1, 16), generator=torch.Generator().manual_seed(0))
+            signals = [{**c, "decoder_input_ids": ids} for c in signals]
         if signals:
             return _first_that_runs(model, signals)
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
@@ -380,7 +600,7 @@ def _first_that_runs(model: Any, candidates: list[dict[str, Any]]) -> dict[str, 
 
 def _logits(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
     out = model(**inputs)
-    for key in ("logits", "last_hidden_state", "pooler_output"):
+    for key in ("logits", "last_hidden_state", "pooler_output", "latents", "audio_values"):
         value = out.get(key) if hasattr(out, "get") else getattr(out, key, None)
         if isinstance(value, torch.Tensor):
             return value
@@ -404,9 +624,22 @@ def _not_built(model_type: str, err: Exception) -> Status:
     return Status(model_type, "not built", detail)
 
 
+#: Model types whose built model runs, but whose outputs do not depend on its rotaries at the
+#: harness's random weights (a "match" would be vacuous): "not built", and why.
+_UNJUDGED = {
+    "mimi": (
+        "MimiModel's outputs (discrete codes, and audio decoded from codebooks initialised to "
+        "zero) do not depend on its rotaries at random weights; its two transformers are "
+        "judged as mimi_encoder and mimi_decoder"
+    ),
+}
+
+
 def status(model_type: str) -> Status:
     """What ``patch`` does with ``model_type`` (see the module docstring). A refusal is
     patch's verdict on the built model, whether or not the harness can run its forward."""
+    if model_type in _UNJUDGED:
+        return Status(model_type, "not built", _UNJUDGED[model_type])
     try:
         model, notes = _built(model_type)
     except Exception as err:
@@ -484,12 +717,15 @@ def render(rows: list[Status], pending: tuple[str, ...] = ()) -> str:
         f"`*RotaryEmbedding`; {summary}. Generated by `python -m tests.hf._coverage` "
         "(tests/hf/_coverage.py: default config shrunk to two layers, or one layer of each "
         "layer type, <= 4 experts, MLP widths <= 256, a 1,024-token vocabulary, weights at "
-        "range 0.2; 16 token ids, or a vision tower's 4 x 4 patch grid, or an audio signal; "
+        "range 0.2; 16 token ids, or a vision tower's 4 x 4 patch grid, or an audio signal, "
+        "or the inputs a forward needs besides (`_INPUTS`); a default config that "
+        "transformers' own model cannot build from gets the fix its row names (`_FIXES`); "
         "patched outputs within 1e-4·max(1, max |output|) of the unpatched ones = match). "
         '"refused" is patch\'s ValueError, the model untouched; "no rotary" a tower without a '
         "`*RotaryEmbedding` of a model type whose modeling module has one; "
         '"not built" is the harness failing to build or run the model from its default '
-        "config, not a verdict on posenc.",
+        "config (or a model whose outputs do not depend on its rotaries at random weights, "
+        "`_UNJUDGED`), not a verdict on posenc.",
         "",
         "| model type | status | detail |",
         "| --- | --- | --- |",

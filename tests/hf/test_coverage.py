@@ -43,6 +43,13 @@ def test_page_rows_are_what_the_harness_computes(model_type: str) -> None:
         "mistral_large4",  # Pixtral's axial 2-D RoPE in its vision tower
         "mlcd",  # a vision tower's 4 x 4 patch image (pixel_values)
         "t5gemma",  # an encoder-decoder: decoder ids
+        "dbrx",  # a config fix (attn_config.rope_theta); RoPE sized by d_model / n_heads
+        "evolla",  # the mapped class (no auto class resolves it); a protein besides the text
+        "qwen4_exp_text",  # QSA indexer sizes; q rotated alone (k=None) in the indexer
+        "muse_glimmer_assistant",  # a draft block: q shorter than k, at the last positions
+        "cohere_compass_text",  # M-RoPE sections per layer type
+        "hunyuan_vl_text",  # 4-axis M-RoPE: refused
+        "mimi_encoder",  # 16 frames of a waveform; its output is latents
     ],
 )
 def test_page_rows_of_towers_and_hybrids(model_type: str) -> None:

@@ -113,6 +113,32 @@ def test_nanochat_rotation_by_minus_the_angle() -> None:
         torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
 
 
+def test_muse_glimmer_assistant_rotates_a_shorter_q_at_the_last_positions() -> None:
+    """Muse Glimmer's draft model rotates its k (context + block) at every position of cos
+    and sin, its shorter q (the block) at the last ones: the q_last variant, equal to it there
+    and on q and k of one length; Llama's rotation, which refuses a shorter q, keeps ours."""
+    original = _modeling("muse_glimmer_assistant").apply_rotary_pos_emb
+    cos, sin = (torch.cat([t, t], dim=-1) for t in _embeddings(4, T=7))
+    ours = verified("apply_rotary_pos_emb", original, (cos, sin), "cat", "half", "eager")
+    g = torch.Generator().manual_seed(1)
+    k = torch.randn(1, 1, 7, 8, generator=g)
+    for T in (3, 7):
+        q = torch.randn(1, 2, T, 8, generator=g)
+        got = ours(q.clone(), k.clone(), cos, sin)
+        for a, b in zip(got, original(q, k, cos, sin), strict=True):
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+    llama = verified(
+        "apply_rotary_pos_emb",
+        _modeling("llama").apply_rotary_pos_emb,
+        (cos, sin),
+        "cat",
+        "half",
+        "eager",
+    )
+    with pytest.raises(ValueError, match="do not broadcast"):
+        llama(torch.randn(1, 2, 3, 8), k.clone(), cos, sin)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "model_type",
@@ -138,4 +164,34 @@ def test_multi_axis_ids_without_sections_are_refused() -> None:
     original = holder.rotary_emb
     with pytest.raises(ValueError, match=r"reads 2-axis position ids .* no mrope_section"):
         patch(holder, kernel=None)
+    assert holder.rotary_emb is original
+
+
+def test_mrope_sections_per_layer_type() -> None:
+    """Cohere Compass's text rotary holds M-RoPE sections, rope_parameters and inv_freq per
+    layer type (``{type}_inv_freq``), sections interleaved: patch gives each type its MRoPE,
+    equal to the module's cos and sin at 3-D positions whose axes differ, and refuses a
+    context-extension scaling of it."""
+    from torch import nn
+
+    from posenc.hf import patch, unpatch
+    from posenc.hf.rotary import RotaryEmbedding
+
+    config = _text_config("cohere_compass_text")
+    config.rope_parameters = {"full_attention": {"rope_type": "default", "rope_theta": 5e4}}
+    holder = nn.Module()
+    holder.rotary_emb = _modeling("cohere_compass").CohereCompassRotaryEmbedding(config)
+    original = holder.rotary_emb
+    t = torch.arange(12)
+    pos = torch.stack([t, (2 * t) % 5, (3 * t + 1) % 7])[:, None]  # (3, 1, T)
+    x = torch.zeros(1, 12, 1)
+    theirs = original(x, pos, "full_attention")
+    patch(holder, kernel=None)
+    assert isinstance(holder.rotary_emb, RotaryEmbedding)
+    for a, b in zip(holder.rotary_emb(x, pos, "full_attention"), theirs, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
+    unpatch(holder)
+    assert holder.rotary_emb is original
+    with pytest.raises(ValueError, match="no context-extension scaling"):
+        patch(holder, scaling={"rope_type": "linear", "factor": 2.0}, kernel=None)
     assert holder.rotary_emb is original

@@ -182,6 +182,8 @@ def _ropes(original: nn.Module, scaling: Any) -> dict[str | None, Rope]:
     axial RoPE (one, without layer types) for the modules that compute those."""
     config: Any = original.config
     sections = getattr(original, "mrope_section", None)
+    if isinstance(sections, Mapping):  # Cohere Compass: M-RoPE sections per layer type
+        return {t: _mrope(original, s, scaling, layer_type=t) for t, s in sections.items()}
     if sections is not None:
         return {None: _mrope(original, sections, scaling)}
     if (getattr(config, "rope_parameters", None) or {}).get("rope_type") == "axial":
@@ -207,9 +209,12 @@ def _ropes(original: nn.Module, scaling: Any) -> dict[str | None, Rope]:
     }
 
 
-def _grid_inputs(original: nn.Module, what: str, scaling: Any) -> tuple[float, int]:
+def _grid_inputs(
+    original: nn.Module, what: str, scaling: Any, layer_type: str | None = None
+) -> tuple[float, int]:
     """(rope_theta, number of frequencies) of an M-RoPE or axial rotary module, read from its
-    config and its ``inv_freq`` buffer (the comparison in ``detect_form`` checks both).
+    config and its ``inv_freq`` buffer (the comparison in ``detect_form`` checks both); of
+    ``layer_type``'s ``rope_parameters`` and ``{layer_type}_inv_freq`` when given.
     Raises: ValueError for a context-extension ``scaling`` or a module without them."""
     name = type(original).__name__
     if scaling is not None:
@@ -218,21 +223,26 @@ def _grid_inputs(original: nn.Module, what: str, scaling: Any) -> tuple[float, i
             f"(got {dict(scaling) if isinstance(scaling, Mapping) else scaling!r})"
         )
     params = getattr(original.config, "rope_parameters", None) or {}
-    inv_freq = getattr(original, "inv_freq", None)
+    buffer = "inv_freq" if layer_type is None else f"{layer_type}_inv_freq"
+    if layer_type is not None:
+        params = params.get(layer_type) or {}
+    inv_freq = getattr(original, buffer, None)
     if "rope_theta" not in params or not isinstance(inv_freq, Tensor):
         raise ValueError(
-            f"{name} computes {what} without rope_parameters['rope_theta'] and an inv_freq"
+            f"{name} computes {what} without rope_parameters['rope_theta'] and an {buffer}"
         )
     return float(params["rope_theta"]), int(inv_freq.numel())
 
 
-def _mrope(original: nn.Module, sections: Any, scaling: Any) -> MRoPE:
-    """posenc's M-RoPE that gives ``original``'s cos and sin: its ``mrope_section`` (what it
-    uses, the built-in default when the config has none), contiguous or interleaved, or
-    ERNIE 4.5 VL's arrangement (``ErnieMRoPE``), whichever equals its output at 3-D positions
-    whose axes differ.
+def _mrope(
+    original: nn.Module, sections: Any, scaling: Any, layer_type: str | None = None
+) -> MRoPE:
+    """posenc's M-RoPE that gives ``original``'s cos and sin (of ``layer_type``, when given):
+    its ``mrope_section`` (what it uses, the built-in default when the config has none),
+    contiguous or interleaved, or ERNIE 4.5 VL's arrangement (``ErnieMRoPE``), whichever
+    equals its output at 3-D positions whose axes differ.
     Raises: ValueError when neither does (another recomposition of the axes)."""
-    base, pairs = _grid_inputs(original, "M-RoPE (3-D position ids)", scaling)
+    base, pairs = _grid_inputs(original, "M-RoPE (3-D position ids)", scaling, layer_type)
     if not isinstance(sections, list | tuple) or len(sections) != 3:
         raise ValueError(
             f"{type(original).__name__} has mrope_section {sections!r}; posenc's M-RoPE takes "
@@ -250,7 +260,7 @@ def _mrope(original: nn.Module, sections: Any, scaling: Any) -> MRoPE:
     for label, make in candidates:
         try:
             mrope = make(head_dim=2 * pairs, base=base)
-            detect_form(original, {None: mrope})
+            detect_form(original, {layer_type: mrope})
         except ValueError as err:
             tried.append(f"{label}: {err}")
             continue

@@ -94,7 +94,7 @@ def _head_dim(cfg: Mapping[str, Any]) -> int:
     if explicit is not None:
         return int(explicit)
     width = _first(cfg, "hidden_size", "n_embd", "d_model")
-    heads = _first(cfg, "num_attention_heads", "n_head")
+    heads = _first(cfg, "num_attention_heads", "n_head", "n_heads")  # DBRX: d_model, n_heads
     if width is None or heads is None:
         raise ValueError(
             "config needs 'head_dim', or 'hidden_size' and 'num_attention_heads', to size RoPE"

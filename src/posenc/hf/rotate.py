@@ -58,17 +58,26 @@ def fresh(q: Tensor, k: Tensor) -> bool:
     return q.untyped_storage().data_ptr() != k.untyped_storage().data_ptr()
 
 
-def _pair(form: Form, layout: str, kernel: str, clockwise: bool = False) -> Rotation:
+def _pair(
+    form: Form, layout: str, kernel: str, clockwise: bool = False, q_last: bool = False
+) -> Rotation:
     """``apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)`` by posenc's kernel;
-    ``clockwise``: each pair turned by -pos·θ (NanoChat's ``rotate_half`` returns (x2, -x1))."""
+    ``clockwise``: each pair turned by -pos·θ (NanoChat's ``rotate_half`` returns (x2, -x1));
+    ``q_last``: q shorter than k takes the last Tq positions of cos and sin (a draft model's
+    queries after its keys' context: Muse Glimmer's assistant)."""
 
     def apply_rotary_pos_emb(
         q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, unsqueeze_dim: int = 1
     ) -> tuple[Tensor, Tensor]:
         c, s = compact((cos, sin), form)  # (B, T, P)
-        c, s = c.unsqueeze(unsqueeze_dim), s.unsqueeze(unsqueeze_dim)  # (B, 1, T, P)
         s = -s if clockwise else s
-        return rotate_pair(q, k, c, s, c, s, layout=layout, inplace=fresh(q, k), kernel=kernel)
+        cq, sq = c, s
+        if q_last:
+            Tq = q.shape[unsqueeze_dim + 1 if unsqueeze_dim == 1 else unsqueeze_dim - 1]
+            cq, sq = c[..., c.shape[-2] - Tq :, :], s[..., s.shape[-2] - Tq :, :]
+        c, s = c.unsqueeze(unsqueeze_dim), s.unsqueeze(unsqueeze_dim)  # (B, 1, T, P)
+        cq, sq = cq.unsqueeze(unsqueeze_dim), sq.unsqueeze(unsqueeze_dim)
+        return rotate_pair(q, k, cq, sq, c, s, layout=layout, inplace=fresh(q, k), kernel=kernel)
 
     return apply_rotary_pos_emb
 
@@ -207,12 +216,54 @@ def verified(
         if all(
             torch.allclose(a, b, atol=1e-5, rtol=1e-5) for a, b in zip(mine, theirs, strict=True)
         ):
-            return ours
+            return _shorter_q(name, original, ours, q, k, args, form, layout, kernel)
     raise ValueError(
         f"{name} of {getattr(original, '__module__', '?')} rotates q and k in a way posenc's "
         f"kernels do not reproduce (tried layouts half and interleaved, turned by +pos·θ and "
         "-pos·θ, the rotated features first in the head); patch with kernel=None to keep the "
         "model's own rotation"
+    )
+
+
+def _shorter_q(
+    name: str,
+    original: Rotation,
+    ours: Rotation,
+    q: Tensor,
+    k: Tensor,
+    args: tuple[Tensor, ...],
+    form: Form,
+    layout: str,
+    kernel: str,
+) -> Rotation:
+    """``ours`` (verified on q and k of one length) where ``original`` refuses a q shorter
+    than k, as Llama's does; where it rotates one (q at the last Tq positions of cos and sin:
+    Muse Glimmer's assistant), the ``q_last`` variant of ``ours``'s layout and direction that
+    equals it there.
+
+    Raises: ValueError when none does."""
+    if name != "apply_rotary_pos_emb" or form == "complex" or q.shape[2] < 2:
+        return ours
+    short = q[:, :, 1:].clone()  # (1, H, T - 1, D): the queries of the last T - 1 positions
+    try:
+        theirs = original(short.clone(), k.clone(), *args)
+    except RuntimeError:  # q and cos of other lengths do not broadcast: the usual rotation
+        return ours
+    same = ours(q.clone(), k.clone(), *args)  # our rotations may write into their inputs
+    for clockwise in (False, True):
+        for lay in (layout, "interleaved" if layout == "half" else "half"):
+            variant = _pair(form, lay, kernel, clockwise, q_last=True)
+            full = variant(q.clone(), k.clone(), *args)
+            mine = variant(short.clone(), k.clone(), *args)
+            if all(
+                torch.allclose(a, b, atol=1e-5, rtol=1e-5)
+                for a, b in zip((*mine, *full), (*theirs, *same), strict=True)
+            ):
+                return variant
+    raise ValueError(
+        f"{name} of {getattr(original, '__module__', '?')} rotates a q shorter than k in a way "
+        "posenc's kernels do not reproduce (tried q at the last positions of cos and sin); "
+        "patch with kernel=None to keep the model's own rotation"
     )
 
 
