@@ -5,7 +5,11 @@ what ``posenc.hf.patch`` does with it. ``statuses()`` computes the table that
 docs/hf-coverage.md holds (``render``); ``python -m tests.hf._coverage`` rewrites the page.
 
 Status: "match" (patched logits within 1e-4·max(1, max |logit|) of the unpatched ones: float32
-rounding of the angles, amplified through the layers; ``unpatch`` exact),
+rounding of the angles, amplified through the layers; or, past that, within twice the unpatched
+model's own float32 error against its float64 copy (``_float32_floor``: a model whose forward
+amplifies rounding so much, like Dia at these random weights, that its own float32 forward is
+further from its float64 one than posenc's rotation is from transformers');
+``unpatch`` exact),
 "refused" (a ValueError from ``patch``, the model untouched), "mismatch", "crash" (any other
 exception in ``patch`` or the patched forward), "no rotary" (a vision or audio tower of a model
 type whose modeling module has a text rotary, holding no ``*RotaryEmbedding`` itself: patch
@@ -21,6 +25,7 @@ rotaries at random weights.
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib
 import inspect
 import re
@@ -690,9 +695,35 @@ def _verdict(model_type: str, model: Any) -> Status:
         return Status(model_type, "crash", f"forward: {type(err).__name__}: {err}"[:160])
     gap, scale = float((patched - before).abs().max()), float(before.abs().max())
     detail = f"max |Δ| {gap:.2g} of max |logit| {scale:.3g}"
-    if gap > _TOL * max(1.0, scale) or not torch.equal(after, before):
-        return Status(model_type, "mismatch", detail)
-    return Status(model_type, "match", detail)
+    if not torch.equal(after, before):
+        return Status(model_type, "mismatch", detail + "; unpatch does not restore the outputs")
+    if gap <= _TOL * max(1.0, scale):
+        return Status(model_type, "match", detail)
+    floor = _float32_floor(model, inputs, before)
+    if floor is not None and gap <= 2 * floor:
+        return Status(
+            model_type,
+            "match",
+            f"{detail}: within 2x the unpatched model's own float32 error ({floor:.2g} "
+            "against its float64 copy)",
+        )
+    return Status(model_type, "mismatch", detail)
+
+
+def _float32_floor(model: Any, inputs: dict[str, Any], before: torch.Tensor) -> float | None:
+    """max |unpatched float32 outputs - the float64 copy's| of ``model`` on ``inputs``: how far
+    the model's own float32 rounding moves its outputs; None where it does not run in float64."""
+    wide = {
+        k: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+        for k, v in inputs.items()
+    }
+    try:
+        model64 = copy.deepcopy(model).double()
+        with torch.no_grad():
+            before64 = _logits(model64, wide)
+    except Exception:
+        return None
+    return float((before.double() - before64).abs().max())
 
 
 def statuses(model_types: list[str] | None = None) -> list[Status]:
