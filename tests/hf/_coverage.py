@@ -284,14 +284,38 @@ def _grid_inputs(model: Any, params: Any) -> dict[str, Any] | None:
     }
 
 
+def _patch_size(config: Any) -> int | None:
+    """The config's int ``patch_size``, or its vision or backbone config's (SAM 3's ViT sits
+    in ``vision_config.backbone_config``), or None."""
+    paths = ((), ("vision_config",), ("backbone_config",), ("vision_config", "backbone_config"))
+    for path in paths:
+        node = config
+        for key in path:
+            node = getattr(node, key, None)
+        patch = getattr(node, "patch_size", None)
+        if isinstance(patch, int):
+            return patch
+    return None
+
+
 def _image_inputs(model: Any, params: Any) -> dict[str, Any] | None:
     """One random image of a vision tower that reads ``pixel_values`` (MLCD, Pixtral): a 4 x 4
     patch grid, (1, C, 4 p, 4 p) for patch size p (``image_sizes`` too where the forward takes
-    them), or None for a model without ``pixel_values`` or a patch size."""
+    them), or flattened patches with their (x, y) ids (Gemma 4: ``pixel_position_ids``, a
+    2k x 2k grid for its k x k pooling); None for a model without ``pixel_values`` or a patch
+    size."""
     config = model.config
-    patch = getattr(config, "patch_size", None)
-    if "pixel_values" not in params or not isinstance(patch, int):
+    patch = _patch_size(config)
+    if "pixel_values" not in params or patch is None:
         return None
+    if "pixel_position_ids" in params:
+        side = 2 * (getattr(config, "pooling_kernel_size", None) or 2)
+        y, x = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")
+        g = torch.Generator().manual_seed(0)
+        return {
+            "pixel_values": torch.rand(1, side * side, 3 * patch**2, generator=g),
+            "pixel_position_ids": torch.stack([x.flatten(), y.flatten()], dim=-1)[None],
+        }
     channels = getattr(config, "num_channels", None) or 3
     side = 4 * patch
     pixels = torch.randn(1, channels, side, side, generator=torch.Generator().manual_seed(0))
@@ -336,9 +360,9 @@ def _inputs(model: Any) -> dict[str, Any]:
     """16 token ids below the vocabulary size (and 100) (no cache: hybrid models' caches need
     an attention layer to measure); a vision tower's patches (``_grid_inputs``) or image
     (``_image_inputs``); the first audio or time-series signal its forward runs on
-    (``_signal_inputs``); with the ids, a signal or decoder ids for a model that reads both
-    (Voxtral Realtime: text ids and audio features; T5Gemma: decoder ids) when the ids alone
-    do not run."""
+    (``_signal_inputs``); with the ids, a signal, an image or decoder ids for a model that
+    reads both (Voxtral Realtime: text ids and audio features; SAM 3: a text prompt and an
+    image; T5Gemma: decoder ids) when the ids alone do not run."""
     params = inspect.signature(model.forward).parameters
     if "input_ids" not in params:
         grid = _grid_inputs(model, params)
@@ -357,6 +381,9 @@ def _inputs(model: Any) -> dict[str, Any]:
     if "attention_mask" in params and getattr(model.config, "pad_token_id", 0) is None:
         inputs["attention_mask"] = torch.ones_like(ids)  # ESM masks input_ids != pad otherwise
     extra = [{**inputs, **c} for c in _signal_inputs(model, params)]
+    image = _image_inputs(model, params)
+    if image is not None:  # a model that reads both (SAM 3: an image and a text prompt)
+        extra.append({**inputs, **image})
     if "decoder_input_ids" in params:  # an encoder-decoder (T5Gemma): its decoder reads ids too
         extra.append({**inputs, "decoder_input_ids": ids})
     return _first_that_runs(model, [inputs, *extra]) if extra else inputs
@@ -380,7 +407,7 @@ def _first_that_runs(model: Any, candidates: list[dict[str, Any]]) -> dict[str, 
 
 def _logits(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
     out = model(**inputs)
-    for key in ("logits", "last_hidden_state", "pooler_output"):
+    for key in ("logits", "last_hidden_state", "pooler_output", "pred_masks"):
         value = out.get(key) if hasattr(out, "get") else getattr(out, key, None)
         if isinstance(value, torch.Tensor):
             return value

@@ -2,8 +2,8 @@
 MLA configs whose ``partial_rotary_factor`` is qk_rope_head_dim / head_dim (Mistral 4,
 DeepSeek-V4, dots3), JetMoE's ``kv_channels``, MiniMax-M3-VL's unread ``rotary_dim``,
 DeepSeek-V4's rotation of the trailing head features of one tensor, NanoChat's rotation by
--pos·θ; and what posenc refuses: an odd rotated width (GLM-4.5's default config), M-RoPE
-without sections (NeoMME)."""
+-pos·θ; and what posenc refuses: an odd rotated width (GLM-4.5's default config). (NeoMME's
+M-RoPE without sections, patched since: test_patch_axis_forms.py.)"""
 
 from __future__ import annotations
 
@@ -123,19 +123,3 @@ def test_coverage_models_match(model_type: str) -> None:
     within 1e-4·max(1, max |logit|) of the unpatched ones, unpatch exact."""
     got = _coverage.status(model_type)
     assert got.status == "match", got
-
-
-def test_multi_axis_ids_without_sections_are_refused() -> None:
-    """NeoMME's rotary expands position ids to two axes (row and column interleaved) and has
-    no mrope_section: patch refuses it, the module untouched."""
-    from torch import nn
-
-    from posenc.hf import patch
-
-    holder = nn.Module()
-    config = _text_config("neomme")
-    holder.rotary_emb = _modeling("neomme").NeoMMERotaryEmbedding(config)
-    original = holder.rotary_emb
-    with pytest.raises(ValueError, match=r"reads 2-axis position ids .* no mrope_section"):
-        patch(holder, kernel=None)
-    assert holder.rotary_emb is original
