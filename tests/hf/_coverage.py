@@ -360,9 +360,10 @@ def _inputs(model: Any) -> dict[str, Any]:
     """16 token ids below the vocabulary size (and 100) (no cache: hybrid models' caches need
     an attention layer to measure); a vision tower's patches (``_grid_inputs``) or image
     (``_image_inputs``); the first audio or time-series signal its forward runs on
-    (``_signal_inputs``); with the ids, a signal, an image or decoder ids for a model that
-    reads both (Voxtral Realtime: text ids and audio features; SAM 3: a text prompt and an
-    image; T5Gemma: decoder ids) when the ids alone do not run."""
+    (``_signal_inputs``), with decoder ids where it needs them (Moonshine); with the ids, a
+    signal, an image or decoder ids for a model that reads both (Voxtral Realtime: text ids
+    and audio features; SAM 3: a text prompt and an image; T5Gemma: decoder ids) when the ids
+    alone do not run."""
     params = inspect.signature(model.forward).parameters
     if "input_ids" not in params:
         grid = _grid_inputs(model, params)
@@ -372,6 +373,9 @@ def _inputs(model: Any) -> dict[str, Any]:
         if image is not None:
             return image
         signals = _signal_inputs(model, params)
+        if signals and "decoder_input_ids" in params:  # a speech encoder-decoder (Moonshine)
+            ids = torch.randint(3, 100, (1, 16), generator=torch.Generator().manual_seed(0))
+            signals += [{**c, "decoder_input_ids": ids} for c in signals]
         if signals:
             return _first_that_runs(model, signals)
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)

@@ -123,3 +123,50 @@ def test_coverage_models_match(model_type: str) -> None:
     within 1e-4·max(1, max |logit|) of the unpatched ones, unpatch exact."""
     got = _coverage.status(model_type)
     assert got.status == "match", got
+
+
+def test_moonshine_heads_come_from_its_attribute_map() -> None:
+    """Moonshine's config stores decoder_num_attention_heads and answers num_attention_heads
+    through its attribute_map (what its rotary reads): rope_from_hf sizes RoPE the same way,
+    head_dim 288 / 8 = 36, 32 of them rotated (partial 0.9), equal to the module's cos and
+    sin."""
+    from transformers import MoonshineConfig
+
+    config = MoonshineConfig()
+    assert "num_attention_heads" not in config.to_dict()
+    rope = rope_from_hf(config)
+    assert (rope.config.head_dim, rope.rotary_dim) == (36, 32)
+    detect_form(_modeling("moonshine").MoonshineRotaryEmbedding(config), {None: rope})
+
+
+def test_patched_moonshine_equals_unpatched() -> None:
+    """A two-layer Moonshine (encoder and decoder rotaries) on an audio signal and 12 decoder
+    ids: patched outputs equal the unpatched ones, unpatch exact."""
+    from transformers import MoonshineConfig
+
+    from posenc.hf import patch, unpatch
+
+    config = MoonshineConfig(
+        encoder_num_hidden_layers=2,
+        decoder_num_hidden_layers=2,
+        intermediate_size=64,
+        vocab_size=97,
+        initializer_range=0.2,
+    )
+    torch.manual_seed(0)
+    model = _modeling("moonshine").MoonshineModel(config).eval()
+    g = torch.Generator().manual_seed(1)
+    audio, ids = torch.randn(1, 3840, generator=g), torch.randint(3, 97, (1, 12), generator=g)
+    with torch.no_grad():
+        before = model(input_values=audio, decoder_input_ids=ids).last_hidden_state
+        patch(model)
+        patched = model(input_values=audio, decoder_input_ids=ids).last_hidden_state
+        unpatch(model)
+        after = model(input_values=audio, decoder_input_ids=ids).last_hidden_state
+        for module in model.modules():  # without rotation the output moves: positions matter
+            if type(module).__name__ == "MoonshineRotaryEmbedding":
+                module.inv_freq.zero_()
+        unrotated = model(input_values=audio, decoder_input_ids=ids).last_hidden_state
+    assert (before - unrotated).abs().max() > 1e-2
+    torch.testing.assert_close(patched, before, atol=1e-4 * before.abs().max().item(), rtol=0)
+    assert torch.equal(after, before)

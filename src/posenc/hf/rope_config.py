@@ -71,6 +71,11 @@ def _as_dict(config: Any) -> dict[str, Any]:
         cfg = dict(config)
     elif hasattr(config, "to_dict"):
         cfg = dict(config.to_dict())
+        # the names a transformers config answers to without storing them (Moonshine's
+        # num_attention_heads is decoder_num_attention_heads), as its rotary reads them
+        for alias in getattr(config, "attribute_map", None) or {}:
+            if cfg.get(alias) is None and getattr(config, alias, None) is not None:
+                cfg[alias] = getattr(config, alias)
     else:
         raise TypeError(
             "config must be a dict (config.json) or a transformers config, got "
