@@ -218,7 +218,26 @@ def _built(model_type: str) -> tuple[Any, list[str]]:
     if notes:  # the rotary width changed: build again from the fixed config
         torch.manual_seed(0)
         model = auto.from_config(config).eval()
+    drawn = _draw_zero_matrices(model)
+    if drawn:
+        notes.append(f"zero-initialised {', '.join(drawn)} to range 0.2")
     return model, notes
+
+
+def _draw_zero_matrices(model: Any) -> list[str]:
+    """Draw each all-zero weight matrix (ndim >= 2) of ``model`` at N(0, 0.2²), in place; the
+    names (last component) drawn, sorted. A model that zero-initialises its attention output
+    (NeoMME's o_proj) otherwise computes the same output at every position, and any patch
+    "matches"."""
+    g = torch.Generator().manual_seed(0)
+    drawn = set()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if param.ndim >= 2 and param.is_floating_point() and not param.any():
+                param.copy_(0.2 * torch.randn(param.shape, generator=g))
+                parts = name.split(".")
+                drawn.add(parts[-2] if len(parts) > 1 else parts[-1])  # the module's name
+    return sorted(drawn)
 
 
 def _fit_mrope_width(model: Any) -> list[str]:

@@ -1,7 +1,7 @@
 """The multi-axis rotary forms of transformers 5.23 that ``patch`` used to refuse, each against
 transformers' own modules: NeoMME's two-axis M-RoPE ((2, B, T) ids, row and column pairs
 alternating, one spectrum per layer type, no ``mrope_section``), SAM 3's ViT rotary (float
-grid positions, embeddings with a leading 1, repeat form) and Gemma 4's vision rotary
+grid positions, float32 embeddings with a leading 1, repeat form) and Gemma 4's vision rotary
 ((B, N, 2) ids, each axis's half of the head as its own ``rotate_half`` block). Position ids
 whose axes differ, so a wrong axis or section shows."""
 
@@ -187,12 +187,15 @@ def test_sam3_rotary_equals_transformers_at_its_float_positions() -> None:
         assert pos.is_floating_point()
         patch(layer, kernel=None)
         rotary = layer.rotary_emb
-        assert rotary.form == "repeat" and rotary.lead
+        assert rotary.form == "repeat" and rotary.lead and rotary.float32
         assert rotary.ropes["rope"].name == "rope_2d"
         x = torch.zeros(1, pos.shape[0], 1)
         for ours, theirs in zip(rotary(x, pos), original(x, pos), strict=True):
             assert ours.shape == theirs.shape == (1, pos.shape[0], 16)
             torch.testing.assert_close(ours, theirs, atol=2e-6, rtol=0)
+        half = x.bfloat16()
+        for ours, theirs in zip(rotary(half, pos), original(half, pos), strict=True):
+            assert ours.dtype == theirs.dtype == torch.float32  # whatever x's dtype
         unpatch(layer)
         assert layer.rotary_emb is original
     assert layers[1].position_ids.frac().ne(0).any()  # the global layer's half-steps
@@ -250,7 +253,7 @@ def test_gemma4_vision_rotary_equals_transformers() -> None:
     holder.rotary_emb = original
     patch(holder)
     rotary = holder.rotary_emb
-    assert rotary.form == "axis_cat" and not rotary.lead
+    assert rotary.form == "axis_cat" and not rotary.lead and not rotary.float32
     pos = _gemma4_positions(5, padding=3).expand(2, -1, -1)
     x = torch.zeros(2, pos.shape[1], 1)
     ours, theirs = rotary(x, pos), original(x, pos)

@@ -45,6 +45,7 @@ from .rotary import (
     RotaryEmbedding,
     detect_form,
     detect_output,
+    keeps_float32,
     sample_positions,
     takes_layer_type,
 )
@@ -408,7 +409,8 @@ def _patch_rotary(
         unscaled = _two_axis(original, unscaled, axes, scaling)
     form, lead = detect_output(original, unscaled)
     ropes = unscaled if axes else _ropes(original, scaling)
-    replacement = RotaryEmbedding(ropes, form, original.config, lead=lead)
+    float32 = form != "complex" and keeps_float32(original, unscaled)
+    replacement = RotaryEmbedding(ropes, form, original.config, lead=lead, float32=float32)
     replacement = replacement.to(_device(original))
     setattr(owner, name, replacement)
     record.modules.append((owner, name, original))

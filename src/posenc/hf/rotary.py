@@ -38,6 +38,7 @@ __all__ = [
     "detect_form",
     "detect_output",
     "expand",
+    "keeps_float32",
     "rope_positions",
     "sample_positions",
     "takes_layer_type",
@@ -189,6 +190,21 @@ def detect_output(original: nn.Module, ropes: dict[str | None, Rope]) -> tuple[F
     return found
 
 
+def keeps_float32(original: nn.Module, ropes: dict[str | None, Rope]) -> bool:
+    """Whether ``original`` returns float32 (cos, sin) for bfloat16 inputs x (SAM 3's vision
+    rotary) where most cast them to x's dtype."""
+    device = next((b.device for b in original.buffers()), torch.device("cpu"))
+    layer_type = next(iter(ropes))
+    rope = ropes[layer_type]
+    x = torch.zeros(1, 8, 1, device=device, dtype=torch.bfloat16)
+    pos = sample_positions(rope, 8, x.device)
+    grid = isinstance(rope, AxialRoPE) and not isinstance(rope, MRoPE)
+    outs = [_call(original, x, p, layer_type) for p in ((pos, pos[None]) if grid else (pos,))]
+    out = next((o for o in outs if o is not None), None)
+    items = (out,) if isinstance(out, Tensor) else tuple(out or ())
+    return bool(items) and all(isinstance(t, Tensor) and t.dtype == torch.float32 for t in items)
+
+
 def _ours(rope: Rope, pos: Tensor, form: Form, lead: bool) -> Any:
     """posenc's embeddings of ``rope`` at transformers' ids ``pos`` in ``form``, with a
     leading dimension of 1 when ``lead``."""
@@ -202,7 +218,7 @@ def _call(original: nn.Module, x: Tensor, pos: Tensor, layer_type: str | None) -
     """``original``'s output at ``pos`` (None where the ids do not fit its forward)."""
     try:
         return original(x, pos) if layer_type is None else original(x, pos, layer_type)
-    except (RuntimeError, IndexError, ValueError):
+    except (RuntimeError, IndexError, TypeError, ValueError):
         return None
 
 
@@ -238,14 +254,21 @@ class RotaryEmbedding(nn.Module):
 
     Dynamic methods (dynamic NTK, LongRoPE's short/long switch) follow each call's length
     max(position_ids) + 1, as transformers' ``dynamic_rope_update`` does while lengths grow.
-    ``lead``: a leading dimension of 1 on each output (SAM 3's vision tower).
+    ``lead``: a leading dimension of 1 on each output (SAM 3's vision tower); ``float32``:
+    outputs in float32 whatever x's dtype (SAM 3's, which its rotation multiplies in float32).
     Shapes: x (B, T, C) (only its dtype is read); position_ids (B, T) (RoPE), (A, B, T) or
     (B, T) (M-RoPE) -> (B, T, 2P) each, or (B, T, P); (N, A) | (B, N, A) (axial) ->
     (N, 2P) | (B, N, 2P) each ((1, N, 2P) with ``lead``).
     """
 
     def __init__(
-        self, ropes: dict[str | None, Rope], form: Form, config: Any = None, *, lead: bool = False
+        self,
+        ropes: dict[str | None, Rope],
+        form: Form,
+        config: Any = None,
+        *,
+        lead: bool = False,
+        float32: bool = False,
     ) -> None:
         super().__init__()
         self.config = config  # the replaced module's (Granite-SWA reads rotary_emb.config)
@@ -253,6 +276,7 @@ class RotaryEmbedding(nn.Module):
         self.ropes = nn.ModuleDict({_NO_TYPE if t is None else t: r for t, r in ropes.items()})
         self.form: Form = form
         self.lead = lead
+        self.float32 = float32
 
     @torch.no_grad()
     def forward(self, x: Tensor, position_ids: Tensor, layer_type: str | None = None) -> Any:
@@ -262,7 +286,7 @@ class RotaryEmbedding(nn.Module):
                 f"got {layer_type!r}"
             )
         key = _NO_TYPE if layer_type is None else layer_type
-        dtype = torch.float32 if self.form == "complex" else x.dtype
+        dtype = torch.float32 if self.form == "complex" or self.float32 else x.dtype
         rope: Any = self.ropes[key]
         cos, sin = rope.cos_sin(rope_positions(rope, position_ids), dtype)  # (B, T, P)
         if self.lead:
@@ -270,4 +294,5 @@ class RotaryEmbedding(nn.Module):
         return expand(cos, sin, self.form)
 
     def extra_repr(self) -> str:
-        return f"form={self.form!r}" + (", lead=True" if self.lead else "")
+        flags = (", lead=True" if self.lead else "") + (", float32=True" if self.float32 else "")
+        return f"form={self.form!r}{flags}"
