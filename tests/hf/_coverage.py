@@ -404,11 +404,12 @@ def _inputs(model: Any) -> dict[str, Any]:
     if "attention_mask" in params and getattr(model.config, "pad_token_id", 0) is None:
         inputs["attention_mask"] = torch.ones_like(ids)  # ESM masks input_ids != pad otherwise
     extra = [{**inputs, **c} for c in _signal_inputs(model, params)]
-    image = _image_inputs(model, params)
-    if image is not None:  # a model that reads both (SAM 3: an image and a text prompt)
-        extra.append({**inputs, **image})
     if "decoder_input_ids" in params:  # an encoder-decoder (T5Gemma): its decoder reads ids too
         extra.append({**inputs, "decoder_input_ids": ids})
+    image = _image_inputs(model, params)
+    if image is not None:  # a model that reads both (SAM 3: an image and a text prompt)
+        with contextlib.suppress(TypeError):  # none runs: the ids' own error, as without it
+            return _first_that_runs(model, [inputs, *extra, {**inputs, **image}])
     return _first_that_runs(model, [inputs, *extra]) if extra else inputs
 
 

@@ -165,6 +165,9 @@ def detect_output(original: nn.Module, ropes: dict[str | None, Rope]) -> tuple[F
         pos = sample_positions(rope, 8, device)
         shapes = (pos, pos[None]) if grid else (pos,)
         theirs = [_call(original, x, p, layer_type) for p in shapes]
+        errors = [out for out in theirs if isinstance(out, Exception)]
+        if len(errors) == len(theirs):  # the module fails at every shape: its own error
+            raise errors[0]
         match = next(
             (
                 (form, lead)
@@ -178,10 +181,11 @@ def detect_output(original: nn.Module, ropes: dict[str | None, Rope]) -> tuple[F
         if match is None or (found is not None and match != found):
             width = f"rotary_dim {rope.rotary_dim}" if isinstance(rope, RoPE) else f"{rope.name}"
             shape = tuple(_ours(rope, pos, "cat", False)[0].shape)
+            ran = next((o for o in theirs if not isinstance(o, Exception)), theirs[0])
             kind = "" if layer_type is None else f" for layer type {layer_type!r}"
             raise ValueError(
                 f"{type(original).__name__} returns position embeddings{kind} in a form posenc "
-                f"does not make ({_describe(theirs[0])} at position ids {tuple(pos.shape)}); "
+                f"does not make ({_describe(ran)} at position ids {tuple(pos.shape)}); "
                 f"posenc makes {'/'.join(FORMS)}, {shape} for cat, from head_dim "
                 f"{rope.config.head_dim}, {width}"
             )
@@ -200,7 +204,7 @@ def keeps_float32(original: nn.Module, ropes: dict[str | None, Rope]) -> bool:
     pos = sample_positions(rope, 8, x.device)
     grid = isinstance(rope, AxialRoPE) and not isinstance(rope, MRoPE)
     outs = [_call(original, x, p, layer_type) for p in ((pos, pos[None]) if grid else (pos,))]
-    out = next((o for o in outs if o is not None), None)
+    out = next((o for o in outs if not isinstance(o, Exception)), None)
     items = (out,) if isinstance(out, Tensor) else tuple(out or ())
     return bool(items) and all(isinstance(t, Tensor) and t.dtype == torch.float32 for t in items)
 
@@ -215,11 +219,12 @@ def _ours(rope: Rope, pos: Tensor, form: Form, lead: bool) -> Any:
 
 
 def _call(original: nn.Module, x: Tensor, pos: Tensor, layer_type: str | None) -> Any:
-    """``original``'s output at ``pos`` (None where the ids do not fit its forward)."""
+    """``original``'s output at ``pos``, or the exception it raises (ids of a shape its
+    forward does not take)."""
     try:
         return original(x, pos) if layer_type is None else original(x, pos, layer_type)
-    except (RuntimeError, IndexError, TypeError, ValueError):
-        return None
+    except (RuntimeError, IndexError, TypeError, ValueError) as err:
+        return err
 
 
 def _close(ours: Any, theirs: Any, atol: float) -> bool:
@@ -238,8 +243,8 @@ def _close(ours: Any, theirs: Any, atol: float) -> bool:
 
 
 def _describe(out: Any) -> str:
-    if out is None:
-        return "an error"
+    if isinstance(out, Exception):
+        return f"{type(out).__name__}: {out}"
     items = (out,) if isinstance(out, Tensor) else out
     return ", ".join(
         f"{tuple(t.shape)} {t.dtype}" if isinstance(t, Tensor) else type(t).__name__ for t in items
