@@ -1,6 +1,6 @@
 """Every transformers model type with a ``*RotaryEmbedding``, built from its default config
 shrunk to two layers (at most 4 experts, MLP widths <= 256, a 1,024-token vocabulary), weights
-at range 0.2:
+at range 0.2 (zero-initialised matrices drawn too, ``_draw_zero_matrices``):
 what ``posenc.hf.patch`` does with it. ``statuses()`` computes the table that
 docs/hf-coverage.md holds (``render``); ``python -m tests.hf._coverage`` rewrites the page.
 
@@ -344,6 +344,9 @@ def _built(model_type: str) -> tuple[Any, list[str]]:
     if widths:  # the rotary width changed: build again from the fixed config
         torch.manual_seed(0)
         model = _from_config(auto, model_type, config)
+    drawn = _draw_zero_matrices(model)
+    if drawn:
+        widths.append(f"zero-initialised {', '.join(drawn)} to range 0.2")
     return model, notes + widths
 
 
@@ -364,6 +367,22 @@ def _from_config(auto: Any, model_type: str, config: Any) -> Any:
     name = _module_name(model_type)
     module = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
     return getattr(module, MODEL_MAPPING_NAMES[model_type])._from_config(config).eval()
+
+
+def _draw_zero_matrices(model: Any) -> list[str]:
+    """Draw each all-zero weight matrix (ndim >= 2) of ``model`` at N(0, 0.2²), in place; the
+    names (last component) drawn, sorted. A model that zero-initialises its attention output
+    (NeoMME's o_proj) otherwise computes the same output at every position, and any patch
+    "matches"."""
+    g = torch.Generator().manual_seed(0)
+    drawn = set()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if param.ndim >= 2 and param.is_floating_point() and not param.any():
+                param.copy_(0.2 * torch.randn(param.shape, generator=g))
+                parts = name.split(".")
+                drawn.add(parts[-2] if len(parts) > 1 else parts[-1])  # the module's name
+    return sorted(drawn)
 
 
 def _fit_mrope_width(model: Any) -> list[str]:
@@ -431,14 +450,38 @@ def _grid_inputs(model: Any, params: Any) -> dict[str, Any] | None:
     }
 
 
+def _patch_size(config: Any) -> int | None:
+    """The config's int ``patch_size``, or its vision or backbone config's (SAM 3's ViT sits
+    in ``vision_config.backbone_config``), or None."""
+    paths = ((), ("vision_config",), ("backbone_config",), ("vision_config", "backbone_config"))
+    for path in paths:
+        node = config
+        for key in path:
+            node = getattr(node, key, None)
+        patch = getattr(node, "patch_size", None)
+        if isinstance(patch, int):
+            return patch
+    return None
+
+
 def _image_inputs(model: Any, params: Any) -> dict[str, Any] | None:
     """One random image of a vision tower that reads ``pixel_values`` (MLCD, Pixtral): a 4 x 4
     patch grid, (1, C, 4 p, 4 p) for patch size p (``image_sizes`` too where the forward takes
-    them), or None for a model without ``pixel_values`` or a patch size."""
+    them), or flattened patches with their (x, y) ids (Gemma 4: ``pixel_position_ids``, a
+    2k x 2k grid for its k x k pooling); None for a model without ``pixel_values`` or a patch
+    size."""
     config = model.config
-    patch = getattr(config, "patch_size", None)
-    if "pixel_values" not in params or not isinstance(patch, int):
+    patch = _patch_size(config)
+    if "pixel_values" not in params or patch is None:
         return None
+    if "pixel_position_ids" in params:
+        side = 2 * (getattr(config, "pooling_kernel_size", None) or 2)
+        y, x = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")
+        g = torch.Generator().manual_seed(0)
+        return {
+            "pixel_values": torch.rand(1, side * side, 3 * patch**2, generator=g),
+            "pixel_position_ids": torch.stack([x.flatten(), y.flatten()], dim=-1)[None],
+        }
     channels = getattr(config, "num_channels", None) or 3
     side = 4 * patch
     pixels = torch.randn(1, channels, side, side, generator=torch.Generator().manual_seed(0))
@@ -553,9 +596,10 @@ def _inputs(model: Any) -> dict[str, Any]:
     """16 token ids below the vocabulary size (and 100) (no cache: hybrid models' caches need
     an attention layer to measure); a vision tower's patches (``_grid_inputs``) or image
     (``_image_inputs``); the first audio or time-series signal its forward runs on
-    (``_signal_inputs``); with the ids, a signal or decoder ids for a model that reads both
-    (Voxtral Realtime: text ids and audio features; T5Gemma: decoder ids) when the ids alone
-    do not run."""
+    (``_signal_inputs``), with decoder ids where it needs them (Moonshine); with the ids, a
+    signal, an image or decoder ids for a model that reads both (Voxtral Realtime: text ids
+    and audio features; SAM 3: a text prompt and an image; T5Gemma: decoder ids) when the ids
+    alone do not run."""
     params = inspect.signature(model.forward).parameters
     model_type = getattr(getattr(model, "config", None), "model_type", None)
     if model_type in _INPUTS:
@@ -584,6 +628,10 @@ def _inputs(model: Any) -> dict[str, Any]:
     extra = [{**inputs, **c} for c in _signal_inputs(model, params)]
     if "decoder_input_ids" in params:  # an encoder-decoder (T5Gemma): its decoder reads ids too
         extra.append({**inputs, "decoder_input_ids": ids})
+    image = _image_inputs(model, params)
+    if image is not None:  # a model that reads both (SAM 3: an image and a text prompt)
+        with contextlib.suppress(TypeError):  # none runs: the ids' own error, as without it
+            return _first_that_runs(model, [inputs, *extra, {**inputs, **image}])
     return _first_that_runs(model, [inputs, *extra]) if extra else inputs
 
 
@@ -605,7 +653,14 @@ def _first_that_runs(model: Any, candidates: list[dict[str, Any]]) -> dict[str, 
 
 def _logits(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
     out = model(**inputs)
-    for key in ("logits", "last_hidden_state", "pooler_output", "latents", "audio_values"):
+    for key in (
+        "logits",
+        "last_hidden_state",
+        "pooler_output",
+        "latents",
+        "audio_values",
+        "pred_masks",
+    ):
         value = out.get(key) if hasattr(out, "get") else getattr(out, key, None)
         if isinstance(value, torch.Tensor):
             return value
@@ -748,9 +803,10 @@ def render(rows: list[Status], pending: tuple[str, ...] = ()) -> str:
         f"`*RotaryEmbedding`; {summary}. Generated by `python -m tests.hf._coverage` "
         "(tests/hf/_coverage.py: default config shrunk to two layers, or one layer of each "
         "layer type, <= 4 experts, MLP widths <= 256, a 1,024-token vocabulary, weights at "
-        "range 0.2; 16 token ids, or a vision tower's 4 x 4 patch grid, or an audio signal, "
-        "or the inputs a forward needs besides (`_INPUTS`); a default config that "
-        "transformers' own model cannot build from gets the fix its row names (`_FIXES`); "
+        "range 0.2, zero-initialised matrices too; 16 token ids, or a vision tower's 4 x 4 "
+        "patch grid, or an audio signal, or the inputs a forward needs besides (`_INPUTS`); "
+        "a default config that transformers' own model cannot build from gets the fix its "
+        "row names (`_FIXES`); "
         "patched outputs within 1e-4·max(1, max |output|) of the unpatched ones = match). "
         '"refused" is patch\'s ValueError, the model untouched; "no rotary" a tower without a '
         "`*RotaryEmbedding` of a model type whose modeling module has one; "

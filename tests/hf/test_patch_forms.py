@@ -2,8 +2,8 @@
 MLA configs whose ``partial_rotary_factor`` is qk_rope_head_dim / head_dim (Mistral 4,
 DeepSeek-V4, dots3), JetMoE's ``kv_channels``, MiniMax-M3-VL's unread ``rotary_dim``,
 DeepSeek-V4's rotation of the trailing head features of one tensor, NanoChat's rotation by
--pos·θ; and what posenc refuses: an odd rotated width (GLM-4.5's default config), M-RoPE
-without sections (NeoMME)."""
+-pos·θ; GLM-4.5's odd rotated width (refused with a scaling); Moonshine's heads from its
+attribute_map. (NeoMME's M-RoPE without sections: test_patch_axis_forms.py.)"""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import torch
 
+from posenc.hf.odd_width import OddWidthRoPE
 from posenc.hf.rope_config import rope_from_hf
 from posenc.hf.rotary import detect_form
 from posenc.hf.rotate import verified
@@ -73,16 +74,80 @@ def test_mla_partial_factor_is_the_rope_share_of_the_head() -> None:
     assert rope.rotary_dim == 64
 
 
-def test_odd_rotated_width_is_refused_naming_the_form() -> None:
+_GLM45 = {
+    "model_type": "glm4_moe",
+    "hidden_size": 4096,
+    "num_attention_heads": 96,
+    "partial_rotary_factor": 0.5,
+}
+
+
+def test_odd_rotated_width_is_transformers_series_in_float64() -> None:
+    """GLM-4.5's default config: partial 0.5 of head_dim 42 gives the odd width 21;
+    transformers rotates 22 features at θ_j = theta^(-2j/21), j < 11 (OddWidthRoPE), and so
+    does rope_from_hf, to float64 precision, equal to the module's cos and sin."""
+    from transformers import Glm4MoeConfig
+
+    rope = rope_from_hf(_GLM45)
+    assert isinstance(rope, OddWidthRoPE) and rope.rotary_dim == 22
+    j = torch.arange(11, dtype=torch.float64)
+    want = 10000.0 ** (-2 * j / 21)
+    torch.testing.assert_close(rope.inv_freq64, want, atol=0, rtol=1e-15)
+    cos, sin = rope.cos_sin(torch.arange(9)[None], torch.float64)  # (1, 9, 11)
+    angles = torch.arange(9, dtype=torch.float64)[:, None] * want
+    torch.testing.assert_close(cos[0], angles.cos(), atol=1e-15, rtol=0)
+    torch.testing.assert_close(sin[0], angles.sin(), atol=1e-15, rtol=0)
+    config = Glm4MoeConfig()
+    detect_form(_modeling("glm4_moe").Glm4MoeRotaryEmbedding(config), {None: rope_from_hf(config)})
+
+
+def test_odd_rotated_width_with_scaling_is_refused_naming_the_form() -> None:
     with pytest.raises(ValueError, match=r"odd rotated width 21: transformers rotates 22"):
-        rope_from_hf(
-            {
-                "model_type": "glm4_moe",
-                "hidden_size": 4096,
-                "num_attention_heads": 96,
-                "partial_rotary_factor": 0.5,
-            }
+        rope_from_hf(_GLM45, scaling={"rope_type": "linear", "factor": 2.0})
+    with pytest.raises(ValueError, match=r"odd width 21 takes no context-extension"):
+        OddWidthRoPE(
+            head_dim=42, partial=22 / 42, width=21, scaling={"rope_type": "linear", "factor": 2.0}
         )
+
+
+def test_patched_odd_width_model_equals_unpatched() -> None:
+    """A two-layer GLM-4.5 (MoE) with head_dim 14 and partial 0.5 (width 7, 8 rotated):
+    patched (posenc's kernel) outputs equal the unpatched ones, unpatch exact."""
+    from transformers import Glm4MoeConfig, Glm4MoeModel
+
+    from posenc.hf import patch, unpatch
+
+    config = Glm4MoeConfig(
+        hidden_size=56,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=14,
+        intermediate_size=64,
+        moe_intermediate_size=32,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        first_k_dense_replace=1,
+        num_hidden_layers=2,
+        vocab_size=97,
+        initializer_range=0.2,
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": 10000.0,
+            "partial_rotary_factor": 0.5,
+        },
+    )
+    torch.manual_seed(0)
+    model = Glm4MoeModel(config).eval()
+    ids = torch.randint(3, 97, (1, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        before = model(input_ids=ids).last_hidden_state
+        patch(model)
+        assert isinstance(model.rotary_emb.ropes["rope"], OddWidthRoPE)
+        patched = model(input_ids=ids).last_hidden_state
+        unpatch(model)
+        after = model(input_ids=ids).last_hidden_state
+    torch.testing.assert_close(patched, before, atol=1e-4 * before.abs().max().item(), rtol=0)
+    assert torch.equal(after, before)
 
 
 def _embeddings(P: int, T: int = 5) -> tuple[torch.Tensor, torch.Tensor]:
@@ -142,7 +207,16 @@ def test_muse_glimmer_assistant_rotates_a_shorter_q_at_the_last_positions() -> N
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "model_type",
-    ["mistral4", "deepseek_v4", "jetmoe", "minimax_m3_vl_text", "dots3_note_text", "nanochat"],
+    [
+        "mistral4",
+        "deepseek_v4",
+        "jetmoe",
+        "minimax_m3_vl_text",
+        "dots3_note_text",
+        "nanochat",
+        "glm4_moe",
+        "moonshine",
+    ],
 )
 def test_coverage_models_match(model_type: str) -> None:
     """The coverage page's model (default config shrunk, weights at range 0.2): patched logits
@@ -151,20 +225,51 @@ def test_coverage_models_match(model_type: str) -> None:
     assert got.status == "match", got
 
 
-def test_multi_axis_ids_without_sections_are_refused() -> None:
-    """NeoMME's rotary expands position ids to two axes (row and column interleaved) and has
-    no mrope_section: patch refuses it, the module untouched."""
-    from torch import nn
+def test_moonshine_heads_come_from_its_attribute_map() -> None:
+    """Moonshine's config stores decoder_num_attention_heads and answers num_attention_heads
+    through its attribute_map (what its rotary reads): rope_from_hf sizes RoPE the same way,
+    head_dim 288 / 8 = 36, 32 of them rotated (partial 0.9), equal to the module's cos and
+    sin."""
+    from transformers import MoonshineConfig
 
-    from posenc.hf import patch
+    config = MoonshineConfig()
+    assert "num_attention_heads" not in config.to_dict()
+    rope = rope_from_hf(config)
+    assert (rope.config.head_dim, rope.rotary_dim) == (36, 32)
+    detect_form(_modeling("moonshine").MoonshineRotaryEmbedding(config), {None: rope})
 
-    holder = nn.Module()
-    config = _text_config("neomme")
-    holder.rotary_emb = _modeling("neomme").NeoMMERotaryEmbedding(config)
-    original = holder.rotary_emb
-    with pytest.raises(ValueError, match=r"reads 2-axis position ids .* no mrope_section"):
-        patch(holder, kernel=None)
-    assert holder.rotary_emb is original
+
+def test_patched_moonshine_equals_unpatched() -> None:
+    """A two-layer Moonshine (encoder and decoder rotaries) on an audio signal and 12 decoder
+    ids: patched outputs equal the unpatched ones, unpatch exact."""
+    from transformers import MoonshineConfig
+
+    from posenc.hf import patch, unpatch
+
+    config = MoonshineConfig(
+        encoder_num_hidden_layers=2,
+        decoder_num_hidden_layers=2,
+        intermediate_size=64,
+        vocab_size=97,
+        initializer_range=0.2,
+    )
+    torch.manual_seed(0)
+    model = _modeling("moonshine").MoonshineModel(config).eval()
+    g = torch.Generator().manual_seed(1)
+    audio, ids = torch.randn(1, 3840, generator=g), torch.randint(3, 97, (1, 12), generator=g)
+    with torch.no_grad():
+        before = model(input_values=audio, decoder_input_ids=ids).last_hidden_state
+        patch(model)
+        patched = model(input_values=audio, decoder_input_ids=ids).last_hidden_state
+        unpatch(model)
+        after = model(input_values=audio, decoder_input_ids=ids).last_hidden_state
+        for module in model.modules():  # without rotation the output moves: positions matter
+            if type(module).__name__ == "MoonshineRotaryEmbedding":
+                module.inv_freq.zero_()
+        unrotated = model(input_values=audio, decoder_input_ids=ids).last_hidden_state
+    assert (before - unrotated).abs().max() > 1e-2
+    torch.testing.assert_close(patched, before, atol=1e-4 * before.abs().max().item(), rtol=0)
+    assert torch.equal(after, before)
 
 
 def test_mrope_sections_per_layer_type() -> None:

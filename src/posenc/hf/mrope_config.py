@@ -1,7 +1,8 @@
 """M-RoPE from a Qwen-VL or ERNIE 4.5 VL config (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, ERNIE 4.5 VL):
 what ``rope_from_hf`` returns for them, read as transformers 5.23's rotary embeddings read the
 config. ``ErnieMRoPE`` is ERNIE 4.5 VL's arrangement of the pairs (h and w alternating, t on
-the lowest frequencies), which ``patch`` also finds in rotary modules by comparison."""
+the lowest frequencies), and ``TwoAxisMRoPE`` M-RoPE over two position axes (NeoMME's row and
+column, alternating), which ``patch`` also finds in rotary modules by comparison."""
 
 from __future__ import annotations
 
@@ -9,15 +10,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._validate import check_bool, check_even, check_positive_float
 from ..encodings.configs import MRoPEConfig
 from ..encodings.mrope import MRoPE
-from ..functional import Layout
-from ..functional.rotary_nd import check_sections
+from ..functional import LAYOUTS, Layout
+from ..functional.rotary_nd import check_sections, pair_axes
 
 __all__ = [
     "MROPE_MODEL_TYPES",
     "ErnieMRoPE",
     "ErnieMRoPEConfig",
+    "TwoAxisMRoPE",
+    "TwoAxisMRoPEConfig",
     "ernie_pair_axes",
     "is_mrope",
     "mrope_from_hf",
@@ -101,6 +105,50 @@ class ErnieMRoPE(MRoPE):
 
     config_class = ErnieMRoPEConfig
     config: ErnieMRoPEConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class TwoAxisMRoPEConfig(MRoPEConfig):
+    """M-RoPE over two position axes (row, column): RoPE's series θ_p = base^(-2p/D) over all
+    P pairs, ``mrope_section`` (s_0, s_1) pairs per axis, contiguous or ``interleaved``
+    (pair p odd, p < 2 s_1, by the column, the rest by the row). ``mrope_section`` None is
+    (ceil(P/2), floor(P/2))."""
+
+    axes = 2
+
+    def check(self) -> None:
+        check_even(self.head_dim, "head_dim")
+        P = self.head_dim // 2
+        if self.mrope_section is None:
+            object.__setattr__(self, "mrope_section", ((P + 1) // 2, P // 2))
+        sections = check_sections(self.mrope_section or (), P)
+        if len(sections) != 2:
+            raise ValueError(f"two-axis M-RoPE needs 2 sections (row, column), got {sections}")
+        object.__setattr__(self, "mrope_section", sections)
+        check_positive_float(self.base, "base")
+        check_bool(self.interleaved, "interleaved")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
+        self.pair_axes()  # interleaved sections must fit
+
+    def pair_axes(self) -> tuple[int, ...]:
+        """The axis (0 = row, 1 = column) whose coordinate turns each pair, (P,)."""
+        return pair_axes(self.mrope_section or (), interleaved=self.interleaved)
+
+
+class TwoAxisMRoPE(MRoPE):
+    """M-RoPE over two position axes: angle_p = pos[a(p)]·θ_p with RoPE's series
+    θ_p = base^(-2p/D) and a(p) from ``mrope_section`` (s_0, s_1): interleaved, a(p) = p mod 2
+    for p < 2 s_1 (row0-col0-row1-col1: transformers 5.23's ``NeoMMERotaryEmbedding``, whose
+    ``recomposition_frequencies`` takes the even frequencies from the row and the odd ones
+    from the column), else the first s_0 pairs by the row. Text tokens sit at (p, p), where
+    this is 1-D RoPE. Not in the registry: built by ``patch``.
+    Shapes: ``rotate(q, k, q_pos, k_pos)``: q (B, H, Tq, D), k (B, Hkv, Tk, D), q_pos (Tq, 2) |
+    (B, Tq, 2), k_pos (Tk, 2) | (B, Tk, 2) int64 (row, column) -> q and k of the same shapes.
+    """
+
+    config_class = TwoAxisMRoPEConfig
+    config: TwoAxisMRoPEConfig
 
 
 def _family(cfg: Mapping[str, Any]) -> str:

@@ -7,8 +7,10 @@ What is replaced, per instance (the modeling modules and other models stay untou
    own config: the same form of cos and sin, from float64 angles, with ``scaling`` if given;
    M-RoPE modules (an ``mrope_section``: Qwen-VL text models, 3-D position ids) by posenc's
    ``MRoPE`` with the module's own sections, contiguous or interleaved as it computes them;
-   vision towers' axial RoPE (``rope_type: "axial"``, (N, 2) grid ids) by ``RoPE2D``; layer
-   types whose ``rope_parameters`` are None (no position) get none, as in the module;
+   two-axis M-RoPE without sections (NeoMME: (2, B, T) ids, row and column alternating) by
+   ``TwoAxisMRoPE``; vision towers' axial RoPE (``rope_type: "axial"``, (N, 2) or (B, N, 2)
+   grid ids) by ``RoPE2D`` or another arrangement of ``axial_config``; layer types whose
+   ``rope_parameters`` are None (no position) get none, as in the module;
 2. in the attention modules under the same parent, the function that rotates q and k by
    posenc's ``kernel`` (``rotate.verified``), unless ``kernel=None``;
 3. under a new ``scaling``, the softmax scale of attention modules whose architecture ties it
@@ -33,11 +35,20 @@ from ..encodings.rotary import RoPE
 from ..extension.config import ScalingConfig
 from ..hf.attention_config import MSCALE_SOFTMAX_MODEL_TYPES, attention_from_hf
 from ..hf.axial_config import ColumnsFirstRoPE2D, PixtralRoPE2D
-from ..hf.mrope_config import ErnieMRoPE
+from ..hf.mrope_config import ErnieMRoPE, TwoAxisMRoPE
 from ..hf.rope_config import rope_from_hf
 from ..kernels.rope import Kernel, check_kernel
 from . import rotate
-from .rotary import Rope, RotaryEmbedding, detect_form, sample_positions, takes_layer_type
+from .rotary import (
+    FORMS,
+    Rope,
+    RotaryEmbedding,
+    detect_form,
+    detect_output,
+    keeps_float32,
+    sample_positions,
+    takes_layer_type,
+)
 
 __all__ = ["is_patched", "patch", "unpatch"]
 
@@ -289,7 +300,7 @@ def _axial(original: nn.Module, scaling: Any) -> RoPE2D:
     for label, make in candidates:
         try:
             rope = make()
-            detect_form(original, {None: rope})
+            detect_output(original, {None: rope})
         except ValueError as err:
             tried.append(f"{label}: {err}")
             continue
@@ -297,7 +308,7 @@ def _axial(original: nn.Module, scaling: Any) -> RoPE2D:
     raise ValueError(
         f"{type(original).__name__} (rope_type 'axial') computes 2-D position embeddings "
         "posenc's axial RoPE does not (rows first, columns first or Pixtral's frequencies, in "
-        f"the cat/repeat/compact/complex forms): {tried[0]}"
+        f"the {'/'.join(FORMS)} forms, at (N, 2) or (B, N, 2) ids): {tried[0]}"
     )
 
 
@@ -314,12 +325,10 @@ def _one_axis(pe: Any, config: Any) -> RoPE:
     return pe
 
 
-def _refuse_axes(original: nn.Module, layer_type: str | None) -> None:
-    """Refuse a rotary module read as 1-D RoPE that turns multi-axis position ids (A, B, T)
-    into other embeddings than their first axis's: M-RoPE without an ``mrope_section``
-    (NeoMME's two axes, row and column interleaved), whose sections posenc cannot tell.
-
-    Raises: ValueError for such a module."""
+def _position_axes(original: nn.Module, layer_type: str | None) -> int:
+    """The number of position axes A (2 or 3) of a rotary module read as 1-D RoPE whose
+    (A, B, T) ids give other embeddings than their first axis's (M-RoPE without an
+    ``mrope_section``: NeoMME's two axes), else 0."""
     t = torch.arange(8, device=_device(original))
     x = torch.zeros(1, 8, 1, device=t.device)
     for axes in (2, 3):
@@ -332,11 +341,60 @@ def _refuse_axes(original: nn.Module, layer_type: str | None) -> None:
         pairs = list(zip(theirs, first, strict=False)) if isinstance(theirs, tuple) else []
         same_shape = bool(pairs) and all(a.shape == b.shape for a, b in pairs)
         if same_shape and not all(torch.allclose(a, b) for a, b in pairs):
-            raise ValueError(
-                f"{type(original).__name__} reads {axes}-axis position ids ({axes}, B, T) "
-                "(M-RoPE) but has no mrope_section, so patch cannot tell the sections it "
-                "computes; posenc's MRoPE takes three contiguous or interleaved sections"
+            return axes
+    return 0
+
+
+def _two_axis(
+    original: nn.Module, ropes: dict[str | None, Rope], axes: int, scaling: Any
+) -> dict[str | None, Rope]:
+    """posenc's two-axis M-RoPE per layer type for a rotary module that reads (``axes``, B, T)
+    ids without an ``mrope_section`` (NeoMME): each type's 1-D RoPE (its base and rotated
+    width) as ``TwoAxisMRoPE`` with interleaved (row0-col0-row1-col1) or contiguous sections,
+    whichever equals the module's output at ids whose axes differ.
+
+    Raises: ValueError for three axes (which sections is unknown), a context-extension
+    ``scaling`` or a layer type's RoPE with scaling, or when neither arrangement matches."""
+    name = type(original).__name__
+    refusal = (
+        f"{name} reads {axes}-axis position ids ({axes}, B, T) (M-RoPE) but has no "
+        "mrope_section, so patch cannot tell the sections it computes"
+    )
+    if axes != 2:
+        raise ValueError(
+            f"{refusal}; posenc's MRoPE takes three contiguous or interleaved sections"
+        )
+    if scaling is not None:
+        raise ValueError(
+            f"{name} computes two-axis M-RoPE ((2, B, T) position ids); patch applies no "
+            f"context-extension scaling to it (got "
+            f"{dict(scaling) if isinstance(scaling, Mapping) else scaling!r})"
+        )
+    out: dict[str | None, Rope] = {}
+    for layer_type, rope in ropes.items():
+        if not isinstance(rope, RoPE) or rope.config.scaling is not None:
+            raise ValueError(f"{refusal}: layer type {layer_type!r} has rope scaling")
+        tried = []
+        for interleaved in (True, False):
+            two = TwoAxisMRoPE(
+                head_dim=rope.rotary_dim,
+                base=rope.config.base,
+                interleaved=interleaved,
+                layout=rope.layout,
             )
+            try:
+                detect_output(original, {layer_type: two})
+            except ValueError as err:
+                tried.append(str(err))
+                continue
+            out[layer_type] = two
+            break
+        else:
+            raise ValueError(
+                f"{refusal}; posenc's two-axis M-RoPE (interleaved or contiguous sections) "
+                f"does not give its embeddings: {tried[0]}"
+            )
+    return out
 
 
 def _device(module: nn.Module) -> torch.device:
@@ -354,11 +412,16 @@ def _patch_rotary(
     """Replace one rotary module; then the rotation and softmax scale of the attention
     modules under ``owner`` (the model that hands its embeddings to its layers)."""
     unscaled = _ropes(original, None)
-    form = detect_form(original, unscaled)
+    axes = 0
     if all(type(r) is RoPE for r in unscaled.values()):
-        _refuse_axes(original, next(iter(unscaled)))
-    ropes = _ropes(original, scaling)
-    replacement = RotaryEmbedding(ropes, form, original.config).to(_device(original))
+        axes = _position_axes(original, next(iter(unscaled)))
+    if axes:
+        unscaled = _two_axis(original, unscaled, axes, scaling)
+    form, lead = detect_output(original, unscaled)
+    ropes = unscaled if axes else _ropes(original, scaling)
+    float32 = form != "complex" and keeps_float32(original, unscaled)
+    replacement = RotaryEmbedding(ropes, form, original.config, lead=lead, float32=float32)
+    replacement = replacement.to(_device(original))
     setattr(owner, name, replacement)
     record.modules.append((owner, name, original))
     factor = _logit_factor(original.config, scaling)

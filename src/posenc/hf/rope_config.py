@@ -25,6 +25,7 @@ from ..encodings.rotary import PRoPE, RoPE
 from ..extension.config import NTKScaling, ScalingConfig
 from ..functional import Layout
 from .mrope_config import is_mrope, mrope_from_hf
+from .odd_width import OddWidthRoPE
 
 __all__ = ["INTERLEAVED_MODEL_TYPES", "rope_from_hf", "rope_to_hf"]
 
@@ -71,6 +72,11 @@ def _as_dict(config: Any) -> dict[str, Any]:
         cfg = dict(config)
     elif hasattr(config, "to_dict"):
         cfg = dict(config.to_dict())
+        # the names a transformers config answers to without storing them (Moonshine's
+        # num_attention_heads is decoder_num_attention_heads), as its rotary reads them
+        for alias in getattr(config, "attribute_map", None) or {}:
+            if cfg.get(alias) is None and getattr(config, alias, None) is not None:
+                cfg[alias] = getattr(config, alias)
     else:
         raise TypeError(
             "config must be a dict (config.json) or a transformers config, got "
@@ -299,11 +305,7 @@ def rope_from_hf(
             partial = math.nextafter(partial, 2.0)
     width = int(head_dim * partial)
     if width % 2 and cfg.get("rotary_dim") is None:
-        raise ValueError(
-            f"partial_rotary_factor {partial} of head_dim {head_dim} gives an odd rotated width "
-            f"{width}: transformers rotates {width + 1} features at theta^(-2j/{width}), which "
-            "posenc's RoPE (an even width d, theta^(-2j/d)) does not make"
-        )
+        return _odd_width(cfg, params, head_dim, width, layout, kv_policy, scaling)
     if params["rope_type"] == "proportional":
         return _proportional(cfg, params, head_dim, layout, kv_policy, scaling)
     supported = _SUPPORTED | ({"ntk"} if scaling is not None else set())
@@ -322,6 +324,39 @@ def rope_from_hf(
         layout=_layout(cfg) if layout is None else layout,
         partial=partial,
         scaling=spec,
+        kv_policy=kv_policy,
+    )
+
+
+def _odd_width(
+    cfg: Mapping[str, Any],
+    params: Mapping[str, Any],
+    head_dim: int,
+    width: int,
+    layout: Layout | None,
+    kv_policy: KVPolicy,
+    scaling: Any,
+) -> OddWidthRoPE:
+    """transformers' RoPE over an odd rotated width w (GLM-4.5's default config): w + 1
+    features at θ_j = base^(-2j/w) (``OddWidthRoPE``).
+    Raises: ValueError for a rope type other than "default" or a ``scaling``."""
+    if params["rope_type"] != "default" or scaling is not None:
+        asked = params["rope_type"] if scaling is None else "a scaling"
+        raise ValueError(
+            f"partial_rotary_factor {params['partial_rotary_factor']} of head_dim {head_dim} "
+            f"gives an odd rotated width {width}: transformers rotates {width + 1} features at "
+            f"theta^(-2j/{width}), which posenc makes without context extension only (got "
+            f"{asked})"
+        )
+    partial = (width + 1) / head_dim
+    if int(head_dim * partial) < width + 1:  # int() of e.g. 21.999999
+        partial = math.nextafter(partial, 2.0)
+    return OddWidthRoPE(
+        head_dim=head_dim,
+        base=float(params["rope_theta"]),
+        layout=_layout(cfg) if layout is None else layout,
+        partial=partial,
+        width=width,
         kv_policy=kv_policy,
     )
 
