@@ -652,6 +652,9 @@ def _first_that_runs(model: Any, candidates: list[dict[str, Any]]) -> dict[str, 
 
 
 def _logits(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+    """The model's logits (or hidden states, masks, latents, audio) on ``inputs``, with torch's
+    generator seeded first: a forward that draws (DiffusionGemma's noise) draws the same."""
+    torch.manual_seed(0)
     out = model(**inputs)
     for key in (
         "logits",
