@@ -644,8 +644,8 @@ def cases_span(
 
 def against(name: str) -> dict[str, Any]:
     """``benchmarks/against_revision.py``'s JSON with, per mode, the new/old ratio of each
-    encoding's time over the same tree's NoPE layer (``x_nope``: its geometric mean and lo-hi)
-    and NoPE's own new/old lo-hi."""
+    encoding's time over the same tree's NoPE layer (``x_nope``: its geometric mean and lo-hi),
+    NoPE's own new/old lo-hi and the x-transformers-normalised ratios' lo-hi (``x_xt_span``)."""
     import math
 
     data = _bench(name)
@@ -656,6 +656,7 @@ def against(name: str) -> dict[str, Any]:
                   for c in cases]  # fmt: skip
         nope = [c["new_nope_us"] / c["base_nope_us"] for c in cases]
         per = [c["new_over_base"] for c in cases]
+        x_xt = [c["new_over_base_x_xt"] for c in cases if c.get("new_over_base_x_xt") is not None]
         modes[mode] = {
             "geomean": f"{data['geomean_new_over_base'][mode]:.2f}",
             "geomean_x_xt": "-"
@@ -665,6 +666,8 @@ def against(name: str) -> dict[str, Any]:
             "x_nope_span": span(ratios),
             "nope_span": span(nope, 1),
             "per_encoding": span(per),
+            "x_xt_span": span(x_xt) if x_xt else "-",
+            "x_xt_encodings": len(x_xt),
             "encodings": len(cases),
         }
     return data | {"modes": modes}
