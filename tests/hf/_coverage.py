@@ -551,6 +551,15 @@ def _samples_per_frame(model: Any) -> int:
     return int(model.config.sampling_rate / model.config.encodec_frame_rate)
 
 
+def _video(model: Any) -> torch.Tensor:
+    """16 random frames (1, 16, 3, S, S) at the input size S of the timm tower's patch
+    embedding (PE Video)."""
+    size = next(
+        m.img_size for m in model.modules() if isinstance(getattr(m, "img_size", None), tuple)
+    )
+    return _randn(1, 16, 3, *size)
+
+
 def _draft_inputs(model: Any, ids: torch.Tensor) -> dict[str, Any]:
     config = model.config
     width = config.hidden_size * len(config.target_layer_ids)
@@ -585,6 +594,9 @@ _INPUTS: dict[str, Callable[[Any, torch.Tensor], dict[str, Any]]] = {
     "mimi_decoder": lambda model, ids: {"latents": _randn(1, model.config.hidden_size, 16)},
     # a DFlash draft block: noise embeddings and the target model's hidden states
     "muse_glimmer_assistant": _draft_inputs,
+    # 16 video frames (the rotary turns by frame), each an image of its timm tower
+    "pe_video": lambda model, ids: {"input_ids": ids, "pixel_values_videos": _video(model)},
+    "pe_video_encoder": lambda model, ids: {"pixel_values_videos": _video(model)},
     # the speech encoder's frames it reads (num_frames, hidden_size)
     "nemotron3_5_transcribe_word_timestamp": lambda model, ids: {
         "inputs_embeds": _randn(1, 16, model.config.hidden_size)
