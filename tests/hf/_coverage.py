@@ -149,7 +149,7 @@ _FIXES: dict[str, tuple[Callable[[Any], bool | None], str]] = {
     ),
     "chameleon": (
         _fields(vocabulary_map={"<image>": _VOCAB - 1}),
-        "vocabulary_map with an <image> token (None by default)",
+        "vocabulary_map with an `<image>` token (None by default)",
     ),
     "cohere_compass_text": (
         _fields(
