@@ -300,9 +300,7 @@ def rope_from_hf(
         partial = 1.0
     if cfg.get("rotary_dim") is not None and cfg.get("model_type") not in _ROTARY_DIM_UNREAD:
         # GPT-J / CodeGen (and MiniMax-M2's config.json) give the rotated width itself
-        partial = int(cfg["rotary_dim"]) / head_dim
-        if int(head_dim * partial) < int(cfg["rotary_dim"]):  # int() of e.g. 23.999999
-            partial = math.nextafter(partial, 2.0)
+        partial = _partial_for(int(cfg["rotary_dim"]), head_dim)
     width = int(head_dim * partial)
     if width % 2 and cfg.get("rotary_dim") is None:
         return _odd_width(cfg, params, head_dim, width, layout, kv_policy, scaling)
@@ -328,6 +326,13 @@ def rope_from_hf(
     )
 
 
+def _partial_for(width: int, head_dim: int) -> float:
+    """The ``partial`` whose ``int(head_dim · partial)`` is ``width``: width / head_dim, nudged
+    up one float where the product rounds to just below it (int() of e.g. 23.999999)."""
+    partial = width / head_dim
+    return math.nextafter(partial, 2.0) if int(head_dim * partial) < width else partial
+
+
 def _odd_width(
     cfg: Mapping[str, Any],
     params: Mapping[str, Any],
@@ -348,9 +353,7 @@ def _odd_width(
             f"theta^(-2j/{width}), which posenc makes without context extension only (got "
             f"{asked})"
         )
-    partial = (width + 1) / head_dim
-    if int(head_dim * partial) < width + 1:  # int() of e.g. 21.999999
-        partial = math.nextafter(partial, 2.0)
+    partial = _partial_for(width + 1, head_dim)
     return OddWidthRoPE(
         head_dim=head_dim,
         base=float(params["rope_theta"]),
